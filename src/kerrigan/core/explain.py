@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kerrigan.core.inventory import IndexedDevice, Inventory
+from kerrigan.core.inventory import Device, Inventory
 from kerrigan.core.manifest import ManifestResult, Task
 from kerrigan.core.matching import DeviceVerdict, Outcome, TaskResolution, resolve
 from kerrigan.core.selection import select_devices
@@ -29,7 +29,7 @@ class TaskExplanation:
 
     task: Task
     resolution: TaskResolution
-    selected: IndexedDevice | None
+    selected: Device | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def invalid_input(manifest: ManifestResult, errors: tuple[Problem, ...]) -> Expl
 def _verdict_json(verdict: DeviceVerdict) -> dict[str, object]:
     return {
         "device": verdict.id,
-        "pool": verdict.device.pool.id,
+        "pool": verdict.device.pool_id,
         "reasons": [reason.text for reason in verdict.reasons],
         "never": verdict.never,
     }
@@ -105,7 +105,7 @@ def resolution_json(resolution: TaskResolution) -> dict[str, object]:
             {"pool": verdict.pool, "reasons": [reason.text for reason in verdict.reasons]}
             for verdict in resolution.rejected_pools
         ],
-        "eligible_devices": [indexed.device.id for indexed in resolution.eligible],
+        "eligible_devices": [device.id for device in resolution.eligible],
         "rejected_devices": [_verdict_json(verdict) for verdict in resolution.rejected],
         "histogram": [
             {
@@ -130,7 +130,7 @@ def explanation_json(explanation: Explanation) -> dict[str, object]:
     for item in explanation.tasks:
         body: dict[str, object] = {"id": item.task.id, "line": item.task.line}
         body.update(resolution_json(item.resolution))
-        body["selected"] = [item.selected.device.id] if item.selected else []
+        body["selected"] = [item.selected.id] if item.selected else []
         tasks.append(body)
     return {
         "workflow": explanation.manifest.name,
@@ -179,7 +179,7 @@ def render_text(explanation: Explanation) -> str:
 
 
 def _pools_text(res: TaskResolution) -> str:
-    per_pool = Counter(indexed.pool.id for indexed in res.eligible)
+    per_pool = Counter(device.pool_id for device in res.eligible)
     return ", ".join(f"{pool} ({per_pool[pool]} eligible)" for pool in res.eligible_pools) or "(none)"
 
 
@@ -222,7 +222,7 @@ def _task_text(item: TaskExplanation) -> list[str]:
             f"{'; '.join(reason.text for reason in pool_verdict.reasons)}"
         )
     if item.selected is not None:
-        device = item.selected.device
+        device = item.selected
         out.append(
             f"  selected          {device.id} (pool {device.pool_id}, host {device.host}, "
             f"board {device.board})"
@@ -230,13 +230,13 @@ def _task_text(item: TaskExplanation) -> list[str]:
     else:
         out.append("  selected          (none)")
     if res.eligible:
-        out.append(f"  eligible devices  {_device_list([d.device.id for d in res.eligible])}")
+        out.append(f"  eligible devices  {_device_list([d.id for d in res.eligible])}")
     if res.rejected:
         out += _rejected_text(res)
     if res.nearest_misses:
         out.append("  nearest misses")
         out += [
-            f"    {verdict.id} ({verdict.device.pool.id}): "
+            f"    {verdict.id} ({verdict.device.pool_id}): "
             f"{'; '.join(reason.text for reason in verdict.reasons)}"
             for verdict in res.nearest_misses
         ]

@@ -16,6 +16,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Final
 
 from kerrigan.core.labels import is_reserved, slugify
 
@@ -95,15 +96,19 @@ def implicit_pool_labels(pool: Pool) -> dict[str, str]:
     return labels
 
 
+# The implicit device labels and the device attribute each one reads.
+_DEVICE_ATTRIBUTES: Final = {
+    "kerrigan.target_id": "id",
+    "kerrigan.board": "board",
+    "kerrigan.target_type": "target_type",
+    "kerrigan.os_type": "os_type",
+    "kerrigan.host": "host",
+}
+
+
 def implicit_device_labels(device: Device) -> dict[str, str]:
     """The ``kerrigan.`` labels Kerrigan generates for a device (a target)."""
-    return {
-        "kerrigan.target_id": device.id,
-        "kerrigan.board": device.board,
-        "kerrigan.target_type": device.target_type,
-        "kerrigan.os_type": device.os_type,
-        "kerrigan.host": device.host,
-    }
+    return {key: getattr(device, attribute) for key, attribute in _DEVICE_ATTRIBUTES.items()}
 
 
 def effective_pool_labels(pool: Pool) -> dict[str, str]:
@@ -154,15 +159,83 @@ def sourced_target_labels(target: Device, pool: Pool) -> list[SourcedLabel]:
     return [sourced[key] for key in sorted(sourced)]
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedDevice:
-    """A device with its effective labels and tags worked out once, for matching."""
+class InventoryIndex:
+    """Columns over a snapshot's devices, built once and shared by every resolution against it.
 
-    device: Device
-    pool: Pool
-    labels: Mapping[str, str]
-    tags: frozenset[str]
-    host_online: bool
+    Position ``i`` of every column is ``devices[i]`` (inventory order). A label column holds each device's
+    effective value for one key, or ``None`` where the device lacks the key; columns are made on first use.
+    """
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.devices: tuple[Device, ...] = inventory.devices
+        self.pools_by_id = inventory.pools_by_id
+        self.pool_labels = {pool.id: effective_pool_labels(pool) for pool in inventory.pools}
+        self.pool_ids = [device.pool_id for device in self.devices]
+        self.hosts = [device.host for device in self.devices]
+        # Plain strings: their hash is cached, an enum member's is a Python call per lookup.
+        self.states: list[str] = [device.state.value for device in self.devices]
+        self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
+        self.distinct_hosts = frozenset(self.hosts)
+        # Devices mostly share their pool's tags: one frozenset per distinct combination keeps the
+        # number of distinct tag sets (and so the work per requested tag) small.
+        shared: dict[tuple[str, frozenset[str]], frozenset[str]] = {}
+        self.tags: list[frozenset[str]] = []
+        for device in self.devices:
+            combination = (device.pool_id, device.tags)
+            tags = shared.get(combination)
+            if tags is None:
+                tags = shared[combination] = self.pools_by_id[device.pool_id].tags | device.tags
+            self.tags.append(tags)
+        self.distinct_tags = frozenset(shared.values())
+        self._labelled = [
+            (position, device.labels) for position, device in enumerate(self.devices) if device.labels
+        ]
+        self._columns: dict[str, list[str | None]] = {}
+        self._distinct: dict[str, frozenset[str | None]] = {}
+
+    def column(self, key: str) -> list[str | None]:
+        """Every device's effective value for ``key`` (``None`` where it has none)."""
+        column = self._columns.get(key)
+        if column is None:
+            column = self._build_column(key)
+            self._columns[key] = column
+        return column
+
+    def distinct(self, key: str) -> frozenset[str | None]:
+        """The values ``key`` takes across devices, ``None`` included when some device lacks it."""
+        values = self._distinct.get(key)
+        if values is None:
+            values = self._distinct[key] = frozenset(self.column(key))
+        return values
+
+    def _build_column(self, key: str) -> list[str | None]:
+        attribute = _DEVICE_ATTRIBUTES.get(key)
+        if attribute is not None:
+            return [getattr(device, attribute) for device in self.devices]
+        per_pool = {pool_id: labels.get(key) for pool_id, labels in self.pool_labels.items()}
+        column = list(map(per_pool.__getitem__, self.pool_ids))
+        if not is_reserved(key):
+            for position, labels in self._labelled:
+                value = labels.get(key)
+                if value is not None:
+                    column[position] = value
+        return column
+
+    @cached_property
+    def label_keys(self) -> frozenset[str]:
+        """Every label key some device carries (for "did you mean")."""
+        keys: set[str] = set(_DEVICE_ATTRIBUTES) if self.devices else set()
+        used_pools = set(self.pool_ids)
+        for pool_id in used_pools:
+            keys.update(self.pool_labels[pool_id])
+        for _, labels in self._labelled:
+            keys.update(key for key in labels if not is_reserved(key))
+        return frozenset(keys)
+
+    @cached_property
+    def all_tags(self) -> frozenset[str]:
+        """Every tag some device carries."""
+        return frozenset().union(*self.distinct_tags)
 
 
 @dataclass(frozen=True)
@@ -187,57 +260,6 @@ class Inventory:
         return {device.id: device for device in self.devices}
 
     @cached_property
-    def pool_labels(self) -> dict[str, dict[str, str]]:
-        """Each pool's effective labels, keyed by pool id."""
-        return {pool.id: effective_pool_labels(pool) for pool in self.pools}
-
-    @cached_property
-    def indexed(self) -> dict[str, tuple[IndexedDevice, ...]]:
-        """Every device with its effective labels, grouped by pool id in the pools' order."""
-        offline = {host.id for host in self.hosts if not host.online}
-        by_pool: dict[str, list[IndexedDevice]] = {pool.id: [] for pool in self.pools}
-        for device in self.devices:
-            pool = self.pools_by_id[device.pool_id]
-            labels = dict(self.pool_labels[pool.id])
-            for key, value in device.labels.items():
-                if not is_reserved(key):
-                    labels[key] = value
-            labels.update(implicit_device_labels(device))
-            by_pool[pool.id].append(
-                IndexedDevice(
-                    device=device,
-                    pool=pool,
-                    labels=labels,
-                    tags=pool.tags | device.tags,
-                    host_online=device.host not in offline,
-                )
-            )
-        return {pool_id: tuple(devices) for pool_id, devices in by_pool.items()}
-
-    @cached_property
-    def label_keys(self) -> frozenset[str]:
-        """Every label key some device carries (for "did you mean")."""
-        keys: set[str] = set()
-        for devices in self.indexed.values():
-            for indexed in devices:
-                keys.update(indexed.labels)
-        return frozenset(keys)
-
-    @cached_property
-    def label_values(self) -> dict[str, frozenset[str]]:
-        """Every value in use, by key (for "did you mean")."""
-        values: dict[str, set[str]] = {}
-        for devices in self.indexed.values():
-            for indexed in devices:
-                for key, value in indexed.labels.items():
-                    values.setdefault(key, set()).add(value)
-        return {key: frozenset(found) for key, found in values.items()}
-
-    @cached_property
-    def all_tags(self) -> frozenset[str]:
-        """Every tag some device carries."""
-        tags: set[str] = set()
-        for devices in self.indexed.values():
-            for indexed in devices:
-                tags.update(indexed.tags)
-        return frozenset(tags)
+    def index(self) -> InventoryIndex:
+        """The columns matching works on, built once per snapshot."""
+        return InventoryIndex(self)

@@ -12,12 +12,15 @@ or transient ("not yet": maintenance, offline, host offline, busy).
 from __future__ import annotations
 
 import enum
-import heapq
+import operator
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import compress
+from typing import Any
 
-from kerrigan.core.inventory import DeviceState, IndexedDevice, Inventory
+from kerrigan.core.inventory import Device, DeviceState, Inventory, InventoryIndex
 from kerrigan.core.labels import is_pool_scoped
 from kerrigan.core.requirements import LabelRequirement, Requirements
 from kerrigan.core.yamlsource import suggest
@@ -73,13 +76,13 @@ class PoolVerdict:
 class DeviceVerdict:
     """A rejected device and every rule it failed."""
 
-    device: IndexedDevice
+    device: Device
     reasons: tuple[Reason, ...]
 
     @property
     def id(self) -> str:
         """The device's id."""
-        return self.device.device.id
+        return self.device.id
 
     @property
     def never(self) -> bool:
@@ -107,26 +110,44 @@ class Hint:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TaskResolution:
-    """Everything matching found out for one set of requirements."""
+    """Everything matching found out for one set of requirements.
+
+    ``reasons[i]`` lists every rule ``devices[i]`` failed (empty for an eligible device); devices that
+    failed the same rules share one tuple.
+    """
 
     requested: Requirements
-    total_devices: int
+    devices: tuple[Device, ...]
+    reasons: tuple[tuple[Reason, ...], ...]
     eligible_pools: tuple[str, ...]
     rejected_pools: tuple[PoolVerdict, ...]
-    eligible: tuple[IndexedDevice, ...]
-    rejected: tuple[DeviceVerdict, ...]
+    eligible: tuple[Device, ...]
     histogram: tuple[ReasonCount, ...]
     nearest_misses: tuple[DeviceVerdict, ...]
     hints: tuple[Hint, ...]
+
+    @property
+    def total_devices(self) -> int:
+        """How many devices were considered."""
+        return len(self.devices)
+
+    @cached_property
+    def rejected(self) -> tuple[DeviceVerdict, ...]:
+        """Every rejected device with its reasons, in inventory order."""
+        return tuple(
+            DeviceVerdict(device, reasons)
+            for device, reasons in zip(self.devices, self.reasons, strict=True)
+            if reasons
+        )
 
     @property
     def outcome(self) -> Outcome:
         """Eligible now, waiting for a transient reason to clear, or unschedulable."""
         if self.eligible:
             return Outcome.ELIGIBLE
-        if any(not verdict.never for verdict in self.rejected):
+        if any(_distance(reasons)[0] == 0 for reasons in set(self.reasons)):
             return Outcome.WAITING
         return Outcome.UNSCHEDULABLE
 
@@ -198,93 +219,143 @@ _STATE_REASONS = {
 _BUSY = Reason(ReasonKind.DEVICE_BUSY, "busy", "device busy", "device busy", permanent=False)
 
 
-def resolve(  # noqa: PLR0915 -- one loop over every device; helpers would cost a call per device
+def resolve(
     requested: Requirements, inventory: Inventory, busy: Collection[str] = frozenset()
 ) -> TaskResolution:
-    """Match ``requested`` against every device of ``inventory``; ``busy`` holds leased device ids."""
+    """Match ``requested`` against every device of ``inventory``; ``busy`` holds leased device ids.
+
+    Each rule is checked once per distinct value in the snapshot, not once per device: a rule becomes a
+    column of reasons (or ``None``) over the devices, and a device's reasons are its row across them.
+    """
+    index = inventory.index
     book = _ReasonBook()
-    pool_reqs = [req for key, req in requested.labels.items() if is_pool_scoped(key)]
-    device_reqs = [
-        (req.key, req.allowed, req) for key, req in requested.labels.items() if not is_pool_scoped(key)
-    ]
-    tag_reqs = [(req.tag, _tag_missing(req.tag)) for req in requested.tags]
-    host_reasons: dict[str, Reason] = {}
+    ordered = sorted(requested.labels.values(), key=lambda req: not is_pool_scoped(req.key))
+    columns: list[list[Reason | None]] = []
+    for req in ordered:
+        allowed = req.allowed
+        outcome: dict[str | None, Reason | None] = {
+            value: None if value in allowed else book.mismatch(req, value)
+            for value in index.distinct(req.key)
+            if value is not None
+        }
+        outcome[None] = book.missing(req.key)
+        _add_column(columns, outcome, index.column(req.key))
+    for tag_req in requested.tags:
+        missing = _tag_missing(tag_req.tag)
+        _add_column(
+            columns,
+            {tags: None if tag_req.tag in tags else missing for tags in index.distinct_tags},
+            index.tags,
+        )
+    _add_column(columns, {state.value: _STATE_REASONS.get(state) for state in DeviceState}, index.states)
+    if index.offline_hosts:
+        offline = index.offline_hosts
+        _add_column(
+            columns,
+            {host: _host_offline(host) if host in offline else None for host in index.distinct_hosts},
+            index.hosts,
+        )
+    if busy:
+        columns.append([_BUSY if device.id in busy else None for device in index.devices])
 
-    eligible_pools: list[str] = []
-    rejected_pools: list[PoolVerdict] = []
-    eligible: list[IndexedDevice] = []
-    rejected: list[DeviceVerdict] = []
-    total = 0
-    for pool in inventory.pools:
-        pool_labels = inventory.pool_labels[pool.id]
-        pool_reasons: list[Reason] = []
-        for req in pool_reqs:
-            got = pool_labels.get(req.key)
-            if got is None:
-                pool_reasons.append(book.missing(req.key))
-            elif got not in req.allowed:
-                pool_reasons.append(book.mismatch(req, got))
-        if pool_reasons:
-            rejected_pools.append(PoolVerdict(pool.id, tuple(pool_reasons)))
-        else:
-            eligible_pools.append(pool.id)
-
-        devices = inventory.indexed[pool.id]
-        total += len(devices)
-        for indexed in devices:
-            reasons = list(pool_reasons)
-            labels = indexed.labels
-            for key, allowed, req in device_reqs:
-                got = labels.get(key)
-                if got is None:
-                    reasons.append(book.missing(key))
-                elif got not in allowed:
-                    reasons.append(book.mismatch(req, got))
-            if tag_reqs:
-                tags = indexed.tags
-                reasons.extend(reason for tag, reason in tag_reqs if tag not in tags)
-            device = indexed.device
-            if device.state is not DeviceState.AVAILABLE:
-                reasons.append(_STATE_REASONS[device.state])
-            if not indexed.host_online:
-                host_reason = host_reasons.get(device.host)
-                if host_reason is None:
-                    text = f"runner host {device.host} offline"
-                    host_reason = Reason(ReasonKind.HOST_OFFLINE, device.host, text, text, permanent=False)
-                    host_reasons[device.host] = host_reason
-                reasons.append(host_reason)
-            if device.id in busy:
-                reasons.append(_BUSY)
-            if reasons:
-                rejected.append(DeviceVerdict(indexed, tuple(reasons)))
-            else:
-                eligible.append(indexed)
-
-    nearest: tuple[DeviceVerdict, ...] = ()
-    if not eligible and rejected:
-        nearest = tuple(heapq.nsmallest(NEAREST_MISSES, rejected, key=_distance))
+    if columns:
+        # Only distinct rows are kept; zip recycles the rest, so a large lab does not fill the heap
+        # with short-lived tuples (and wake the garbage collector) on every resolution.
+        reasons = tuple(map(_CompactRows().__getitem__, zip(*columns, strict=True)))
+    else:
+        reasons = ((),) * len(index.devices)
+    eligible = tuple(compress(index.devices, map(operator.not_, reasons)))
+    eligible_pools, rejected_pools = _pool_verdicts(ordered, inventory, book)
     return TaskResolution(
         requested=requested,
-        total_devices=total,
-        eligible_pools=tuple(eligible_pools),
-        rejected_pools=tuple(rejected_pools),
-        eligible=tuple(eligible),
-        rejected=tuple(rejected),
-        histogram=_histogram(rejected),
-        nearest_misses=nearest,
-        hints=tuple(_hints(requested, inventory)) if not eligible else (),
+        devices=index.devices,
+        reasons=reasons,
+        eligible_pools=eligible_pools,
+        rejected_pools=rejected_pools,
+        eligible=eligible,
+        histogram=_histogram(Counter(reasons)),
+        nearest_misses=() if eligible else _nearest_misses(index.devices, reasons),
+        hints=() if eligible else tuple(_hints(requested, index)),
     )
 
 
-def _distance(verdict: DeviceVerdict) -> tuple[int, int]:
+class _CompactRows(dict[tuple[Reason | None, ...], tuple[Reason, ...]]):
+    """A row of reasons-or-None to the reasons alone, each distinct row worked out once."""
+
+    def __missing__(self, row: tuple[Reason | None, ...]) -> tuple[Reason, ...]:
+        found = self[row] = tuple(reason for reason in row if reason is not None)
+        return found
+
+
+def _add_column(
+    columns: list[list[Reason | None]], outcome: Mapping[Any, Reason | None], values: list[Any]
+) -> None:
+    """Turn one rule's verdict per distinct value into a column over the devices (skipped if all pass)."""
+    if any(reason is not None for reason in outcome.values()):
+        columns.append(list(map(outcome.__getitem__, values)))
+
+
+def _host_offline(host: str) -> Reason:
+    text = f"runner host {host} offline"
+    return Reason(ReasonKind.HOST_OFFLINE, host, text, text, permanent=False)
+
+
+def _pool_verdicts(
+    ordered: Iterable[LabelRequirement], inventory: Inventory, book: _ReasonBook
+) -> tuple[tuple[str, ...], tuple[PoolVerdict, ...]]:
+    """Pool-level filtering on the pool-scoped keys."""
+    pool_reqs = [(req, req.allowed) for req in ordered if is_pool_scoped(req.key)]
+    eligible: list[str] = []
+    rejected: list[PoolVerdict] = []
+    for pool in inventory.pools:
+        labels = inventory.index.pool_labels[pool.id]
+        failed: list[Reason] = []
+        for req, allowed in pool_reqs:
+            got = labels.get(req.key)
+            if got is None:
+                failed.append(book.missing(req.key))
+            elif got not in allowed:
+                failed.append(book.mismatch(req, got))
+        if failed:
+            rejected.append(PoolVerdict(pool.id, tuple(failed)))
+        else:
+            eligible.append(pool.id)
+    return tuple(eligible), tuple(rejected)
+
+
+def _distance(reasons: tuple[Reason, ...]) -> tuple[int, int]:
     """How far a device is from matching: rules it can never meet as it is, then all rules."""
-    return sum(reason.permanent for reason in verdict.reasons), len(verdict.reasons)
+    return sum(reason.permanent for reason in reasons), len(reasons)
 
 
-def _histogram(rejected: Iterable[DeviceVerdict]) -> tuple[ReasonCount, ...]:
+def _nearest_misses(
+    devices: tuple[Device, ...], reasons: tuple[tuple[Reason, ...], ...]
+) -> tuple[DeviceVerdict, ...]:
+    """The devices closest to matching, in inventory order among equals."""
+    distances = {found: _distance(found) for found in set(reasons)}
+    counts = Counter(reasons)
+    threshold: tuple[int, int] | None = None
+    seen = 0
+    for found in sorted(distances, key=distances.__getitem__):
+        seen += counts[found]
+        threshold = distances[found]
+        if seen >= NEAREST_MISSES:
+            break
+    close = [
+        (distances[found], position)
+        for position, found in enumerate(reasons)
+        if threshold is not None and distances[found] <= threshold
+    ]
+    return tuple(
+        DeviceVerdict(devices[position], reasons[position]) for _, position in sorted(close)[:NEAREST_MISSES]
+    )
+
+
+def _histogram(per_row: Counter[tuple[Reason, ...]]) -> tuple[ReasonCount, ...]:
     per_reason: Counter[Reason] = Counter()
-    for verdict in rejected:
-        per_reason.update(verdict.reasons)
+    for found, count in per_row.items():
+        for reason in found:
+            per_reason[reason] += count
     rows: dict[str, tuple[Reason, int, Counter[str]]] = {}
     for reason, count in per_reason.items():
         first, total, got = rows.get(reason.rule, (reason, 0, Counter()))
@@ -298,9 +369,9 @@ def _histogram(rejected: Iterable[DeviceVerdict]) -> tuple[ReasonCount, ...]:
     )
 
 
-def _hints(requested: Requirements, inventory: Inventory) -> Iterable[Hint]:
+def _hints(requested: Requirements, index: InventoryIndex) -> Iterable[Hint]:
     """Did-you-mean advice for keys, values and tags that no device anywhere has."""
-    keys = inventory.label_keys
+    keys = index.label_keys
     for key, req in requested.labels.items():
         origin = req.origins[0] if req.origins else None
         field, line = (origin.field, origin.line) if origin else (key, 1)
@@ -309,16 +380,17 @@ def _hints(requested: Requirements, inventory: Inventory) -> Iterable[Hint]:
             message = f"no device has the label {key!r}"
             yield Hint(field, line, message + (f"; did you mean {close!r}?" if close else ""))
             continue
-        in_use = inventory.label_values.get(key, frozenset())
+        in_use = {value for value in index.distinct(key) if value is not None}
         if in_use.isdisjoint(req.values):
             guesses = [close for value in req.values if (close := suggest(value, in_use))]
-            message = f"no device has {key}={_values(req.values) if len(req.values) > 1 else req.values[0]}"
+            wanted = _values(req.values) if len(req.values) > 1 else req.values[0]
+            message = f"no device has {key}={wanted}"
             if guesses:
                 message += f"; did you mean {' or '.join(repr(g) for g in guesses)}?"
             elif len(in_use) <= 10:
                 message += f"; values in use: {', '.join(sorted(in_use))}"
             yield Hint(field, line, message)
-    tags = inventory.all_tags
+    tags = index.all_tags
     for tag_req in requested.tags:
         if tag_req.tag not in tags:
             close = suggest(tag_req.tag, tags)

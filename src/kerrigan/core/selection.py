@@ -12,57 +12,57 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from kerrigan.core.inventory import IndexedDevice
+from kerrigan.core.inventory import Device
 from kerrigan.core.manifest import Strategy
 
 
 def select_devices(
-    candidates: Sequence[Sequence[IndexedDevice]], strategy: Strategy, max_devkits: int
-) -> list[IndexedDevice | None]:
+    candidates: Sequence[Sequence[Device]], strategy: Strategy, max_devkits: int
+) -> list[Device | None]:
     """One device (or ``None`` when it has no candidate) per task, in task order."""
-    held: dict[str, IndexedDevice] = {}
+    held: dict[str, Device] = {}
     uses: Counter[str] = Counter()
     pools: Counter[str] = Counter()
     hosts: Counter[str] = Counter()
     boards: Counter[str] = Counter()
-    choice: list[IndexedDevice | None] = []
+    choice: list[Device | None] = []
     for eligible in candidates:
         if not eligible:
             choice.append(None)
             continue
-        picked: IndexedDevice | None = None
+        picked: Device | None = None
         if len(held) >= max_devkits:
-            reusable = [dev for dev in eligible if dev.device.id in held]
+            reusable = [dev for dev in eligible if dev.id in held]
             if reusable:
-                picked = min(reusable, key=lambda dev: uses[dev.device.id])
+                picked = min(reusable, key=lambda dev: uses[dev.id])
         if picked is None:
-            fresh = [dev for dev in eligible if dev.device.id not in held] or list(eligible)
+            fresh = [dev for dev in eligible if dev.id not in held] or list(eligible)
             if strategy is Strategy.SPREAD:
                 picked = min(
                     fresh,
                     key=lambda dev: (
-                        pools[dev.pool.id],
-                        hosts[dev.device.host],
-                        boards[dev.device.board],
-                        uses[dev.device.id],
+                        pools[dev.pool_id],
+                        hosts[dev.host],
+                        boards[dev.board],
+                        uses[dev.id],
                     ),
                 )
             else:
-                per_host = Counter(dev.device.host for dev in eligible)
+                per_host = Counter(dev.host for dev in eligible)
                 picked = min(
                     fresh,
                     key=lambda dev: (
-                        -hosts[dev.device.host],
-                        -per_host[dev.device.host],
-                        uses[dev.device.id],
+                        -hosts[dev.host],
+                        -per_host[dev.host],
+                        uses[dev.id],
                     ),
                 )
-        device_id = picked.device.id
+        device_id = picked.id
         if device_id not in held:
             held[device_id] = picked
-            pools[picked.pool.id] += 1
-            hosts[picked.device.host] += 1
-            boards[picked.device.board] += 1
+            pools[picked.pool_id] += 1
+            hosts[picked.host] += 1
+            boards[picked.board] += 1
         uses[device_id] += 1
         choice.append(picked)
     return choice

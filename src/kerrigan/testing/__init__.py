@@ -1,0 +1,1 @@
+"""Fakes and builders shipped with Kerrigan for its own tests, benchmarks and demos."""
