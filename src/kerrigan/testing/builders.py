@@ -1,0 +1,65 @@
+"""Small builders for inventories and requirements, so tests say only what matters to them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kerrigan.core.inventory import Device, DeviceState, Firmware, Pool
+from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
+
+
+def pool(
+    pool_id: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    tags: Iterable[str] = (),
+    name: str | None = None,
+    owners: Iterable[str] = (),
+    firmware: Firmware | None = None,
+) -> Pool:
+    """A pool with only the fields a test names."""
+    return Pool(
+        id=pool_id,
+        name=name or pool_id,
+        owners=tuple(owners),
+        firmware=firmware or Firmware(),
+        labels=dict(labels or {}),
+        tags=frozenset(tags),
+    )
+
+
+def device(
+    device_id: str,
+    pool_id: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    tags: Iterable[str] = (),
+    board: str = "modalix",
+    host: str = "lab-a-01",
+    state: DeviceState = DeviceState.AVAILABLE,
+    target_type: str = "devkit",
+    os_type: str = "linux",
+) -> Device:
+    """A device with only the fields a test names."""
+    return Device(
+        id=device_id,
+        pool_id=pool_id,
+        board=board,
+        target_type=target_type,
+        os_type=os_type,
+        host=host,
+        state=state,
+        labels=dict(labels or {}),
+        tags=frozenset(tags),
+    )
+
+
+def requirements(
+    labels: Mapping[str, str | Iterable[str]] | None = None, tags: Iterable[str] = ()
+) -> Requirements:
+    """Requirements from plain values: a string is one value, a list means any of."""
+    built = {}
+    for key, value in (labels or {}).items():
+        values = (value,) if isinstance(value, str) else tuple(value)
+        built[key] = LabelRequirement(key, values)
+    return Requirements(built, tuple(TagRequirement(tag) for tag in tags))
