@@ -13,12 +13,15 @@ here). A device's tags are its pool's tags plus its own.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from kerrigan.core.labels import is_reserved, slugify
+
+T = TypeVar("T")
 
 
 class DeviceState(enum.StrEnum):
@@ -159,74 +162,73 @@ def sourced_target_labels(target: Device, pool: Pool) -> list[SourcedLabel]:
     return [sourced[key] for key in sorted(sourced)]
 
 
+@dataclass(frozen=True, slots=True)
+class Column(Generic[T]):
+    """One attribute of every device, encoded: ``values[codes[i]]`` is device ``i``'s value.
+
+    A rule is decided once per entry of ``values``; mapping those verdicts over ``codes`` (small integers
+    in a compact buffer) costs an index per device, with no hashing and few cache misses.
+    """
+
+    values: tuple[T, ...]
+    codes: Sequence[int]
+
+    @classmethod
+    def encode(cls, items: Iterable[T]) -> Column[T]:
+        """Encode ``items`` in order; each distinct item gets the next code."""
+        position: dict[T, int] = {}
+        codes = [position.setdefault(item, len(position)) for item in items]
+        packed: Sequence[int] = bytes(codes) if len(position) <= 256 else array("I", codes)
+        return cls(tuple(position), packed)
+
+
 class InventoryIndex:
     """Columns over a snapshot's devices, built once and shared by every resolution against it.
 
     Position ``i`` of every column is ``devices[i]`` (inventory order). A label column holds each device's
-    effective value for one key, or ``None`` where the device lacks the key; columns are made on first use.
+    effective value for one key, or ``None`` where the device lacks the key; label columns are made on first
+    use and kept.
     """
 
     def __init__(self, inventory: Inventory) -> None:
         self.devices: tuple[Device, ...] = inventory.devices
-        self.pools_by_id = inventory.pools_by_id
         self.pool_labels = {pool.id: effective_pool_labels(pool) for pool in inventory.pools}
         self.pool_ids = [device.pool_id for device in self.devices]
-        self.hosts = [device.host for device in self.devices]
-        # Plain strings: their hash is cached, an enum member's is a Python call per lookup.
-        self.states: list[str] = [device.state.value for device in self.devices]
+        self.hosts = Column.encode(device.host for device in self.devices)
+        self.states = Column.encode(device.state for device in self.devices)
         self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
-        self.distinct_hosts = frozenset(self.hosts)
-        # Devices mostly share their pool's tags: one frozenset per distinct combination keeps the
-        # number of distinct tag sets (and so the work per requested tag) small.
-        shared: dict[tuple[str, frozenset[str]], frozenset[str]] = {}
-        self.tags: list[frozenset[str]] = []
-        for device in self.devices:
-            combination = (device.pool_id, device.tags)
-            tags = shared.get(combination)
-            if tags is None:
-                tags = shared[combination] = self.pools_by_id[device.pool_id].tags | device.tags
-            self.tags.append(tags)
-        self.distinct_tags = frozenset(shared.values())
+        pools = inventory.pools_by_id
+        self.tags = Column.encode(pools[device.pool_id].tags | device.tags for device in self.devices)
         self._labelled = [
             (position, device.labels) for position, device in enumerate(self.devices) if device.labels
         ]
-        self._columns: dict[str, list[str | None]] = {}
-        self._distinct: dict[str, frozenset[str | None]] = {}
+        self._columns: dict[str, Column[str | None]] = {}
 
-    def column(self, key: str) -> list[str | None]:
+    def column(self, key: str) -> Column[str | None]:
         """Every device's effective value for ``key`` (``None`` where it has none)."""
         column = self._columns.get(key)
         if column is None:
-            column = self._build_column(key)
-            self._columns[key] = column
+            column = self._columns[key] = Column.encode(self._values(key))
         return column
 
-    def distinct(self, key: str) -> frozenset[str | None]:
-        """The values ``key`` takes across devices, ``None`` included when some device lacks it."""
-        values = self._distinct.get(key)
-        if values is None:
-            values = self._distinct[key] = frozenset(self.column(key))
-        return values
-
-    def _build_column(self, key: str) -> list[str | None]:
+    def _values(self, key: str) -> list[str | None]:
         attribute = _DEVICE_ATTRIBUTES.get(key)
         if attribute is not None:
             return [getattr(device, attribute) for device in self.devices]
         per_pool = {pool_id: labels.get(key) for pool_id, labels in self.pool_labels.items()}
-        column = list(map(per_pool.__getitem__, self.pool_ids))
+        values = list(map(per_pool.__getitem__, self.pool_ids))
         if not is_reserved(key):
             for position, labels in self._labelled:
                 value = labels.get(key)
                 if value is not None:
-                    column[position] = value
-        return column
+                    values[position] = value
+        return values
 
     @cached_property
     def label_keys(self) -> frozenset[str]:
         """Every label key some device carries (for "did you mean")."""
         keys: set[str] = set(_DEVICE_ATTRIBUTES) if self.devices else set()
-        used_pools = set(self.pool_ids)
-        for pool_id in used_pools:
+        for pool_id in set(self.pool_ids):
             keys.update(self.pool_labels[pool_id])
         for _, labels in self._labelled:
             keys.update(key for key in labels if not is_reserved(key))
@@ -235,7 +237,7 @@ class InventoryIndex:
     @cached_property
     def all_tags(self) -> frozenset[str]:
         """Every tag some device carries."""
-        return frozenset().union(*self.distinct_tags)
+        return frozenset().union(*self.tags.values)
 
 
 @dataclass(frozen=True)

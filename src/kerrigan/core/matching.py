@@ -14,11 +14,10 @@ from __future__ import annotations
 import enum
 import operator
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
-from typing import Any
 
 from kerrigan.core.inventory import Device, DeviceState, Inventory, InventoryIndex
 from kerrigan.core.labels import is_pool_scoped
@@ -233,27 +232,33 @@ def resolve(
     columns: list[list[Reason | None]] = []
     for req in ordered:
         allowed = req.allowed
-        outcome: dict[str | None, Reason | None] = {
-            value: None if value in allowed else book.mismatch(req, value)
-            for value in index.distinct(req.key)
-            if value is not None
-        }
-        outcome[None] = book.missing(req.key)
-        _add_column(columns, outcome, index.column(req.key))
+        label_column = index.column(req.key)
+        _add_column(
+            columns,
+            [
+                book.missing(req.key)
+                if value is None
+                else None
+                if value in allowed
+                else book.mismatch(req, value)
+                for value in label_column.values
+            ],
+            label_column.codes,
+        )
     for tag_req in requested.tags:
         missing = _tag_missing(tag_req.tag)
         _add_column(
             columns,
-            {tags: None if tag_req.tag in tags else missing for tags in index.distinct_tags},
-            index.tags,
+            [None if tag_req.tag in tags else missing for tags in index.tags.values],
+            index.tags.codes,
         )
-    _add_column(columns, {state.value: _STATE_REASONS.get(state) for state in DeviceState}, index.states)
-    if index.offline_hosts:
-        offline = index.offline_hosts
+    _add_column(columns, [_STATE_REASONS.get(state) for state in index.states.values], index.states.codes)
+    offline = index.offline_hosts
+    if offline:
         _add_column(
             columns,
-            {host: _host_offline(host) if host in offline else None for host in index.distinct_hosts},
-            index.hosts,
+            [_host_offline(host) if host in offline else None for host in index.hosts.values],
+            index.hosts.codes,
         )
     if busy:
         columns.append([_BUSY if device.id in busy else None for device in index.devices])
@@ -288,11 +293,11 @@ class _CompactRows(dict[tuple[Reason | None, ...], tuple[Reason, ...]]):
 
 
 def _add_column(
-    columns: list[list[Reason | None]], outcome: Mapping[Any, Reason | None], values: list[Any]
+    columns: list[list[Reason | None]], verdicts: list[Reason | None], codes: Sequence[int]
 ) -> None:
-    """Turn one rule's verdict per distinct value into a column over the devices (skipped if all pass)."""
-    if any(reason is not None for reason in outcome.values()):
-        columns.append(list(map(outcome.__getitem__, values)))
+    """Spread one rule's verdict per distinct value over the devices (skipped when all pass)."""
+    if any(verdict is not None for verdict in verdicts):
+        columns.append(list(map(verdicts.__getitem__, codes)))
 
 
 def _host_offline(host: str) -> Reason:
@@ -380,7 +385,7 @@ def _hints(requested: Requirements, index: InventoryIndex) -> Iterable[Hint]:
             message = f"no device has the label {key!r}"
             yield Hint(field, line, message + (f"; did you mean {close!r}?" if close else ""))
             continue
-        in_use = {value for value in index.distinct(key) if value is not None}
+        in_use = {value for value in index.column(key).values if value is not None}
         if in_use.isdisjoint(req.values):
             guesses = [close for value in req.values if (close := suggest(value, in_use))]
             wanted = _values(req.values) if len(req.values) > 1 else req.values[0]
