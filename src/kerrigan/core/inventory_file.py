@@ -308,7 +308,7 @@ class _InventoryParser:
                     f"label {key!r} is set twice (first on line {lines[key]}); keys are case-insensitive",
                 )
                 continue
-            value = r.string(value_node, key_field)
+            value = r.string(value_node, key_field, allow_empty=True)
             if value is None:
                 continue
             try:

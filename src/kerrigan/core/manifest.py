@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -19,6 +19,7 @@ from kerrigan.core.labels import (
     is_valid_name,
     validate_requested_key,
     validate_tag,
+    validate_user_key,
     validate_value,
 )
 from kerrigan.core.requirements import (
@@ -251,9 +252,14 @@ class _ManifestParser:
         config = self._event_config(node, field, ("branches",))
         if "branches" not in config:
             return BranchFilter()
-        branches_field = join_field(field, "branches")
-        patterns = tuple(text for _, _, text in self.reader.strings(config["branches"][1], branches_field))
-        return BranchFilter(patterns)
+        return BranchFilter(self._patterns(config["branches"][1], join_field(field, "branches")))
+
+    def _patterns(self, node: yaml.Node, field: str) -> tuple[str, ...]:
+        if isinstance(node, yaml.SequenceNode) and not node.value:
+            self.reader.error(
+                node, field, "an empty list matches nothing; leave it out to match every branch"
+            )
+        return tuple(text for _, _, text in self.reader.strings(node, field))
 
     def _workflow_run(self, node: yaml.Node | None, on_node: yaml.Node) -> WorkflowRunTrigger | None:
         r = self.reader
@@ -271,6 +277,8 @@ class _ManifestParser:
         types: tuple[str, ...] = ("completed",)
         if "types" in config:
             found = []
+            if isinstance(config["types"][1], yaml.SequenceNode) and not config["types"][1].value:
+                r.error(config["types"][1], "on.workflow_run.types", "an empty list matches nothing")
             for item, item_field, text in r.strings(config["types"][1], "on.workflow_run.types"):
                 if text not in _WORKFLOW_RUN_TYPES:
                     r.error(
@@ -283,9 +291,7 @@ class _ManifestParser:
             types = tuple(found)
         branches = BranchFilter()
         if "branches" in config:
-            branches = BranchFilter(
-                tuple(text for _, _, text in r.strings(config["branches"][1], "on.workflow_run.branches"))
-            )
+            branches = BranchFilter(self._patterns(config["branches"][1], "on.workflow_run.branches"))
         return WorkflowRunTrigger(workflows, types, branches)
 
     def _merge_group(self, node: yaml.Node | None) -> None:
@@ -339,7 +345,12 @@ class _ManifestParser:
         requirements = Requirements(labels, tags)
         return Scheduling(strategy, max_devkits, priority, wait, requirements, line_of(key_node))
 
-    def _labels(self, entry: tuple[yaml.Node, yaml.Node] | None, field: str) -> dict[str, LabelRequirement]:
+    def _labels(
+        self,
+        entry: tuple[yaml.Node, yaml.Node] | None,
+        field: str,
+        validate: Callable[[str], str] = validate_requested_key,
+    ) -> dict[str, LabelRequirement]:
         r = self.reader
         labels: dict[str, LabelRequirement] = {}
         if entry is None or is_null(entry[1]):
@@ -348,7 +359,7 @@ class _ManifestParser:
         for raw_key, (key_node, value_node) in config.items():
             key_field = join_field(field, raw_key)
             try:
-                key = validate_requested_key(raw_key)
+                key = validate(raw_key)
             except LabelError as exc:
                 r.error(key_node, key_field, str(exc))
                 continue
@@ -374,7 +385,7 @@ class _ManifestParser:
             r.error(node, field, f"label {key!r} needs a value (a string, or a list meaning any of)")
             return ()
         values: list[str] = []
-        for item, item_field, text in r.strings(node, field):
+        for item, item_field, text in r.strings(node, field, allow_empty=True):
             try:
                 value = validate_value(text, key=key)
             except LabelError as exc:
@@ -405,9 +416,8 @@ class _ManifestParser:
         if "pools" not in config:
             return
         key_node, node = config["pools"]
-        pools = [text for _, _, text in r.strings(node, "scheduling.pools")]
+        pools = self._label_values(node, "scheduling.pools", "kerrigan.pool_id")
         if not pools:
-            r.error(node, "scheduling.pools", "must name at least one pool")
             return
         r.warning(
             key_node,
@@ -416,7 +426,7 @@ class _ManifestParser:
             f"{{kerrigan.pool_id: [{', '.join(pools)}]}} instead",
         )
         origin = Origin("scheduling.pools", line_of(key_node))
-        self._add_legacy(labels, LabelRequirement("kerrigan.pool_id", tuple(pools), (origin,)), key_node)
+        self._add_legacy(labels, LabelRequirement("kerrigan.pool_id", pools, (origin,)), key_node)
 
     def _legacy_capabilities(
         self, config: Mapping[str, tuple[yaml.Node, yaml.Node]], labels: dict[str, LabelRequirement]
@@ -428,15 +438,20 @@ class _ManifestParser:
         field = "scheduling.capabilities"
         converted: list[LabelRequirement] = []
         if isinstance(node, yaml.MappingNode):
-            converted = list(self._labels((key_node, node), field).values())
+            converted = list(self._labels((key_node, node), field, validate_user_key).values())
         else:
+            seen: set[str] = set()
             for item, item_field, text in r.strings(node, field):
                 try:
-                    key = validate_requested_key(text)
+                    key = validate_user_key(text)
                 except LabelError as exc:
                     r.error(item, item_field, str(exc))
                     continue
-                converted.append(LabelRequirement(key, ("enabled",), (Origin(item_field, line_of(item)),)))
+                if key not in seen:
+                    seen.add(key)
+                    converted.append(
+                        LabelRequirement(key, ("enabled",), (Origin(item_field, line_of(item)),))
+                    )
         if not converted:
             return
         written = ", ".join(f"{req.key}: {_yaml_values(req.values)}" for req in converted)

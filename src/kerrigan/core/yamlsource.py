@@ -8,6 +8,7 @@ field it concerns, and reading goes on, so a user sees all their mistakes at onc
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -16,7 +17,7 @@ import yaml
 
 _Loader: Final[type[yaml.SafeLoader]] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _NULL_TAG: Final = "tag:yaml.org,2002:null"
-_INT_TAG: Final = "tag:yaml.org,2002:int"
+_DECIMAL: Final = re.compile(r"[-+]?[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,26 +155,22 @@ class SourceReader:
             return None
         return list(node.value)
 
-    def string(self, node: yaml.Node, field: str) -> str | None:
-        """A scalar's text as written; null and empty scalars are errors."""
+    def string(self, node: yaml.Node, field: str, *, allow_empty: bool = False) -> str | None:
+        """A scalar's text as written; null is an error, and so is ``""`` unless ``allow_empty``."""
         if not isinstance(node, yaml.ScalarNode):
             self.error(node, field, f"must be a string, not {describe(node)}")
             return None
-        if is_null(node):
+        if is_null(node) or (node.value == "" and not allow_empty):
             self.error(node, field, "must not be empty")
             return None
         return str(node.value)
 
     def integer(self, node: yaml.Node, field: str, *, minimum: int, maximum: int | None = None) -> int | None:
         """A whole number within bounds."""
-        if not isinstance(node, yaml.ScalarNode) or node.tag != _INT_TAG:
+        if not isinstance(node, yaml.ScalarNode) or _DECIMAL.fullmatch(str(node.value)) is None:
             self.error(node, field, f"must be a whole number, not {describe(node)}")
             return None
-        try:
-            value = int(str(node.value).replace("_", ""), 0)
-        except ValueError:
-            self.error(node, field, f"must be a whole number, not {node.value!r}")
-            return None
+        value = int(str(node.value))
         if value < minimum or (maximum is not None and value > maximum):
             bounds = f"at least {minimum}" if maximum is None else f"{minimum} to {maximum}"
             self.error(node, field, f"must be {bounds}, not {value}")
@@ -190,16 +187,18 @@ class SourceReader:
         return value
 
     def strings(
-        self, node: yaml.Node, field: str, *, scalar_ok: bool = True
+        self, node: yaml.Node, field: str, *, scalar_ok: bool = True, allow_empty: bool = False
     ) -> Iterator[tuple[yaml.Node, str, str]]:
         """Each (node, field, text) of a list of strings; a lone string counts as a list of one."""
         if scalar_ok and isinstance(node, yaml.ScalarNode) and not is_null(node):
-            yield node, field, str(node.value)
+            text = self.string(node, field, allow_empty=allow_empty)
+            if text is not None:
+                yield node, field, text
             return
         items = self.sequence(node, field)
         for index, item in enumerate(items or ()):
             item_field = join_field(field, index)
-            text = self.string(item, item_field)
+            text = self.string(item, item_field, allow_empty=allow_empty)
             if text is not None:
                 yield item, item_field, text
 

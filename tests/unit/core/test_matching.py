@@ -32,8 +32,12 @@ def texts(resolution: TaskResolution, device_id: str) -> list[str]:
 def lab() -> Inventory:
     return Inventory(
         pools=(
-            pool("sdk-2-2-som", labels={"sdk": "2.2.0", "form_factor": "som"},
-                 tags=["2.2.0-som-devkits"], firmware=Firmware("ga", "2.2.0")),
+            pool(
+                "sdk-2-2-som",
+                labels={"sdk": "2.2.0", "form_factor": "som"},
+                tags=["2.2.0-som-devkits"],
+                firmware=Firmware("ga", "2.2.0"),
+            ),
             pool("default", labels={"sdk": "2.1.1"}),
         ),
         devices=(
@@ -50,13 +54,19 @@ def lab() -> Inventory:
 @pytest.mark.parametrize(
     ("request_", "device_id", "expected"),
     [
-        ({"kerrigan.pool_id": "sdk-2-2-som"}, "legacy-01",
-         "kerrigan.pool_id=default did not match sdk-2-2-som"),
+        (
+            {"kerrigan.pool_id": "sdk-2-2-som"},
+            "legacy-01",
+            "kerrigan.pool_id=default did not match sdk-2-2-som",
+        ),
         ({"form_factor": "som"}, "legacy-01", "form_factor missing"),
         ({"sdk": "2.2.0"}, "legacy-01", "sdk expected 2.2.0, got 2.1.1"),
         ({"sdk": ["2.2.0", "2.3.0"]}, "legacy-01", "sdk expected one of [2.2.0, 2.3.0], got 2.1.1"),
-        ({"kerrigan.pool_id": ["a", "b"]}, "legacy-01",
-         "kerrigan.pool_id=default did not match any of [a, b]"),
+        (
+            {"kerrigan.pool_id": ["a", "b"]},
+            "legacy-01",
+            "kerrigan.pool_id=default did not match any of [a, b]",
+        ),
         ({}, "modalix-greenbox", "device in maintenance"),
         ({}, "legacy-02", "runner host lab-b-02 offline"),
     ],
@@ -87,9 +97,7 @@ def test_a_rejected_device_lists_every_failed_rule_not_just_the_first(lab: Inven
 
 
 def test_device_in_any_state_but_available_is_rejected(lab: Inventory) -> None:
-    devices = tuple(
-        device(f"d-{state.value}", "default", state=state) for state in DeviceState
-    )
+    devices = tuple(device(f"d-{state.value}", "default", state=state) for state in DeviceState)
     inventory = Inventory(lab.pools, devices)
     resolution = resolve(Requirements(), inventory)
     assert [d.id for d in resolution.eligible] == ["d-available"]
@@ -141,9 +149,7 @@ def test_implicit_labels_select_a_device_board_and_host(lab: Inventory) -> None:
     assert [d.id for d in resolve(requirements({"kerrigan.target_id": "modalix-redbox"}), lab).eligible] == [
         "modalix-redbox"
     ]
-    assert [d.id for d in resolve(requirements({"kerrigan.board": "cortex"}), lab).eligible] == [
-        "legacy-01"
-    ]
+    assert [d.id for d in resolve(requirements({"kerrigan.board": "cortex"}), lab).eligible] == ["legacy-01"]
     assert [d.id for d in resolve(requirements({"kerrigan.host": "lab-a-02"}), lab).eligible] == [
         "modalix-redbox"
     ]
@@ -165,9 +171,7 @@ def test_busy_device_waits_rather_than_failing(lab: Inventory) -> None:
         ({"sdk": "3.0.0"}, Outcome.UNSCHEDULABLE),
     ],
 )
-def test_outcome_tells_never_from_not_yet(
-    lab: Inventory, request_: dict[str, str], outcome: Outcome
-) -> None:
+def test_outcome_tells_never_from_not_yet(lab: Inventory, request_: dict[str, str], outcome: Outcome) -> None:
     assert resolve(requirements(request_), lab).outcome is outcome
 
 
@@ -299,8 +303,11 @@ def reference_reasons(
         tags = effective_target_tags(dev, home)
         reasons += [f"tag {t.tag} missing" for t in asked.tags if t.tag not in tags]
         if dev.state is not DeviceState.AVAILABLE:
-            reasons.append("device in maintenance" if dev.state is DeviceState.MAINTENANCE
-                           else f"device {dev.state.value}")
+            reasons.append(
+                "device in maintenance"
+                if dev.state is DeviceState.MAINTENANCE
+                else f"device {dev.state.value}"
+            )
         if dev.host in offline:
             reasons.append(f"runner host {dev.host} offline")
         if dev.id in busy:
@@ -312,11 +319,16 @@ def reference_reasons(
 @st.composite
 def labs_and_requests(draw: st.DrawFn) -> tuple[Inventory, Requirements, frozenset[str]]:
     pool_count = draw(st.integers(1, 4))
-    user_labels = st.dictionaries(st.sampled_from(["sdk", "form_factor", "uart"]),
-                                  st.sampled_from(VALUES), max_size=3)
+    user_labels = st.dictionaries(
+        st.sampled_from(["sdk", "form_factor", "uart"]), st.sampled_from(VALUES), max_size=3
+    )
     pools = tuple(
-        pool(f"p{n}", labels=draw(user_labels), tags=draw(st.sets(st.sampled_from(TAGS))),
-             firmware=Firmware(draw(st.sampled_from([None, "a", "b"]))))
+        pool(
+            f"p{n}",
+            labels=draw(user_labels),
+            tags=draw(st.sets(st.sampled_from(TAGS))),
+            firmware=Firmware(draw(st.sampled_from([None, "a", "b"]))),
+        )
         for n in range(pool_count)
     )
     devices = tuple(
@@ -333,12 +345,16 @@ def labs_and_requests(draw: st.DrawFn) -> tuple[Inventory, Requirements, frozens
     )
     hosts = (RunnerHost("h1"), RunnerHost("h2", online=draw(st.booleans())))
     asked = requirements(
-        draw(st.dictionaries(
-            st.sampled_from(KEYS),
-            st.one_of(st.sampled_from(VALUES + ["p0", "p1"]),
-                      st.lists(st.sampled_from(VALUES + ["p0"]), min_size=1, max_size=3, unique=True)),
-            max_size=4,
-        )),
+        draw(
+            st.dictionaries(
+                st.sampled_from(KEYS),
+                st.one_of(
+                    st.sampled_from(VALUES + ["p0", "p1"]),
+                    st.lists(st.sampled_from(VALUES + ["p0"]), min_size=1, max_size=3, unique=True),
+                ),
+                max_size=4,
+            )
+        ),
         draw(st.lists(st.sampled_from(TAGS), max_size=2, unique=True)),
     )
     busy = frozenset(draw(st.sets(st.sampled_from([d.id for d in devices])))) if devices else frozenset()

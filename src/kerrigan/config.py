@@ -1,0 +1,119 @@
+"""Configuration from the environment (all names prefixed ``KERRIGAN_``), as DESIGN.md's contract lists it.
+
+:meth:`Settings.from_env` takes the mapping to read, so tests pass a dict and nothing is read at import time.
+A missing or malformed setting raises :class:`ConfigError` with one line naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+PREFIX: Final = "KERRIGAN_"
+DEFAULT_DATABASE_URL: Final = "sqlite+aiosqlite:///./kerrigan.db"
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
+_DATABASE_SCHEMES: Final = ("sqlite+aiosqlite", "postgresql+asyncpg")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message is one line naming it."""
+
+
+def _http_url(name: str, value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{PREFIX}{name} must be an http(s) URL, not {value!r}")
+    return value.rstrip("/")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything Kerrigan reads from its environment."""
+
+    database_url: str = DEFAULT_DATABASE_URL
+    admins: frozenset[str] = frozenset()
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str = "http://127.0.0.1:8080"
+    github_api_url: str = "https://api.github.com"
+    github_url: str = "https://github.com"
+    github_app_id: str | None = None
+    github_private_key: str | None = field(default=None, repr=False)
+    webhook_secret: str | None = field(default=None, repr=False)
+    github_client_id: str | None = None
+    github_client_secret: str | None = field(default=None, repr=False)
+    session_secret: str | None = field(default=None, repr=False)
+    public_read: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Read the ``KERRIGAN_`` settings from ``environ``; unset ones keep their defaults."""
+
+        def get(name: str) -> str | None:
+            value = environ.get(PREFIX + name)
+            return value.strip() if value is not None and value.strip() else None
+
+        values: dict[str, object] = {}
+        if (url := get("DATABASE_URL")) is not None:
+            scheme = url.split("://", 1)[0] if "://" in url else ""
+            if scheme not in _DATABASE_SCHEMES:
+                raise ConfigError(
+                    f"{PREFIX}DATABASE_URL must start with sqlite+aiosqlite:// or postgresql+asyncpg://, "
+                    f"not {scheme + '://' if scheme else repr(url)}"
+                )
+            values["database_url"] = url
+        if (admins := get("ADMINS")) is not None:
+            logins = {login.strip() for login in admins.split(",") if login.strip()}
+            bad = sorted(login for login in logins if not _LOGIN.fullmatch(login))
+            if bad:
+                raise ConfigError(f"{PREFIX}ADMINS holds {bad[0]!r}, which is not a GitHub login")
+            values["admins"] = frozenset(logins)
+        if (host := get("HOST")) is not None:
+            values["host"] = host
+        if (port := get("PORT")) is not None:
+            if not port.isdigit() or not 0 < int(port) < 65536:
+                raise ConfigError(f"{PREFIX}PORT must be a port number from 1 to 65535, not {port!r}")
+            values["port"] = int(port)
+        for name, attribute in (
+            ("PUBLIC_URL", "public_url"),
+            ("GITHUB_API_URL", "github_api_url"),
+            ("GITHUB_URL", "github_url"),
+        ):
+            if (value := get(name)) is not None:
+                values[attribute] = _http_url(name, value)
+        if "public_url" not in values:
+            values["public_url"] = f"http://{values.get('host', cls.host)}:{values.get('port', cls.port)}"
+        for name, attribute in (
+            ("GITHUB_APP_ID", "github_app_id"),
+            ("WEBHOOK_SECRET", "webhook_secret"),
+            ("GITHUB_CLIENT_ID", "github_client_id"),
+            ("GITHUB_CLIENT_SECRET", "github_client_secret"),
+            ("SESSION_SECRET", "session_secret"),
+        ):
+            if (value := get(name)) is not None:
+                values[attribute] = value
+        if (app_id := values.get("github_app_id")) is not None and not str(app_id).isdigit():
+            raise ConfigError(f"{PREFIX}GITHUB_APP_ID must be a number, not {app_id!r}")
+        values["github_private_key"] = _private_key(get("GITHUB_PRIVATE_KEY"), get("GITHUB_PRIVATE_KEY_PATH"))
+        if (public_read := get("PUBLIC_READ")) is not None:
+            if public_read not in ("0", "1"):
+                raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")
+            values["public_read"] = public_read == "1"
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def _private_key(text: str | None, path: str | None) -> str | None:
+    if text is not None and path is not None:
+        raise ConfigError(f"set {PREFIX}GITHUB_PRIVATE_KEY or {PREFIX}GITHUB_PRIVATE_KEY_PATH, not both")
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{PREFIX}GITHUB_PRIVATE_KEY_PATH {path}: {exc.strerror}") from None
+    if text is not None and "PRIVATE KEY-----" not in text:
+        raise ConfigError(f"{PREFIX}GITHUB_PRIVATE_KEY is not a PEM private key")
+    return text

@@ -1,0 +1,1 @@
+"""The inventory store: SQLAlchemy models, Alembic migrations and repositories returning core objects."""

@@ -1,0 +1,109 @@
+"""The engine, sessions and schema version of Kerrigan's database (SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, event
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC."""
+    return datetime.now(UTC)
+
+
+def create_engine(url: str, **options: Any) -> AsyncEngine:
+    """An async engine; SQLite gets foreign keys enforced and a busy timeout for concurrent writers."""
+    engine = create_async_engine(url, **options)
+    if engine.dialect.name == "sqlite":
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=5000")
+            cursor.close()
+
+    return engine
+
+
+@dataclass(frozen=True)
+class Database:
+    """An engine with its session factory and the clock the store stamps changes with."""
+
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    clock: Clock = utc_now
+
+    @classmethod
+    def connect(cls, url: str, clock: Clock = utc_now) -> Database:
+        """Open (lazily) the database at ``url``."""
+        engine = create_engine(url)
+        return cls(engine, async_sessionmaker(engine, expire_on_commit=False), clock)
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """Alembic's configuration, pointing at the migrations shipped inside the package."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The revision the code expects."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None  # the package ships at least one migration
+    return head
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    command.upgrade(alembic_config(connection), revision)
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Apply migrations up to ``revision``."""
+    async with engine.begin() as connection:
+        await connection.run_sync(_upgrade, revision)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    """The revision the database is at (``None`` for an empty database)."""
+    async with engine.connect() as connection:
+        return await connection.run_sync(_current)
+
+
+class SchemaBehindError(RuntimeError):
+    """The database is older than the code; the message says what to run."""
+
+
+async def check_schema(engine: AsyncEngine) -> None:
+    """Raise :class:`SchemaBehindError` unless the database is at the code's head revision."""
+    current, head = await current_revision(engine), head_revision()
+    if current != head:
+        at = f"at revision {current}" if current else "empty"
+        raise SchemaBehindError(
+            f"the database is {at} but this Kerrigan needs revision {head}: run `kerrigan db upgrade`"
+        )

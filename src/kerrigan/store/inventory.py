@@ -1,0 +1,402 @@
+"""Repository functions for pools, devices and runner hosts. They take and return core objects.
+
+Every write goes through :func:`save_pool` / :func:`save_device` (or the create and delete functions), which
+compare the stored object with the new one field by field and write one audit row per changed field. Each
+pool and device carries a version: writes can demand the version they read (``If-Match``), and two writers
+racing on one row cannot both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
+
+from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
+from kerrigan.core.inventory_diff import (
+    ChangeKind,
+    FieldChange,
+    InventoryDiff,
+    device_field_changes,
+    pool_field_changes,
+)
+from kerrigan.store.audit import Change, record
+from kerrigan.store.models import DeviceRow, PoolRow, RunnerHostRow
+
+
+class NotFoundError(LookupError):
+    """No pool, device or host has that id."""
+
+
+class ConflictError(Exception):
+    """The write would break a rule of the inventory: a duplicate id, a pool that still has devices."""
+
+
+class StaleError(Exception):
+    """The object changed since the caller read it (``If-Match`` no longer holds)."""
+
+    def __init__(self, message: str, current_etag: str | None = None) -> None:
+        super().__init__(message)
+        self.current_etag = current_etag
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPool:
+    """A pool as stored, with its version and device count."""
+
+    pool: Pool
+    version: int
+    devices: int
+    updated_at: datetime
+
+    @property
+    def etag(self) -> str:
+        """The entity tag: changes whenever the pool does."""
+        return f'"pool-{self.pool.id}-v{self.version}"'
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDevice:
+    """A device as stored, with its pool (its effective labels depend on it) and both versions."""
+
+    device: Device
+    pool: Pool
+    version: int
+    pool_version: int
+    state_changed_at: datetime
+    updated_at: datetime
+
+    @property
+    def etag(self) -> str:
+        """The entity tag: changes when the device or its pool (and so its effective labels) does."""
+        return f'"device-{self.device.id}-v{self.version}-p{self.pool_version}"'
+
+
+def check_etag(current: str, expected: str | None) -> None:
+    """Raise :class:`StaleError` when the caller's ``If-Match`` does not name the current version."""
+    if expected is None or expected.strip() == "*":
+        return
+    offered = {tag.strip().removeprefix("W/") for tag in expected.split(",")}
+    if current not in offered:
+        raise StaleError(f"changed since it was read: If-Match {expected} but it is now {current}", current)
+
+
+# -- rows to core objects --------------------------------------------------------------------------
+
+
+def _pool(row: PoolRow) -> Pool:
+    return Pool(
+        id=row.id,
+        name=row.name,
+        owners=tuple(row.owners),
+        firmware=Firmware(row.firmware_channel, row.firmware_base_version),
+        labels=dict(row.labels),
+        tags=frozenset(row.tags),
+    )
+
+
+def _device(row: DeviceRow, pool_id: str) -> Device:
+    return Device(
+        id=row.id,
+        pool_id=pool_id,
+        board=row.board,
+        target_type=row.target_type,
+        os_type=row.os_type,
+        host=row.host,
+        state=row.state,
+        state_reason=row.state_reason,
+        labels=dict(row.labels),
+        tags=frozenset(row.tags),
+    )
+
+
+def _stored_device(row: DeviceRow) -> StoredDevice:
+    return StoredDevice(
+        _device(row, row.pool.id),
+        _pool(row.pool),
+        row.version,
+        row.pool.version,
+        row.state_changed_at,
+        row.updated_at,
+    )
+
+
+# -- reads -----------------------------------------------------------------------------------------
+
+
+async def load_inventory(session: AsyncSession) -> Inventory:
+    """The whole inventory as one snapshot for matching, in id order."""
+    pool_rows = (await session.scalars(select(PoolRow).order_by(PoolRow.id))).all()
+    pools = tuple(_pool(row) for row in pool_rows)
+    device_rows = await session.execute(
+        select(
+            DeviceRow.id,
+            PoolRow.id,
+            DeviceRow.board,
+            DeviceRow.target_type,
+            DeviceRow.os_type,
+            DeviceRow.host,
+            DeviceRow.state,
+            DeviceRow.state_reason,
+            DeviceRow.labels,
+            DeviceRow.tags,
+        )
+        .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
+        .order_by(PoolRow.id, DeviceRow.id)
+    )
+    devices = tuple(
+        Device(device_id, pool_id, board, target_type, os_type, host, state, reason, labels, frozenset(tags))
+        for device_id, pool_id, board, target_type, os_type, host, state, reason, labels, tags in device_rows
+    )
+    host_rows = await session.execute(
+        select(RunnerHostRow.id, RunnerHostRow.online).order_by(RunnerHostRow.id)
+    )
+    hosts = tuple(RunnerHost(host_id, online) for host_id, online in host_rows)
+    return Inventory(pools, devices, hosts)
+
+
+async def _pool_row(session: AsyncSession, pool_id: str, *, lock: bool = False) -> PoolRow:
+    query = select(PoolRow).where(PoolRow.id == pool_id)
+    if lock:
+        query = query.with_for_update()
+    row = await session.scalar(query)
+    if row is None:
+        raise NotFoundError(f"no pool {pool_id!r}")
+    return row
+
+
+async def _device_row(session: AsyncSession, device_id: str, *, lock: bool = False) -> DeviceRow:
+    query = select(DeviceRow).where(DeviceRow.id == device_id)
+    if lock:
+        query = query.with_for_update()
+    row = await session.scalar(query)
+    if row is None:
+        raise NotFoundError(f"no device {device_id!r}")
+    await session.refresh(row, ["pool"])
+    return row
+
+
+async def _device_count(session: AsyncSession, pool_pk: int) -> int:
+    count = await session.scalar(
+        select(func.count()).select_from(DeviceRow).where(DeviceRow.pool_pk == pool_pk)
+    )
+    return int(count or 0)
+
+
+async def get_pool(session: AsyncSession, pool_id: str) -> StoredPool:
+    """One pool, or :class:`NotFoundError`."""
+    row = await _pool_row(session, pool_id)
+    return StoredPool(_pool(row), row.version, await _device_count(session, row.pk), row.updated_at)
+
+
+async def list_pools(session: AsyncSession) -> list[StoredPool]:
+    """Every pool, in id order."""
+    counts = dict(
+        (await session.execute(select(DeviceRow.pool_pk, func.count()).group_by(DeviceRow.pool_pk))).tuples()
+    )
+    rows = (await session.scalars(select(PoolRow).order_by(PoolRow.id))).all()
+    return [StoredPool(_pool(row), row.version, counts.get(row.pk, 0), row.updated_at) for row in rows]
+
+
+async def get_device(session: AsyncSession, device_id: str) -> StoredDevice:
+    """One device with its pool, or :class:`NotFoundError`."""
+    return _stored_device(await _device_row(session, device_id))
+
+
+async def list_devices(session: AsyncSession, pool_id: str | None = None) -> list[StoredDevice]:
+    """Every device (of one pool, if given), in id order."""
+    query = select(DeviceRow, PoolRow).join(PoolRow, DeviceRow.pool_pk == PoolRow.pk).order_by(DeviceRow.id)
+    if pool_id is not None:
+        await _pool_row(session, pool_id)
+        query = query.where(PoolRow.id == pool_id)
+    rows = (await session.execute(query)).tuples().all()
+    pools: dict[int, Pool] = {}
+    return [
+        StoredDevice(
+            _device(device, pool.id),
+            pools.setdefault(pool.pk, _pool(pool)),
+            device.version,
+            pool.version,
+            device.state_changed_at,
+            device.updated_at,
+        )
+        for device, pool in rows
+    ]
+
+
+# -- writes ----------------------------------------------------------------------------------------
+
+
+async def _flush(session: AsyncSession, what: str) -> None:
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        raise ConflictError(f"{what} already exists") from exc
+    except StaleDataError as exc:
+        raise StaleError(f"{what} was changed by someone else at the same time; read it again") from exc
+
+
+async def create_pool(session: AsyncSession, pool: Pool, change: Change) -> StoredPool:
+    """Add a pool; :class:`ConflictError` when its id is taken."""
+    if await session.scalar(select(PoolRow.pk).where(PoolRow.id == pool.id)) is not None:
+        raise ConflictError(f"pool {pool.id!r} already exists")
+    row = PoolRow(id=pool.id, created_at=change.at, updated_at=change.at)
+    _write_pool(row, pool)
+    session.add(row)
+    await _flush(session, f"pool {pool.id!r}")
+    await record(session, change, FieldChange(ChangeKind.ADD, "pool", pool.id, "", None, pool), pool.id)
+    return StoredPool(pool, row.version, 0, row.updated_at)
+
+
+def _write_pool(row: PoolRow, pool: Pool) -> None:
+    row.name = pool.name
+    row.owners = list(pool.owners)
+    row.firmware_channel = pool.firmware.channel
+    row.firmware_base_version = pool.firmware.base_version
+    row.labels = dict(sorted(pool.labels.items()))
+    row.tags = sorted(pool.tags)
+
+
+async def save_pool(
+    session: AsyncSession, pool: Pool, change: Change, if_match: str | None = None
+) -> StoredPool:
+    """Make the stored pool ``pool``; one audit row per changed field. No change writes nothing."""
+    row = await _pool_row(session, pool.id, lock=True)
+    check_etag(f'"pool-{row.id}-v{row.version}"', if_match)
+    changes = pool_field_changes(_pool(row), pool)
+    if changes:
+        _write_pool(row, pool)
+        row.updated_at = change.at
+        await _flush(session, f"pool {pool.id!r}")
+        for field_change in changes:
+            await record(session, change, field_change, pool.id)
+    return StoredPool(_pool(row), row.version, await _device_count(session, row.pk), row.updated_at)
+
+
+async def delete_pool(
+    session: AsyncSession, pool_id: str, change: Change, if_match: str | None = None
+) -> None:
+    """Remove an empty pool; :class:`ConflictError` while devices remain in it."""
+    row = await _pool_row(session, pool_id, lock=True)
+    check_etag(f'"pool-{row.id}-v{row.version}"', if_match)
+    devices = await _device_count(session, row.pk)
+    if devices:
+        raise ConflictError(f"pool {pool_id!r} still has {devices} device(s); move or delete them first")
+    before = _pool(row)
+    await session.delete(row)
+    await _flush(session, f"pool {pool_id!r}")
+    await record(session, change, FieldChange(ChangeKind.REMOVE, "pool", pool_id, "", before, None), pool_id)
+
+
+async def _ensure_host(session: AsyncSession, host_id: str, at: datetime) -> None:
+    if await session.scalar(select(RunnerHostRow.pk).where(RunnerHostRow.id == host_id)) is None:
+        session.add(RunnerHostRow(id=host_id, online=True, created_at=at))
+
+
+async def create_device(session: AsyncSession, device: Device, change: Change) -> StoredDevice:
+    """Add a device to its pool; :class:`ConflictError` when its id is taken."""
+    pool = await _pool_row(session, device.pool_id)
+    if await session.scalar(select(DeviceRow.pk).where(DeviceRow.id == device.id)) is not None:
+        raise ConflictError(f"device {device.id!r} already exists")
+    row = DeviceRow(
+        id=device.id, pool_pk=pool.pk, state_changed_at=change.at, created_at=change.at, updated_at=change.at
+    )
+    _write_device(row, device, pool.pk)
+    session.add(row)
+    await _ensure_host(session, device.host, change.at)
+    await _flush(session, f"device {device.id!r}")
+    await record(
+        session, change, FieldChange(ChangeKind.ADD, "device", device.id, "", None, device), device.pool_id
+    )
+    return StoredDevice(device, _pool(pool), row.version, pool.version, row.state_changed_at, row.updated_at)
+
+
+def _write_device(row: DeviceRow, device: Device, pool_pk: int) -> None:
+    row.pool_pk = pool_pk
+    row.board = device.board
+    row.target_type = device.target_type
+    row.os_type = device.os_type
+    row.host = device.host
+    row.state = DeviceState(device.state)
+    row.state_reason = device.state_reason
+    row.labels = dict(sorted(device.labels.items()))
+    row.tags = sorted(device.tags)
+
+
+async def save_device(
+    session: AsyncSession, device: Device, change: Change, if_match: str | None = None
+) -> StoredDevice:
+    """Make the stored device ``device`` (a new pool moves it); one audit row per changed field."""
+    row = await _device_row(session, device.id, lock=True)
+    check_etag(f'"device-{row.id}-v{row.version}-p{row.pool.version}"', if_match)
+    before = _device(row, row.pool.id)
+    changes = device_field_changes(before, device)
+    if changes:
+        pool = row.pool if device.pool_id == row.pool.id else await _pool_row(session, device.pool_id)
+        if device.state != before.state:
+            row.state_changed_at = change.at
+        _write_device(row, device, pool.pk)
+        row.updated_at = change.at
+        await _ensure_host(session, device.host, change.at)
+        await _flush(session, f"device {device.id!r}")
+        await session.refresh(row, ["pool"])
+        for field_change in changes:
+            await record(session, change, field_change, device.pool_id)
+    return _stored_device(row)
+
+
+async def delete_device(
+    session: AsyncSession, device_id: str, change: Change, if_match: str | None = None
+) -> None:
+    """Remove a device."""
+    row = await _device_row(session, device_id, lock=True)
+    check_etag(f'"device-{row.id}-v{row.version}-p{row.pool.version}"', if_match)
+    before = _device(row, row.pool.id)
+    await session.delete(row)
+    await _flush(session, f"device {device_id!r}")
+    await record(
+        session, change, FieldChange(ChangeKind.REMOVE, "device", device_id, "", before, None), before.pool_id
+    )
+
+
+# -- whole inventories -----------------------------------------------------------------------------
+
+
+async def apply_diff(session: AsyncSession, desired: Inventory, diff: InventoryDiff, change: Change) -> None:
+    """Apply an inventory file's diff in the caller's transaction: hosts, pools, devices, then removals."""
+    hosts = {host.id: host for host in desired.hosts}
+    for host_id in diff.subjects(ChangeKind.ADD, "host"):
+        session.add(RunnerHostRow(id=host_id, online=hosts[host_id].online, created_at=change.at))
+        await record(session, change, FieldChange(ChangeKind.ADD, "host", host_id, "", None, hosts[host_id]))
+    for host_id in diff.changed("host"):
+        row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host_id))
+        assert row is not None
+        await record(
+            session,
+            change,
+            FieldChange(ChangeKind.CHANGE, "host", host_id, "online", row.online, hosts[host_id].online),
+        )
+        row.online = hosts[host_id].online
+    for pool_id in diff.subjects(ChangeKind.ADD, "pool"):
+        await create_pool(session, desired.pools_by_id[pool_id], change)
+    for pool_id in diff.changed("pool"):
+        await save_pool(session, desired.pools_by_id[pool_id], change)
+    for device_id in diff.subjects(ChangeKind.ADD, "device"):
+        await create_device(session, desired.devices_by_id[device_id], change)
+    for device_id in diff.changed("device"):
+        await save_device(session, desired.devices_by_id[device_id], change)
+    for device_id in diff.subjects(ChangeKind.REMOVE, "device"):
+        await delete_device(session, device_id, change)
+    for pool_id in diff.subjects(ChangeKind.REMOVE, "pool"):
+        await delete_pool(session, pool_id, change)
+    removed_hosts: Sequence[str] = diff.subjects(ChangeKind.REMOVE, "host")
+    if removed_hosts:
+        await session.execute(delete(RunnerHostRow).where(RunnerHostRow.id.in_(removed_hosts)))
+        for host_id in removed_hosts:
+            await record(session, change, FieldChange(ChangeKind.REMOVE, "host", host_id, "", host_id, None))
+    await session.flush()

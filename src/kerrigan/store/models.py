@@ -1,0 +1,263 @@
+"""Tables, in SQLAlchemy 2.0's typed style. One schema for SQLite and PostgreSQL.
+
+Labels, tags and owners are JSON columns: they are read and written whole with their pool or device, filters
+over effective labels run in the core (the same rules as matching), and the audit log keeps before/after.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from kerrigan.core.inventory import DeviceState
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+NAME = String(63)
+Timestamp = DateTime(timezone=True)
+
+
+def _values(enum_type: type[enum.Enum]) -> list[str]:
+    return [str(member.value) for member in enum_type]
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention, so Alembic names constraints alike on both databases."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, str]: JSON, list[str]: JSON, dict[str, Any]: JSON}  # noqa: RUF012 -- read by SQLAlchemy, never mutated
+
+
+class PoolRow(Base):
+    """A pool: explicit labels, tags, firmware policy and owners."""
+
+    __tablename__ = "pools"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(NAME, unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    firmware_channel: Mapped[str | None] = mapped_column(String(63))
+    firmware_base_version: Mapped[str | None] = mapped_column(String(63))
+    labels: Mapped[dict[str, str]] = mapped_column(default=dict)
+    tags: Mapped[list[str]] = mapped_column(default=list)
+    owners: Mapped[list[str]] = mapped_column(default=list)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp)
+
+    devices: Mapped[list[DeviceRow]] = relationship(back_populates="pool", passive_deletes="all")
+
+    __mapper_args__ = {"version_id_col": version}  # noqa: RUF012 -- SQLAlchemy's declared form
+
+
+class RunnerHostRow(Base):
+    """A runner host; ``online`` is kept by heartbeats once runners report (an inventory file may set it)."""
+
+    __tablename__ = "runner_hosts"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(NAME, unique=True)
+    online: Mapped[bool] = mapped_column(Boolean, default=True)
+    token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    last_heartbeat_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class DeviceRow(Base):
+    """A device (target) in a pool, driven by a runner host."""
+
+    __tablename__ = "devices"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(NAME, unique=True)
+    pool_pk: Mapped[int] = mapped_column(ForeignKey("pools.pk", ondelete="RESTRICT"), index=True)
+    board: Mapped[str] = mapped_column(String(63))
+    target_type: Mapped[str] = mapped_column(String(63))
+    os_type: Mapped[str] = mapped_column(String(63))
+    host: Mapped[str] = mapped_column(NAME, index=True)
+    state: Mapped[DeviceState] = mapped_column(
+        Enum(
+            DeviceState,
+            name="device_state",
+            native_enum=False,
+            values_callable=_values,
+            create_constraint=True,
+            length=16,
+        ),
+        default=DeviceState.AVAILABLE,
+    )
+    state_reason: Mapped[str] = mapped_column(String(500), default="")
+    state_changed_at: Mapped[datetime] = mapped_column(Timestamp)
+    labels: Mapped[dict[str, str]] = mapped_column(default=dict)
+    tags: Mapped[list[str]] = mapped_column(default=list)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp)
+
+    pool: Mapped[PoolRow] = relationship(back_populates="devices")
+
+    __mapper_args__ = {"version_id_col": version}  # noqa: RUF012 -- SQLAlchemy's declared form
+
+
+class LabelKeyRow(Base):
+    """An approved label key with its description (the registry System Admins keep)."""
+
+    __tablename__ = "label_keys"
+
+    key: Mapped[str] = mapped_column(NAME, primary_key=True)
+    description: Mapped[str] = mapped_column(String(500))
+    created_by: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class InstallationRow(Base):
+    """A GitHub App installation."""
+
+    __tablename__ = "installations"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    github_id: Mapped[int] = mapped_column(BigInteger, unique=True)
+    account: Mapped[str] = mapped_column(String(100))
+    suspended: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class RepositoryRow(Base):
+    """A repository an installation covers."""
+
+    __tablename__ = "repositories"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    github_id: Mapped[int] = mapped_column(BigInteger, unique=True)
+    full_name: Mapped[str] = mapped_column(String(200), index=True)
+    installation_pk: Mapped[int] = mapped_column(
+        ForeignKey("installations.pk", ondelete="CASCADE"), index=True
+    )
+
+
+class SessionState(enum.StrEnum):
+    """Where a session stands (dispatch fills in the transitions)."""
+
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
+class SessionRow(Base):
+    """A triggered workflow at one commit: one check run, one job per task."""
+
+    __tablename__ = "sessions"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(String(36), unique=True)
+    repository_pk: Mapped[int | None] = mapped_column(
+        ForeignKey("repositories.pk", ondelete="SET NULL"), index=True
+    )
+    head_sha: Mapped[str] = mapped_column(String(40), index=True)
+    workflow: Mapped[str] = mapped_column(String(100))
+    manifest_path: Mapped[str] = mapped_column(String(500))
+    event: Mapped[str] = mapped_column(String(40))
+    priority: Mapped[str] = mapped_column(String(16))
+    state: Mapped[SessionState] = mapped_column(
+        Enum(
+            SessionState,
+            name="session_state",
+            native_enum=False,
+            values_callable=_values,
+            create_constraint=True,
+            length=16,
+        ),
+        default=SessionState.QUEUED,
+    )
+    conclusion: Mapped[str | None] = mapped_column(String(32))
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    resolution: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    updated_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class JobRow(Base):
+    """One task of a session, run on one device."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("session_pk", "task_id"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_pk: Mapped[int] = mapped_column(ForeignKey("sessions.pk", ondelete="CASCADE"), index=True)
+    task_id: Mapped[str] = mapped_column(NAME)
+    device_id: Mapped[str | None] = mapped_column(NAME)
+    state: Mapped[str] = mapped_column(String(32), default="queued")
+    exit_status: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    started_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class DeliveryRow(Base):
+    """A webhook delivery, stored before it is answered so that none is lost or done twice."""
+
+    __tablename__ = "webhook_deliveries"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(String(64), unique=True)
+    event: Mapped[str] = mapped_column(String(64))
+    action: Mapped[str | None] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime] = mapped_column(Timestamp)
+    processed_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class ApiTokenRow(Base):
+    """An API token for a GitHub login; only the SHA-256 of the token is stored."""
+
+    __tablename__ = "api_tokens"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    login: Mapped[str] = mapped_column(String(100), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    last_used_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class AuditRow(Base):
+    """One change to a label, tag, state, ownership or other inventory field: who, when, before, after."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_subject", "subject_type", "subject_id"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(Timestamp, index=True)
+    actor: Mapped[str] = mapped_column(String(100), index=True)
+    action: Mapped[str] = mapped_column(String(40))
+    subject_type: Mapped[str] = mapped_column(String(20))
+    subject_id: Mapped[str] = mapped_column(String(63))
+    pool_id: Mapped[str | None] = mapped_column(NAME, index=True)
+    field: Mapped[str] = mapped_column(String(100))
+    before: Mapped[Any] = mapped_column(JSON, nullable=True)
+    after: Mapped[Any] = mapped_column(JSON, nullable=True)

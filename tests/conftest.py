@@ -1,0 +1,107 @@
+"""Shared fixtures: a fresh, migrated database per test, on SQLite always and on PostgreSQL when asked.
+
+PostgreSQL tests run when ``KERRIGAN_TEST_POSTGRES_URL`` names a server (``.ci/run`` sets it). Each test run
+creates its own database there, migrates it once, empties its tables before every test and drops it at the
+end. SQLite tests copy a file migrated once per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from kerrigan.store.database import Database, create_engine, upgrade
+from kerrigan.store.models import Base
+
+POSTGRES_ENV = "KERRIGAN_TEST_POSTGRES_URL"
+
+
+class FakeClock:
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.now = start or datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+async def _migrate(url: str) -> None:
+    engine = create_engine(url)
+    try:
+        await upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _admin(url: str, statement: str) -> None:
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text(statement))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite") / "template.db"
+    asyncio.run(_migrate(f"sqlite+aiosqlite:///{path}"))
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    server = os.environ.get(POSTGRES_ENV)
+    if not server:
+        pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL store tests skipped")
+    name = f"kerrigan_test_{uuid.uuid4().hex[:12]}"
+    url = make_url(server)
+    asyncio.run(_admin(server, f'CREATE DATABASE "{name}"'))
+    test_url = url.set(database=name).render_as_string(hide_password=False)
+    try:
+        asyncio.run(_migrate(test_url))
+        yield test_url
+    finally:
+        asyncio.run(_admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        path = tmp_path / "kerrigan.db"
+        shutil.copy(template, path)
+        return f"sqlite+aiosqlite:///{path}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def db(database_url: str, clock: FakeClock) -> AsyncIterator[Database]:
+    database = Database.connect(database_url, clock)
+    if database.engine.dialect.name == "postgresql":
+        tables = ", ".join(f'"{table.name}"' for table in Base.metadata.sorted_tables)
+        async with database.engine.begin() as connection:
+            await connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    try:
+        yield database
+    finally:
+        await database.close()
