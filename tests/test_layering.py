@@ -19,7 +19,8 @@ RANKS = {
     "runner": 4,
     "app": 5,
     "cli": 5,
-    "config": 5,
+    # Settings are a plain frozen dataclass that adapters are handed; the core never sees them.
+    "config": 2,
 }
 # The runner agent reaches the server only over HTTP: of Kerrigan, it imports the core alone.
 ALLOWED_BELOW = {"runner": {"core"}}
@@ -27,12 +28,37 @@ ALLOWED_BELOW = {"runner": {"core"}}
 TESTING = "testing"
 
 CORE_FORBIDDEN_MODULES = {
-    "aiohttp", "sqlalchemy", "alembic", "gidgethub", "asyncio", "asyncpg", "aiosqlite", "os",
-    "pathlib", "io", "shutil", "tempfile", "glob", "socket", "subprocess", "time", "random",
-    "requests", "httpx", "urllib", "http", "sqlite3", "threading", "multiprocessing", "logging",
+    "aiohttp",
+    "sqlalchemy",
+    "alembic",
+    "gidgethub",
+    "asyncio",
+    "asyncpg",
+    "aiosqlite",
+    "os",
+    "pathlib",
+    "io",
+    "shutil",
+    "tempfile",
+    "glob",
+    "socket",
+    "subprocess",
+    "time",
+    "random",
+    "requests",
+    "httpx",
+    "urllib",
+    "http",
+    "sqlite3",
+    "threading",
+    "multiprocessing",
+    "logging",
 }
 CORE_FORBIDDEN_CALLS = {
-    ("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today"), ("date", "today"),
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("date", "today"),
 }
 CORE_FORBIDDEN_NAMES = {"open", "input", "print", "exec", "eval", "__import__"}
 
@@ -60,8 +86,11 @@ def imported_modules(tree: ast.AST, module: str) -> list[tuple[int, str]]:
                 name = node.module or ""
             found.append((node.lineno, name))
             if name == "kerrigan":  # ``from kerrigan import store`` imports the part ``store``
-                found += [(node.lineno, f"kerrigan.{alias.name}") for alias in node.names
-                          if alias.name in RANKS or alias.name == TESTING]
+                found += [
+                    (node.lineno, f"kerrigan.{alias.name}")
+                    for alias in node.names
+                    if alias.name in RANKS or alias.name == TESTING
+                ]
     return found
 
 
@@ -77,12 +106,14 @@ def layer_violations(source: str, module: str) -> list[str]:
         if there == TESTING:
             problems.append(f"{module}:{line} imports {name}: only tests may use kerrigan.testing")
             continue
-        if here == TESTING or here == "":
+        if here in (TESTING, ""):
             continue
         if here in ALLOWED_BELOW:
             if there not in ALLOWED_BELOW[here]:
-                problems.append(f"{module}:{line} imports {name}: {here} may import only "
-                                f"{', '.join(sorted(ALLOWED_BELOW[here]))}")
+                problems.append(
+                    f"{module}:{line} imports {name}: {here} may import only "
+                    f"{', '.join(sorted(ALLOWED_BELOW[here]))}"
+                )
             continue
         if RANKS.get(there, 99) >= RANKS.get(here, 0):
             problems.append(f"{module}:{line} imports {name}: {here} may not import {there}")

@@ -17,7 +17,11 @@ LAB = FIXTURES / "inventory" / "lab.yml"
 def kerrigan(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kerrigan.cli", *map(str, args)],
-        capture_output=True, text=True, check=False, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=60,
     )
 
 
@@ -54,8 +58,15 @@ def test_json_has_the_design_contract_fields() -> None:
     assert isinstance(tasks, list)
     assert [task["id"] for task in tasks] == ["smoke-som", "boot-som"]
     for task in tasks:
-        assert {"id", "requested", "eligible_pools", "rejected_pools", "eligible_devices",
-                "rejected_devices", "selected"} <= set(task)
+        assert {
+            "id",
+            "requested",
+            "eligible_pools",
+            "rejected_pools",
+            "eligible_devices",
+            "rejected_devices",
+            "selected",
+        } <= set(task)
     smoke = tasks[0]
     assert smoke["requested"] == {
         "labels": {"sdk": ["2.2.0"], "form_factor": ["som"]},
@@ -66,11 +77,15 @@ def test_json_has_the_design_contract_fields() -> None:
     assert tasks[1]["selected"] == ["modalix-redbox"]  # spread: another host for the second task
     rejected = {entry["device"]: entry for entry in smoke["rejected_devices"]}
     assert rejected["modalix-greenbox"] == {
-        "device": "modalix-greenbox", "pool": "sdk-2-2-som", "reasons": ["device in maintenance"],
+        "device": "modalix-greenbox",
+        "pool": "sdk-2-2-som",
+        "reasons": ["device in maintenance"],
         "never": False,
     }
     assert rejected["modalix-old-02"]["reasons"] == [
-        "sdk expected 2.2.0, got 2.1.1", "tag 2.2.0-som-devkits missing", "tag uart-debug missing",
+        "sdk expected 2.2.0, got 2.1.1",
+        "tag 2.2.0-som-devkits missing",
+        "tag uart-debug missing",
     ]
 
 
@@ -109,11 +124,13 @@ def test_legacy_syntax_resolves_with_deprecation_warnings_on_their_lines() -> No
     assert code == 0
     warnings = report["warnings"]
     assert [(w["field"], w["line"]) for w in warnings] == [  # type: ignore[union-attr]
-        ("scheduling.pools", 5), ("scheduling.capabilities", 6),
+        ("scheduling.pools", 5),
+        ("scheduling.capabilities", 6),
     ]
     (task,) = report["tasks"]  # type: ignore[misc]
     assert task["requested"]["labels"] == {
-        "kerrigan.pool_id": ["sdk-2-2-som", "sdk-2-1-som"], "uart": ["enabled"],
+        "kerrigan.pool_id": ["sdk-2-2-som", "sdk-2-1-som"],
+        "uart": ["enabled"],
     }
 
 
@@ -122,8 +139,10 @@ def test_unschedulable_task_shows_nearest_misses_and_never() -> None:
     (task,) = report["tasks"]  # type: ignore[misc]
     assert task["outcome"] == "unschedulable"
     assert task["nearest_misses"][0] == {
-        "device": "modalix-bluebox", "pool": "sdk-2-2-som",
-        "reasons": ["purpose expected ci, got ga-validation"], "never": True,
+        "device": "modalix-bluebox",
+        "pool": "sdk-2-2-som",
+        "reasons": ["purpose expected ci, got ga-validation"],
+        "never": True,
     }
     assert task["summary"].startswith("0/12 devices available: ")
 
@@ -139,10 +158,16 @@ def test_typo_gets_did_you_mean_hints_with_manifest_lines() -> None:
     _, report = explain_json("typo.yml")
     (task,) = report["tasks"]  # type: ignore[misc]
     assert task["hints"] == [
-        {"field": "scheduling.labels.form-factor", "line": 6,
-         "message": "no device has the label 'form-factor'; did you mean 'form_factor'?"},
-        {"field": "scheduling.tags[0]", "line": 7,
-         "message": "no device has the tag 'uart-debgu'; did you mean 'uart-debug'?"},
+        {
+            "field": "scheduling.labels.form-factor",
+            "line": 6,
+            "message": "no device has the label 'form-factor'; did you mean 'form_factor'?",
+        },
+        {
+            "field": "scheduling.tags[0]",
+            "line": 7,
+            "message": "no device has the tag 'uart-debgu'; did you mean 'uart-debug'?",
+        },
     ]
 
 
@@ -175,13 +200,15 @@ def test_invalid_inventory_names_file_and_line_and_resolves_nothing(tmp_path: Pa
         "      - {id: d, board: b, host: h, state: broken}\n",
         encoding="utf-8",
     )
-    done = kerrigan("explain", "--inventory", inventory, FIXTURES / "manifests" / "hil-smoke.yml",
-                    "--format", "json")
+    done = kerrigan(
+        "explain", "--inventory", inventory, FIXTURES / "manifests" / "hil-smoke.yml", "--format", "json"
+    )
     assert done.returncode == 2
     report = json.loads(done.stdout)
     assert report["tasks"] == []
     assert [(e["line"], e["field"]) for e in report["errors"]] == [
-        (3, "pools[0].labels.kerrigan.pool_id"), (5, "pools[0].devices[0].state"),
+        (3, "pools[0].labels.kerrigan.pool_id"),
+        (5, "pools[0].devices[0].state"),
     ]
     assert all(e["path"] == str(inventory) for e in report["errors"])
 

@@ -146,7 +146,7 @@ class SourcedLabel:
 
 def sourced_target_labels(target: Device, pool: Pool) -> list[SourcedLabel]:
     """The effective labels of a device, each marked with where it came from, sorted by key."""
-    sourced = {k: SourcedLabel(k, v, LabelSource.POOL) for k, v in pool.labels.items()}
+    sourced = {k: SourcedLabel(k, v, LabelSource.POOL) for k, v in pool.labels.items() if not is_reserved(k)}
     for key, value in implicit_pool_labels(pool).items():
         sourced[key] = SourcedLabel(key, value, LabelSource.IMPLICIT)
     for key, value in target.labels.items():

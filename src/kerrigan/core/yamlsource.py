@@ -17,6 +17,7 @@ import yaml
 
 _Loader: Final[type[yaml.SafeLoader]] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _NULL_TAG: Final = "tag:yaml.org,2002:null"
+_INT_TAG: Final = "tag:yaml.org,2002:int"
 _DECIMAL: Final = re.compile(r"[-+]?[0-9]+")
 
 
@@ -109,6 +110,9 @@ class SourceReader:
         except yaml.YAMLError as exc:
             self.errors.append(Problem(self.file, 1, 1, "", f"not valid YAML: {exc}"))
             return None
+        except UnicodeError:
+            self.errors.append(Problem(self.file, 1, 1, "", "not valid YAML: the text is not valid Unicode"))
+            return None
         nodes = [node for node in nodes if node is not None]
         if not nodes:
             self.errors.append(Problem(self.file, 1, 1, "", f"the {what} is empty"))
@@ -167,7 +171,11 @@ class SourceReader:
 
     def integer(self, node: yaml.Node, field: str, *, minimum: int, maximum: int | None = None) -> int | None:
         """A whole number within bounds."""
-        if not isinstance(node, yaml.ScalarNode) or _DECIMAL.fullmatch(str(node.value)) is None:
+        if (
+            not isinstance(node, yaml.ScalarNode)
+            or node.tag != _INT_TAG
+            or _DECIMAL.fullmatch(str(node.value)) is None
+        ):
             self.error(node, field, f"must be a whole number, not {describe(node)}")
             return None
         value = int(str(node.value))

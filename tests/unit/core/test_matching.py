@@ -349,8 +349,8 @@ def labs_and_requests(draw: st.DrawFn) -> tuple[Inventory, Requirements, frozens
             st.dictionaries(
                 st.sampled_from(KEYS),
                 st.one_of(
-                    st.sampled_from(VALUES + ["p0", "p1"]),
-                    st.lists(st.sampled_from(VALUES + ["p0"]), min_size=1, max_size=3, unique=True),
+                    st.sampled_from([*VALUES, "p0", "p1"]),
+                    st.lists(st.sampled_from([*VALUES, "p0"]), min_size=1, max_size=3, unique=True),
                 ),
                 max_size=4,
             )

@@ -1,0 +1,95 @@
+"""JSON forms of pools and devices: explicit, implicit and effective labels, each with its source."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kerrigan.core.inventory import (
+    Device,
+    Pool,
+    effective_pool_labels,
+    implicit_device_labels,
+    implicit_pool_labels,
+    sourced_target_labels,
+)
+from kerrigan.store.audit import AuditEntry
+from kerrigan.store.inventory import StoredDevice, StoredPool
+
+
+def _firmware(pool: Pool) -> dict[str, str | None]:
+    return {"channel": pool.firmware.channel, "base_version": pool.firmware.base_version}
+
+
+def pool_json(stored: StoredPool, states: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """A pool with its labels by origin and its device count (and counts by state when known)."""
+    pool = stored.pool
+    implicit = implicit_pool_labels(pool)
+    effective = effective_pool_labels(pool)
+    body: dict[str, Any] = {
+        "id": pool.id,
+        "name": pool.name,
+        "owners": list(pool.owners),
+        "firmware": _firmware(pool),
+        "labels": {
+            "explicit": dict(sorted(pool.labels.items())),
+            "implicit": implicit,
+            "effective": [
+                {"key": key, "value": effective[key], "source": "implicit" if key in implicit else "pool"}
+                for key in sorted(effective)
+            ],
+        },
+        "tags": sorted(pool.tags),
+        "devices": stored.devices,
+        "version": stored.version,
+    }
+    if states is not None:
+        body["device_states"] = dict(states)
+    return body
+
+
+def device_json(stored: StoredDevice) -> dict[str, Any]:
+    """A device with its own, implicit and effective labels, and where each effective label comes from."""
+    device: Device = stored.device
+    pool = stored.pool
+    return {
+        "id": device.id,
+        "pool": device.pool_id,
+        "board": device.board,
+        "target_type": device.target_type,
+        "os_type": device.os_type,
+        "host": device.host,
+        "state": device.state.value,
+        "state_reason": device.state_reason,
+        "state_changed_at": stored.state_changed_at.isoformat(),
+        "labels": {
+            "explicit": dict(sorted(device.labels.items())),
+            "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
+            "effective": [
+                {"key": label.key, "value": label.value, "source": label.source.value}
+                | ({"overrides": label.overrides} if label.overrides is not None else {})
+                for label in sourced_target_labels(device, pool)
+            ],
+        },
+        "tags": {
+            "pool": sorted(pool.tags),
+            "device": sorted(device.tags),
+            "effective": sorted(pool.tags | device.tags),
+        },
+        "version": stored.version,
+    }
+
+
+def audit_json(entry: AuditEntry) -> dict[str, Any]:
+    """One audit row."""
+    return {
+        "at": entry.at.isoformat(),
+        "actor": entry.actor,
+        "action": entry.action,
+        "subject_type": entry.subject_type,
+        "subject_id": entry.subject_id,
+        "pool": entry.pool_id,
+        "field": entry.field,
+        "before": entry.before,
+        "after": entry.after,
+    }
