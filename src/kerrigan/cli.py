@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+import yaml
+from aiohttp import web
+from sqlalchemy.exc import SQLAlchemyError
+
 from kerrigan import __version__
-from kerrigan.core.explain import (
-    EXIT_INVALID,
-    explain,
-    explanation_json,
-    invalid_input,
-    render_text,
-)
-from kerrigan.core.inventory_file import parse_inventory
+from kerrigan.app import create_app
+from kerrigan.config import ConfigError, Settings
+from kerrigan.core.explain import EXIT_INVALID, explain, explanation_json, invalid_input, render_text
+from kerrigan.core.inventory_diff import diff_inventories
+from kerrigan.core.inventory_file import inventory_document, parse_inventory
 from kerrigan.core.manifest import parse_manifest
+from kerrigan.store.audit import Change
+from kerrigan.store.database import Database, SchemaBehindError, check_schema, current_revision, upgrade
+from kerrigan.store.inventory import apply_diff, load_inventory
+from kerrigan.store.tokens import create_token
 
 
 class UsageError(Exception):
@@ -53,6 +61,118 @@ def _explain(args: argparse.Namespace) -> int:
     return explanation.exit_code
 
 
+def _settings() -> Settings:
+    try:
+        return Settings.from_env(os.environ)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+async def _with_database(settings: Settings, work: Callable[[Database], Awaitable[int]]) -> int:
+    database = Database.connect(settings.database_url)
+    try:
+        await check_schema(database.engine)
+        return await work(database)
+    except SchemaBehindError as exc:
+        raise UsageError(str(exc)) from None
+    except (OSError, SQLAlchemyError) as exc:
+        raise UsageError(f"cannot use the database: {_first_line(exc)}") from None
+    finally:
+        await database.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _db_upgrade(args: argparse.Namespace) -> int:
+    settings = _settings()
+
+    async def run() -> str | None:
+        database = Database.connect(settings.database_url)
+        try:
+            await upgrade(database.engine)
+            return await current_revision(database.engine)
+        except (OSError, SQLAlchemyError) as exc:
+            raise UsageError(f"cannot upgrade the database: {_first_line(exc)}") from None
+        finally:
+            await database.close()
+
+    print(f"database at revision {asyncio.run(run())}")
+    return 0
+
+
+def _tokens_create(args: argparse.Namespace) -> int:
+    login = args.login
+    if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", login):
+        raise UsageError(f"--login {login!r} is not a GitHub login")
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            token = await create_token(session, login, database.clock())
+        print(token)
+        return 0
+
+    return asyncio.run(_with_database(_settings(), work))
+
+
+def _inventory_import(args: argparse.Namespace) -> int:
+    result = parse_inventory(_read(args.file, "inventory"), args.file)
+    if result.inventory is None:
+        for problem in result.errors:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"{len(result.errors)} error(s); nothing was changed", file=sys.stderr)
+        return EXIT_INVALID
+    desired = result.inventory
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            current = await load_inventory(session)
+            diff = diff_inventories(current, desired, prune=args.prune)
+            for change in diff.changes:
+                print(change)
+            if not diff:
+                print("no changes: the database already matches the file")
+                return 0
+            counts = ", ".join(f"{count} {name}" for name, count in diff.counts().items())
+            if args.dry_run:
+                await session.rollback()
+                print(f"dry run: would apply {counts}; nothing was changed")
+                return 0
+            await apply_diff(session, desired, diff, Change(args.actor, database.clock()))
+        print(f"applied: {counts}")
+        return 0
+
+    return asyncio.run(_with_database(_settings(), work))
+
+
+def _inventory_export(args: argparse.Namespace) -> int:
+    async def work(database: Database) -> int:
+        async with database.sessions() as session:
+            document = inventory_document(await load_inventory(session))
+        if args.format == "json":
+            json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
+            sys.stdout.write("\n")
+        else:
+            yaml.safe_dump(document, sys.stdout, sort_keys=False, allow_unicode=True, width=110)
+        return 0
+
+    return asyncio.run(_with_database(_settings(), work))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    settings = _settings()
+
+    async def check(database: Database) -> int:
+        return 0
+
+    asyncio.run(_with_database(settings, check))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
@@ -71,6 +191,38 @@ def build_parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("manifest", metavar="MANIFEST", help="workflow manifest (YAML)")
     explain_cmd.add_argument("--format", choices=("text", "json"), default="text")
     explain_cmd.set_defaults(handler=_explain)
+
+    serve_cmd = commands.add_parser("serve", help="run the server (KERRIGAN_HOST, KERRIGAN_PORT)")
+    serve_cmd.set_defaults(handler=_serve)
+
+    db_cmd = commands.add_parser("db", help="the database schema").add_subparsers(
+        dest="db_command", required=True, metavar="ACTION"
+    )
+    db_cmd.add_parser("upgrade", help="apply migrations (KERRIGAN_DATABASE_URL)").set_defaults(
+        handler=_db_upgrade
+    )
+
+    tokens_cmd = commands.add_parser("tokens", help="API tokens").add_subparsers(
+        dest="tokens_command", required=True, metavar="ACTION"
+    )
+    create_cmd = tokens_cmd.add_parser("create", help="print a new API token for a GitHub login")
+    create_cmd.add_argument("--login", required=True, help="the GitHub login the token acts as")
+    create_cmd.set_defaults(handler=_tokens_create)
+
+    inventory_cmd = commands.add_parser("inventory", help="inventory as code").add_subparsers(
+        dest="inventory_command", required=True, metavar="ACTION"
+    )
+    import_cmd = inventory_cmd.add_parser(
+        "import", help="apply an inventory file: what it names is set exactly as it says"
+    )
+    import_cmd.add_argument("file", metavar="FILE")
+    import_cmd.add_argument("--dry-run", action="store_true", help="print the changes, change nothing")
+    import_cmd.add_argument("--prune", action="store_true", help="also remove what the file no longer names")
+    import_cmd.add_argument("--actor", default="inventory-import", help="who the audit log names")
+    import_cmd.set_defaults(handler=_inventory_import)
+    export_cmd = inventory_cmd.add_parser("export", help="write the inventory in the file format")
+    export_cmd.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    export_cmd.set_defaults(handler=_inventory_export)
     return parser
 
 

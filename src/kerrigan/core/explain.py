@@ -124,13 +124,19 @@ def resolution_json(resolution: TaskResolution) -> dict[str, object]:
     }
 
 
-def explanation_json(explanation: Explanation) -> dict[str, object]:
-    """The ``kerrigan explain --format json`` document."""
+def explanation_json(
+    explanation: Explanation, descriptions: Mapping[str, str] | None = None
+) -> dict[str, object]:
+    """The ``kerrigan explain --format json`` document; ``descriptions`` are the approved keys' own."""
     tasks = []
     for item in explanation.tasks:
         body: dict[str, object] = {"id": item.task.id, "line": item.task.line}
         body.update(resolution_json(item.resolution))
         body["selected"] = [item.selected.id] if item.selected else []
+        if descriptions:
+            body["descriptions"] = {
+                key: descriptions[key] for key in item.task.requirements.labels if key in descriptions
+            }
         tasks.append(body)
     return {
         "workflow": explanation.manifest.name,
@@ -163,15 +169,15 @@ def _device_list(ids: list[str], limit: int = TEXT_DEVICES_PER_REASON) -> str:
     return shown + (f", … and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
-def render_text(explanation: Explanation) -> str:
-    """What a person reads in a terminal."""
+def render_text(explanation: Explanation, descriptions: Mapping[str, str] | None = None) -> str:
+    """What a person reads in a terminal; ``descriptions`` explain the approved label keys requested."""
     manifest = explanation.manifest
     lines = [f"workflow {manifest.name or '(unnamed)'}  ({manifest.file})"]
     lines += [f"error: {problem}" for problem in explanation.errors]
     lines += [f"warning: {problem}" for problem in manifest.warnings]
     for item in explanation.tasks:
         lines.append("")
-        lines += _task_text(item)
+        lines += _task_text(item, descriptions or {})
     if explanation.errors:
         lines.append("")
         lines.append(f"{len(explanation.errors)} error(s); nothing was resolved")
@@ -202,7 +208,7 @@ def _rejected_text(res: TaskResolution) -> list[str]:
     return out
 
 
-def _task_text(item: TaskExplanation) -> list[str]:
+def _task_text(item: TaskExplanation, descriptions: Mapping[str, str]) -> list[str]:
     res = item.resolution
     requested = res.requested.as_dict()
     labels = requested["labels"]
@@ -213,6 +219,7 @@ def _task_text(item: TaskExplanation) -> list[str]:
         f"task {item.task.id}: {_OUTCOME_TEXT[res.outcome]} "
         f"({len(res.eligible)} of {res.total_devices} devices)",
         f"  requested labels  {_labels_text(labels)}",
+        *(f"    {key}: {descriptions[key]}" for key in labels if key in descriptions),
         f"  requested tags    {'  '.join(tags) or '(none)'}",
         f"  eligible pools    {_pools_text(res)}",
     ]

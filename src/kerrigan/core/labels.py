@@ -33,7 +33,14 @@ _FORBIDDEN = re.compile(r"[^a-z0-9._-]")
 
 
 class LabelError(ValueError):
-    """A label key, value or tag broke a rule; the message names the offender and the rule."""
+    """A label key, value or tag broke a rule; the message names the offender and the rule.
+
+    ``subject`` says which part was at fault: ``"key"``, ``"value"`` or ``"tag"``.
+    """
+
+    def __init__(self, message: str, subject: str = "key") -> None:
+        super().__init__(message)
+        self.subject = subject
 
 
 def normalise_key(key: str) -> str:
@@ -56,23 +63,26 @@ def is_pool_scoped(key: str) -> bool:
     return key.startswith(("kerrigan.pool_", "kerrigan.firmware_"))
 
 
-def _check_name(kind: str, raw: str, normalised: str) -> None:
+def _check_name(kind: str, raw: str, normalised: str, subject: str) -> None:
     if not normalised:
-        raise LabelError(f"{kind} must not be empty")
+        raise LabelError(f"{kind} must not be empty", subject)
     if len(normalised) > MAX_LENGTH:
-        raise LabelError(f"{kind} {raw!r} is {len(normalised)} characters long; the limit is {MAX_LENGTH}")
+        raise LabelError(
+            f"{kind} {raw!r} is {len(normalised)} characters long; the limit is {MAX_LENGTH}", subject
+        )
     bad = _FORBIDDEN.search(normalised)
     if bad is not None:
         raise LabelError(
             f"{kind} {raw!r} contains {bad.group()!r}; "
-            "only lowercase letters, digits, '.', '_' and '-' are allowed"
+            "only lowercase letters, digits, '.', '_' and '-' are allowed",
+            subject,
         )
 
 
 def validate_key(key: str) -> str:
     """Return the normalised form of a label key, or raise :class:`LabelError`."""
     normalised = normalise_key(key)
-    _check_name("label key", key, normalised)
+    _check_name("label key", key, normalised, "key")
     return normalised
 
 
@@ -102,18 +112,18 @@ def validate_value(value: str, *, key: str | None = None) -> str:
     """Return ``value`` unchanged if it is a valid label value, or raise :class:`LabelError`."""
     where = f" of label {key!r}" if key else ""
     if not value:
-        raise LabelError(f"value{where} must not be empty")
+        raise LabelError(f"value{where} must not be empty", "value")
     if len(value) > MAX_LENGTH:
-        raise LabelError(f"value{where} is {len(value)} characters long; the limit is {MAX_LENGTH}")
+        raise LabelError(f"value{where} is {len(value)} characters long; the limit is {MAX_LENGTH}", "value")
     if not value.isprintable():
-        raise LabelError(f"value{where} {value!r} contains a non-printable character")
+        raise LabelError(f"value{where} {value!r} contains a non-printable character", "value")
     return value
 
 
 def validate_tag(tag: str) -> str:
     """Return the normalised form of a tag, or raise :class:`LabelError`."""
     normalised = normalise_tag(tag)
-    _check_name("tag", tag, normalised)
+    _check_name("tag", tag, normalised, "tag")
     return normalised
 
 

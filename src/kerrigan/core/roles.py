@@ -46,6 +46,7 @@ def check_label(
     checked = validate_value(value, key=normalised)
     if approved and normalised not in approved and not principal.admin:
         raise LabelError(
-            f"label key {normalised!r} is not an approved key; approved keys: {', '.join(sorted(approved))}"
+            f"label key {normalised!r} is not an approved key; approved keys: {', '.join(sorted(approved))}",
+            "key",
         )
     return normalised, checked

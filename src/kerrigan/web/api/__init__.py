@@ -1,0 +1,16 @@
+"""The REST API under ``/api/v1/`` (docs/api.md, and ``/api/v1/openapi.json`` describing it)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from kerrigan.web.api import audit, explain, inventory, openapi, registry
+from kerrigan.web.errors import json_errors
+
+
+def create_api() -> web.Application:
+    """The API as a sub-application, mounted at ``/api/v1`` by the application factory."""
+    api = web.Application(middlewares=[json_errors])
+    for module in (inventory, explain, registry, audit, openapi):
+        api.add_routes(module.routes)
+    return api

@@ -1,0 +1,47 @@
+"""``POST /api/v1/explain``: the resolution ``kerrigan explain`` gives, against the stored inventory."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.manifest import parse_manifest
+from kerrigan.store.inventory import load_inventory
+from kerrigan.store.label_keys import label_keys
+from kerrigan.web.api import bodies
+from kerrigan.web.auth import reader
+from kerrigan.web.errors import bad_request
+from kerrigan.web.state import DATABASE
+
+routes = web.RouteTableDef()
+
+DEFAULT_PATH = ".kerrigan/workflows/manifest.yml"
+
+
+@routes.post("/explain")
+async def explain_manifest(request: web.Request) -> web.Response:
+    """The manifest comes as ``{"manifest": "<yaml>", "path": "..."}`` or as the raw YAML body.
+
+    The answer is the ``kerrigan explain`` JSON with status 200, also for an invalid manifest (its errors
+    are in the document); ``exit_code`` carries what the command would exit with.
+    """
+    await reader(request)
+    if request.content_type == "application/json":
+        body = await bodies.json_object(request, ("manifest", "path"))
+        text = bodies.required(body, "manifest")
+        if not isinstance(text, str):
+            raise bad_request("manifest must be the manifest's YAML text", field="manifest")
+        path = bodies.string(body.get("path", DEFAULT_PATH), "path", max_length=500)
+    else:
+        if request.content_length is not None and request.content_length > bodies.MAX_BODY:
+            raise bad_request(f"the manifest is over {bodies.MAX_BODY} bytes", field="manifest")
+        text = await request.text()
+        path = DEFAULT_PATH
+    manifest = parse_manifest(text, path)
+    async with request.config_dict[DATABASE].sessions() as session:
+        inventory = await load_inventory(session)
+        descriptions = await label_keys(session)
+    explanation = explain(manifest, inventory)
+    document = explanation_json(explanation, descriptions)
+    document["exit_code"] = explanation.exit_code
+    return web.json_response(document)

@@ -1,0 +1,445 @@
+"""The OpenAPI 3.1 description of the REST API, served at ``/api/v1/openapi.json``.
+
+Tests check real responses against these schemas, so the document says what the server does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from aiohttp import web
+
+from kerrigan import __version__
+
+routes = web.RouteTableDef()
+
+_STRING: Final = {"type": "string"}
+_NULLABLE_STRING: Final = {"type": ["string", "null"]}
+_STRINGS: Final = {"type": "array", "items": _STRING}
+_LABEL_MAP: Final = {"type": "object", "additionalProperties": _STRING}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+        **extra,
+    }
+
+
+_EFFECTIVE_LABEL = _object(
+    {
+        "key": _STRING,
+        "value": _STRING,
+        "source": {"enum": ["pool", "device", "device override", "implicit"]},
+        "overrides": _STRING,
+    },
+    required=["key", "value", "source"],
+)
+
+SCHEMAS: Final[dict[str, Any]] = {
+    "Error": _object({"error": _object({"code": _STRING, "message": _STRING, "field": _NULLABLE_STRING})}),
+    "Firmware": _object({"channel": _NULLABLE_STRING, "base_version": _NULLABLE_STRING}),
+    "Labels": _object(
+        {
+            "explicit": _LABEL_MAP,
+            "implicit": _LABEL_MAP,
+            "effective": {"type": "array", "items": _EFFECTIVE_LABEL},
+        }
+    ),
+    "Pool": _object(
+        {
+            "id": _STRING,
+            "name": _STRING,
+            "owners": _STRINGS,
+            "firmware": _ref("Firmware"),
+            "labels": _ref("Labels"),
+            "tags": _STRINGS,
+            "devices": {"type": "integer", "minimum": 0},
+            "version": {"type": "integer", "minimum": 1},
+            "device_states": {"type": "object", "additionalProperties": {"type": "integer"}},
+        },
+        required=["id", "name", "owners", "firmware", "labels", "tags", "devices", "version"],
+    ),
+    "PoolList": _object({"pools": {"type": "array", "items": _ref("Pool")}}),
+    "Device": _object(
+        {
+            "id": _STRING,
+            "pool": _STRING,
+            "board": _STRING,
+            "target_type": _STRING,
+            "os_type": _STRING,
+            "host": _STRING,
+            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
+            "state_reason": _STRING,
+            "state_changed_at": {"type": "string", "format": "date-time"},
+            "labels": _ref("Labels"),
+            "tags": _object({"pool": _STRINGS, "device": _STRINGS, "effective": _STRINGS}),
+            "version": {"type": "integer", "minimum": 1},
+        }
+    ),
+    "DeviceList": _object({"devices": {"type": "array", "items": _ref("Device")}}),
+    "PoolCreate": _object(
+        {
+            "id": _STRING,
+            "name": _STRING,
+            "owners": _STRINGS,
+            "firmware": _ref("Firmware"),
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=["id"],
+    ),
+    "PoolPatch": _object(
+        {
+            "name": _STRING,
+            "owners": _STRINGS,
+            "firmware": _ref("Firmware"),
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=[],
+    ),
+    "DeviceCreate": _object(
+        {
+            "id": _STRING,
+            "pool": _STRING,
+            "board": _STRING,
+            "target_type": _STRING,
+            "os_type": _STRING,
+            "host": _STRING,
+            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
+            "state_reason": _STRING,
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=["id", "pool", "board", "host"],
+    ),
+    "DevicePatch": _object(
+        {
+            "pool": _STRING,
+            "board": _STRING,
+            "target_type": _STRING,
+            "os_type": _STRING,
+            "host": _STRING,
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=[],
+    ),
+    "LabelValue": _object({"value": _STRING}),
+    "DeviceState": _object(
+        {"state": {"enum": ["available", "maintenance", "offline", "retired"]}, "reason": _STRING},
+        required=["state"],
+    ),
+    "LabelKey": _object({"key": _STRING, "description": _STRING}),
+    "LabelKeyList": _object({"label_keys": {"type": "array", "items": _ref("LabelKey")}}),
+    "LabelKeyDescription": _object({"description": _STRING}),
+    "AuditEntry": _object(
+        {
+            "at": {"type": "string", "format": "date-time"},
+            "actor": _STRING,
+            "action": {"enum": ["add", "change", "remove"]},
+            "subject_type": {"enum": ["pool", "device", "host", "label_key"]},
+            "subject_id": _STRING,
+            "pool": _NULLABLE_STRING,
+            "field": _STRING,
+            "before": {},
+            "after": {},
+        }
+    ),
+    "AuditList": _object({"entries": {"type": "array", "items": _ref("AuditEntry")}}),
+    "ExplainRequest": _object({"manifest": _STRING, "path": _STRING}, required=["manifest"]),
+    "Problem": _object(
+        {
+            "path": _STRING,
+            "line": {"type": "integer"},
+            "column": {"type": "integer"},
+            "field": _STRING,
+            "message": _STRING,
+        }
+    ),
+    "DeviceVerdict": _object(
+        {"device": _STRING, "pool": _STRING, "reasons": _STRINGS, "never": {"type": "boolean"}}
+    ),
+    "ExplainTask": _object(
+        {
+            "id": _STRING,
+            "line": {"type": "integer"},
+            "requested": _object(
+                {"labels": {"type": "object", "additionalProperties": _STRINGS}, "tags": _STRINGS}
+            ),
+            "outcome": {"enum": ["eligible", "waiting", "unschedulable"]},
+            "summary": _STRING,
+            "eligible_pools": _STRINGS,
+            "rejected_pools": {"type": "array", "items": _object({"pool": _STRING, "reasons": _STRINGS})},
+            "eligible_devices": _STRINGS,
+            "rejected_devices": {"type": "array", "items": _ref("DeviceVerdict")},
+            "histogram": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "reason": _STRING,
+                        "kind": _STRING,
+                        "count": {"type": "integer"},
+                        "permanent": {"type": "boolean"},
+                        "got": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    }
+                ),
+            },
+            "nearest_misses": {"type": "array", "items": _ref("DeviceVerdict")},
+            "hints": {
+                "type": "array",
+                "items": _object({"field": _STRING, "line": {"type": "integer"}, "message": _STRING}),
+            },
+            "selected": _STRINGS,
+            "descriptions": _LABEL_MAP,
+        },
+        required=[
+            "id",
+            "line",
+            "requested",
+            "outcome",
+            "summary",
+            "eligible_pools",
+            "rejected_pools",
+            "eligible_devices",
+            "rejected_devices",
+            "histogram",
+            "nearest_misses",
+            "hints",
+            "selected",
+        ],
+    ),
+    "Explanation": _object(
+        {
+            "workflow": _NULLABLE_STRING,
+            "file": _STRING,
+            "errors": {"type": "array", "items": _ref("Problem")},
+            "warnings": {"type": "array", "items": _ref("Problem")},
+            "tasks": {"type": "array", "items": _ref("ExplainTask")},
+            "exit_code": {"enum": [0, 1, 2]},
+        }
+    ),
+}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref("Error")}}}
+
+
+def _json(schema: str, description: str, etag: bool = False) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": _ref(schema)}},
+    }
+    if etag:
+        response["headers"] = {"ETag": {"schema": _STRING, "description": "the version read or written"}}
+    return response
+
+
+def _body(schema: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": _ref(schema)}}}
+
+
+_READ_ERRORS = {"401": _error("no valid token"), "404": _error("not found")}
+_WRITE_ERRORS = {
+    "400": _error("invalid input: the error names the field and the rule"),
+    "401": _error("no valid token"),
+    "403": _error("the caller's role does not allow it"),
+    "404": _error("not found"),
+    "409": _error("conflict: a duplicate id, or a pool that still has devices"),
+    "412": _error("If-Match names an older version"),
+}
+_IF_MATCH = {
+    "name": "If-Match",
+    "in": "header",
+    "required": False,
+    "schema": _STRING,
+    "description": "the ETag last read; the write is refused with 412 if it is stale",
+}
+_FILTERS = [
+    {
+        "name": "label",
+        "in": "query",
+        "required": False,
+        "schema": _STRINGS,
+        "style": "form",
+        "explode": True,
+        "description": "key=value an effective label must have (repeatable)",
+    },
+    {
+        "name": "tag",
+        "in": "query",
+        "required": False,
+        "schema": _STRINGS,
+        "style": "form",
+        "explode": True,
+        "description": "a tag that must be present (repeatable)",
+    },
+]
+
+
+def _path_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": _STRING}
+
+
+def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"summary": summary, "responses": responses, **extra}
+
+
+def _edit_ops(kind: str, schema: str, subject: str, param: str) -> dict[str, Any]:
+    """PUT and DELETE of a label or a tag."""
+    put_extra: dict[str, Any] = {"parameters": [_IF_MATCH]}
+    if kind == "label":
+        put_extra["requestBody"] = _body("LabelValue")
+    return {
+        "parameters": [_path_param(f"{subject}_id"), _path_param(param)],
+        "put": _op(
+            f"set a {subject} {kind}" + (" (an empty value removes it)" if kind == "label" else ""),
+            {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
+            **put_extra,
+        ),
+        "delete": _op(
+            f"remove a {subject} {kind}",
+            {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
+            parameters=[_IF_MATCH],
+        ),
+    }
+
+
+def _resource_ops(subject: str, schema: str, patch: str) -> dict[str, Any]:
+    return {
+        "parameters": [_path_param(f"{subject}_id")],
+        "get": _op(f"read a {subject}", {"200": _json(schema, f"the {subject}", etag=True), **_READ_ERRORS}),
+        "patch": _op(
+            f"change a {subject}",
+            {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
+            requestBody=_body(patch),
+            parameters=[_IF_MATCH],
+        ),
+        "delete": _op(
+            f"delete a {subject}",
+            {"204": {"description": "deleted"}, **_WRITE_ERRORS},
+            parameters=[_IF_MATCH],
+        ),
+    }
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document."""
+    created = {"201": _json("Pool", "created", etag=True), **_WRITE_ERRORS}
+    device_created = {"201": _json("Device", "created", etag=True), **_WRITE_ERRORS}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Kerrigan API",
+            "version": __version__,
+            "description": "Pools, devices, labels and tags of a hardware-in-the-loop lab.",
+        },
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearer": []}],
+        "paths": {
+            "/pools": {
+                "get": _op(
+                    "list pools", {"200": _json("PoolList", "pools"), **_READ_ERRORS}, parameters=_FILTERS
+                ),
+                "post": _op("create a pool (admins)", created, requestBody=_body("PoolCreate")),
+            },
+            "/pools/{pool_id}": _resource_ops("pool", "Pool", "PoolPatch"),
+            "/pools/{pool_id}/labels/{key}": _edit_ops("label", "Pool", "pool", "key"),
+            "/pools/{pool_id}/tags/{tag}": _edit_ops("tag", "Pool", "pool", "tag"),
+            "/devices": {
+                "get": _op(
+                    "list devices",
+                    {"200": _json("DeviceList", "devices"), **_READ_ERRORS},
+                    parameters=[
+                        *_FILTERS,
+                        {"name": "pool", "in": "query", "required": False, "schema": _STRING},
+                        {"name": "state", "in": "query", "required": False, "schema": _STRING},
+                    ],
+                ),
+                "post": _op("create a device (admins)", device_created, requestBody=_body("DeviceCreate")),
+            },
+            "/devices/{device_id}": _resource_ops("device", "Device", "DevicePatch"),
+            "/devices/{device_id}/labels/{key}": _edit_ops("label", "Device", "device", "key"),
+            "/devices/{device_id}/tags/{tag}": _edit_ops("tag", "Device", "device", "tag"),
+            "/devices/{device_id}/state": {
+                "parameters": [_path_param("device_id")],
+                "put": _op(
+                    "change a device's state with a reason (admins)",
+                    {"200": _json("Device", "the device", etag=True), **_WRITE_ERRORS},
+                    requestBody=_body("DeviceState"),
+                    parameters=[_IF_MATCH],
+                ),
+            },
+            "/label-keys": {
+                "get": _op(
+                    "list approved label keys", {"200": _json("LabelKeyList", "keys"), **_READ_ERRORS}
+                ),
+            },
+            "/label-keys/{key}": {
+                "parameters": [_path_param("key")],
+                "put": _op(
+                    "approve a key or change its description (admins)",
+                    {
+                        "200": _json("LabelKey", "changed"),
+                        "201": _json("LabelKey", "approved"),
+                        **_WRITE_ERRORS,
+                    },
+                    requestBody=_body("LabelKeyDescription"),
+                ),
+                "delete": _op(
+                    "withdraw a key (admins)", {"204": {"description": "withdrawn"}, **_WRITE_ERRORS}
+                ),
+            },
+            "/audit": {
+                "get": _op(
+                    "the audit log, newest first",
+                    {"200": _json("AuditList", "entries"), **_READ_ERRORS},
+                    parameters=[
+                        {"name": name, "in": "query", "required": False, "schema": _STRING}
+                        for name in ("pool", "device", "actor", "limit")
+                    ],
+                ),
+            },
+            "/explain": {
+                "post": _op(
+                    "resolve a manifest against the stored inventory",
+                    {"200": _json("Explanation", "the kerrigan explain document"), **_READ_ERRORS},
+                    requestBody={
+                        "required": True,
+                        "content": {
+                            "application/json": {"schema": _ref("ExplainRequest")},
+                            "application/yaml": {"schema": _STRING},
+                        },
+                    },
+                ),
+            },
+            "/openapi.json": {
+                "get": _op("this document", {"200": {"description": "OpenAPI 3.1"}}, security=[]),
+            },
+        },
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a token from `kerrigan tokens create`",
+                }
+            },
+        },
+    }
+
+
+@routes.get("/openapi.json")
+async def openapi_json(request: web.Request) -> web.Response:
+    """The document, open to everyone."""
+    return web.json_response(document())
