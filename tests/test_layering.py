@@ -18,7 +18,7 @@ RANKS = {
     "web": 3,
     "runner": 4,
     "app": 5,
-    "cli": 5,
+    "cli": 6,
     # Settings are a plain frozen dataclass that adapters are handed; the core never sees them.
     "config": 2,
 }
