@@ -196,9 +196,7 @@ async def get_pool(session: AsyncSession, pool_id: str) -> StoredPool:
 
 async def list_pools(session: AsyncSession) -> list[StoredPool]:
     """Every pool, in id order."""
-    counts = dict(
-        (await session.execute(select(DeviceRow.pool_pk, func.count()).group_by(DeviceRow.pool_pk))).tuples()
-    )
+    counts = dict(await session.execute(select(DeviceRow.pool_pk, func.count()).group_by(DeviceRow.pool_pk)))
     rows = (await session.scalars(select(PoolRow).order_by(PoolRow.id))).all()
     return [StoredPool(_pool(row), row.version, counts.get(row.pk, 0), row.updated_at) for row in rows]
 
@@ -214,7 +212,7 @@ async def list_devices(session: AsyncSession, pool_id: str | None = None) -> lis
     if pool_id is not None:
         await _pool_row(session, pool_id)
         query = query.where(PoolRow.id == pool_id)
-    rows = (await session.execute(query)).tuples().all()
+    rows = (await session.execute(query)).all()
     pools: dict[int, Pool] = {}
     return [
         StoredDevice(

@@ -14,7 +14,7 @@ from kerrigan.store.models import LabelKeyRow
 async def label_keys(session: AsyncSession) -> dict[str, str]:
     """Every approved key with its description, in key order (empty: any valid key may be used)."""
     rows = await session.execute(select(LabelKeyRow.key, LabelKeyRow.description).order_by(LabelKeyRow.key))
-    return dict(rows.tuples().all())
+    return dict(rows.all())
 
 
 async def put_label_key(session: AsyncSession, key: str, description: str, change: Change) -> bool:
