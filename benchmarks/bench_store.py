@@ -105,8 +105,8 @@ async def measure(url: str, lab: Inventory, repeat: int) -> tuple[float, float]:
                 return (
                     await session.execute(
                         text(
-                            "SELECT d.id, p.id, d.board, d.target_type, d.os_type, d.host, d.state, d.state_reason, "
-                            "d.labels, d.tags FROM devices d JOIN pools p ON d.pool_pk = p.pk"
+                            "SELECT d.id, p.id, d.board, d.target_type, d.os_type, d.host, d.state, "
+                            "d.state_reason, d.labels, d.tags FROM devices d JOIN pools p ON d.pool_pk = p.pk"
                         )
                     )
                 ).all()
