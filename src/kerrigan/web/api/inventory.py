@@ -20,6 +20,7 @@ from kerrigan.core.labels import LabelError, validate_tag
 from kerrigan.core.roles import Principal, check_label, may_administer, may_edit_labels
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import (
+    NotFoundError,
     StoredDevice,
     create_device,
     create_pool,
@@ -340,6 +341,14 @@ def _device_from(body: Mapping[str, Any], device: Device) -> Device:
     return dataclasses.replace(device, **changes)
 
 
+async def _pool_exists(session: AsyncSession, pool_id: str) -> None:
+    """A pool named in a body must exist: its absence is the body's mistake (400), not a missing page."""
+    try:
+        await get_pool(session, pool_id)
+    except NotFoundError:
+        raise bad_request(f"there is no pool {pool_id!r}", field="pool") from None
+
+
 @routes.post("/devices")
 async def devices_create(request: web.Request) -> web.Response:
     """Create a device in a pool (admins)."""
@@ -353,6 +362,7 @@ async def devices_create(request: web.Request) -> web.Response:
     placeholder = Device(device_id, "", "", "devkit", "linux", "")
     device = _device_from(body, placeholder)
     async with request.config_dict[DATABASE].sessions() as session, session.begin():
+        await _pool_exists(session, device.pool_id)
         stored = await create_device(session, device, _change(request, principal))
     response = _with_etag(device_json(stored), stored.etag, status=201)
     response.headers["Location"] = f"/api/v1/devices/{device_id}"
@@ -396,6 +406,8 @@ async def devices_update(request: web.Request) -> web.Response:
         stored = await get_device(session, request.match_info["device_id"])
         _check_device_edit(principal, stored, body)
         device = _device_from(body, stored.device)
+        if device.pool_id != stored.device.pool_id:
+            await _pool_exists(session, device.pool_id)
         await _approved_check(session, principal, stored.device.labels, device.labels, "labels")
         saved = await _save_device(request, principal, device, session)
     return _with_etag(device_json(saved), saved.etag)
