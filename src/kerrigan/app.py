@@ -2,34 +2,71 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 
+import aiohttp
 from aiohttp import web
 from sqlalchemy import text
 
 from kerrigan.config import Settings
+from kerrigan.github.routes import router
+from kerrigan.github.sessions import GitHubApp
+from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
 from kerrigan.store.database import Clock, Database, check_schema, utc_now
 from kerrigan.web.api import create_api
 from kerrigan.web.state import DATABASE, SETTINGS
 
+log = logging.getLogger(__name__)
+
+WORKER = web.AppKey("worker", DeliveryWorker)
+
 
 def create_app(settings: Settings, *, clock: Clock = utc_now) -> web.Application:
-    """The whole Kerrigan server for ``settings``; the database opens (and is checked) on start-up."""
-    app = web.Application()
-    app[SETTINGS] = settings
+    """The whole Kerrigan server for ``settings``.
 
-    async def database_ctx(app: web.Application) -> AsyncIterator[None]:
-        database = Database.connect(settings.database_url, clock)
+    On start-up the database is checked (a schema that is behind stops it with one line), and, when the
+    GitHub App is configured, the delivery worker starts; both stop with the application.
+    """
+    app = web.Application(client_max_size=MAX_BODY)
+    app[SETTINGS] = settings
+    database = Database.connect(settings.database_url, clock)
+    app[DATABASE] = database
+    deliveries_waiting = asyncio.Event()
+    receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
             await check_schema(database.engine)
-            app[DATABASE] = database
-            yield
+            async with aiohttp.ClientSession() as http:
+                worker_task = None
+                if settings.github_app_id and settings.github_private_key:
+                    worker = DeliveryWorker(
+                        GitHubApp.connect(database, settings, http), router, wake=deliveries_waiting
+                    )
+                    app[WORKER] = worker
+                    worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
+                else:
+                    log.warning(
+                        "the GitHub App is not configured (KERRIGAN_GITHUB_APP_ID and a private key): "
+                        "deliveries are stored but not processed"
+                    )
+                try:
+                    yield
+                finally:
+                    if worker_task is not None:
+                        worker_task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await worker_task
         finally:
             await database.close()
 
-    app.cleanup_ctx.append(database_ctx)
+    app.cleanup_ctx.append(lifecycle)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
+    app.router.add_post("/webhooks/github", receiver.handle)
     app.add_subapp("/api/v1", create_api())
     return app
 
@@ -44,6 +81,6 @@ async def _readyz(request: web.Request) -> web.Response:
     try:
         async with request.app[DATABASE].engine.connect() as connection:
             await connection.execute(text("SELECT 1"))
-    except Exception as exc:
+    except Exception as exc:  # any failure means not ready, and says why
         return web.json_response({"status": "unavailable", "reason": str(exc)}, status=503)
     return web.json_response({"status": "ok"})

@@ -196,7 +196,8 @@ async def get_pool(session: AsyncSession, pool_id: str) -> StoredPool:
 
 async def list_pools(session: AsyncSession) -> list[StoredPool]:
     """Every pool, in id order."""
-    counts = dict(await session.execute(select(DeviceRow.pool_pk, func.count()).group_by(DeviceRow.pool_pk)))
+    per_pool = await session.execute(select(DeviceRow.pool_pk, func.count()).group_by(DeviceRow.pool_pk))
+    counts = dict(per_pool.all())  # dict(result) would take the Result for a mapping
     rows = (await session.scalars(select(PoolRow).order_by(PoolRow.id))).all()
     return [StoredPool(_pool(row), row.version, counts.get(row.pk, 0), row.updated_at) for row in rows]
 

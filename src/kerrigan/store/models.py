@@ -27,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from kerrigan.core.inventory import DeviceState
+from kerrigan.core.sessions import SessionState
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -158,14 +159,6 @@ class RepositoryRow(Base):
     )
 
 
-class SessionState(enum.StrEnum):
-    """Where a session stands (dispatch fills in the transitions)."""
-
-    QUEUED = "queued"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-
-
 class SessionRow(Base):
     """A triggered workflow at one commit: one check run, one job per task."""
 
@@ -197,6 +190,12 @@ class SessionRow(Base):
     resolution: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     updated_at: Mapped[datetime] = mapped_column(Timestamp)
+    installation_id: Mapped[int | None] = mapped_column(BigInteger)
+    repository: Mapped[str] = mapped_column(String(200), default="", index=True)
+    head_branch: Mapped[str | None] = mapped_column(String(255))
+    pull_request: Mapped[int | None] = mapped_column(Integer)
+    awaiting_approval: Mapped[bool] = mapped_column(Boolean, default=False)
+    delivery_id: Mapped[str | None] = mapped_column(String(64))
 
 
 class JobRow(Base):
@@ -230,6 +229,8 @@ class DeliveryRow(Base):
     processed_at: Mapped[datetime | None] = mapped_column(Timestamp)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
+    claimed_until: Mapped[datetime | None] = mapped_column(Timestamp)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class ApiTokenRow(Base):

@@ -1,0 +1,385 @@
+"""Check-run bodies: pure functions from a session's resolution to what GitHub is sent.
+
+GitHub's limits are kept here, where they can be tested without GitHub: a summary of at most 65,535 bytes
+(cut at a table row, saying how many rows the session page has), at most 50 annotations a request (the
+rest follow in updates), at most 3 actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kerrigan.core.explain import Explanation, TaskExplanation
+from kerrigan.core.manifest import ManifestResult
+from kerrigan.core.matching import Outcome
+from kerrigan.core.yamlsource import Problem
+
+SUMMARY_LIMIT: Final = 65_535
+ANNOTATIONS_PER_REQUEST: Final = 50
+MAX_ACTIONS: Final = 3
+NAME_PREFIX: Final = "kerrigan / "
+
+RETRY_ACTION: Final = {
+    "label": "Retry",
+    "description": "Run this workflow again",
+    "identifier": "retry",
+}
+
+
+def check_run_name(workflow: str) -> str:
+    """``kerrigan / <workflow name>``."""
+    return f"{NAME_PREFIX}{workflow}"
+
+
+def workflow_of(check_run_name: str) -> str | None:
+    """The workflow a check run of ours is for, or ``None`` for someone else's check run."""
+    return check_run_name.removeprefix(NAME_PREFIX) if check_run_name.startswith(NAME_PREFIX) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRunBody:
+    """What to send GitHub for one check run: the fields, and annotations beyond the first 50."""
+
+    fields: dict[str, Any]
+    more_annotations: tuple[tuple[dict[str, Any], ...], ...] = ()
+
+    @property
+    def conclusion(self) -> str | None:
+        """The conclusion, when the body completes the check run."""
+        value = self.fields.get("conclusion")
+        return str(value) if value is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionContext:
+    """What the check run says about where the session comes from."""
+
+    session_id: str
+    details_url: str
+    head_sha: str
+    event: str
+    ref: str | None = None
+    queue_position: int | None = None
+    approvers: str = "someone with write access to the repository"
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+# -- Markdown pieces -------------------------------------------------------------------------------
+
+
+def _code(text: str) -> str:
+    quoted = text.replace("`", "'")
+    return f"`{quoted}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _labels(requested: dict[str, list[str]]) -> str:
+    return (
+        ", ".join(
+            _code(f"{key}={values[0]}") if len(values) == 1 else _code(f"{key} in [{', '.join(values)}]")
+            for key, values in requested.items()
+        )
+        or "none"
+    )
+
+
+def _header(name: str, context: SessionContext) -> str:
+    where = f" ({context.event}" + (f" to {_code(context.ref)}" if context.ref else "") + ")"
+    return (
+        f"**{_cell(name)}** at {_code(context.head_sha[:12])}{where}, "
+        f"session [{_code(context.session_id[:8])}]({context.details_url})\n"
+    )
+
+
+_OUTCOME_WORDS: Final = {
+    Outcome.ELIGIBLE: "ready: waiting for dispatch",
+    Outcome.WAITING: "waiting: matching devices are busy or offline",
+    Outcome.UNSCHEDULABLE: "unschedulable: no device can ever match",
+}
+
+
+def _overview(tasks: Sequence[TaskExplanation]) -> str:
+    lines = ["| task | outcome | devices available | selected |", "|---|---|---|---|"]
+    for item in tasks:
+        res = item.resolution
+        selected = _code(item.selected.id) if item.selected else "none"
+        lines.append(
+            f"| {_code(item.task.id)} | {_OUTCOME_WORDS[res.outcome]} | "
+            f"{len(res.eligible)} of {res.total_devices} | {selected} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _task_section(item: TaskExplanation) -> str:
+    res = item.resolution
+    requested = res.requested.as_dict()
+    labels = requested["labels"]
+    tags = requested["tags"]
+    assert isinstance(labels, dict)
+    assert isinstance(tags, list)
+    per_pool: dict[str, int] = {}
+    for device in res.eligible:
+        per_pool[device.pool_id] = per_pool.get(device.pool_id, 0) + 1
+    pools = ", ".join(f"{_code(p)} ({per_pool.get(p, 0)} eligible)" for p in res.eligible_pools) or "none"
+    out = [
+        f"### Task {_code(item.task.id)}: {_OUTCOME_WORDS[res.outcome]}",
+        "",
+        f"- **Requested labels:** {_labels(labels)}",
+        f"- **Requested tags:** {', '.join(_code(t) for t in tags) or 'none'}",
+        f"- **Eligible pools:** {pools}",
+    ]
+    for verdict in res.rejected_pools:
+        out.append(f"- **Rejected pool** {_code(verdict.pool)}: {'; '.join(r.text for r in verdict.reasons)}")
+    if item.selected is not None:
+        device = item.selected
+        out.append(
+            f"- **Selected:** {_code(device.id)} (pool {_code(device.pool_id)}, host {_code(device.host)}, "
+            f"board {_code(device.board)})"
+        )
+    out.append(f"- **{_cell(res.summary())}**")
+    if res.histogram:
+        out += ["", "| devices | reason | |", "|---:|---|---|"]
+        for row in res.histogram:
+            when = "never" if row.permanent else "not yet"
+            out.append(f"| {row.count} | {_cell(row.rule)} | {when} |")
+    if res.nearest_misses:
+        out += ["", "**Nearest misses** (the devices closest to matching):", ""]
+        out += [
+            f"- {_code(v.id)} ({_code(v.device.pool_id)}): {_cell('; '.join(r.text for r in v.reasons))}"
+            for v in res.nearest_misses
+        ]
+    if res.hints:
+        out += [
+            "",
+            *(f"> line {hint.line}, {_code(hint.field)}: {_cell(hint.message)}" for hint in res.hints),
+        ]
+    return "\n".join(out) + "\n"
+
+
+def _rejected_rows(item: TaskExplanation) -> list[str]:
+    return [
+        f"| {_code(v.id)} | {_code(v.device.pool_id)} | {_cell('; '.join(r.text for r in v.reasons))} |"
+        for v in item.resolution.rejected
+    ]
+
+
+_TABLE_HEAD: Final = (
+    "\n<details><summary>Rejected devices ({count})</summary>\n\n"
+    "| device | pool | every reason |\n|---|---|---|\n"
+)
+_TABLE_TAIL: Final = "</details>\n"
+
+
+def _size(text: str) -> int:
+    return len(text.encode())
+
+
+def render_summary(
+    name: str, context: SessionContext, tasks: Sequence[TaskExplanation], limit: int = SUMMARY_LIMIT
+) -> str:
+    """The summary Markdown, within ``limit`` bytes: rows of the rejected-device tables are dropped from
+    the end, whole, when they do not fit, with a line saying how many are on the session page."""
+    fixed = [_header(name, context), "\n", _overview(tasks)]
+    sections = [_task_section(item) for item in tasks]
+    tables = [_rejected_rows(item) for item in tasks]
+    heads = [_TABLE_HEAD.format(count=len(rows)) for rows in tables]
+    cut_note = "\n_{missing} more rows on the [session page]({url})._\n"
+    reserve = _size(cut_note.format(missing=10**9, url=context.details_url))
+    budget = limit - sum(_size(part) for part in fixed) - reserve
+    budget -= sum(_size("\n" + section) for section in sections)
+    budget -= sum(_size(head) + _size(_TABLE_TAIL) for head, rows in zip(heads, tables, strict=True) if rows)
+    if budget < 0:  # even the fixed parts do not fit: keep what does, cut at a line
+        text = "".join(fixed) + "".join("\n" + section for section in sections)
+        return _cut_lines(text, limit - reserve) + cut_note.format(missing="All", url=context.details_url)
+    out = list(fixed)
+    dropped = 0
+    for section, head, rows in zip(sections, heads, tables, strict=True):
+        out.append("\n" + section)
+        if not rows:
+            continue
+        kept: list[str] = []
+        for row in rows:
+            size = _size(row) + 1
+            if size > budget:
+                dropped += len(rows) - len(kept)
+                break
+            budget -= size
+            kept.append(row)
+        out.append(head + "".join(row + "\n" for row in kept) + _TABLE_TAIL)
+    if dropped:
+        out.append(cut_note.format(missing=dropped, url=context.details_url))
+    return "".join(out)
+
+
+def _cut_lines(text: str, limit: int) -> str:
+    kept: list[str] = []
+    used = 0
+    for line in text.splitlines(keepends=True):
+        if used + _size(line) > limit:
+            break
+        kept.append(line)
+        used += _size(line)
+    return "".join(kept)
+
+
+# -- annotations -----------------------------------------------------------------------------------
+
+
+def _annotation(problem: Problem, level: str, title: str) -> dict[str, Any]:
+    return {
+        "path": problem.file,
+        "start_line": problem.line,
+        "end_line": problem.line,
+        "annotation_level": level,
+        "title": title,
+        "message": (f"{problem.field}: " if problem.field else "") + problem.message,
+    }
+
+
+def manifest_annotations(manifest: ManifestResult) -> list[dict[str, Any]]:
+    """Errors as ``failure`` and deprecations as ``warning`` annotations on the manifest's lines."""
+    return [_annotation(p, "failure", "Manifest error") for p in manifest.errors] + [
+        _annotation(p, "warning", "Deprecated") for p in manifest.warnings
+    ]
+
+
+def hint_annotations(file: str, tasks: Iterable[TaskExplanation]) -> list[dict[str, Any]]:
+    """Did-you-mean hints as ``notice`` annotations on the lines of the requested keys and tags."""
+    return [
+        {
+            "path": file,
+            "start_line": hint.line,
+            "end_line": hint.line,
+            "annotation_level": "notice",
+            "title": f"Task {item.task.id}: nothing has this",
+            "message": f"{hint.field}: {hint.message}",
+        }
+        for item in tasks
+        for hint in item.resolution.hints
+    ]
+
+
+def _batched(
+    annotations: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], tuple[tuple[dict[str, Any], ...], ...]]:
+    first = annotations[:ANNOTATIONS_PER_REQUEST]
+    rest = annotations[ANNOTATIONS_PER_REQUEST:]
+    more = tuple(
+        tuple(rest[start : start + ANNOTATIONS_PER_REQUEST])
+        for start in range(0, len(rest), ANNOTATIONS_PER_REQUEST)
+    )
+    return first, more
+
+
+# -- whole bodies ----------------------------------------------------------------------------------
+
+
+def _body(
+    name: str,
+    context: SessionContext,
+    *,
+    status: str,
+    title: str,
+    summary: str,
+    conclusion: str | None = None,
+    annotations: list[dict[str, Any]] | None = None,
+) -> CheckRunBody:
+    first, more = _batched(annotations or [])
+    output: dict[str, Any] = {"title": title[:255], "summary": summary}
+    if first:
+        output["annotations"] = first
+    fields: dict[str, Any] = {
+        "name": check_run_name(name),
+        "head_sha": context.head_sha,
+        "status": status,
+        "details_url": context.details_url,
+        "external_id": context.session_id,
+        "output": output,
+    }
+    if conclusion is not None:
+        fields["conclusion"] = conclusion
+        fields["actions"] = [RETRY_ACTION]
+    return CheckRunBody(fields, more)
+
+
+def invalid_manifest_body(manifest: ManifestResult, context: SessionContext) -> CheckRunBody:
+    """A manifest with errors: ``completed`` / ``failure``, every error listed and annotated."""
+    name = manifest.name or manifest.file
+    count = len(manifest.errors)
+    lines = [
+        _header(name, context),
+        f"\nThe manifest {_code(manifest.file)} has {count} error{'s' if count != 1 else ''}; nothing was "
+        "scheduled. Fix them and push again.\n",
+        *(
+            f"- line {p.line}: {_cell(str(p.field) + ': ' if p.field else '')}{_cell(p.message)}"
+            for p in manifest.errors
+        ),
+    ]
+    if manifest.warnings:
+        lines += ["", "Deprecations:", *(f"- line {p.line}: {_cell(p.message)}" for p in manifest.warnings)]
+    summary = _cut_lines("\n".join(lines) + "\n", SUMMARY_LIMIT)
+    return _body(
+        name,
+        context,
+        status="completed",
+        conclusion="failure",
+        title=f"Manifest has {count} error{'s' if count != 1 else ''}",
+        summary=summary,
+        annotations=manifest_annotations(manifest),
+    )
+
+
+def awaiting_approval_body(name: str, context: SessionContext) -> CheckRunBody:
+    """A fork's pull request: nothing runs on lab hardware until someone approves."""
+    summary = (
+        _header(name, context)
+        + "\nThis pull request comes from a fork, so its code does not run on lab hardware by itself. "
+        f"It waits until {context.approvers} comments `/kerrigan approve` on the pull request.\n"
+    )
+    return _body(
+        name, context, status="queued", title="Waiting for approval to run on lab hardware", summary=summary
+    )
+
+
+def resolution_body(explanation: Explanation, context: SessionContext) -> CheckRunBody:
+    """The resolution of a valid manifest: failed at once if a task can never be scheduled, else queued."""
+    manifest = explanation.manifest
+    name = manifest.name or manifest.file
+    tasks = explanation.tasks
+    summary = render_summary(name, context, tasks)
+    annotations = manifest_annotations(manifest) + hint_annotations(manifest.file, tasks)
+    never = [item.task.id for item in tasks if item.resolution.outcome is Outcome.UNSCHEDULABLE]
+    if never:
+        title = f"Unschedulable: no device can ever run {', '.join(never[:3])}" + (
+            ", ..." if len(never) > 3 else ""
+        )
+        return _body(
+            name,
+            context,
+            status="completed",
+            conclusion="failure",
+            title=title,
+            summary=summary,
+            annotations=annotations,
+        )
+    waiting = sum(1 for item in tasks if item.resolution.outcome is Outcome.WAITING)
+    position = f", queue position {context.queue_position}" if context.queue_position else ""
+    if waiting:
+        title = f"Queued: {waiting} of {len(tasks)} task(s) wait for busy or offline devices{position}"
+    else:
+        title = f"Queued: {len(tasks)} task(s) ready for dispatch{position}"
+    return _body(name, context, status="queued", title=title, summary=summary, annotations=annotations)
+
+
+def validate_actions(actions: Sequence[dict[str, Any]]) -> None:
+    """GitHub's rules for actions, checked before sending (and by the stand-in on receipt)."""
+    if len(actions) > MAX_ACTIONS:
+        raise ValueError(f"at most {MAX_ACTIONS} actions, not {len(actions)}")
+    for action in actions:
+        if len(action["label"]) > 20 or len(action["description"]) > 40 or len(action["identifier"]) > 20:
+            raise ValueError(f"action {action['identifier']!r} breaks GitHub's length limits")

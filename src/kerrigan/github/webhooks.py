@@ -1,0 +1,171 @@
+"""``POST /webhooks/github``: verify, store, answer 202; then process from the store.
+
+The answer never waits for GitHub or the inventory: a valid delivery is stored and answered at once. A
+worker takes stored deliveries one at a time (a lease in the database), routes them, and marks them done,
+so a crash or restart resumes what was pending and nothing is lost or done twice. A repeated
+``X-GitHub-Delivery`` is answered 200 and not stored again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Final
+
+from aiohttp import web
+from gidgethub.routing import Router
+from gidgethub.sansio import Event
+
+from kerrigan.github.sessions import GitHubApp
+from kerrigan.store.database import Database
+from kerrigan.store.deliveries import claim_delivery, fail_delivery, finish_delivery, record_delivery
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER: Final = "X-Hub-Signature-256"
+MAX_BODY: Final = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub sends for ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, header: str | None) -> bool:
+    """Whether ``header`` is the SHA-256 HMAC of ``body`` (constant-time; SHA-1 signatures are refused)."""
+    if not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(sign(secret, body), header.strip())
+
+
+_CODES: Final = {400: "bad_request", 401: "bad_signature", 413: "too_large", 503: "not_configured"}
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response(
+        {"error": {"code": _CODES[status], "message": message, "field": None}}, status=status
+    )
+
+
+class WebhookReceiver:
+    """The aiohttp handler for GitHub's deliveries."""
+
+    def __init__(self, database: Database, secret: str | None, wake: Callable[[], None]) -> None:
+        self.database = database
+        self.secret = secret
+        self.wake = wake
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """Verify the signature, store the delivery, answer 202 (200 for a redelivery or a ping)."""
+        if request.content_length is not None and request.content_length > MAX_BODY:
+            return _error(413, "deliveries are at most 25 MB")
+        body = await request.read()
+        if not self.secret:
+            return _error(503, "KERRIGAN_WEBHOOK_SECRET is not set: deliveries cannot be verified")
+        if not verify(self.secret, body, request.headers.get(SIGNATURE_HEADER)):
+            return _error(401, f"missing or wrong {SIGNATURE_HEADER} (an HMAC-SHA256 of the body)")
+        event = request.headers.get("X-GitHub-Event")
+        delivery_id = request.headers.get("X-GitHub-Delivery")
+        if not event or not delivery_id or len(delivery_id) > 64:
+            return _error(400, "X-GitHub-Event and X-GitHub-Delivery are required")
+        try:
+            payload = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _error(400, "the body is not JSON")
+        if not isinstance(payload, dict):
+            return _error(400, "the body is not a JSON object")
+        if event == "ping":
+            return web.json_response({"status": "pong", "zen": payload.get("zen")})
+        action = payload.get("action")
+        async with self.database.sessions() as session, session.begin():
+            stored = await record_delivery(
+                session,
+                delivery_id,
+                event=event,
+                action=str(action) if action else None,
+                payload=body.decode("utf-8"),
+                at=self.database.clock(),
+            )
+        if not stored:
+            return web.json_response({"status": "already received", "delivery": delivery_id}, status=200)
+        self.wake()
+        return web.json_response({"status": "accepted", "delivery": delivery_id}, status=202)
+
+
+class DeliveryWorker:
+    """Processes stored deliveries in order, one at a time, until cancelled."""
+
+    def __init__(
+        self,
+        app: GitHubApp,
+        router: Router,
+        *,
+        wake: asyncio.Event | None = None,
+        lease: timedelta = timedelta(minutes=5),
+        idle_poll_s: float = 5.0,
+    ) -> None:
+        self.app = app
+        self.router = router
+        self.lease = lease
+        self.idle_poll_s = idle_poll_s
+        self._wake = wake or asyncio.Event()
+        self.processed = 0
+
+    def wake(self) -> None:
+        """A delivery was stored: look now rather than at the next poll."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Process deliveries forever (pending ones from before a restart first)."""
+        while True:
+            try:
+                worked = await self.process_one()
+            except Exception:
+                log.exception("delivery worker: unexpected failure; going on")
+                worked = False
+            if not worked:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
+
+    async def process_one(self) -> bool:
+        """Process the next due delivery; whether there was one."""
+        database = self.app.database
+        async with database.sessions() as session, session.begin():
+            delivery = await claim_delivery(session, database.clock(), self.lease)
+        if delivery is None:
+            return False
+        event = Event(json.loads(delivery.payload), event=delivery.event, delivery_id=delivery.delivery_id)
+        try:
+            if self.router.fetch(event):
+                await self.router.dispatch(event, self.app)
+            else:
+                log.info(
+                    "delivery %s: %s/%s ignored (no router for it)",
+                    delivery.delivery_id,
+                    delivery.event,
+                    delivery.action,
+                )
+        except Exception as exc:
+            async with database.sessions() as session, session.begin():
+                gave_up = await fail_delivery(
+                    session, delivery.pk, database.clock(), repr(exc), delivery.attempts
+                )
+            log.exception(
+                "delivery %s (%s) failed on attempt %d%s",
+                delivery.delivery_id,
+                delivery.event,
+                delivery.attempts,
+                "; giving up" if gave_up else "; will retry",
+            )
+            return True
+        async with database.sessions() as session, session.begin():
+            await finish_delivery(session, delivery.pk, database.clock())
+        self.processed += 1
+        return True

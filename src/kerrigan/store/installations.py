@@ -1,0 +1,69 @@
+"""GitHub App installations and the repositories each covers, kept current from webhook events."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.store.models import InstallationRow, RepositoryRow
+
+
+async def upsert_installation(
+    session: AsyncSession, github_id: int, account: str, at: datetime, *, suspended: bool = False
+) -> int:
+    """Create or update an installation; its primary key."""
+    row = await session.scalar(select(InstallationRow).where(InstallationRow.github_id == github_id))
+    if row is None:
+        row = InstallationRow(github_id=github_id, account=account, suspended=suspended, created_at=at)
+        session.add(row)
+    else:
+        row.account = account
+        row.suspended = suspended
+    await session.flush()
+    return row.pk
+
+
+async def delete_installation(session: AsyncSession, github_id: int) -> None:
+    """Forget an installation and its repositories."""
+    row = await session.scalar(select(InstallationRow).where(InstallationRow.github_id == github_id))
+    if row is not None:
+        await session.execute(delete(RepositoryRow).where(RepositoryRow.installation_pk == row.pk))
+        await session.delete(row)
+        await session.flush()
+
+
+async def add_repositories(
+    session: AsyncSession, installation_pk: int, repositories: Iterable[tuple[int, str]]
+) -> None:
+    """Record repositories (GitHub id, full name) as covered by an installation."""
+    for github_id, full_name in repositories:
+        row = await session.scalar(select(RepositoryRow).where(RepositoryRow.github_id == github_id))
+        if row is None:
+            session.add(
+                RepositoryRow(github_id=github_id, full_name=full_name, installation_pk=installation_pk)
+            )
+        else:
+            row.full_name = full_name
+            row.installation_pk = installation_pk
+    await session.flush()
+
+
+async def remove_repositories(session: AsyncSession, github_ids: Iterable[int]) -> None:
+    """Forget repositories an installation no longer covers."""
+    ids = list(github_ids)
+    if ids:
+        await session.execute(delete(RepositoryRow).where(RepositoryRow.github_id.in_(ids)))
+        await session.flush()
+
+
+async def repositories(session: AsyncSession) -> list[tuple[str, int]]:
+    """Every covered repository's full name with its installation's GitHub id."""
+    rows = await session.execute(
+        select(RepositoryRow.full_name, InstallationRow.github_id)
+        .join(InstallationRow, RepositoryRow.installation_pk == InstallationRow.pk)
+        .order_by(RepositoryRow.full_name)
+    )
+    return [(name, int(github_id)) for name, github_id in rows]

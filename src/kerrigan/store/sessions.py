@@ -1,0 +1,151 @@
+"""Sessions and their jobs, stored; handed out as core :class:`~kerrigan.core.sessions.Session` objects."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
+from kerrigan.store.inventory import NotFoundError
+from kerrigan.store.models import JobRow, SessionRow
+
+
+def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
+    return Session(
+        id=row.id,
+        repository=row.repository,
+        installation_id=row.installation_id,
+        head_sha=row.head_sha,
+        workflow=row.workflow,
+        manifest_path=row.manifest_path,
+        event=row.event,
+        priority=row.priority,
+        state=SessionState(row.state),
+        created_at=row.created_at,
+        head_branch=row.head_branch,
+        pull_request=row.pull_request,
+        awaiting_approval=row.awaiting_approval,
+        conclusion=Conclusion(row.conclusion) if row.conclusion else None,
+        check_run_id=row.check_run_id,
+        delivery_id=row.delivery_id,
+        resolution=dict(row.resolution),
+        jobs=tuple(Job(job.task_id, job.device_id, job.state, job.exit_status) for job in jobs),
+    )
+
+
+async def _jobs(session: AsyncSession, session_pk: int) -> list[JobRow]:
+    return list(
+        (
+            await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk).order_by(JobRow.pk))
+        ).all()
+    )
+
+
+async def create_session(session: AsyncSession, new: Session, at: datetime) -> Session:
+    """Store a session and a queued job per task named in ``new.jobs``."""
+    row = SessionRow(
+        id=new.id,
+        repository=new.repository,
+        installation_id=new.installation_id,
+        head_sha=new.head_sha,
+        head_branch=new.head_branch,
+        workflow=new.workflow,
+        manifest_path=new.manifest_path,
+        event=new.event,
+        priority=new.priority,
+        state=new.state,
+        conclusion=new.conclusion.value if new.conclusion else None,
+        pull_request=new.pull_request,
+        awaiting_approval=new.awaiting_approval,
+        delivery_id=new.delivery_id,
+        resolution=dict(new.resolution),
+        created_at=at,
+        updated_at=at,
+    )
+    session.add(row)
+    await session.flush()
+    jobs = [
+        JobRow(session_pk=row.pk, task_id=job.task_id, device_id=job.device_id, created_at=at)
+        for job in new.jobs
+    ]
+    session.add_all(jobs)
+    await session.flush()
+    return _session(row, jobs)
+
+
+async def _row(session: AsyncSession, session_id: str) -> SessionRow:
+    row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id))
+    if row is None:
+        raise NotFoundError(f"no session {session_id!r}")
+    return row
+
+
+async def get_session(session: AsyncSession, session_id: str) -> Session:
+    """One session with its jobs."""
+    row = await _row(session, session_id)
+    return _session(row, await _jobs(session, row.pk))
+
+
+async def update_session(session: AsyncSession, session_id: str, at: datetime, **changes: Any) -> Session:
+    """Change some fields of a session (state, conclusion, check_run_id, awaiting_approval, resolution)."""
+    row = await _row(session, session_id)
+    for name, value in changes.items():
+        if not hasattr(SessionRow, name):
+            raise AttributeError(f"sessions have no field {name!r}")
+        setattr(row, name, value.value if isinstance(value, Conclusion) else value)
+    row.updated_at = at
+    await session.flush()
+    return _session(row, await _jobs(session, row.pk))
+
+
+async def find_sessions(
+    session: AsyncSession,
+    repository: str,
+    *,
+    head_sha: str | None = None,
+    workflow: str | None = None,
+    check_run_id: int | None = None,
+    delivery_id: str | None = None,
+    awaiting_approval: bool | None = None,
+) -> list[Session]:
+    """Sessions of a repository, oldest first, narrowed by the given fields."""
+    query = select(SessionRow).where(SessionRow.repository == repository).order_by(SessionRow.pk)
+    filters: Mapping[str, Any] = {
+        "head_sha": head_sha,
+        "workflow": workflow,
+        "check_run_id": check_run_id,
+        "delivery_id": delivery_id,
+        "awaiting_approval": awaiting_approval,
+    }
+    for name, value in filters.items():
+        if value is not None:
+            query = query.where(getattr(SessionRow, name) == value)
+    rows = (await session.scalars(query)).all()
+    return [_session(row) for row in rows]
+
+
+def latest_per_workflow(sessions: Iterable[Session]) -> list[Session]:
+    """The newest session of each workflow, in workflow order of first appearance."""
+    latest: dict[str, Session] = {}
+    for found in sessions:
+        latest[found.workflow] = found
+    return list(latest.values())
+
+
+async def queue_position(session: AsyncSession, session_id: str) -> int:
+    """1 + how many queued sessions (not waiting for approval) came before this one."""
+    row = await _row(session, session_id)
+    ahead = await session.scalar(
+        select(func.count())
+        .select_from(SessionRow)
+        .where(
+            SessionRow.state == SessionState.QUEUED,
+            SessionRow.awaiting_approval.is_(False),
+            SessionRow.pk < row.pk,
+        )
+    )
+    return int(ahead or 0) + 1
