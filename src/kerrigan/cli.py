@@ -192,6 +192,15 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from kerrigan.demo import run_demo
+
+    try:
+        return asyncio.run(run_demo(keep_running=args.keep_running))
+    except KeyboardInterrupt:
+        return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
@@ -210,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("manifest", metavar="MANIFEST", help="workflow manifest (YAML)")
     explain_cmd.add_argument("--format", choices=("text", "json"), default="text")
     explain_cmd.set_defaults(handler=_explain)
+
+    demo_cmd = commands.add_parser(
+        "demo", help="push to a GitHub stand-in and show the check runs Kerrigan posts (nothing to set up)"
+    )
+    demo_cmd.add_argument("--keep-running", action="store_true", help="keep the server up afterwards")
+    demo_cmd.set_defaults(handler=_demo)
 
     serve_cmd = commands.add_parser("serve", help="run the server (KERRIGAN_HOST, KERRIGAN_PORT)")
     serve_cmd.set_defaults(handler=_serve)
