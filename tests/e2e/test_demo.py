@@ -1,0 +1,25 @@
+"""The README's run command: ``kerrigan demo`` from a fresh process, with nothing set up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kerrigan.cli", "demo"],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "The webhook was answered 202 Accepted." in out
+    assert "GitHub now shows 5 check runs" in out
+    assert "● kerrigan / hil-smoke  (queued)" in out
+    assert "✗ kerrigan / org-class  (completed, failure)" in out
+    assert "purpose expected ci, got ga-validation" in out
+    assert "did you mean 'form_factor'?" in out
+    assert "/sessions/" in out
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing left behind in the working directory
