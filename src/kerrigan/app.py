@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -24,11 +25,13 @@ log = logging.getLogger(__name__)
 WORKER = web.AppKey("worker", DeliveryWorker)
 
 
-def create_app(settings: Settings, *, clock: Clock = utc_now) -> web.Application:
+def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: int = 0) -> web.Application:
     """The whole Kerrigan server for ``settings``.
 
     On start-up the database is checked (a schema that is behind stops it with one line), and, when the
-    GitHub App is configured, the delivery worker starts; both stop with the application.
+    GitHub App is configured, deliveries are processed: by a task in this process (``worker_processes=0``)
+    or by that many ``kerrigan worker`` processes, which leave this one free to answer webhooks at once.
+    Everything stops with the application.
     """
     app = web.Application(client_max_size=MAX_BODY)
     app[SETTINGS] = settings
@@ -42,17 +45,19 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> web.Application
             await check_schema(database.engine)
             async with aiohttp.ClientSession() as http:
                 worker_task = None
-                if settings.github_app_id and settings.github_private_key:
-                    worker = DeliveryWorker(
-                        GitHubApp.connect(database, settings, http), router, wake=deliveries_waiting
-                    )
-                    app[WORKER] = worker
-                    worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
-                else:
+                processes: list[asyncio.subprocess.Process] = []
+                if not (settings.github_app_id and settings.github_private_key):
                     log.warning(
                         "the GitHub App is not configured (KERRIGAN_GITHUB_APP_ID and a private key): "
                         "deliveries are stored but not processed"
                     )
+                elif worker_processes:
+                    processes = [await _spawn_worker() for _ in range(worker_processes)]
+                else:
+                    github = GitHubApp.connect(database, settings, http)
+                    worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
+                    app[WORKER] = worker
+                    worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
                 try:
                     yield
                 finally:
@@ -60,6 +65,10 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> web.Application
                         worker_task.cancel()
                         with contextlib.suppress(asyncio.CancelledError):
                             await worker_task
+                    for process in processes:
+                        with contextlib.suppress(ProcessLookupError):
+                            process.terminate()
+                        await process.wait()
         finally:
             await database.close()
 
@@ -69,6 +78,26 @@ def create_app(settings: Settings, *, clock: Clock = utc_now) -> web.Application
     app.router.add_post("/webhooks/github", receiver.handle)
     app.add_subapp("/api/v1", create_api())
     return app
+
+
+async def _spawn_worker() -> asyncio.subprocess.Process:
+    """A ``kerrigan worker`` process with this process's environment (and so its settings)."""
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "kerrigan.cli", "worker")
+
+
+async def run_worker(settings: Settings) -> None:
+    """The body of ``kerrigan worker``: process stored deliveries until cancelled.
+
+    It looks for new deliveries every quarter second when idle; the web process stores them.
+    """
+    database = Database.connect(settings.database_url)
+    try:
+        await check_schema(database.engine)
+        async with aiohttp.ClientSession() as http:
+            worker = DeliveryWorker(GitHubApp.connect(database, settings, http), router, idle_poll_s=0.25)
+            await worker.run()
+    finally:
+        await database.close()
 
 
 async def _healthz(request: web.Request) -> web.Response:

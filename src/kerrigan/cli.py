@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -188,7 +190,33 @@ def _serve(args: argparse.Namespace) -> int:
 
     asyncio.run(_with_database(settings, check))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None)
+    workers = settings.workers
+    if workers is None:  # SQLite takes one writer at a time: across processes they would wait on each other
+        workers = 0 if settings.database_url.startswith("sqlite") else 1
+    app = create_app(settings, worker_processes=workers)
+    web.run_app(app, host=settings.host, port=settings.port, print=None)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from kerrigan.app import run_worker
+
+    settings = _settings()
+    if not (settings.github_app_id and settings.github_private_key):
+        raise UsageError("KERRIGAN_GITHUB_APP_ID and KERRIGAN_GITHUB_PRIVATE_KEY(_PATH) are needed")
+
+    async def check(database: Database) -> int:
+        return 0
+
+    asyncio.run(_with_database(settings, check))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(run_worker(settings))
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        loop.run_until_complete(task)
+    loop.close()
     return 0
 
 
@@ -228,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve_cmd = commands.add_parser("serve", help="run the server (KERRIGAN_HOST, KERRIGAN_PORT)")
     serve_cmd.set_defaults(handler=_serve)
+
+    worker_cmd = commands.add_parser(
+        "worker", help="process stored webhook deliveries (kerrigan serve starts KERRIGAN_WORKERS of these)"
+    )
+    worker_cmd.set_defaults(handler=_worker)
 
     db_cmd = commands.add_parser("db", help="the database schema").add_subparsers(
         dest="db_command", required=True, metavar="ACTION"

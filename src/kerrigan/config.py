@@ -48,6 +48,7 @@ class Settings:
     github_client_secret: str | None = field(default=None, repr=False)
     session_secret: str | None = field(default=None, repr=False)
     public_read: bool = False
+    workers: int | None = None  # worker processes; None: 0 (in-process) on SQLite, 1 on PostgreSQL
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -99,6 +100,10 @@ class Settings:
         if (app_id := values.get("github_app_id")) is not None and not str(app_id).isdigit():
             raise ConfigError(f"{PREFIX}GITHUB_APP_ID must be a number, not {app_id!r}")
         values["github_private_key"] = _private_key(get("GITHUB_PRIVATE_KEY"), get("GITHUB_PRIVATE_KEY_PATH"))
+        if (workers := get("WORKERS")) is not None:
+            if not workers.isdigit() or int(workers) > 32:
+                raise ConfigError(f"{PREFIX}WORKERS must be a whole number from 0 to 32, not {workers!r}")
+            values["workers"] = int(workers)
         if (public_read := get("PUBLIC_READ")) is not None:
             if public_read not in ("0", "1"):
                 raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")

@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Final
@@ -24,12 +25,20 @@ from gidgethub.sansio import Event
 
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.store.database import Database
-from kerrigan.store.deliveries import claim_delivery, fail_delivery, finish_delivery, record_delivery
+from kerrigan.store.deliveries import (
+    NewDelivery,
+    claim_delivery,
+    fail_delivery,
+    finish_delivery,
+    record_deliveries,
+)
 
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER: Final = "X-Hub-Signature-256"
 MAX_BODY: Final = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+BUSY_WINDOW_S: Final = 0.05
+PAUSE_S: Final = 0.02
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -56,13 +65,57 @@ def _error(status: int, message: str) -> web.Response:
 class WebhookReceiver:
     """The aiohttp handler for GitHub's deliveries."""
 
-    def __init__(self, database: Database, secret: str | None, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        database: Database,
+        secret: str | None,
+        wake: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.database = database
         self.secret = secret
         self.wake = wake
+        self._clock = clock
+        self._last_delivery = float("-inf")
+        self._waiting: list[tuple[NewDelivery, asyncio.Future[bool]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def _store(self, delivery: NewDelivery) -> bool:
+        """Store a delivery; whether it was new.
+
+        Deliveries that arrive while a write is under way are stored together in the next one (group
+        commit): under load, one insert and one commit serve many webhooks.
+        """
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiting.append((delivery, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        while self._waiting:
+            batch, self._waiting = self._waiting, []
+            try:
+                async with self.database.writing(), self.database.engine.begin() as connection:
+                    new = await record_deliveries(connection, [delivery for delivery, _ in batch])
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for delivery, future in batch:
+                if not future.done():
+                    # The same id twice in one batch: the first is the new one, the second a redelivery.
+                    future.set_result(delivery.delivery_id in new)
+                    new.discard(delivery.delivery_id)
+
+    def busy(self) -> bool:
+        """Whether a delivery arrived within the last :data:`BUSY_WINDOW_S`."""
+        return self._clock() - self._last_delivery < BUSY_WINDOW_S
 
     async def handle(self, request: web.Request) -> web.Response:
         """Verify the signature, store the delivery, answer 202 (200 for a redelivery or a ping)."""
+        self._last_delivery = self._clock()
         if request.content_length is not None and request.content_length > MAX_BODY:
             return _error(413, "deliveries are at most 25 MB")
         body = await request.read()
@@ -83,15 +136,10 @@ class WebhookReceiver:
         if event == "ping":
             return web.json_response({"status": "pong", "zen": payload.get("zen")})
         action = payload.get("action")
-        async with self.database.sessions() as session, session.begin():
-            stored = await record_delivery(
-                session,
-                delivery_id,
-                event=event,
-                action=str(action) if action else None,
-                payload=body.decode("utf-8"),
-                at=self.database.clock(),
-            )
+        delivery = NewDelivery(
+            delivery_id, event, str(action) if action else None, body.decode("utf-8"), self.database.clock()
+        )
+        stored = await self._store(delivery)
         if not stored:
             return web.json_response({"status": "already received", "delivery": delivery_id}, status=200)
         self.wake()
@@ -107,6 +155,7 @@ class DeliveryWorker:
         router: Router,
         *,
         wake: asyncio.Event | None = None,
+        receiver: WebhookReceiver | None = None,
         lease: timedelta = timedelta(minutes=5),
         idle_poll_s: float = 5.0,
     ) -> None:
@@ -115,16 +164,25 @@ class DeliveryWorker:
         self.lease = lease
         self.idle_poll_s = idle_poll_s
         self._wake = wake or asyncio.Event()
+        self.receiver = receiver
         self.processed = 0
 
     def wake(self) -> None:
         """A delivery was stored: look now rather than at the next poll."""
         self._wake.set()
 
+    async def _yield_to_receiver(self) -> None:
+        # Sharing a process with the webhook receiver: answering GitHub comes first, so while deliveries
+        # keep arriving the worker pauses briefly between deliveries (it never stops: at least one every
+        # PAUSE_S), and catches up once they stop.
+        if self.receiver is not None and self.receiver.busy():
+            await asyncio.sleep(PAUSE_S)
+
     async def run(self) -> None:
         """Process deliveries forever (pending ones from before a restart first)."""
         while True:
             try:
+                await self._yield_to_receiver()
                 worked = await self.process_one()
             except Exception:
                 log.exception("delivery worker: unexpected failure; going on")
@@ -137,7 +195,7 @@ class DeliveryWorker:
     async def process_one(self) -> bool:
         """Process the next due delivery; whether there was one."""
         database = self.app.database
-        async with database.sessions() as session, session.begin():
+        async with database.writing(), database.sessions() as session, session.begin():
             delivery = await claim_delivery(session, database.clock(), self.lease)
         if delivery is None:
             return False
@@ -165,7 +223,7 @@ class DeliveryWorker:
                 "; giving up" if gave_up else "; will retry",
             )
             return True
-        async with database.sessions() as session, session.begin():
+        async with database.writing(), database.sessions() as session, session.begin():
             await finish_delivery(session, delivery.pk, database.clock())
         self.processed += 1
         return True

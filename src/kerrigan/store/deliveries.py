@@ -6,12 +6,14 @@ up again once the lease runs out, and two workers never process one delivery at 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, or_, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from kerrigan.store.models import DeliveryRow
 
@@ -30,22 +32,46 @@ class Delivery:
     attempts: int
 
 
-async def record_delivery(
-    session: AsyncSession, delivery_id: str, *, event: str, action: str | None, payload: str, at: datetime
-) -> bool:
-    """Store a delivery; ``False`` when one with the same id is already stored (GitHub redelivered it)."""
-    if await session.scalar(select(DeliveryRow.pk).where(DeliveryRow.delivery_id == delivery_id)) is not None:
-        return False
-    try:
-        async with session.begin_nested():
-            session.add(
-                DeliveryRow(
-                    delivery_id=delivery_id, event=event, action=action, payload=payload, received_at=at
-                )
-            )
-    except IntegrityError:
-        return False
-    return True
+@dataclass(frozen=True, slots=True)
+class NewDelivery:
+    """A delivery as it arrives."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    payload: str
+    received_at: datetime
+
+
+async def record_deliveries(connection: AsyncConnection, deliveries: Sequence[NewDelivery]) -> set[str]:
+    """Store deliveries in one statement; the ids that were new (a redelivered id is stored once only).
+
+    This is all the work done before webhooks are answered, so it is one insert, whatever the number of
+    deliveries waiting to be stored together.
+    """
+    if not deliveries:
+        return set()
+    insert = postgresql_insert if connection.dialect.name == "postgresql" else sqlite_insert
+    statement = (
+        insert(DeliveryRow)
+        .values(
+            [
+                {
+                    "delivery_id": d.delivery_id,
+                    "event": d.event,
+                    "action": d.action,
+                    "payload": d.payload,
+                    "received_at": d.received_at,
+                    "attempts": 0,
+                }
+                for d in deliveries
+            ]
+        )
+        .on_conflict_do_nothing(index_elements=[DeliveryRow.delivery_id])
+        .returning(DeliveryRow.delivery_id)
+    )
+    result = await connection.execute(statement)
+    return {str(delivery_id) for delivery_id in result.scalars()}
 
 
 async def claim_delivery(session: AsyncSession, now: datetime, lease: timedelta) -> Delivery | None:

@@ -2,8 +2,9 @@
 
 Every write goes through :func:`save_pool` / :func:`save_device` (or the create and delete functions), which
 compare the stored object with the new one field by field and write one audit row per changed field. Each
-pool and device carries a version: writes can demand the version they read (``If-Match``), and two writers
-racing on one row cannot both win.
+pool and device carries a version: a write can demand the version it read (``If-Match``) and is refused when
+someone wrote in between. Without that, writes to one row are serialised (the row is locked where the
+database can) and the later one wins.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def _stored_device(row: DeviceRow) -> StoredDevice:
 
 
 async def load_inventory(session: AsyncSession) -> Inventory:
-    """The whole inventory as one snapshot for matching, in id order."""
+    """The whole inventory as one snapshot for matching: pools in id order, devices by pool then id."""
     pool_rows = (await session.scalars(select(PoolRow).order_by(PoolRow.id))).all()
     pools = tuple(_pool(row) for row in pool_rows)
     device_rows = await session.execute(

@@ -7,7 +7,7 @@ over effective labels run in the core (the same rules as matching), and the audi
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -24,7 +24,9 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
 
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.sessions import SessionState
@@ -38,7 +40,28 @@ NAMING_CONVENTION = {
 }
 
 NAME = String(63)
-Timestamp = DateTime(timezone=True)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Times in UTC, handed back with their zone on every database (SQLite's driver drops it)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored: pass an aware time (UTC)")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Timestamp = UTCDateTime()
 
 
 def _values(enum_type: type[enum.Enum]) -> list[str]:

@@ -8,17 +8,22 @@ records every request, and can be told to fail the next requests (``fail_next``)
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import itertools
 import json
 import re
 import secrets
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import jwt
@@ -139,7 +144,7 @@ class GitHubStandIn:
         return repo
 
     def add_commit(self, full_name: str, sha: str, files: Mapping[str, str | bytes]) -> None:
-        """The repository's files at ``sha``."""
+        """The repository's files at ``sha`` (``"*"``: at every commit not added on its own)."""
         self.repositories[full_name].commits[sha] = {
             path: content.encode() if isinstance(content, str) else content for path, content in files.items()
         }
@@ -312,7 +317,7 @@ class GitHubStandIn:
     async def _contents(self, request: web.Request) -> web.Response:
         repo = self._repo(request)
         ref = request.query.get("ref")
-        files = repo.commits.get(ref or "")
+        files = repo.commits.get(ref or "", repo.commits.get("*"))
         if files is None:
             raise GitHubError(404, f"No commit found for the ref {ref}")
         path = request.match_info["path"].strip("/")
@@ -483,3 +488,37 @@ class GitHubStandIn:
             raise GitHubError(404, f"{login} is not a user")
         legacy = {"maintain": "write", "triage": "read"}.get(permission, permission)
         return web.json_response({"permission": legacy, "role_name": permission, "user": {"login": login}})
+
+
+async def _serve(arguments: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m kerrigan.testing.github",
+        description="Run the GitHub stand-in on loopback until stopped.",
+    )
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--app-id", default="4242")
+    parser.add_argument("--public-key", type=Path, required=True, help="the App's public key (PEM file)")
+    parser.add_argument("--repository", default="octo/firmware")
+    parser.add_argument("--installation", type=int, default=1)
+    parser.add_argument("--workflows", type=Path, help="a folder of manifests served at every commit")
+    args = parser.parse_args(arguments)
+    stand_in = GitHubStandIn(args.app_id, public_key=args.public_key.read_text(encoding="utf-8"))
+    stand_in.add_installation(args.installation, args.repository.split("/")[0])
+    stand_in.add_repository(args.repository, args.installation)
+    if args.workflows:
+        stand_in.add_commit(
+            args.repository,
+            "*",
+            {
+                f".kerrigan/workflows/{path.name}": path.read_bytes()
+                for path in sorted(args.workflows.glob("*.yml"))
+            },
+        )
+    await stand_in.start(args.port)
+    print(stand_in.url, flush=True)  # noqa: T201 -- the caller reads the address from here
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(sys.argv[1:]))
