@@ -203,12 +203,17 @@ async def retry(
     """Fresh sessions for the same commits and workflows as ``sessions``."""
     started: list[Session] = []
     for old in sessions:
+        pull_request = old.pull_request
+        if pull_request is None and old.event == "pull_request":
+            # Check runs of a fork's pull request come with no pull_requests: find it by its head commit.
+            pulls = await repo.pulls_for_commit(old.head_sha)
+            pull_request = int(pulls[0]["number"]) if pulls else None
         trigger = Trigger(
             sha=old.head_sha,
             event=None,
             event_name=old.event,
             ref=old.head_branch,
-            pull_request=old.pull_request,
+            pull_request=pull_request,
             awaiting_approval=old.awaiting_approval,
             delivery_id=delivery_id,
             only={old.workflow},
