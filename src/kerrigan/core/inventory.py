@@ -24,6 +24,24 @@ from kerrigan.core.labels import is_reserved, slugify
 T = TypeVar("T")
 
 
+POOL_FIELDS: Final = ("id", "name", "owners", "firmware", "labels", "tags")
+"""The fields of a pool as the inventory file and the API write them."""
+
+DEVICE_FIELDS: Final = (
+    "id",
+    "pool",
+    "board",
+    "target_type",
+    "os_type",
+    "host",
+    "state",
+    "state_reason",
+    "labels",
+    "tags",
+)
+"""The fields of a device as the inventory file and the API write them."""
+
+
 class DeviceState(enum.StrEnum):
     """Where a device stands; only ``available`` devices take jobs."""
 

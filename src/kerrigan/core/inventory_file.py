@@ -13,7 +13,16 @@ from typing import Final
 
 import yaml
 
-from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
+from kerrigan.core.inventory import (
+    DEVICE_FIELDS,
+    POOL_FIELDS,
+    Device,
+    DeviceState,
+    Firmware,
+    Inventory,
+    Pool,
+    RunnerHost,
+)
 from kerrigan.core.labels import (
     LabelError,
     is_valid_name,
@@ -23,19 +32,8 @@ from kerrigan.core.labels import (
 )
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
-_POOL_KEYS: Final = ("id", "name", "owners", "firmware", "labels", "tags", "devices")
-_DEVICE_KEYS: Final = (
-    "id",
-    "pool",
-    "board",
-    "target_type",
-    "os_type",
-    "host",
-    "state",
-    "state_reason",
-    "labels",
-    "tags",
-)
+_POOL_KEYS: Final = (*POOL_FIELDS, "devices")
+_DEVICE_KEYS: Final = DEVICE_FIELDS
 _HOST_KEYS: Final = ("id", "state")
 _HOST_STATES: Final = ("online", "offline")
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")

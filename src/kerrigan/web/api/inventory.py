@@ -15,7 +15,15 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.inventory import Device, Firmware, Pool, effective_pool_labels, effective_target_labels
+from kerrigan.core.inventory import (
+    DEVICE_FIELDS,
+    POOL_FIELDS,
+    Device,
+    Firmware,
+    Pool,
+    effective_pool_labels,
+    effective_target_labels,
+)
 from kerrigan.core.labels import LabelError, validate_tag
 from kerrigan.core.roles import Principal, check_label, may_administer, may_edit_labels
 from kerrigan.store.audit import Change
@@ -42,20 +50,9 @@ from kerrigan.web.state import DATABASE
 
 routes = web.RouteTableDef()
 
-_POOL_FIELDS = ("id", "name", "owners", "firmware", "labels", "tags")
+
 _POOL_PATCH_FIELDS = ("name", "owners", "firmware", "labels", "tags")
-_DEVICE_FIELDS = (
-    "id",
-    "pool",
-    "board",
-    "target_type",
-    "os_type",
-    "host",
-    "state",
-    "state_reason",
-    "labels",
-    "tags",
-)
+
 _DEVICE_PATCH_FIELDS = ("pool", "board", "target_type", "os_type", "host", "labels", "tags")
 _LABEL_FIELDS = {"labels", "tags"}
 
@@ -121,7 +118,7 @@ async def pools_create(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     if not may_administer(principal):
         raise forbidden(principal, "create pools: only System Admins may")
-    body = await bodies.json_object(request, _POOL_FIELDS)
+    body = await bodies.json_object(request, POOL_FIELDS)
     pool_id = bodies.identifier(bodies.required(body, "id"), "id")
     pool = _pool_from(body, Pool(id=pool_id, name=pool_id))
     async with request.config_dict[DATABASE].sessions() as session, session.begin():
@@ -355,7 +352,7 @@ async def devices_create(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     if not may_administer(principal):
         raise forbidden(principal, "create devices: only System Admins may")
-    body = await bodies.json_object(request, _DEVICE_FIELDS)
+    body = await bodies.json_object(request, DEVICE_FIELDS)
     device_id = bodies.identifier(bodies.required(body, "id"), "id")
     for name in ("pool", "board", "host"):
         bodies.required(body, name)
