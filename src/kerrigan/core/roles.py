@@ -14,6 +14,10 @@ from kerrigan.core.inventory import Pool
 from kerrigan.core.labels import LabelError, validate_user_key, validate_value
 
 
+class UnapprovedKeyError(LabelError):
+    """The key is valid but not in the registry of approved keys, and the caller is not an admin."""
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """A signed-in GitHub login and whether it is a System Admin."""
@@ -45,7 +49,7 @@ def check_label(
         return normalised, None
     checked = validate_value(value, key=normalised)
     if approved and normalised not in approved and not principal.admin:
-        raise LabelError(
+        raise UnapprovedKeyError(
             f"label key {normalised!r} is not an approved key; approved keys: {', '.join(sorted(approved))}",
             "key",
         )

@@ -82,7 +82,7 @@ def check_etag(current: str, expected: str | None) -> None:
     """Raise :class:`StaleError` when the caller's ``If-Match`` does not name the current version."""
     if expected is None or expected.strip() == "*":
         return
-    offered = {tag.strip().removeprefix("W/") for tag in expected.split(",")}
+    offered = {tag.strip() for tag in expected.split(",")}  # strong comparison: a weak W/ tag never matches
     if current not in offered:
         raise StaleError(f"changed since it was read: If-Match {expected} but it is now {current}", current)
 

@@ -56,6 +56,8 @@ def error_response(
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every failure under ``/api/`` into the JSON error shape; unexpected ones are logged as 500s."""
     try:
+        if "\x00" in request.path or "%00" in request.raw_path:
+            raise ApiError(400, "invalid", "NUL characters are not allowed in paths or queries")
         return await handler(request)
     except ApiError as exc:
         headers = {"WWW-Authenticate": 'Bearer realm="kerrigan"'} if exc.status == 401 else None
@@ -73,4 +75,6 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         if exc.status < 400:
             raise
         code = _HTTP_CODES.get(exc.status, "error")
-        return error_response(exc.status, code, exc.reason, headers=dict(exc.headers) or None)
+        # Keep what the client needs (Allow on a 405), not the plain-text body's own Content-Type.
+        kept = {name: value for name, value in exc.headers.items() if name.lower() == "allow"}
+        return error_response(exc.status, code, exc.reason, headers=kept or None)

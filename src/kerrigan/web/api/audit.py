@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from aiohttp import web
 
 from kerrigan.store.audit import list_audit
@@ -18,7 +20,7 @@ async def audit_index(request: web.Request) -> web.Response:
     """``?pool=``, ``?device=``, ``?actor=`` and ``?limit=`` (1-1000, default 200)."""
     await reader(request)
     limit_text = request.query.get("limit", "200")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+    if re.fullmatch(r"[0-9]{1,4}", limit_text) is None or not 1 <= int(limit_text) <= 1000:
         raise bad_request("limit must be a whole number from 1 to 1000", field="limit")
     async with request.config_dict[DATABASE].sessions() as session:
         entries = await list_audit(

@@ -19,16 +19,32 @@ async def json_object(request: web.Request, allowed: tuple[str, ...]) -> dict[st
     """The body as a JSON object holding only ``allowed`` keys."""
     if request.content_length is not None and request.content_length > MAX_BODY:
         raise ApiError(413, "too_large", f"the body is over {MAX_BODY} bytes")
-    text = await request.text()
+    text = await body_text(request)
     if not text.strip():
         raise bad_request("the body must be a JSON object", code="invalid_json")
-    body = json.loads(text)
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise bad_request(
+            f"the body is not valid JSON: {exc.msg} at {exc.pos}", code="invalid_json"
+        ) from None
+    except (ValueError, RecursionError):  # numbers too long to convert, nesting too deep
+        raise bad_request("the body is not JSON Kerrigan can read", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request("the body must be a JSON object", code="invalid_json")
     for key in body:
         if key not in allowed:
             raise bad_request(f"unknown field {key!r}; expected some of: {', '.join(allowed)}", field=key)
     return body
+
+
+async def body_text(request: web.Request) -> str:
+    """The body as text; a body that is not UTF-8 is a 400."""
+    raw = await request.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad_request(f"the body is not UTF-8 (byte {exc.start})", code="invalid_encoding") from None
 
 
 def required(body: Mapping[str, Any], field: str) -> Any:

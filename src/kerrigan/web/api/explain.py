@@ -35,7 +35,7 @@ async def explain_manifest(request: web.Request) -> web.Response:
     else:
         if request.content_length is not None and request.content_length > bodies.MAX_BODY:
             raise bad_request(f"the manifest is over {bodies.MAX_BODY} bytes", field="manifest")
-        text = await request.text()
+        text = await bodies.body_text(request)
         path = DEFAULT_PATH
     manifest = parse_manifest(text, path)
     async with request.config_dict[DATABASE].sessions() as session:

@@ -25,7 +25,7 @@ from kerrigan.core.inventory import (
     effective_target_labels,
 )
 from kerrigan.core.labels import LabelError, validate_tag
-from kerrigan.core.roles import Principal, check_label, may_administer, may_edit_labels
+from kerrigan.core.roles import Principal, UnapprovedKeyError, check_label, may_administer, may_edit_labels
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import (
     NotFoundError,
@@ -234,7 +234,7 @@ def _edited_labels(
     try:
         normalised, checked = check_label(key, value, approved=approved, principal=principal)
     except LabelError as exc:
-        code = "unapproved_key" if "approved" in str(exc) else "invalid_label"
+        code = "unapproved_key" if isinstance(exc, UnapprovedKeyError) else "invalid_label"
         raise bad_request(str(exc), field=exc.subject, code=code) from None
     edited = dict(labels)
     if checked is None:
