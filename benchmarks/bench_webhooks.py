@@ -88,7 +88,7 @@ async def steady(
     return latencies, count / (loop.time() - start)
 
 
-async def run(seconds: float, pushes: int) -> None:
+async def run(seconds: float, pushes: int, *, store_only: bool = False) -> None:
     """The GitHub stand-in and `kerrigan serve` each in a process of their own; this one only sends."""
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
@@ -124,7 +124,7 @@ async def run(seconds: float, pushes: int) -> None:
             "KERRIGAN_DATABASE_URL": url,
             "KERRIGAN_PORT": str(port),
             "KERRIGAN_GITHUB_API_URL": github_url,
-            "KERRIGAN_GITHUB_APP_ID": "4242",
+            **({} if store_only else {"KERRIGAN_GITHUB_APP_ID": "4242"}),
             "KERRIGAN_GITHUB_PRIVATE_KEY": private_key,
             "KERRIGAN_WEBHOOK_SECRET": SECRET,
         }
@@ -141,7 +141,7 @@ async def run(seconds: float, pushes: int) -> None:
         try:
             async with aiohttp.ClientSession() as http:
                 await ready(http, base)
-                await report(http, base, database, seconds, pushes)
+                await report(http, base, database, seconds, 0 if store_only else pushes)
         finally:
             for process in (server, github):
                 process.terminate()
@@ -213,8 +213,22 @@ async def report(
             f"{max(samples):>8.1f}"
         )
 
+    p99 = percentile(latencies, 0.99)
+    met = p99 <= 50 and achieved >= 190
+    print(
+        f"{'met ' if met else 'MISSED'} p99 to the 202 <= 50 ms at 200 deliveries/s "
+        f"(p99 {p99:.1f} ms at {achieved:.0f}/s)"
+    )
+    if pushes:
+        await push_to_check_run(http, base, database, seconds, len(latencies), pushes)
+
+
+async def push_to_check_run(  # noqa: PLR0917 -- one step of the report
+    http: aiohttp.ClientSession, base: str, database: Database, seconds: float, delivered: int, pushes: int
+) -> None:
+    """Drain the backlog, then time pushes one after another until their check run exists."""
     backlog_start = time.perf_counter()
-    while True:  # let the worker drain the deliveries above, then time pushes on a quiet server
+    while True:
         async with database.sessions() as session:
             if await pending_count(session) == 0:
                 break
@@ -222,7 +236,7 @@ async def report(
     drained = time.perf_counter() - backlog_start
     print(
         f"the worker drained the backlog {drained:.1f} s after the last delivery "
-        f"({len(latencies) / (seconds + drained):.0f} deliveries/s processed overall)"
+        f"({delivered / (seconds + drained):.0f} deliveries/s processed overall)"
     )
     times = []
     for index in range(pushes):
@@ -236,17 +250,11 @@ async def report(
         while not await check_run_created(database, sha):
             await asyncio.sleep(0.002)
         times.append((time.perf_counter() - began) * 1000)
+    p95 = percentile(times, 0.95)
     print(
         f"push -> check run at the stand-in, {pushes} pushes: p50 {statistics.median(times):.0f} ms, "
-        f"p95 {percentile(times, 0.95):.0f} ms, max {max(times):.0f} ms"
+        f"p95 {p95:.0f} ms, max {max(times):.0f} ms"
     )
-    p99 = percentile(latencies, 0.99)
-    met = p99 <= 50 and achieved >= 190
-    print(
-        f"{'met ' if met else 'MISSED'} p99 to the 202 <= 50 ms at 200 deliveries/s "
-        f"(p99 {p99:.1f} ms at {achieved:.0f}/s)"
-    )
-    p95 = percentile(times, 0.95)
     print(f"{'met ' if p95 <= 1000 else 'MISSED'} push -> check run p95 <= 1 s ({p95:.0f} ms)")
 
 
@@ -254,8 +262,13 @@ def main() -> None:
     """Parse arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 s of deliveries and 5 pushes")
+    parser.add_argument(
+        "--store-only",
+        action="store_true",
+        help="no GitHub App configured: deliveries are stored, not processed (the receiver alone)",
+    )
     args = parser.parse_args()
-    asyncio.run(run(2.0 if args.quick else 10.0, 5 if args.quick else 40))
+    asyncio.run(run(2.0 if args.quick else 10.0, 5 if args.quick else 40, store_only=args.store_only))
 
 
 if __name__ == "__main__":

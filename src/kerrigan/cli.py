@@ -181,7 +181,7 @@ def _inventory_export(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from kerrigan.app import create_app
+    from kerrigan.app import create_app, tune_collector
 
     settings = _settings()
 
@@ -194,6 +194,7 @@ def _serve(args: argparse.Namespace) -> int:
     if workers is None:  # SQLite takes one writer at a time: across processes they would wait on each other
         workers = 0 if settings.database_url.startswith("sqlite") else 1
     app = create_app(settings, worker_processes=workers)
+    app.on_startup.append(tune_collector)  # after the application's own start-up
     web.run_app(app, host=settings.host, port=settings.port, print=None)
     return 0
 

@@ -39,6 +39,7 @@ SIGNATURE_HEADER: Final = "X-Hub-Signature-256"
 MAX_BODY: Final = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 BUSY_WINDOW_S: Final = 0.05
 PAUSE_S: Final = 0.02
+MAX_DEFER_S: Final = 1.0
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -172,11 +173,13 @@ class DeliveryWorker:
         self._wake.set()
 
     async def _yield_to_receiver(self) -> None:
-        # Sharing a process with the webhook receiver: answering GitHub comes first, so while deliveries
-        # keep arriving the worker pauses briefly between deliveries (it never stops: at least one every
-        # PAUSE_S), and catches up once they stop.
-        if self.receiver is not None and self.receiver.busy():
+        # Sharing a process with the webhook receiver: answering GitHub at once comes first. While
+        # deliveries keep arriving the worker waits (at most MAX_DEFER_S before each delivery, so it never
+        # stops) and catches up when they pause.
+        waited = 0.0
+        while self.receiver is not None and self.receiver.busy() and waited < MAX_DEFER_S:
             await asyncio.sleep(PAUSE_S)
+            waited += PAUSE_S
 
     async def run(self) -> None:
         """Process deliveries forever (pending ones from before a restart first)."""
