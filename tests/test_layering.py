@@ -19,7 +19,7 @@ RANKS = {
     "runner": 4,
     "app": 5,
     "demo": 6,
-    "cli": 6,
+    "cli": 7,
     # Settings are a plain frozen dataclass that adapters are handed; the core never sees them.
     "config": 2,
 }
