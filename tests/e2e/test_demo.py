@@ -10,7 +10,11 @@ from pathlib import Path
 def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "kerrigan.cli", "demo"],
-        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
