@@ -157,7 +157,7 @@ class DeliveryWorker:
         *,
         wake: asyncio.Event | None = None,
         receiver: WebhookReceiver | None = None,
-        lease: timedelta = timedelta(minutes=5),
+        lease: timedelta = timedelta(minutes=2),
         idle_poll_s: float = 5.0,
     ) -> None:
         self.app = app
