@@ -19,6 +19,7 @@ from kerrigan.core.manifest import ManifestResult, parse_manifest
 from kerrigan.core.matching import Outcome
 from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
 from kerrigan.core.triggers import EVENT_NAMES, Event, priority_for, runs_on
+from kerrigan.core.yamlsource import Problem
 from kerrigan.github.checks import (
     CheckRunBody,
     SessionContext,
@@ -27,7 +28,7 @@ from kerrigan.github.checks import (
     resolution_body,
 )
 from kerrigan.github.client import GitHubClient, InstallationTokens
-from kerrigan.github.repository import ManifestFetchError, ManifestFile, Repository
+from kerrigan.github.repository import ManifestFile, Repository
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
@@ -90,14 +91,10 @@ def _context(app: GitHubApp, session: Session, position: int | None = None) -> S
 
 async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) -> list[Session]:
     """Start every workflow the trigger runs at its commit; report each as a check run."""
-    try:
-        files = await repo.manifests(trigger.sha)
-    except ManifestFetchError as exc:
-        log.warning("%s@%s: %s", repo.full_name, trigger.sha, exc)
-        return []
+    files = await repo.manifests(trigger.sha)
     started = []
     for file in files:
-        manifest = parse_manifest(file.text, file.path)
+        manifest = _read(file)
         name = manifest.name or file.path
         if trigger.only is not None and name not in trigger.only:
             continue
@@ -108,6 +105,14 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
         if session is not None:
             started.append(session)
     return started
+
+
+def _read(file: ManifestFile) -> ManifestResult:
+    """Parse a manifest; one that could not be read is a manifest with that one error."""
+    if file.error is not None:
+        problem = Problem(file.path, 1, 1, "", file.error)
+        return ManifestResult(file.path, None, None, (problem,), ())
+    return parse_manifest(file.text, file.path)
 
 
 async def _start(
@@ -236,7 +241,7 @@ async def approve(app: GitHubApp, repo: Repository, sha: str) -> list[Session]:
         file = files.get(session.manifest_path)
         if file is None or session.check_run_id is None:
             continue
-        manifest = parse_manifest(file.text, file.path)
+        manifest = _read(file)
         body, state, conclusion, resolution = await _resolve(app, session, manifest)
         await repo.update_check_run(session.check_run_id, body)
         async with app.database.sessions() as db, db.begin():

@@ -1,42 +1,61 @@
 """Kerrigan and a GitHub stand-in, both on loopback: deliveries in, check runs out, over real HTTP.
 
 The repository ``octo/firmware`` (installation 1) holds the example manifests of ``fixtures/manifests``
-(all but ``invalid.yml``) at commit :data:`SHA`; the inventory is ``fixtures/inventory/lab.yml``.
+(all but ``invalid.yml``) at commit :data:`SHA`, the head commit of ``fixtures/webhooks/push.json``, and
+at the head commits of the fork pull request and the merge group of ``fixtures/webhooks``, which are
+written for this repository and installation; :data:`SMOKE_SHA` holds ``hil-smoke.yml`` alone. The
+inventory is ``fixtures/inventory/lab.yml``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from sqlalchemy import select
 
 from kerrigan.app import WORKER, create_app
 from kerrigan.config import Settings
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
+from kerrigan.core.sessions import Session
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
-from kerrigan.testing.github import GitHubStandIn, signed_headers
+from kerrigan.store.models import Base, DeliveryRow
+from kerrigan.store.sessions import find_sessions
+from kerrigan.testing.github import GitHubStandIn, RecordedRequest, generate_app_key, signed_headers
+from tests.conftest import FakeClock
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "fixtures" / "manifests"
+WEBHOOKS = ROOT / "fixtures" / "webhooks"
+SHARED_PAYLOADS = ROOT.parent / "shared" / "github-payloads"
 SECRET = "webhook-secret"
+PUBLIC_URL = "http://kerrigan.test"
 REPO = "octo/firmware"
 INSTALLATION = 1
-SHA = "a" * 40
+SHA = "c7e2a9d1f04b3e6a8d5c2b1f9e07a4d3c6b8e512"  # push.json's head commit
+FORK_SHA = "e41d7c2b9a0f3e5d6c8b7a9f1e2d3c4b5a6f7e80"  # pull_request-fork.json's head commit
+MERGE_SHA = "0d9a3f7c2e5b8a1d4c6e9f2b3a5c7d8e1f4a6b90"  # merge_group-checks_requested.json's head commit
+SMOKE_SHA = "5d41c2a7e9b03f6d8c1a2b4e6f8091a3c5e7d9b2"  # a commit with hil-smoke.yml alone, for quick tests
+OTHER_SHA = "3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d"  # free for a test's own files
+# The example manifests a push to main starts, and those a pull request against main starts.
+PUSH_WORKFLOWS = ("hil-smoke", "legacy", "select-device", "select-pool", "task-refinement", "typo", "waiting")
+PULL_REQUEST_WORKFLOWS = ("hil-smoke", "org-class")
 
 
 def lab() -> Inventory:
-    result = parse_inventory((ROOT / "fixtures" / "inventory" / "lab.yml").read_text(encoding="utf-8"), "lab.yml")
+    text = (ROOT / "fixtures" / "inventory" / "lab.yml").read_text(encoding="utf-8")
+    result = parse_inventory(text, "lab.yml")
     assert result.inventory is not None
     return result.inventory
 
@@ -47,18 +66,42 @@ def manifest_files(*names: str) -> dict[str, str]:
     return {f".kerrigan/workflows/{name}": (MANIFESTS / name).read_text(encoding="utf-8") for name in chosen}
 
 
+def webhook(name: str) -> dict[str, Any]:
+    """A fresh copy of ``fixtures/webhooks/<name>.json``."""
+    payload: dict[str, Any] = json.loads((WEBHOOKS / f"{name}.json").read_text(encoding="utf-8"))
+    return payload
+
+
+def check_run_name(workflow: str) -> str:
+    return f"kerrigan / {workflow}"
+
+
+@dataclass(frozen=True)
+class StoredDelivery:
+    """A row of ``webhook_deliveries``, as far as the tests care."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    processed: bool
+    attempts: int
+    error: str | None
+
+
 @dataclass
 class Harness:
-    """The running pair and a way to send deliveries and wait for them."""
+    """The running pair and a way to send deliveries, wait for them and look at what they did."""
 
     client: TestClient  # type: ignore[type-arg]
     github: GitHubStandIn
     database: Database
 
     async def deliver(self, event: str, payload: dict[str, Any], delivery_id: str | None = None) -> int:
+        """Post ``payload`` signed as GitHub would; the answer's status."""
         body = json.dumps(payload).encode()
-        response = await self.client.post("/webhooks/github", data=body,
-                                          headers=signed_headers(SECRET, event, body, delivery_id))
+        response = await self.client.post(
+            "/webhooks/github", data=body, headers=signed_headers(SECRET, event, body, delivery_id)
+        )
         return response.status
 
     async def settle(self, timeout: float = 10.0) -> None:
@@ -74,38 +117,144 @@ class Harness:
                 raise AssertionError("deliveries still pending after the timeout")
             await asyncio.sleep(0.02)
 
+    async def wait_until(self, condition: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+        """Wait until ``condition()`` holds."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not await condition():
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError("the condition did not come true before the timeout")
+            await asyncio.sleep(0.02)
 
-def push_payload(sha: str = SHA, ref: str = "refs/heads/main", **extra: Any) -> dict[str, Any]:
-    return {
-        "ref": ref, "after": sha, "before": "0" * 40, "deleted": False,
-        "repository": {"id": 1, "full_name": REPO, "name": "firmware", "owner": {"login": "octo"}},
-        "installation": {"id": INSTALLATION}, "sender": {"login": "octocat", "type": "User"}, **extra,
+    async def deliveries(self) -> list[StoredDelivery]:
+        return await stored_deliveries(self.database)
+
+    async def sessions(self, **filters: Any) -> list[Session]:
+        """The sessions of ``octo/firmware``, oldest first, narrowed as ``find_sessions`` narrows them."""
+        async with self.database.sessions() as session:
+            return await find_sessions(session, REPO, **filters)
+
+    def requests(self, method: str, path_end: str) -> list[RecordedRequest]:
+        """What the stand-in received with this method on paths ending in ``path_end``."""
+        return [r for r in self.github.requests if r.method == method and r.path.endswith(path_end)]
+
+    async def push_commit(self, files: dict[str, str], sha: str = OTHER_SHA) -> list[dict[str, Any]]:
+        """Push a commit holding ``files`` to main; the check runs that exist once it is processed."""
+        self.github.add_commit(REPO, sha, files)
+        assert await self.deliver("push", push_payload(sha)) == 202
+        await self.settle()
+        return list(self.github.check_runs.values())
+
+    def check_run_names(self) -> list[str]:
+        return sorted(run["name"] for run in self.github.check_runs.values())
+
+
+async def stored_deliveries(database: Database) -> list[StoredDelivery]:
+    async with database.sessions() as session:
+        rows = (await session.scalars(select(DeliveryRow).order_by(DeliveryRow.pk))).all()
+        return [
+            StoredDelivery(
+                row.delivery_id, row.event, row.action, row.processed_at is not None, row.attempts, row.error
+            )
+            for row in rows
+        ]
+
+
+async def store_inventory(database: Database, before: Inventory, after: Inventory) -> None:
+    """Change the stored inventory from ``before`` to ``after`` through the store's own diff."""
+    async with database.sessions() as session, session.begin():
+        await apply_diff(session, after, diff_inventories(before, after), Change("test", database.clock()))
+
+
+def settings_for(db: Database, github: GitHubStandIn, **overrides: Any) -> Settings:
+    """The settings of a Kerrigan that talks to ``github`` and stores in ``db``."""
+    values: dict[str, Any] = {
+        "database_url": db.engine.url.render_as_string(hide_password=False),
+        "github_api_url": github.url,
+        "github_app_id": github.app_id,
+        "github_private_key": github.private_key,
+        "webhook_secret": SECRET,
+        "public_url": PUBLIC_URL,
     }
+    return Settings(**(values | overrides))
 
 
 @pytest.fixture
-async def github() -> AsyncIterator[GitHubStandIn]:
-    async with GitHubStandIn() as stand_in:
+async def db(database_url: str, clock: FakeClock) -> AsyncIterator[Database]:
+    """``tests/conftest.py``'s database, emptied with ``DELETE`` rather than ``TRUNCATE`` on PostgreSQL.
+
+    A test here leaves a few dozen rows: deleting them takes a hundredth of a second where truncating every
+    table takes a fifth, which over this folder's tests is most of a PostgreSQL run.
+    """
+    database = Database.connect(database_url, clock)
+    if database.engine.dialect.name == "postgresql":
+        async with database.engine.begin() as connection:
+            for table in reversed(Base.metadata.sorted_tables):
+                await connection.execute(table.delete())
+    try:
+        yield database
+    finally:
+        await database.close()
+
+
+@pytest.fixture(scope="session")
+def app_key() -> tuple[str, str]:
+    """One RSA key pair for every stand-in of the run (generating one per test is slow)."""
+    return generate_app_key()
+
+
+@pytest.fixture
+async def github(app_key: tuple[str, str]) -> AsyncIterator[GitHubStandIn]:
+    private, public = app_key
+    async with GitHubStandIn(public_key=public, private_key=private) as stand_in:
         stand_in.add_installation(INSTALLATION, "octo")
         stand_in.add_repository(REPO, INSTALLATION)
         stand_in.add_commit(REPO, SHA, manifest_files())
+        stand_in.add_commit(REPO, SMOKE_SHA, manifest_files("hil-smoke.yml"))
+        stand_in.add_commit(REPO, FORK_SHA, manifest_files())
+        stand_in.add_commit(REPO, MERGE_SHA, manifest_files())
         yield stand_in
 
 
 @pytest.fixture
-async def harness(
-    db: Database, github: GitHubStandIn, aiohttp_client: Callable[..., Any]
-) -> AsyncIterator[Harness]:
-    async with db.sessions() as session, session.begin():
-        inventory = lab()
-        await apply_diff(session, inventory, diff_inventories(Inventory(), inventory), Change("test", db.clock()))
-    settings = Settings(
-        database_url=str(db.engine.url.render_as_string(hide_password=False)),
-        github_api_url=github.url,
-        github_app_id=github.app_id,
-        github_private_key=github.private_key,
-        webhook_secret=SECRET,
-        public_url="http://kerrigan.test",
-    )
-    client = await aiohttp_client(create_app(settings, clock=db.clock))
-    yield Harness(client, github, db)
+async def lab_db(db: Database) -> Database:
+    """The database with the lab inventory stored."""
+    await store_inventory(db, Inventory(), lab())
+    return db
+
+
+StartApp = Callable[[Settings], Awaitable[TestClient]]  # type: ignore[type-arg]
+
+
+@pytest.fixture
+def start_app(db: Database, aiohttp_client: Callable[..., Any]) -> StartApp:
+    """Start a Kerrigan with the given settings on the test's database (closed at the end of the test)."""
+
+    async def start(settings: Settings) -> TestClient:  # type: ignore[type-arg]
+        client: TestClient = await aiohttp_client(create_app(settings, clock=db.clock))  # type: ignore[type-arg]
+        return client
+
+    return start
+
+
+@pytest.fixture
+async def harness(lab_db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
+    """The pair, with the lab inventory stored."""
+    client = await start_app(settings_for(lab_db, github))
+    return Harness(client, github, lab_db)
+
+
+@pytest.fixture
+async def bare_harness(db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
+    """The pair on an empty inventory (quicker to set up), for tests where what the lab holds does not matter:
+    every task is then unschedulable."""
+    client = await start_app(settings_for(db, github))
+    return Harness(client, github, db)
+
+
+def push_payload(sha: str = SHA, ref: str = "refs/heads/main", **extra: Any) -> dict[str, Any]:
+    """``fixtures/webhooks/push.json`` for another commit or ref."""
+    payload = webhook("push")
+    payload.update({"ref": ref, "after": sha, **extra})
+    if payload["head_commit"] is not None:
+        payload["head_commit"]["id"] = sha
+    return payload

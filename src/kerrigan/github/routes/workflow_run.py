@@ -21,11 +21,15 @@ async def on_workflow_run(event: Event, app: GitHubApp) -> None:
     if installation is None or name is None or not run.get("head_sha"):
         return
     branch = run.get("head_branch")
+    head_repository = (run.get("head_repository") or {}).get("full_name")
     trigger = Trigger(
         sha=str(run["head_sha"]),
         event=WorkflowRun(str(run.get("name", "")), str(data.get("action", "")), branch),
         event_name="workflow_run",
         ref=branch,
+        # A run of a fork's commit carries the fork's code: it waits for /kerrigan approve like the fork's
+        # pull request does.
+        awaiting_approval=head_repository is not None and head_repository != name,
         delivery_id=event.delivery_id,
     )
     await start_workflows(app, app.repository(installation, name), trigger)

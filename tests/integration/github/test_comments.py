@@ -1,0 +1,201 @@
+"""``/kerrigan retry [workflow]`` and ``/kerrigan approve`` in pull request comments."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from tests.integration.github.conftest import (
+    FORK_SHA,
+    REPO,
+    SHA,
+    Harness,
+    check_run_name,
+    webhook,
+)
+
+MAINTAINER = "octocat"
+CONTRIBUTOR = "mona"
+
+
+def comment(body: str, *, number: int = 7, login: str = MAINTAINER, **changes: Any) -> dict[str, Any]:
+    """``fixtures/webhooks/issue_comment-retry.json`` with another body, pull request or commenter."""
+    payload = webhook("issue_comment-retry")
+    payload["comment"]["body"] = body
+    payload["issue"]["number"] = number
+    for user in (payload["sender"], payload["comment"]["user"]):
+        user["login"] = login
+    return payload | changes
+
+
+def _plain_issue() -> dict[str, Any]:
+    """The fixture's issue as an issue, not a pull request (no ``pull_request`` key)."""
+    issue: dict[str, Any] = webhook("issue_comment-retry")["issue"]
+    del issue["pull_request"]
+    return issue
+
+
+def runs_per_workflow(harness: Harness) -> Counter[str]:
+    return Counter(run["name"].removeprefix("kerrigan / ") for run in harness.github.check_runs.values())
+
+
+@pytest.fixture
+async def pull(harness: Harness) -> Harness:
+    """Pull request #7 from a branch of the repository: hil-smoke queued, org-class failed."""
+    harness.github.add_pull(REPO, 7, head_sha=SHA, head_ref="uart-loopback")
+    await harness.deliver("pull_request", webhook("pull_request-opened"))
+    await harness.settle()
+    assert runs_per_workflow(harness) == {"hil-smoke": 1, "org-class": 1}
+    return harness
+
+
+@pytest.fixture
+async def fork_pull(harness: Harness) -> Harness:
+    """Pull request #8 from mona's fork: both check runs wait for approval."""
+    harness.github.add_pull(REPO, 8, head_sha=FORK_SHA, head_ref="fix-uart-timeout", fork="mona/firmware")
+    await harness.deliver("pull_request", webhook("pull_request-fork"))
+    await harness.settle()
+    return harness
+
+
+async def _comment(harness: Harness, payload: dict[str, Any]) -> None:
+    assert await harness.deliver("issue_comment", payload) == 202
+    await harness.settle()
+    [*_, delivery] = await harness.deliveries()
+    assert delivery.error is None
+
+
+async def test_retry_reruns_only_the_failed_sessions(pull: Harness) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(pull, comment("/kerrigan retry"))
+    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 2}
+
+
+async def test_retry_naming_a_workflow_reruns_that_workflow(pull: Harness) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(pull, comment("/kerrigan retry hil-smoke"))
+    assert runs_per_workflow(pull) == {"hil-smoke": 2, "org-class": 1}
+
+
+async def test_retry_starts_fresh_sessions_for_the_same_commit(pull: Harness) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(pull, comment("/kerrigan retry org-class"))
+    sessions = await pull.sessions(workflow="org-class")
+    assert len({s.id for s in sessions}) == 2
+    assert {(s.head_sha, s.pull_request) for s in sessions} == {(SHA, 7)}
+    assert {s.check_run_id for s in sessions} == {
+        r["id"] for r in pull.github.runs_named("kerrigan / org-class")
+    }
+
+
+@pytest.mark.parametrize("permission", ["write", "maintain", "admin"])
+async def test_commands_are_carried_out_for_commenters_with_write_access_or_more(
+    pull: Harness, permission: str
+) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, permission)
+    await _comment(pull, comment("/kerrigan retry"))
+    assert runs_per_workflow(pull)["org-class"] == 2
+    assert pull.github.comments == []
+
+
+@pytest.mark.parametrize("permission", ["read", "triage", None], ids=["read", "triage", "none"])
+async def test_commenter_without_write_access_gets_a_reply_saying_why_and_nothing_reruns(
+    pull: Harness, permission: str | None
+) -> None:
+    if permission is not None:
+        pull.github.set_permission(REPO, CONTRIBUTOR, permission)
+    await _comment(pull, comment("/kerrigan retry", login=CONTRIBUTOR))
+    [reply] = pull.github.comments
+    assert reply["issue"] == 7
+    assert reply["body"].startswith(
+        f"@{CONTRIBUTOR} `/kerrigan retry` needs write, maintain or admin permission"
+    )
+    assert "; you have " in reply["body"]
+    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 1}
+    assert pull.github.reactions == []
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(
+            comment("/kerrigan retry", login="kerrigan-ci[bot]")
+            | {"sender": {**webhook("push")["sender"], "login": "kerrigan-ci[bot]", "type": "Bot"}},
+            id="bot",
+        ),
+        pytest.param(
+            comment("/kerrigan retry", action="edited", changes={"body": {"from": "/kerrigan retyr"}}),
+            id="edited",
+        ),
+        pytest.param(
+            comment("/kerrigan retry", issue=_plain_issue()),
+            id="issue-not-pull-request",
+        ),
+        pytest.param(comment("Thanks! /kerrigan retry later maybe"), id="not-a-command"),
+    ],
+)
+async def test_comment_that_is_not_a_command_to_carry_out_is_ignored(
+    pull: Harness, payload: dict[str, Any]
+) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "admin")
+    pull.github.set_permission(REPO, "kerrigan-ci[bot]", "write")
+    requests_before = len(pull.github.requests)
+    await _comment(pull, payload)
+    assert pull.github.requests[requests_before:] == []
+    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 1}
+
+
+async def test_successful_retry_gets_a_reaction(pull: Harness) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    payload = comment("/kerrigan retry")
+    await _comment(pull, payload)
+    assert [(r["comment"], r["content"]) for r in pull.github.reactions] == [
+        (payload["comment"]["id"], "rocket")
+    ]
+
+
+async def test_successful_approve_gets_a_reaction(fork_pull: Harness) -> None:
+    fork_pull.github.set_permission(REPO, MAINTAINER, "maintain")
+    payload = comment("/kerrigan approve", number=8)
+    await _comment(fork_pull, payload)
+    assert [(r["comment"], r["content"]) for r in fork_pull.github.reactions] == [
+        (payload["comment"]["id"], "rocket")
+    ]
+
+
+async def test_approve_by_a_writer_resolves_the_waiting_check_runs(fork_pull: Harness) -> None:
+    fork_pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(fork_pull, comment("/kerrigan approve", number=8))
+    [smoke] = fork_pull.github.runs_named(check_run_name("hil-smoke"))
+    [org_class] = fork_pull.github.runs_named(check_run_name("org-class"))
+    assert (smoke["status"], smoke["output"]["title"]) == (
+        "queued",
+        "Queued: 2 task(s) ready for dispatch, queue position 1",
+    )
+    assert (org_class["status"], org_class["conclusion"]) == ("completed", "failure")
+    assert smoke["updates"] >= 1
+    assert org_class["updates"] >= 1
+
+
+async def test_approve_by_a_writer_lets_the_sessions_run(fork_pull: Harness) -> None:
+    fork_pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(fork_pull, comment("/kerrigan approve", number=8))
+    sessions = await fork_pull.sessions(head_sha=FORK_SHA)
+    assert [(s.workflow, s.awaiting_approval) for s in sessions] == [
+        ("hil-smoke", False),
+        ("org-class", False),
+    ]
+    assert all(s.resolution for s in sessions)
+
+
+async def test_approve_by_a_reader_leaves_the_check_runs_waiting(fork_pull: Harness) -> None:
+    fork_pull.github.set_permission(REPO, CONTRIBUTOR, "read")
+    await _comment(fork_pull, comment("/kerrigan approve", number=8, login=CONTRIBUTOR))
+    [reply] = fork_pull.github.comments
+    assert "`/kerrigan approve` needs write, maintain or admin permission" in reply["body"]
+    runs = fork_pull.github.check_runs.values()
+    assert {(r["status"], r["output"]["title"], r["updates"]) for r in runs} == {
+        ("queued", "Waiting for approval to run on lab hardware", 0)
+    }
