@@ -96,11 +96,14 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def db(database_url: str, clock: FakeClock) -> AsyncIterator[Database]:
+    """A migrated database with no rows. On PostgreSQL the shared test database is emptied with ``DELETE``:
+    a test leaves a few rows, and deleting them takes a hundredth of a second where ``TRUNCATE`` of every
+    table takes a fifth."""
     database = Database.connect(database_url, clock)
     if database.engine.dialect.name == "postgresql":
-        tables = ", ".join(f'"{table.name}"' for table in Base.metadata.sorted_tables)
         async with database.engine.begin() as connection:
-            await connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+            for table in reversed(Base.metadata.sorted_tables):
+                await connection.execute(table.delete())
     try:
         yield database
     finally:

@@ -30,10 +30,9 @@ from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
-from kerrigan.store.models import Base, DeliveryRow
+from kerrigan.store.models import DeliveryRow
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import GitHubStandIn, RecordedRequest, generate_app_key, signed_headers
-from tests.conftest import FakeClock
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "fixtures" / "manifests"
@@ -176,24 +175,6 @@ def settings_for(db: Database, github: GitHubStandIn, **overrides: Any) -> Setti
         "public_url": PUBLIC_URL,
     }
     return Settings(**(values | overrides))
-
-
-@pytest.fixture
-async def db(database_url: str, clock: FakeClock) -> AsyncIterator[Database]:
-    """``tests/conftest.py``'s database, emptied with ``DELETE`` rather than ``TRUNCATE`` on PostgreSQL.
-
-    A test here leaves a few dozen rows: deleting them takes a hundredth of a second where truncating every
-    table takes a fifth, which over this folder's tests is most of a PostgreSQL run.
-    """
-    database = Database.connect(database_url, clock)
-    if database.engine.dialect.name == "postgresql":
-        async with database.engine.begin() as connection:
-            for table in reversed(Base.metadata.sorted_tables):
-                await connection.execute(table.delete())
-    try:
-        yield database
-    finally:
-        await database.close()
 
 
 @pytest.fixture(scope="session")
