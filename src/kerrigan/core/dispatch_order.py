@@ -1,0 +1,243 @@
+"""Which waiting job gets a device next: seed 003's queue order, with a repository in place of a workspace.
+
+Each repository's waiting jobs form a line; the oldest job whose session may take another device is the
+repository's *head* (and when it finds no device, the job after it is offered one too: repositories are not
+workspaces, and their jobs do not share one checkout). Heads are ordered:
+
+1. gate jobs (merge queues and ``priority: gate``), in arrival order;
+2. heads that have waited 60 seconds or more, oldest first;
+3. newer heads, rotating between repositories by least recent dispatch;
+4. background jobs, last.
+
+A head can be blocked two ways. No device it can use is free: it waits, and since heads are offered
+devices in this order it gets the first one to free up. Or a device is free but its runner host lacks the
+vCPUs the job claims (``max_weight``): then smaller jobs behind it may use that host's room (backfill) for
+its first 60 seconds; after that, or at once for a gate job, the host is held for it and takes no other job
+until the blocked head fits, so big jobs are not starved by a stream of small ones. A job whose session
+already holds ``max_devkits`` devices waits on its own session: it is not a head, blocks nobody, and its
+queue-wait clock pauses.
+
+Everything here is a pure function of the queue, the free devices and the time, which is passed in.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from kerrigan.core.manifest import Priority
+
+AGING_S: Final = 60.0
+BACKFILL_GRACE_S: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """A job waiting for a device.
+
+    ``candidates`` are the devices its requirements match, in the order selection prefers them;
+    ``ready_at`` is when it became dispatchable (its queue-wait clock's start), in seconds.
+    """
+
+    id: str
+    repository: str
+    session_id: str
+    priority: Priority
+    ready_at: float
+    candidates: tuple[str, ...]
+    vcpus: int = 2
+
+    @property
+    def gate(self) -> bool:
+        """Gate jobs go first and never let others backfill past them."""
+        return self.priority is Priority.GATE
+
+
+class WaitKind(enum.StrEnum):
+    """What a job that was not dispatched waits on."""
+
+    DEVICE = "device"  # every device it can use is busy
+    CAPACITY = "capacity"  # a device is free, but its runner host lacks the vCPUs the job claims
+    FENCED = "fenced"  # a device is free, but its runner host is held for a blocked older head or gate job
+    OWN_SESSION = "own_session"  # its session holds max_devkits devices: the queue-wait clock pauses
+    BEHIND_HEAD = "behind_head"  # an earlier job of its repository goes first
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Why a job waits, and (for fences and heads) on which job."""
+
+    kind: WaitKind
+    on: str | None = None
+
+    @property
+    def counts_toward_queue_wait(self) -> bool:
+        """Seed 003: the clock pauses while the only blocker is the session's own earlier job."""
+        return self.kind is not WaitKind.OWN_SESSION
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchPlan:
+    """Jobs to start now with their devices, in dispatch order, and why each other job waits."""
+
+    assignments: tuple[tuple[QueuedJob, str], ...]
+    waiting: Mapping[str, Waiting]
+    order: tuple[str, ...] = field(default=())  # every job id in the order it stands in the queue
+
+    def position(self, job_id: str) -> int | None:
+        """1-based place of a waiting job in the queue."""
+        waiting = [job for job in self.order if job in self.waiting]
+        return waiting.index(job_id) + 1 if job_id in waiting else None
+
+
+def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tuple[float, ...]:
+    """Sort key placing a head in seed 003's four tiers."""
+    waited = now - head.ready_at
+    if head.gate:
+        return (0, head.ready_at)
+    if head.priority is Priority.BACKGROUND:
+        return (3, head.ready_at)
+    if waited >= AGING_S:
+        return (1, head.ready_at)
+    return (2, last_dispatch.get(head.repository, float("-inf")), head.ready_at)
+
+
+def order_heads(
+    heads: Iterable[QueuedJob], now: float, last_dispatch: Mapping[str, float]
+) -> list[QueuedJob]:
+    """Heads in the order they are offered devices."""
+    return sorted(heads, key=lambda head: (*_rank(head, now, last_dispatch), head.id))
+
+
+def plan_dispatch(
+    jobs: Sequence[QueuedJob],
+    *,
+    now: float,
+    free_devices: Iterable[str],
+    session_room: Mapping[str, int],
+    last_dispatch: Mapping[str, float],
+    device_hosts: Mapping[str, str] | None = None,
+    host_room: Mapping[str, int] | None = None,
+) -> DispatchPlan:
+    """Assign free devices to waiting jobs, in queue order.
+
+    ``session_room`` says how many more devices each session may hold (``max_devkits`` less those it
+    holds); ``last_dispatch`` when each repository last had a job dispatched; ``device_hosts`` which
+    runner host drives each device and ``host_room`` how many vCPUs each host has left under its
+    ``max_weight`` (a host not listed has room for anything).
+    """
+    free = set(free_devices)
+    room = dict(session_room)
+    last = dict(last_dispatch)
+    hosts = device_hosts or {}
+    weight = dict(host_room or {})
+    lines: dict[str, list[QueuedJob]] = {}
+    for job in sorted(jobs, key=lambda job: (job.ready_at, job.id)):
+        lines.setdefault(job.repository, []).append(job)
+    assignments: list[tuple[QueuedJob, str]] = []
+    waiting: dict[str, Waiting] = {}
+    held: dict[str, str] = {}  # runner host -> the blocked head it is held for
+    dispatched: set[str] = set()
+
+    def verdict(head: QueuedJob) -> tuple[str | None, Waiting]:
+        usable = [device for device in head.candidates if device in free]
+        if not usable:
+            return None, Waiting(WaitKind.DEVICE)
+        fenced_by = None
+        for device in usable:
+            host = hosts.get(device)
+            holder = held.get(host) if host is not None else None
+            if holder is not None and holder != head.id:
+                fenced_by = fenced_by or holder
+                continue
+            if host is None or host not in weight or weight[host] >= head.vcpus:
+                return device, Waiting(WaitKind.DEVICE)
+        if fenced_by is not None:
+            return None, Waiting(WaitKind.FENCED, fenced_by)
+        return None, Waiting(WaitKind.CAPACITY)
+
+    while True:
+        heads = _heads(lines, room, dispatched, waiting)
+        progressed = newly_blocked = False
+        for head in order_heads(heads, now, last):
+            newly_blocked = newly_blocked or head.id not in waiting
+            device, why = verdict(head)
+            if device is not None:
+                assignments.append((head, device))
+                dispatched.add(head.id)
+                waiting.pop(head.id, None)
+                free.discard(device)
+                room[head.session_id] = room.get(head.session_id, 0) - 1
+                host = hosts.get(device)
+                if host is not None and host in weight:
+                    weight[host] -= head.vcpus
+                last[head.repository] = now
+                progressed = True
+                break  # the repository's next job may now be a head: order again
+            waiting[head.id] = why
+            if why.kind is WaitKind.CAPACITY and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
+                for candidate in head.candidates:
+                    if candidate in free and candidate in hosts:
+                        held.setdefault(hosts[candidate], head.id)
+        if not (progressed or newly_blocked):  # a newly blocked head lets the next job of its line in
+            break
+
+    order = _queue_order(lines, assignments, dispatched, waiting, now=now, last=last)
+    return DispatchPlan(tuple(assignments), waiting, tuple(order))
+
+
+def _queue_order(
+    lines: Mapping[str, list[QueuedJob]],
+    assignments: Sequence[tuple[QueuedJob, str]],
+    dispatched: set[str],
+    waiting: dict[str, Waiting],
+    *,
+    now: float,
+    last: Mapping[str, float],
+) -> list[str]:
+    """Started jobs, then waiting heads in queue order, then the jobs behind them (which get their reason)."""
+    order = [job.id for job, _ in assignments]
+    remaining = [job for line in lines.values() for job in line if job.id not in dispatched]
+    order += [head.id for head in order_heads([job for job in remaining if job.id in waiting], now, last)]
+    for job in sorted(remaining, key=lambda job: (job.ready_at, job.id)):
+        if job.id not in waiting:
+            waiting[job.id] = _behind(job, lines[job.repository], dispatched)
+            order.append(job.id)
+    return order
+
+
+def _heads(
+    lines: Mapping[str, list[QueuedJob]],
+    room: Mapping[str, int],
+    dispatched: set[str],
+    waiting: dict[str, Waiting],
+) -> list[QueuedJob]:
+    """Each repository's head, and behind a head that found no device, the jobs after it.
+
+    A repository's jobs are offered devices oldest first, but a job that cannot get one does not stop the
+    next job of its repository from taking a different device.
+    """
+    heads = []
+    for line in lines.values():
+        for job in line:
+            if job.id in dispatched:
+                continue
+            if room.get(job.session_id, 0) <= 0:
+                waiting[job.id] = Waiting(WaitKind.OWN_SESSION, job.session_id)
+                continue  # waiting on its own session does not hold up its repository
+            heads.append(job)
+            blocked = waiting.get(job.id)
+            if (
+                blocked is None
+                or blocked.kind is WaitKind.OWN_SESSION
+                or blocked.kind is WaitKind.BEHIND_HEAD
+            ):
+                break
+    return heads
+
+
+def _behind(job: QueuedJob, line: Sequence[QueuedJob], dispatched: set[str]) -> Waiting:
+    ahead = next((other for other in line if other.id not in dispatched and other.id != job.id), None)
+    return Waiting(WaitKind.BEHIND_HEAD, ahead.id if ahead else None)
