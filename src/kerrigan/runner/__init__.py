@@ -1,0 +1,1 @@
+"""The runner agent that runs on a runner host."""
