@@ -201,6 +201,11 @@ async def report(
         ) as response:
             return response.status
 
+    async def warm_up(session: aiohttp.ClientSession, index: int) -> int:
+        return await delivery(session, index + 10**7)
+
+    # A second of traffic first, not measured: the server's connection pool and statement caches fill.
+    await steady(http, rate, 1.0, warm_up)
     baseline, baseline_rate = await steady(http, rate, seconds, healthz)
     latencies, achieved = await steady(http, rate, seconds, delivery)
     print(f"{'':>28} {'sent/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
@@ -215,10 +220,8 @@ async def report(
 
     p99 = percentile(latencies, 0.99)
     met = p99 <= 50 and achieved >= 190
-    print(
-        f"{'met ' if met else 'MISSED'} p99 to the 202 <= 50 ms at 200 deliveries/s "
-        f"(p99 {p99:.1f} ms at {achieved:.0f}/s)"
-    )
+    verdict = ("met " if met else "MISSED") if seconds >= 10 else "quick run, not judged:"
+    print(f"{verdict} p99 to the 202 <= 50 ms at 200 deliveries/s (p99 {p99:.1f} ms at {achieved:.0f}/s)")
     if pushes:
         await push_to_check_run(http, base, database, seconds, len(latencies), pushes)
 
