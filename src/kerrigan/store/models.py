@@ -236,6 +236,22 @@ class JobRow(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     started_at: Mapped[datetime | None] = mapped_column(Timestamp)
     finished_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    vcpus: Mapped[int] = mapped_column(Integer, default=2)
+    ready_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    reason: Mapped[str | None] = mapped_column(String(64))
+
+
+class DeviceLeaseRow(Base):
+    """A device held by one job. The device is the key: a second lease of it cannot exist."""
+
+    __tablename__ = "device_leases"
+
+    device_id: Mapped[str] = mapped_column(NAME, primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), unique=True)
+    session_id: Mapped[str] = mapped_column(String(36), index=True)
+    host: Mapped[str] = mapped_column(NAME, index=True)
+    granted_at: Mapped[datetime] = mapped_column(Timestamp)
+    expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
 
 
 class DeliveryRow(Base):

@@ -1,0 +1,130 @@
+"""Device leases: a device runs one job at a time, and the database makes that so.
+
+A lease row is keyed by the device, so a second lease of a device cannot be inserted, whichever dispatcher
+(or ``kerrigan serve`` replica) tries. Dispatchers take the queued jobs they plan for with ``FOR UPDATE SKIP
+LOCKED`` (PostgreSQL), so two of them never plan for the same job; a job is moved from ``queued`` to
+``leased`` only if it is still queued, and a lease whose job was taken meanwhile is not kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.store.models import DeviceLeaseRow, JobRow, SessionRow
+
+QUEUED = "queued"
+LEASED = "leased"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJobRecord:
+    """A queued job as the dispatcher needs it."""
+
+    pk: int
+    task_id: str
+    session_id: str
+    repository: str
+    priority: str
+    vcpus: int
+    ready_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A device to lease to a job, on the runner host that drives it."""
+
+    job_pk: int
+    device_id: str
+    host: str
+    session_id: str
+
+
+def _dialect(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
+
+
+async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[QueuedJobRecord]:
+    """Queued jobs this dispatcher may plan for, oldest first; other dispatchers skip them until commit."""
+    query = (
+        select(JobRow, SessionRow.id, SessionRow.repository, SessionRow.priority)
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(JobRow.state == QUEUED, SessionRow.awaiting_approval.is_(False))
+        .order_by(JobRow.pk)
+        .limit(limit)
+    )
+    if _dialect(session) == "postgresql":
+        query = query.with_for_update(skip_locked=True, of=JobRow)
+    rows = (await session.execute(query)).all()
+    return [
+        QueuedJobRecord(job.pk, job.task_id, session_id, repository, priority, job.vcpus, job.ready_at)
+        for job, session_id, repository, priority in rows
+    ]
+
+
+async def grant_leases(
+    session: AsyncSession, grants: Sequence[Grant], now: datetime, ttl: timedelta
+) -> list[Grant]:
+    """Lease devices to jobs; the grants that took (a device already leased, or a job no longer queued,
+    is left out). Runs in the caller's transaction."""
+    insert = postgresql_insert if _dialect(session) == "postgresql" else sqlite_insert
+    granted: list[Grant] = []
+    for grant in grants:
+        statement = (
+            insert(DeviceLeaseRow)
+            .values(
+                device_id=grant.device_id,
+                job_pk=grant.job_pk,
+                session_id=grant.session_id,
+                host=grant.host,
+                granted_at=now,
+                expires_at=now + ttl,
+            )
+            .on_conflict_do_nothing()
+            .returning(DeviceLeaseRow.device_id)
+        )
+        if (await session.execute(statement)).scalar() is None:
+            continue  # the device (or the job) is leased already
+        moved = await session.execute(
+            update(JobRow)
+            .where(JobRow.pk == grant.job_pk, JobRow.state == QUEUED)
+            .values(state=LEASED, device_id=grant.device_id)
+            .execution_options(synchronize_session=False)
+        )
+        if moved.rowcount != 1:  # type: ignore[attr-defined]
+            await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == grant.device_id))
+            continue
+        granted.append(grant)
+    return granted
+
+
+async def leased_devices(session: AsyncSession) -> set[str]:
+    """Every device under a lease now."""
+    return set((await session.scalars(select(DeviceLeaseRow.device_id))).all())
+
+
+async def release_lease(session: AsyncSession, device_id: str) -> None:
+    """Free a device (its job ended)."""
+    await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == device_id))
+
+
+async def renew_leases(session: AsyncSession, host: str, now: datetime, ttl: timedelta) -> int:
+    """A runner host's heartbeat keeps its leases alive; how many it holds."""
+    renewed = await session.execute(
+        update(DeviceLeaseRow).where(DeviceLeaseRow.host == host).values(expires_at=now + ttl)
+    )
+    return int(renewed.rowcount)  # type: ignore[attr-defined]
+
+
+async def expired_leases(session: AsyncSession, now: datetime) -> list[tuple[str, int]]:
+    """(device, job) of leases whose runner host stopped renewing them."""
+    rows = await session.execute(
+        select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk).where(DeviceLeaseRow.expires_at < now)
+    )
+    return [(device_id, int(job_pk)) for device_id, job_pk in rows]
