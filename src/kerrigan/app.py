@@ -14,6 +14,7 @@ from aiohttp import web
 from sqlalchemy import text
 
 from kerrigan.config import Settings
+from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.github.routes import router
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
@@ -77,6 +78,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_post("/webhooks/github", receiver.handle)
+    app.router.add_routes(RunnerProtocol(database).routes())
     app.add_subapp("/api/v1", create_api())
     return app
 

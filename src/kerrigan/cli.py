@@ -127,6 +127,24 @@ def _tokens_create(args: argparse.Namespace) -> int:
     return asyncio.run(_with_database(_settings(), work))
 
 
+def _runners_create(args: argparse.Namespace) -> int:
+    from kerrigan.store.runners import create_runner_token
+
+    host = args.host
+    if not re.fullmatch(r"[a-z0-9._-]{1,63}", host):
+        raise UsageError(
+            f"{host!r} is not a runner host id: 1-63 of lowercase letters, digits, '.', '_', '-'"
+        )
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            token = await create_runner_token(session, host, database.clock())
+        print(token)
+        return 0
+
+    return asyncio.run(_with_database(_settings(), work))
+
+
 def _inventory_import(args: argparse.Namespace) -> int:
     from kerrigan.store.audit import Change
     from kerrigan.store.inventory import apply_diff, load_inventory
@@ -276,6 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     create_cmd = tokens_cmd.add_parser("create", help="print a new API token for a GitHub login")
     create_cmd.add_argument("--login", required=True, help="the GitHub login the token acts as")
     create_cmd.set_defaults(handler=_tokens_create)
+
+    runners_cmd = commands.add_parser("runners", help="runner hosts").add_subparsers(
+        dest="runners_command", required=True, metavar="ACTION"
+    )
+    runner_create = runners_cmd.add_parser(
+        "create", help="print a new token for a runner host (the host's previous token stops working)"
+    )
+    runner_create.add_argument("host", metavar="HOST", help="the runner host's id, as the inventory names it")
+    runner_create.set_defaults(handler=_runners_create)
 
     inventory_cmd = commands.add_parser("inventory", help="inventory as code").add_subparsers(
         dest="inventory_command", required=True, metavar="ACTION"

@@ -108,6 +108,10 @@ class RunnerHostRow(Base):
     token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
+    protocol: Mapped[int | None] = mapped_column(Integer)
+    capabilities: Mapped[list[str]] = mapped_column(default=list)
+    resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    device_states: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
 class DeviceRow(Base):

@@ -1,0 +1,1 @@
+"""The dispatcher and the runner protocol's server side."""

@@ -1,0 +1,108 @@
+"""Runner hosts as the runner protocol sees them: tokens, registrations and heartbeats."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.store.models import RunnerHostRow
+from kerrigan.store.tokens import token_hash
+
+RUNNER_TOKEN_PREFIX = "kgr_"  # noqa: S105 -- a visible prefix, not a secret
+
+
+@dataclass(frozen=True, slots=True)
+class HostReport:
+    """What a runner host last said about itself."""
+
+    host: str
+    online: bool
+    protocol: int | None
+    capabilities: frozenset[str]
+    resources: Mapping[str, int]
+    device_states: Mapping[str, str]
+    last_heartbeat_at: datetime | None
+
+
+def _report(row: RunnerHostRow) -> HostReport:
+    return HostReport(
+        row.id,
+        row.online,
+        row.protocol,
+        frozenset(row.capabilities),
+        dict(row.resources),
+        dict(row.device_states),
+        row.last_heartbeat_at,
+    )
+
+
+async def create_runner_token(session: AsyncSession, host: str, at: datetime) -> str:
+    """A new token for ``host`` (created if unknown); the previous token stops working."""
+    token = RUNNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
+    if row is None:
+        row = RunnerHostRow(id=host, online=False, created_at=at)
+        session.add(row)
+    row.token_hash = token_hash(token)
+    await session.flush()
+    return token
+
+
+async def host_for_token(session: AsyncSession, token: str) -> str | None:
+    """The runner host a token belongs to."""
+    host = await session.scalar(select(RunnerHostRow.id).where(RunnerHostRow.token_hash == token_hash(token)))
+    return str(host) if host is not None else None
+
+
+async def record_report(
+    session: AsyncSession,
+    host: str,
+    at: datetime,
+    *,
+    resources: Mapping[str, int],
+    device_states: Mapping[str, str],
+    protocol: int | None = None,
+    capabilities: frozenset[str] | None = None,
+) -> HostReport:
+    """A registration or heartbeat: the host is online, with these resources and device states."""
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
+    if row is None:
+        raise LookupError(f"no runner host {host!r}")
+    row.online = True
+    row.last_heartbeat_at = at
+    row.resources = dict(resources)
+    row.device_states = dict(device_states)
+    if protocol is not None:
+        row.protocol = protocol
+    if capabilities is not None:
+        row.capabilities = sorted(capabilities)
+    await session.flush()
+    return _report(row)
+
+
+async def host_report(session: AsyncSession, host: str) -> HostReport | None:
+    """What the host last reported."""
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
+    return _report(row) if row is not None else None
+
+
+async def mark_silent_hosts_offline(session: AsyncSession, now: datetime, ttl: timedelta) -> list[str]:
+    """Hosts whose last heartbeat is older than ``ttl`` go offline; their ids."""
+    cutoff = now - ttl
+    rows = (
+        await session.scalars(
+            select(RunnerHostRow.id).where(
+                RunnerHostRow.online.is_(True),
+                RunnerHostRow.token_hash.is_not(None),
+                RunnerHostRow.last_heartbeat_at < cutoff,
+            )
+        )
+    ).all()
+    if rows:
+        await session.execute(update(RunnerHostRow).where(RunnerHostRow.id.in_(rows)).values(online=False))
+    return list(rows)
