@@ -1,4 +1,4 @@
-"""The runner protocol's server side (``/api/runner/v1/``): registration and heartbeats.
+"""The runner protocol's server side (``/api/runner/v1/``): registration, heartbeats, offers and the job lifecycle.
 
 Each runner host authenticates with its own bearer token (``kerrigan runners create HOST``). Resource
 values arrive keyed by name and are resolved through the server's own catalog; unknown names are logged as
@@ -7,12 +7,15 @@ warnings and skipped, never failing the message (seed 001). A heartbeat renews t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.resources import Skipped, initial_values
 from kerrigan.core.runner_protocol import (
@@ -22,6 +25,7 @@ from kerrigan.core.runner_protocol import (
     negotiate,
     server_catalog,
 )
+from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
@@ -29,6 +33,22 @@ from kerrigan.store.runners import HostReport, host_for_token, host_report, reco
 log = logging.getLogger(__name__)
 
 DEVICE_STATES = frozenset({"present", "missing", "error"})
+REFUSALS = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})
+POLL_INTERVAL_S = 0.2
+
+
+def _offer_json(offer: jobs.Offer) -> dict[str, Any]:
+    return {
+        "id": offer.job_id,
+        "session": offer.session_id,
+        "task": offer.task_id,
+        "device": offer.device_id,
+        "repository": offer.repository,
+        "sha": offer.head_sha,
+        "command": offer.command,
+        "claim": {"vcpus": offer.vcpus},
+        "timeout_s": offer.timeout_s,
+    }
 
 
 class ProtocolError(Exception):
@@ -56,6 +76,12 @@ class RunnerProtocol:
         return [
             web.post("/api/runner/v1/register", self.register),
             web.post("/api/runner/v1/heartbeat", self.heartbeat),
+            web.get("/api/runner/v1/poll", self.poll),
+            web.post("/api/runner/v1/jobs/{job_id}/accept", self.accept),
+            web.post("/api/runner/v1/jobs/{job_id}/refuse", self.refuse),
+            web.post("/api/runner/v1/jobs/{job_id}/start", self.start),
+            web.post("/api/runner/v1/jobs/{job_id}/output", self.output),
+            web.post("/api/runner/v1/jobs/{job_id}/finish", self.finish),
         ]
 
     async def _host(self, request: web.Request) -> str:
@@ -160,6 +186,124 @@ class RunnerProtocol:
         except ProtocolError as exc:
             return _error(exc)
         return web.json_response(self._answer(report, skipped) | {"leases_renewed": renewed})
+
+    async def poll(self, request: web.Request) -> web.Response:
+        """Offered jobs for this host, waiting up to ``?wait=`` seconds (at most the poll timeout) for one."""
+        try:
+            host = await self._host(request)
+            wait_text = request.query.get("wait", "0")
+            if not wait_text.isascii() or not wait_text.isdigit():
+                raise ProtocolError(400, "invalid", "wait must be whole seconds", "wait")
+            deadline = asyncio.get_running_loop().time() + min(int(wait_text), POLL_TIMEOUT_S)
+            while True:
+                async with self.database.sessions() as session:
+                    found = await jobs.offers(session, host)
+                if found or asyncio.get_running_loop().time() >= deadline:
+                    break
+                await asyncio.sleep(POLL_INTERVAL_S)
+        except ProtocolError as exc:
+            return _error(exc)
+        return web.json_response({"offers": [_offer_json(offer) for offer in found]})
+
+    async def _transition(
+        self, request: web.Request, change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
+    ) -> web.Response:
+        try:
+            host = await self._host(request)
+            job_id = request.match_info["job_id"]
+            try:
+                async with self.database.sessions() as session, session.begin():
+                    done = await change(session, job_id, host)
+            except jobs.NotYoursError as exc:
+                raise ProtocolError(404, "not_found", str(exc)) from None
+        except ProtocolError as exc:
+            return _error(exc)
+        # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
+        return web.json_response({"job": job_id, "state": done.state.value, "changed": done.changed})
+
+    async def accept(self, request: web.Request) -> web.Response:
+        """The runner takes an offered job."""
+        return await self._transition(
+            request, lambda session, job, host: jobs.accept(session, job, host, self.database.clock())
+        )
+
+    async def start(self, request: web.Request) -> web.Response:
+        """The job's command started."""
+        return await self._transition(
+            request, lambda session, job, host: jobs.start(session, job, host, self.database.clock())
+        )
+
+    async def refuse(self, request: web.Request) -> web.Response:
+        """The runner cannot take the job, with a typed reason."""
+        try:
+            body = await self._body(request)
+            reason = body.get("reason")
+            if reason not in REFUSALS:
+                raise ProtocolError(400, "invalid", f"reason must be one of {sorted(REFUSALS)}", "reason")
+            detail = body.get("detail", "")
+            if reason == "runner_disk_full":
+                free, floor = body.get("free_bytes"), body.get("floor_bytes")
+                if not isinstance(free, int) or not isinstance(floor, int):
+                    raise ProtocolError(
+                        400, "invalid", "runner_disk_full carries free_bytes and floor_bytes", "free_bytes"
+                    )
+                detail = f"{free} bytes free, floor {floor} bytes"
+            if not isinstance(detail, str):
+                raise ProtocolError(400, "invalid", "detail must be text", "detail")
+        except ProtocolError as exc:
+            return _error(exc)
+        return await self._transition(
+            request,
+            lambda session, job, host: jobs.refuse(
+                session, job, host, self.database.clock(), reason=str(reason), detail=detail
+            ),
+        )
+
+    async def output(self, request: web.Request) -> web.Response:
+        """A numbered chunk of the job's output; a repeat is acknowledged, a gap answered with 409."""
+        try:
+            host = await self._host(request)
+            body = await self._body(request)
+            seq, offset, data = body.get("seq"), body.get("offset"), body.get("data")
+            if not isinstance(seq, int) or not isinstance(offset, int) or not isinstance(data, str):
+                raise ProtocolError(400, "invalid", "a chunk is {seq, offset, data}", "seq")
+            try:
+                async with self.database.sessions() as session, session.begin():
+                    next_seq = await jobs.append_output(
+                        session, request.match_info["job_id"], host, seq=seq, byte_offset=offset, data=data
+                    )
+            except jobs.NotYoursError as exc:
+                raise ProtocolError(404, "not_found", str(exc)) from None
+            except jobs.LogGapError as exc:
+                return web.json_response(
+                    {
+                        "error": {"code": "gap", "message": str(exc), "field": "seq"},
+                        "next_seq": exc.expected_seq,
+                    },
+                    status=409,
+                )
+        except ProtocolError as exc:
+            return _error(exc)
+        return web.json_response({"next_seq": next_seq})
+
+    async def finish(self, request: web.Request) -> web.Response:
+        """The job ended with an exit status (and accounting, when the runner has it)."""
+        try:
+            body = await self._body(request)
+            status = body.get("exit_status")
+            accounting = body.get("accounting")
+            if not isinstance(status, int) or isinstance(status, bool):
+                raise ProtocolError(400, "invalid", "exit_status must be a whole number", "exit_status")
+            if accounting is not None and not isinstance(accounting, dict):
+                raise ProtocolError(400, "invalid", "accounting must be an object", "accounting")
+        except ProtocolError as exc:
+            return _error(exc)
+        return await self._transition(
+            request,
+            lambda session, job, host: jobs.finish(
+                session, job, host, self.database.clock(), exit_status=status, accounting=accounting
+            ),
+        )
 
     @staticmethod
     def _answer(report: HostReport, skipped: list[Skipped]) -> dict[str, Any]:

@@ -243,6 +243,26 @@ class JobRow(Base):
     vcpus: Mapped[int] = mapped_column(Integer, default=2)
     ready_at: Mapped[datetime | None] = mapped_column(Timestamp)
     reason: Mapped[str | None] = mapped_column(String(64))
+    host: Mapped[str | None] = mapped_column(NAME)
+    command: Mapped[str | None] = mapped_column(Text)
+    timeout_s: Mapped[int | None] = mapped_column(Integer)
+    detail: Mapped[str | None] = mapped_column(String(500))
+    accounting: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    next_seq: Mapped[int] = mapped_column(Integer, default=0)
+    log_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class JobLogRow(Base):
+    """A chunk of a job's output; chunks are numbered, so a repeat is recognised and a gap detected."""
+
+    __tablename__ = "job_log_chunks"
+    __table_args__ = (UniqueConstraint("job_pk", "seq"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    byte_offset: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[str] = mapped_column(Text)
 
 
 class DeviceLeaseRow(Base):

@@ -1,0 +1,185 @@
+"""A job's life on a runner host: offered, accepted or refused, started, its output, its end.
+
+Every call a runner repeats is idempotent: "already decided" is an answer, not an error. Output arrives in
+numbered chunks; a chunk seen before is acknowledged again, and a gap is reported with the number expected
+so the runner re-sends from there.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.store.leases import LEASED, QUEUED, release_lease
+from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
+
+
+class JobState(enum.StrEnum):
+    """Where a job stands."""
+
+    QUEUED = QUEUED
+    LEASED = LEASED  # a device is leased to it and it is offered to the device's runner host
+    ACCEPTED = "accepted"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REFUSED_BEFORE_START = "refused_before_start"
+
+
+ENDED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.REFUSED_BEFORE_START})
+REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})
+
+
+class NotYoursError(LookupError):
+    """The job does not exist, or is not offered to the calling runner host."""
+
+
+class LogGapError(Exception):
+    """A chunk came before the ones it follows; ``expected_seq`` is where the runner should resume."""
+
+    def __init__(self, expected_seq: int) -> None:
+        super().__init__(f"chunk out of order: expected seq {expected_seq}")
+        self.expected_seq = expected_seq
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A job offered to a runner host."""
+
+    job_id: str
+    session_id: str
+    task_id: str
+    device_id: str
+    repository: str
+    head_sha: str
+    command: str | None
+    vcpus: int
+    timeout_s: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """The state a call left the job in, and whether this call changed it (or found it decided)."""
+
+    state: JobState
+    changed: bool
+
+
+async def offers(session: AsyncSession, host: str) -> list[Offer]:
+    """Jobs leased to devices of ``host`` and not yet accepted."""
+    rows = await session.execute(
+        select(JobRow, SessionRow, DeviceLeaseRow.device_id)
+        .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(DeviceLeaseRow.host == host, JobRow.state == LEASED)
+        .order_by(JobRow.pk)
+    )
+    return [
+        Offer(
+            str(job.pk),
+            run.id,
+            job.task_id,
+            device,
+            run.repository,
+            run.head_sha,
+            job.command,
+            job.vcpus,
+            job.timeout_s,
+        )
+        for job, run, device in rows
+    ]
+
+
+async def _job(session: AsyncSession, job_id: str, host: str) -> JobRow:
+    job = await session.get(JobRow, int(job_id), with_for_update=True) if job_id.isdigit() else None
+    if job is None:
+        raise NotYoursError(f"no job {job_id}")
+    holder = await session.scalar(select(DeviceLeaseRow.host).where(DeviceLeaseRow.job_pk == job.pk))
+    if (holder or job.host) != host:
+        raise NotYoursError(f"job {job_id} is not offered to {host}")
+    return job
+
+
+async def accept(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
+    """The runner takes the job."""
+    job = await _job(session, job_id, host)
+    if job.state != LEASED:
+        return Transition(JobState(job.state), changed=False)
+    job.state, job.host = JobState.ACCEPTED, host
+    return Transition(JobState.ACCEPTED, changed=True)
+
+
+async def refuse(
+    session: AsyncSession, job_id: str, host: str, at: datetime, *, reason: str, detail: str
+) -> Transition:
+    """The runner cannot take the job: capacity refusals put it back in the queue, others end it."""
+    job = await _job(session, job_id, host)
+    if job.state != LEASED:
+        return Transition(JobState(job.state), changed=False)
+    if job.device_id is not None:
+        await release_lease(session, job.device_id)
+    job.reason, job.detail = reason, detail[:500]
+    if reason in REQUEUE_REASONS:
+        job.state, job.device_id = JobState.QUEUED, None
+        return Transition(JobState.QUEUED, changed=True)
+    job.state, job.finished_at = JobState.REFUSED_BEFORE_START, at
+    return Transition(JobState.REFUSED_BEFORE_START, changed=True)
+
+
+async def start(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
+    """The job's command started."""
+    job = await _job(session, job_id, host)
+    if job.state not in (LEASED, JobState.ACCEPTED):
+        return Transition(JobState(job.state), changed=False)
+    job.state, job.started_at, job.host = JobState.RUNNING, at, host
+    return Transition(JobState.RUNNING, changed=True)
+
+
+async def append_output(
+    session: AsyncSession, job_id: str, host: str, *, seq: int, byte_offset: int, data: str
+) -> int:
+    """Store a chunk of output; the next sequence number expected. A repeat is acknowledged again."""
+    job = await _job(session, job_id, host)
+    if seq < job.next_seq:
+        return job.next_seq
+    if seq > job.next_seq or byte_offset != job.log_bytes:
+        raise LogGapError(job.next_seq)
+    session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data))
+    job.next_seq += 1
+    job.log_bytes += len(data.encode())
+    return job.next_seq
+
+
+async def finish(
+    session: AsyncSession,
+    job_id: str,
+    host: str,
+    at: datetime,
+    *,
+    exit_status: int,
+    accounting: dict[str, Any] | None,
+) -> Transition:
+    """The job ended; its device is free again."""
+    job = await _job(session, job_id, host)
+    if job.state in ENDED:
+        return Transition(JobState(job.state), changed=False)
+    if job.device_id is not None:
+        await release_lease(session, job.device_id)
+    job.exit_status, job.finished_at, job.accounting = exit_status, at, accounting
+    job.state = JobState.SUCCEEDED if exit_status == 0 else JobState.FAILED
+    return Transition(JobState(job.state), changed=True)
+
+
+async def output(session: AsyncSession, job_id: int, after_seq: int = -1) -> list[tuple[int, str]]:
+    """A job's output chunks after ``after_seq``, in order."""
+    rows = await session.execute(
+        select(JobLogRow.seq, JobLogRow.data)
+        .where(JobLogRow.job_pk == job_id, JobLogRow.seq > after_seq)
+        .order_by(JobLogRow.seq)
+    )
+    return [(int(seq), str(data)) for seq, data in rows]
