@@ -1,4 +1,4 @@
-"""The runner protocol's server side (``/api/runner/v1/``): registration, heartbeats, offers and the job lifecycle.
+"""The runner protocol's server side (``/api/runner/v1/``): registration, heartbeats, offers, job life.
 
 Each runner host authenticates with its own bearer token (``kerrigan runners create HOST``). Resource
 values arrive keyed by name and are resolved through the server's own catalog; unknown names are logged as
