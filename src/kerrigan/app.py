@@ -14,6 +14,7 @@ from aiohttp import web
 from sqlalchemy import text
 
 from kerrigan.config import Settings
+from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.github.routes import router
 from kerrigan.github.sessions import GitHubApp
@@ -60,9 +61,13 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
                     worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
                     app[WORKER] = worker
                     worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
+                dispatcher_task = asyncio.create_task(Dispatcher(database).run(), name="kerrigan-dispatch")
                 try:
                     yield
                 finally:
+                    dispatcher_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await dispatcher_task
                     if worker_task is not None:
                         worker_task.cancel()
                         with contextlib.suppress(asyncio.CancelledError):

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+
 PREFIX: Final = "KERRIGAN_"
 DEFAULT_DATABASE_URL: Final = "sqlite+aiosqlite:///./kerrigan.db"
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
@@ -72,7 +75,7 @@ class Settings:
             bad = sorted(login for login in logins if not _LOGIN.fullmatch(login))
             if bad:
                 raise ConfigError(f"{PREFIX}ADMINS holds {bad[0]!r}, which is not a GitHub login")
-            values["admins"] = frozenset(logins)
+            values["admins"] = frozenset(login.lower() for login in logins)  # GitHub logins ignore case
         if (host := get("HOST")) is not None:
             values["host"] = host
         if (port := get("PORT")) is not None:
@@ -119,6 +122,10 @@ def _private_key(text: str | None, path: str | None) -> str | None:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{PREFIX}GITHUB_PRIVATE_KEY_PATH {path}: {exc.strerror}") from None
-    if text is not None and "PRIVATE KEY-----" not in text:
-        raise ConfigError(f"{PREFIX}GITHUB_PRIVATE_KEY is not a PEM private key")
+    if text is not None:
+        try:
+            serialization.load_pem_private_key(text.encode(), password=None)
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            where = f"{PREFIX}GITHUB_PRIVATE_KEY_PATH {path}" if path else f"{PREFIX}GITHUB_PRIVATE_KEY"
+            raise ConfigError(f"{where} is not a PEM private key without a passphrase") from None
     return text

@@ -32,8 +32,8 @@ def may_administer(principal: Principal) -> bool:
 
 
 def may_edit_labels(principal: Principal, pool: Pool) -> bool:
-    """Edit labels and tags of ``pool`` and of the devices in it."""
-    return principal.admin or principal.login in pool.owners
+    """Edit labels and tags of ``pool`` and of the devices in it (GitHub logins ignore case)."""
+    return principal.admin or principal.login.lower() in {owner.lower() for owner in pool.owners}
 
 
 def check_label(

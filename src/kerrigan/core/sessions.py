@@ -37,6 +37,9 @@ class Job:
     device_id: str | None = None
     state: str = "queued"
     exit_status: int | None = None
+    command: str | None = None
+    vcpus: int = 2
+    timeout_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.resources import Skipped, initial_values
+from kerrigan.core.resources import Skipped, initial_values, update_values
 from kerrigan.core.runner_protocol import (
     LEASE_TTL_S,
     POLL_TIMEOUT_S,
@@ -107,11 +107,15 @@ class RunnerProtocol:
             raise ProtocolError(400, "invalid_json", "the body is not a JSON object")
         return body
 
-    def _resources(self, host: str, body: dict[str, Any]) -> tuple[dict[str, int], list[Skipped]]:
+    def _resources(
+        self, host: str, body: dict[str, Any], known: Mapping[str, int] | None = None
+    ) -> tuple[dict[str, int], list[Skipped]]:
+        """The host's resources after this message: a heartbeat changes the values it names, keeps others."""
         raw = body.get("resources", {})
         if not isinstance(raw, dict):
             raise ProtocolError(400, "invalid", "resources must be an object of name: value", "resources")
-        values, skipped = initial_values(self.catalog, raw)
+        held, _ = initial_values(self.catalog, known or {})
+        values, skipped = update_values(held, self.catalog, raw)
         for item in skipped:
             log.warning("runner host %s: resource %r skipped: %s", host, item.name, item.reason)
         return values.named(self.catalog), skipped
@@ -177,8 +181,8 @@ class RunnerProtocol:
                 known = await host_report(session, host)
             if known is None or known.protocol is None:
                 raise ProtocolError(409, "not_registered", "register before sending heartbeats")
-            resources, skipped = self._resources(host, body)
-            devices = self._devices(body)
+            resources, skipped = self._resources(host, body, known.resources)
+            devices = {**known.device_states, **self._devices(body)}
             now = self.database.clock()
             async with self.database.sessions() as session, session.begin():
                 report = await record_report(session, host, now, resources=resources, device_states=devices)

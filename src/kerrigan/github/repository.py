@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
+from urllib.parse import quote
 
 from gidgethub import BadRequest
 
@@ -83,20 +84,19 @@ class Repository:
         return [await self._file(path, sha) for path in paths]
 
     async def _file(self, path: str, sha: str) -> ManifestFile:
+        # The path goes into the URL encoded ('#', '?' and '%' are legal in file names); only '/' stays.
+        url = self._url("/contents/" + quote(path, safe="/") + "{?ref}")
+
         async def fetch(token: str) -> Any:
-            return await self.client.getitem(
-                self._url("/contents/{+path}{?ref}"), {"path": path, "ref": sha}, oauth_token=token
-            )
+            return await self.client.getitem(url, {"ref": sha}, oauth_token=token)
 
         async def fetch_raw(token: str) -> Any:
-            return await self.client.getitem(
-                self._url("/contents/{+path}{?ref}"),
-                {"path": path, "ref": sha},
-                accept=RAW,
-                oauth_token=token,
-            )
+            return await self.client.getitem(url, {"ref": sha}, accept=RAW, oauth_token=token)
 
-        data = await self._authorized(fetch)
+        try:
+            data = await self._authorized(fetch)
+        except BadRequest as exc:
+            return ManifestFile(path, "", error=f"GitHub would not give the file ({int(exc.status_code)})")
         if isinstance(data, dict) and data.get("encoding") == "base64" and data.get("content"):
             try:
                 raw: Any = base64.b64decode(str(data["content"]))
@@ -146,9 +146,12 @@ class Repository:
             more = {"title": output["title"], "summary": output["summary"], "annotations": list(batch)}
             await self._patch_check_run(check_run_id, {"output": more})
 
-    async def permission(self, login: str) -> str:
-        """The login's role on the repository: admin, maintain, write, triage, read (or a custom role),
-        or ``none``."""
+    async def permission(self, login: str) -> tuple[bool, str]:
+        """Whether the login may write to the repository, and the name of its role (for replies).
+
+        GitHub's own ``permission`` (admin, write, read, none) decides, so custom roles built on write count
+        and maintain (reported there as write) does too.
+        """
 
         async def fetch(token: str) -> Any:
             return await self.client.getitem(
@@ -159,9 +162,10 @@ class Repository:
             data = await self._authorized(fetch)
         except BadRequest as exc:
             if int(exc.status_code) == 404:
-                return "none"
+                return False, "none"
             raise
-        return str(data.get("role_name") or data.get("permission") or "none")
+        permission = str(data.get("permission") or "none")
+        return permission in WRITE_PERMISSIONS, str(data.get("role_name") or permission)
 
     async def comment(self, number: int, body: str) -> None:
         """Reply on an issue or pull request."""

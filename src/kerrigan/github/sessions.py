@@ -6,6 +6,7 @@ workflow, and a session that already has its check run is not reported again.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Collection
@@ -35,6 +36,7 @@ from kerrigan.store.label_keys import label_keys
 from kerrigan.store.sessions import create_session, find_sessions, queue_position, update_session
 
 log = logging.getLogger(__name__)
+MAX_WORKFLOW_NAME = 100  # a manifest's name is at most this long; a file path standing in for it is cut
 
 
 @dataclass(frozen=True)
@@ -101,10 +103,18 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
         workflow = manifest.workflow
         if workflow is not None and trigger.event is not None and not runs_on(workflow, trigger.event):
             continue
+        if workflow is None and trigger.only is None and await _reported(app, repo, trigger.sha, file.path):
+            continue  # a broken manifest is reported once per commit, not once per event
         session = await _start(app, repo, trigger, file, manifest)
         if session is not None:
             started.append(session)
     return started
+
+
+async def _reported(app: GitHubApp, repo: Repository, sha: str, path: str) -> bool:
+    async with app.database.sessions() as db:
+        earlier = await find_sessions(db, repo.full_name, head_sha=sha)
+    return any(session.manifest_path == path for session in earlier)
 
 
 def _read(file: ManifestFile) -> ManifestResult:
@@ -118,7 +128,7 @@ def _read(file: ManifestFile) -> ManifestResult:
 async def _start(
     app: GitHubApp, repo: Repository, trigger: Trigger, file: ManifestFile, manifest: ManifestResult
 ) -> Session | None:
-    name = manifest.name or file.path
+    name = (manifest.name or file.path)[:MAX_WORKFLOW_NAME]
     database = app.database
     if trigger.delivery_id is not None:
         async with database.sessions() as db:
@@ -148,7 +158,12 @@ async def _start(
         pull_request=trigger.pull_request,
         awaiting_approval=trigger.awaiting_approval and workflow is not None,
         delivery_id=trigger.delivery_id,
-        jobs=tuple(Job(task.id) for task in workflow.tasks) if workflow else (),
+        jobs=tuple(
+            Job(task.id, command=task.run, vcpus=task.vcpus, timeout_s=task.timeout_s)
+            for task in workflow.tasks
+        )
+        if workflow
+        else (),
     )
     async with database.sessions() as db, db.begin():
         session = await create_session(db, session, database.clock())
@@ -197,6 +212,13 @@ async def _resolve(
     explanation = explain(manifest, inventory)
     body = resolution_body(explanation, _context(app, session, position))
     resolved = explanation_json(explanation, descriptions)
+    scheduling = manifest.workflow.scheduling
+    resolved["scheduling"] = {  # what dispatch needs from the manifest, kept with the session
+        "strategy": scheduling.strategy.value,
+        "max_devkits": scheduling.max_devkits,
+        "priority": session.priority,
+        "queue_wait_limit_s": scheduling.queue_wait_limit_s,
+    }
     if any(item.resolution.outcome is Outcome.UNSCHEDULABLE for item in explanation.tasks):
         return body, SessionState.COMPLETED, Conclusion.FAILURE, resolved
     return body, SessionState.QUEUED, None, resolved
@@ -236,20 +258,22 @@ async def approve(app: GitHubApp, repo: Repository, sha: str) -> list[Session]:
     files = {file.path: file for file in await repo.manifests(sha)}
     approved = []
     for waited in waiting:
-        async with app.database.sessions() as db, db.begin():
-            session = await update_session(db, waited.id, app.database.clock(), awaiting_approval=False)
-        file = files.get(session.manifest_path)
-        if file is None or session.check_run_id is None:
+        file = files.get(waited.manifest_path)
+        if file is None or waited.check_run_id is None:
             continue
         manifest = _read(file)
+        session = dataclasses.replace(waited, awaiting_approval=False)
         body, state, conclusion, resolution = await _resolve(app, session, manifest)
-        await repo.update_check_run(session.check_run_id, body)
+        await repo.update_check_run(waited.check_run_id, body)
+        # Only once GitHub shows the resolution does the session stop waiting, in one write: a failure
+        # before this leaves it waiting, and the approval can simply be given again.
         async with app.database.sessions() as db, db.begin():
             approved.append(
                 await update_session(
                     db,
                     session.id,
                     app.database.clock(),
+                    awaiting_approval=False,
                     state=state,
                     conclusion=conclusion.value if conclusion else None,
                     resolution=resolution,

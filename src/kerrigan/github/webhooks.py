@@ -116,7 +116,6 @@ class WebhookReceiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         """Verify the signature, store the delivery, answer 202 (200 for a redelivery or a ping)."""
-        self._last_delivery = self._clock()
         if request.content_length is not None and request.content_length > MAX_BODY:
             return _error(413, "deliveries are at most 25 MB")
         body = await request.read()
@@ -124,6 +123,7 @@ class WebhookReceiver:
             return _error(503, "KERRIGAN_WEBHOOK_SECRET is not set: deliveries cannot be verified")
         if not verify(self.secret, body, request.headers.get(SIGNATURE_HEADER)):
             return _error(401, f"missing or wrong {SIGNATURE_HEADER} (an HMAC-SHA256 of the body)")
+        self._last_delivery = self._clock()  # only signed deliveries make the worker defer
         event = request.headers.get("X-GitHub-Event")
         delivery_id = request.headers.get("X-GitHub-Delivery")
         if not event or not delivery_id or len(delivery_id) > 64:

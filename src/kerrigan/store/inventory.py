@@ -189,9 +189,10 @@ async def _device_count(session: AsyncSession, pool_pk: int) -> int:
     return int(count or 0)
 
 
-async def get_pool(session: AsyncSession, pool_id: str) -> StoredPool:
-    """One pool, or :class:`NotFoundError`."""
-    row = await _pool_row(session, pool_id)
+async def get_pool(session: AsyncSession, pool_id: str, *, lock: bool = False) -> StoredPool:
+    """One pool, or :class:`NotFoundError`; ``lock`` holds the row until the transaction ends, for a
+    read-modify-write that must not lose a concurrent change."""
+    row = await _pool_row(session, pool_id, lock=lock)
     return StoredPool(_pool(row), row.version, await _device_count(session, row.pk), row.updated_at)
 
 
@@ -203,9 +204,9 @@ async def list_pools(session: AsyncSession) -> list[StoredPool]:
     return [StoredPool(_pool(row), row.version, counts.get(row.pk, 0), row.updated_at) for row in rows]
 
 
-async def get_device(session: AsyncSession, device_id: str) -> StoredDevice:
-    """One device with its pool, or :class:`NotFoundError`."""
-    return _stored_device(await _device_row(session, device_id))
+async def get_device(session: AsyncSession, device_id: str, *, lock: bool = False) -> StoredDevice:
+    """One device with its pool, or :class:`NotFoundError`; ``lock`` as for :func:`get_pool`."""
+    return _stored_device(await _device_row(session, device_id, lock=lock))
 
 
 async def list_devices(session: AsyncSession, pool_id: str | None = None) -> list[StoredDevice]:
@@ -308,8 +309,8 @@ async def create_device(session: AsyncSession, device: Device, change: Change) -
     )
     _write_device(row, device, pool.pk)
     session.add(row)
-    await _ensure_host(session, device.host, change.at)
     await _flush(session, f"device {device.id!r}")
+    await _ensure_host(session, device.host, change.at)
     await record(
         session, change, FieldChange(ChangeKind.ADD, "device", device.id, "", None, device), device.pool_id
     )
@@ -342,8 +343,8 @@ async def save_device(
             row.state_changed_at = change.at
         _write_device(row, device, pool.pk)
         row.updated_at = change.at
-        await _ensure_host(session, device.host, change.at)
         await _flush(session, f"device {device.id!r}")
+        await _ensure_host(session, device.host, change.at)  # after the flush: its query would autoflush
         await session.refresh(row, ["pool"])
         for field_change in changes:
             await record(session, change, field_change, device.pool_id)

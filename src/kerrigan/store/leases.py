@@ -8,15 +8,17 @@ LOCKED`` (PostgreSQL), so two of them never plan for the same job; a job is move
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.sessions import SessionState
 from kerrigan.store.models import DeviceLeaseRow, JobRow, SessionRow
 
 QUEUED = "queued"
@@ -25,7 +27,7 @@ LEASED = "leased"
 
 @dataclass(frozen=True, slots=True)
 class QueuedJobRecord:
-    """A queued job as the dispatcher needs it."""
+    """A queued job as the dispatcher needs it (``resolution`` is its session's stored resolution)."""
 
     pk: int
     task_id: str
@@ -34,6 +36,7 @@ class QueuedJobRecord:
     priority: str
     vcpus: int
     ready_at: datetime | None
+    resolution: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +56,13 @@ def _dialect(session: AsyncSession) -> str:
 async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[QueuedJobRecord]:
     """Queued jobs this dispatcher may plan for, oldest first; other dispatchers skip them until commit."""
     query = (
-        select(JobRow, SessionRow.id, SessionRow.repository, SessionRow.priority)
+        select(JobRow, SessionRow.id, SessionRow.repository, SessionRow.priority, SessionRow.resolution)
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-        .where(JobRow.state == QUEUED, SessionRow.awaiting_approval.is_(False))
+        .where(
+            JobRow.state == QUEUED,
+            SessionRow.awaiting_approval.is_(False),
+            SessionRow.state != SessionState.COMPLETED,
+        )
         .order_by(JobRow.pk)
         .limit(limit)
     )
@@ -63,8 +70,10 @@ async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[Q
         query = query.with_for_update(skip_locked=True, of=JobRow)
     rows = (await session.execute(query)).all()
     return [
-        QueuedJobRecord(job.pk, job.task_id, session_id, repository, priority, job.vcpus, job.ready_at)
-        for job, session_id, repository, priority in rows
+        QueuedJobRecord(
+            job.pk, job.task_id, session_id, repository, priority, job.vcpus, job.ready_at, resolution or {}
+        )
+        for job, session_id, repository, priority, resolution in rows
     ]
 
 
@@ -94,7 +103,7 @@ async def grant_leases(
         moved = await session.execute(
             update(JobRow)
             .where(JobRow.pk == grant.job_pk, JobRow.state == QUEUED)
-            .values(state=LEASED, device_id=grant.device_id)
+            .values(state=LEASED, device_id=grant.device_id, host=grant.host)
             .execution_options(synchronize_session=False)
         )
         if moved.rowcount != 1:  # type: ignore[attr-defined]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.store.models import RunnerHostRow
@@ -46,9 +46,11 @@ async def create_runner_token(session: AsyncSession, host: str, at: datetime) ->
     token = RUNNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
     if row is None:
-        row = RunnerHostRow(id=host, online=False, created_at=at)
+        row = RunnerHostRow(id=host, online=False, created_at=at)  # online once its runner registers
         session.add(row)
     row.token_hash = token_hash(token)
+    if row.last_heartbeat_at is None:
+        row.online = False  # from now on its runner's heartbeats say whether it is online
     await session.flush()
     return token
 
@@ -98,8 +100,8 @@ async def mark_silent_hosts_offline(session: AsyncSession, now: datetime, ttl: t
         await session.scalars(
             select(RunnerHostRow.id).where(
                 RunnerHostRow.online.is_(True),
-                RunnerHostRow.token_hash.is_not(None),
-                RunnerHostRow.last_heartbeat_at < cutoff,
+                RunnerHostRow.token_hash.is_not(None),  # a host with a runner: its heartbeats decide
+                or_(RunnerHostRow.last_heartbeat_at.is_(None), RunnerHostRow.last_heartbeat_at < cutoff),
             )
         )
     ).all()

@@ -33,7 +33,10 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
         resolution=dict(row.resolution),
-        jobs=tuple(Job(job.task_id, job.device_id, job.state, job.exit_status) for job in jobs),
+        jobs=tuple(
+            Job(job.task_id, job.device_id, job.state, job.exit_status, job.command, job.vcpus, job.timeout_s)
+            for job in jobs
+        ),
     )
 
 
@@ -69,7 +72,15 @@ async def create_session(session: AsyncSession, new: Session, at: datetime) -> S
     session.add(row)
     await session.flush()
     jobs = [
-        JobRow(session_pk=row.pk, task_id=job.task_id, device_id=job.device_id, created_at=at)
+        JobRow(
+            session_pk=row.pk,
+            task_id=job.task_id,
+            device_id=job.device_id,
+            created_at=at,
+            command=job.command,
+            vcpus=job.vcpus,
+            timeout_s=job.timeout_s,
+        )
         for job in new.jobs
     ]
     session.add_all(jobs)

@@ -34,7 +34,7 @@ async def current_principal(request: web.Request) -> Principal | None:
             login = await login_for_token(session, token.strip())
         if login is None:
             raise ApiError(401, "unauthenticated", "the token is not valid (unknown or revoked)")
-        principal = Principal(login, admin=login in request.config_dict[SETTINGS].admins)
+        principal = Principal(login, admin=login.lower() in request.config_dict[SETTINGS].admins)
     request[_CALLER] = _Caller(principal)
     return principal
 

@@ -78,3 +78,8 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         # Keep what the client needs (Allow on a 405), not the plain-text body's own Content-Type.
         kept = {name: value for name, value in exc.headers.items() if name.lower() == "allow"}
         return error_response(exc.status, code, exc.reason, headers=kept or None)
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(
+            500, "internal", "Kerrigan failed to answer this request; the failure is logged"
+        )

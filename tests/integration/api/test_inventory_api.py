@@ -7,6 +7,7 @@ own.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -534,3 +535,18 @@ async def test_explain_of_an_invalid_manifest_is_200_with_its_errors_and_exit_co
     reply = await api.call("POST", "/explain", json={"manifest": MANIFEST.replace("on:", "when:")})
     assert (reply.status, reply.body["exit_code"], reply.body["tasks"]) == (200, 2, [])
     assert [(error["field"], error["line"]) for error in reply.body["errors"]] == [("on", 1), ("when", 2)]
+
+
+async def test_simultaneous_label_edits_without_if_match_all_apply(api: Api) -> None:
+    replies = await asyncio.gather(
+        *(api.call("PUT", f"/pools/pool-a/labels/k{n}", json={"value": "v"}) for n in range(12))
+    )
+    assert [reply.status for reply in replies] == [200] * 12
+    labels = (await api.get("/pools/pool-a")).body["labels"]["explicit"]
+    assert {f"k{n}" for n in range(12)} <= set(labels)
+
+
+async def test_owners_and_admins_are_matched_whatever_the_case_of_their_login(api: Api) -> None:
+    assert (await api.call("PATCH", "/pools/pool-a", json={"owners": ["OLGA"]})).status == 200
+    reply = await api.call("PUT", "/pools/pool-a/labels/uart", who=OWNER_A, json={"value": "enabled"})
+    assert reply.status == 200

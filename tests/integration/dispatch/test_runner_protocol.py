@@ -87,8 +87,22 @@ async def test_an_unknown_resource_name_is_logged_and_skipped_and_the_rest_appli
     body = await response.json()
     assert response.status == 200
     assert body["skipped"] == [{"name": "quantum_bits", "reason": "no such resource in this catalog"}]
-    assert body["resources"] == {"vcpus": 12}
+    assert body["resources"] == {"vcpus": 12, "max_weight": 28, "free_disk_bytes": 900}
     assert "quantum_bits" in caplog.text
+
+
+async def test_a_heartbeat_changes_the_values_it_names_and_keeps_the_others(
+    runner: tuple[TestClient, dict[str, str]],
+    db: Database,  # type: ignore[type-arg]
+) -> None:
+    client, auth = runner
+    await client.post("/api/runner/v1/register", json=REGISTRATION, headers=auth)
+    await client.post("/api/runner/v1/heartbeat", json={"resources": {"free_disk_bytes": 5}}, headers=auth)
+    async with db.sessions() as session:
+        report = await host_report(session, "lab-a-01")
+    assert report is not None
+    assert dict(report.resources) == {"vcpus": 16, "max_weight": 28, "free_disk_bytes": 5}
+    assert dict(report.device_states) == {"modalix-bluebox": "present"}
 
 
 async def test_a_heartbeat_before_registration_is_refused(

@@ -114,3 +114,28 @@ async def test_a_token_github_refuses_is_replaced_and_the_delivery_still_succeed
     assert len(harness.requests("POST", "/access_tokens")) == 2
     assert [d.error for d in await harness.deliveries()] == [None, None]
     assert any(run["head_sha"] == OTHER_SHA for run in harness.github.check_runs.values())
+
+
+async def test_a_broken_manifest_is_reported_once_per_commit_not_once_per_event(harness: Harness) -> None:
+    harness.github.add_commit(REPO, OTHER_SHA, {".kerrigan/workflows/bad.yml": "name: bad\non: [push]\n"})
+    assert await harness.deliver("push", push_payload(OTHER_SHA)) == 202
+    run = webhook("workflow_run-completed")
+    run["workflow_run"]["head_sha"] = OTHER_SHA
+    assert await harness.deliver("workflow_run", run) == 202
+    await harness.settle()
+    assert [r["name"] for r in harness.github.check_runs.values()] == ["kerrigan / bad"]
+
+
+async def test_manifest_names_with_url_characters_are_fetched_and_a_missing_file_fails_alone(
+    harness: Harness,
+) -> None:
+    smoke = (MANIFESTS / "hil-smoke.yml").read_text(encoding="utf-8")
+    harness.github.add_commit(
+        REPO,
+        OTHER_SHA,
+        {".kerrigan/workflows/a#b?c%20.yml": smoke.replace("name: hil-smoke", "name: odd-name")},
+    )
+    assert await harness.deliver("push", push_payload(OTHER_SHA)) == 202
+    await harness.settle()
+    runs = {run["name"]: run for run in harness.github.check_runs.values()}
+    assert runs["kerrigan / odd-name"]["status"] == "queued"

@@ -13,7 +13,7 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.sessions import Session
-from kerrigan.github.repository import WRITE_PERMISSIONS, Repository
+from kerrigan.github.repository import Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, approve, retry
 from kerrigan.store.sessions import find_sessions, latest_per_workflow
@@ -40,9 +40,9 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
     repo = app.repository(installation, name)
     login = str(sender.get("login"))
     number = int(issue["number"])
-    permission = await repo.permission(login)
+    may_write, permission = await repo.permission(login)
     verb = match["verb"]
-    if permission not in WRITE_PERMISSIONS:
+    if not may_write:
         await repo.comment(
             number,
             f"@{login} `/kerrigan {verb}` needs write, maintain or admin permission on this repository; "

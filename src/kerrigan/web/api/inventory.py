@@ -46,7 +46,7 @@ from kerrigan.web.api import bodies
 from kerrigan.web.api.representations import device_json, pool_json
 from kerrigan.web.auth import forbidden, reader, signed_in
 from kerrigan.web.errors import bad_request
-from kerrigan.web.state import DATABASE
+from kerrigan.web.state import DATABASE, writing
 
 routes = web.RouteTableDef()
 
@@ -121,7 +121,7 @@ async def pools_create(request: web.Request) -> web.Response:
     body = await bodies.json_object(request, POOL_FIELDS)
     pool_id = bodies.identifier(bodies.required(body, "id"), "id")
     pool = _pool_from(body, Pool(id=pool_id, name=pool_id))
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
+    async with writing(request) as session:
         stored = await create_pool(session, pool, _change(request, principal))
     response = _with_etag(pool_json(stored), stored.etag, status=201)
     response.headers["Location"] = f"/api/v1/pools/{pool_id}"
@@ -193,8 +193,8 @@ async def pools_update(request: web.Request) -> web.Response:
     """Change a pool's name, owners, firmware (admins), labels or tags (admins and owners)."""
     principal = await signed_in(request)
     body = await bodies.json_object(request, _POOL_PATCH_FIELDS)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_pool(session, request.match_info["pool_id"])
+    async with writing(request) as session:
+        stored = await get_pool(session, request.match_info["pool_id"], lock=True)
         _check_pool_edit(principal, stored.pool, body)
         pool = _pool_from(body, stored.pool)
         await _approved_check(session, principal, stored.pool.labels, pool.labels, "labels")
@@ -208,7 +208,7 @@ async def pools_delete(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     if not may_administer(principal):
         raise forbidden(principal, "delete pools: only System Admins may")
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
+    async with writing(request) as session:
         await delete_pool(
             session,
             request.match_info["pool_id"],
@@ -258,8 +258,8 @@ async def pools_label(request: web.Request) -> web.Response:
     """Set a pool label (an empty value removes it) or remove it."""
     principal = await signed_in(request)
     value = await _label_value(request)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_pool(session, request.match_info["pool_id"])
+    async with writing(request) as session:
+        stored = await get_pool(session, request.match_info["pool_id"], lock=True)
         _check_pool_edit(principal, stored.pool, ["labels"])
         labels = _edited_labels(
             stored.pool.labels, request.match_info["key"], value, await label_keys(session), principal
@@ -278,8 +278,8 @@ async def pools_label(request: web.Request) -> web.Response:
 async def pools_tag(request: web.Request) -> web.Response:
     """Add or remove a pool tag."""
     principal = await signed_in(request)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_pool(session, request.match_info["pool_id"])
+    async with writing(request) as session:
+        stored = await get_pool(session, request.match_info["pool_id"], lock=True)
         _check_pool_edit(principal, stored.pool, ["tags"])
         tags = _edited_tags(stored.pool.tags, request.match_info["tag"], request.method == "PUT")
         saved = await save_pool(
@@ -358,7 +358,7 @@ async def devices_create(request: web.Request) -> web.Response:
         bodies.required(body, name)
     placeholder = Device(device_id, "", "", "devkit", "linux", "")
     device = _device_from(body, placeholder)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
+    async with writing(request) as session:
         await _pool_exists(session, device.pool_id)
         stored = await create_device(session, device, _change(request, principal))
     response = _with_etag(device_json(stored), stored.etag, status=201)
@@ -399,8 +399,8 @@ async def devices_update(request: web.Request) -> web.Response:
     """Change a device's pool, board, types, host (admins), labels or tags (admins and pool owners)."""
     principal = await signed_in(request)
     body = await bodies.json_object(request, _DEVICE_PATCH_FIELDS)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_device(session, request.match_info["device_id"])
+    async with writing(request) as session:
+        stored = await get_device(session, request.match_info["device_id"], lock=True)
         _check_device_edit(principal, stored, body)
         device = _device_from(body, stored.device)
         if device.pool_id != stored.device.pool_id:
@@ -416,7 +416,7 @@ async def devices_delete(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     if not may_administer(principal):
         raise forbidden(principal, "delete devices: only System Admins may")
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
+    async with writing(request) as session:
         await delete_device(
             session,
             request.match_info["device_id"],
@@ -432,8 +432,8 @@ async def devices_label(request: web.Request) -> web.Response:
     """Set a device label (an empty value removes it) or remove it."""
     principal = await signed_in(request)
     value = await _label_value(request)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_device(session, request.match_info["device_id"])
+    async with writing(request) as session:
+        stored = await get_device(session, request.match_info["device_id"], lock=True)
         _check_device_edit(principal, stored, ["labels"])
         labels = _edited_labels(
             stored.device.labels, request.match_info["key"], value, await label_keys(session), principal
@@ -449,8 +449,8 @@ async def devices_label(request: web.Request) -> web.Response:
 async def devices_tag(request: web.Request) -> web.Response:
     """Add or remove a device tag."""
     principal = await signed_in(request)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_device(session, request.match_info["device_id"])
+    async with writing(request) as session:
+        stored = await get_device(session, request.match_info["device_id"], lock=True)
         _check_device_edit(principal, stored, ["tags"])
         tags = _edited_tags(stored.device.tags, request.match_info["tag"], request.method == "PUT")
         saved = await _save_device(request, principal, dataclasses.replace(stored.device, tags=tags), session)
@@ -466,8 +466,8 @@ async def devices_state(request: web.Request) -> web.Response:
     reason = body.get("reason", "")
     if reason != "":
         reason = bodies.string(reason, "reason", max_length=500)
-    async with request.config_dict[DATABASE].sessions() as session, session.begin():
-        stored = await get_device(session, request.match_info["device_id"])
+    async with writing(request) as session:
+        stored = await get_device(session, request.match_info["device_id"], lock=True)
         if not may_administer(principal):
             raise forbidden(
                 principal, f"change the state of device {stored.device.id}: only System Admins may"

@@ -11,7 +11,7 @@ from kerrigan.store.label_keys import delete_label_key, label_keys, put_label_ke
 from kerrigan.web.api import bodies
 from kerrigan.web.auth import forbidden, reader, signed_in
 from kerrigan.web.errors import bad_request
-from kerrigan.web.state import DATABASE
+from kerrigan.web.state import DATABASE, writing
 
 routes = web.RouteTableDef()
 
@@ -42,7 +42,7 @@ async def keys_put(request: web.Request) -> web.Response:
     body = await bodies.json_object(request, ("description",))
     description = bodies.string(bodies.required(body, "description"), "description", max_length=500)
     database = request.config_dict[DATABASE]
-    async with database.sessions() as session, session.begin():
+    async with writing(request) as session:
         created = await put_label_key(session, key, description, Change(principal.login, database.clock()))
     return web.json_response({"key": key, "description": description}, status=201 if created else 200)
 
@@ -55,6 +55,6 @@ async def keys_delete(request: web.Request) -> web.Response:
         raise forbidden(principal, "withdraw label keys: only System Admins may")
     key = _key(request)
     database = request.config_dict[DATABASE]
-    async with database.sessions() as session, session.begin():
+    async with writing(request) as session:
         await delete_label_key(session, key, Change(principal.login, database.clock()))
     return web.Response(status=204)

@@ -1,0 +1,53 @@
+"""Settings from the environment: defaults, and one clear line for each mistake."""
+
+from __future__ import annotations
+
+import pytest
+
+from kerrigan.config import DEFAULT_DATABASE_URL, ConfigError, Settings
+from kerrigan.testing.github import generate_app_key
+
+BROKEN_KEY = (
+    "-----BEGIN PRIVATE KEY-----\\nnot a key\\n-----END PRIVATE KEY-----"  # a literal \\n, as env files do
+)
+
+
+def test_defaults_need_no_environment() -> None:
+    settings = Settings.from_env({})
+    assert settings.database_url == DEFAULT_DATABASE_URL
+    assert (settings.host, settings.port, settings.public_url) == ("127.0.0.1", 8080, "http://127.0.0.1:8080")
+    assert settings.workers is None
+
+
+def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
+    assert Settings.from_env({"KERRIGAN_ADMINS": "Alice, bob ,"}).admins == frozenset({"alice", "bob"})
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"KERRIGAN_DATABASE_URL": "mysql://x"}, "KERRIGAN_DATABASE_URL"),
+        ({"KERRIGAN_PORT": "eighty"}, "KERRIGAN_PORT"),
+        ({"KERRIGAN_PORT": "70000"}, "KERRIGAN_PORT"),
+        ({"KERRIGAN_ADMINS": "not a login"}, "KERRIGAN_ADMINS"),
+        ({"KERRIGAN_PUBLIC_URL": "ftp://x"}, "KERRIGAN_PUBLIC_URL"),
+        ({"KERRIGAN_GITHUB_APP_ID": "abc"}, "KERRIGAN_GITHUB_APP_ID"),
+        ({"KERRIGAN_WORKERS": "-1"}, "KERRIGAN_WORKERS"),
+        ({"KERRIGAN_PUBLIC_READ": "yes"}, "KERRIGAN_PUBLIC_READ"),
+        (
+            {"KERRIGAN_GITHUB_PRIVATE_KEY": BROKEN_KEY},
+            "KERRIGAN_GITHUB_PRIVATE_KEY",
+        ),
+        ({"KERRIGAN_GITHUB_PRIVATE_KEY_PATH": "/no/such/key.pem"}, "KERRIGAN_GITHUB_PRIVATE_KEY_PATH"),
+    ],
+)
+def test_a_malformed_setting_is_one_line_naming_it(environ: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env(environ)
+    assert named in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_valid_private_key_is_read_from_the_environment() -> None:
+    private, _ = generate_app_key()
+    assert Settings.from_env({"KERRIGAN_GITHUB_PRIVATE_KEY": private}).github_private_key == private.strip()
