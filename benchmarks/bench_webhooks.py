@@ -16,10 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import socket
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,8 +31,9 @@ from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import generate_app_key, signed_headers
+from kerrigan.testing.github import signed_headers
 from kerrigan.testing.labs import synthetic_lab
+from kerrigan.testing.processes import serve_with_github
 
 SECRET = "bench-secret"  # noqa: S105 -- the benchmark's own throwaway webhook secret
 REPO = "octo/bench"
@@ -100,52 +98,22 @@ async def run(seconds: float, pushes: int, *, store_only: bool = False) -> None:
             await apply_diff(
                 session, lab, diff_inventories(Inventory(), lab), Change("bench", database.clock())
             )
-        private_key, public_key = generate_app_key()
-        (folder / "app.pub").write_text(public_key, encoding="utf-8")
         (folder / "workflows").mkdir()
         (folder / "workflows" / "bench.yml").write_text(MANIFEST, encoding="utf-8")
-        github = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kerrigan.testing.github",
-            "--public-key",
-            str(folder / "app.pub"),
-            "--repository",
-            REPO,
-            "--workflows",
-            str(folder / "workflows"),
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert github.stdout is not None
-        github_url = (await github.stdout.readline()).decode().strip()
-        port = free_port()
-        env = {
-            **os.environ,
-            "KERRIGAN_DATABASE_URL": url,
-            "KERRIGAN_PORT": str(port),
-            "KERRIGAN_GITHUB_API_URL": github_url,
-            **({} if store_only else {"KERRIGAN_GITHUB_APP_ID": "4242"}),
-            "KERRIGAN_GITHUB_PRIVATE_KEY": private_key,
-            "KERRIGAN_WEBHOOK_SECRET": SECRET,
-        }
-        server = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kerrigan.cli",
-            "serve",
-            env=env,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        base = f"http://127.0.0.1:{port}"
         try:
-            async with aiohttp.ClientSession() as http:
-                await ready(http, base)
-                await report(http, base, database, seconds, 0 if store_only else pushes)
+            async with (
+                serve_with_github(
+                    folder,
+                    database_url=url,
+                    repository=REPO,
+                    workflows=folder / "workflows",
+                    webhook_secret=SECRET,
+                    configure_app=not store_only,
+                ) as served,
+                aiohttp.ClientSession() as http,
+            ):
+                await report(http, served.base, database, seconds, 0 if store_only else pushes)
         finally:
-            for process in (server, github):
-                process.terminate()
-                await process.wait()
             await database.close()
 
 
@@ -154,28 +122,6 @@ async def check_run_created(database: Database, sha: str) -> bool:
     async with database.sessions() as session:
         found = await find_sessions(session, REPO, head_sha=sha)
     return any(entry.check_run_id is not None for entry in found)
-
-
-def free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-async def ready(http: aiohttp.ClientSession, base: str, timeout: float = 30.0) -> None:
-    """Wait for the server to answer /readyz."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            async with http.get(f"{base}/readyz") as response:
-                if response.status == 200:
-                    return
-        except aiohttp.ClientConnectionError:
-            pass
-        await asyncio.sleep(0.1)
-    raise TimeoutError("kerrigan serve did not become ready")
 
 
 async def report(

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,18 +17,12 @@ from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import generate_app_key, signed_headers
+from kerrigan.testing.github import signed_headers
+from kerrigan.testing.processes import serve_with_github
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "e2e-secret"
 REPO = "octo/firmware"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture
@@ -45,58 +36,17 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[str, Database]]:
     assert lab is not None
     async with database.sessions() as session, session.begin():
         await apply_diff(session, lab, diff_inventories(Inventory(), lab), Change("e2e", database.clock()))
-    private_key, public_key = generate_app_key()
-    (tmp_path / "app.pub").write_text(public_key, encoding="utf-8")
-    github = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kerrigan.testing.github",
-        "--public-key",
-        str(tmp_path / "app.pub"),
-        "--repository",
-        REPO,
-        "--workflows",
-        str(ROOT / "src/kerrigan/demo/workflows"),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert github.stdout is not None
-    github_url = (await asyncio.wait_for(github.stdout.readline(), 30)).decode().strip()
-    port = free_port()
-    env = {
-        **os.environ,
-        "KERRIGAN_DATABASE_URL": url,
-        "KERRIGAN_PORT": str(port),
-        "KERRIGAN_GITHUB_API_URL": github_url,
-        "KERRIGAN_GITHUB_APP_ID": "4242",
-        "KERRIGAN_GITHUB_PRIVATE_KEY": private_key,
-        "KERRIGAN_WEBHOOK_SECRET": SECRET,
-        "KERRIGAN_WORKERS": "1",  # a separate worker process, as on PostgreSQL
-    }
-    server = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kerrigan.cli",
-        "serve",
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
     try:
-        async with aiohttp.ClientSession() as http:
-            for _ in range(300):
-                try:
-                    async with http.get(f"{base}/readyz") as response:
-                        if response.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
-                await asyncio.sleep(0.1)
-        yield base, database
+        async with serve_with_github(
+            tmp_path,
+            database_url=url,
+            repository=REPO,
+            workflows=ROOT / "src/kerrigan/demo/workflows",
+            webhook_secret=SECRET,
+            environment={"KERRIGAN_WORKERS": "1"},  # a worker process, as on PostgreSQL
+        ) as server:
+            yield server.base, database
     finally:
-        for process in (server, github):
-            process.terminate()
-            await process.wait()
         await database.close()
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import socket
 import sys
 import tempfile
 from importlib import resources
@@ -30,6 +29,7 @@ from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
 from kerrigan.testing.github import GitHubStandIn, signed_headers
+from kerrigan.testing.processes import free_port
 
 REPOSITORY = "octo/firmware"
 INSTALLATION = 1
@@ -47,13 +47,6 @@ def _workflows() -> dict[str, str]:
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
         if entry.name.endswith(".yml")
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def _prepare_database(url: str) -> Database:
@@ -111,7 +104,7 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
             github.add_installation(INSTALLATION, "octo")
             github.add_repository(REPOSITORY, INSTALLATION)
             github.add_commit(REPOSITORY, SHA, _workflows())
-            port = _free_port()
+            port = free_port()
             secret = secrets.token_hex(16)
             settings = Settings(
                 database_url=url,

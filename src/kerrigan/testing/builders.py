@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Pool
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
+from kerrigan.core.sessions import Job, Session, SessionState
 
 
 def pool(
@@ -63,3 +65,29 @@ def requirements(
         values = (value,) if isinstance(value, str) else tuple(value)
         built[key] = LabelRequirement(key, values)
     return Requirements(built, tuple(TagRequirement(tag) for tag in tags))
+
+
+def session(
+    session_id: str,
+    tasks: Iterable[str] = ("smoke",),
+    *,
+    repository: str = "octo/firmware",
+    resolution: Mapping[str, object] | None = None,
+    vcpus: int = 2,
+    at: datetime | None = None,
+) -> Session:
+    """A queued push session with one job per task."""
+    return Session(
+        id=session_id,
+        repository=repository,
+        installation_id=1,
+        head_sha="c" * 40,
+        workflow="w",
+        manifest_path=".kerrigan/workflows/w.yml",
+        event="push",
+        priority="normal",
+        state=SessionState.QUEUED,
+        created_at=at or datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
+        resolution=dict(resolution or {}),
+        jobs=tuple(Job(task, command="./run.sh", vcpus=vcpus) for task in tasks),
+    )

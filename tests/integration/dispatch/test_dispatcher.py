@@ -11,7 +11,6 @@ from sqlalchemy import select
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
-from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.audit import Change
@@ -20,6 +19,7 @@ from kerrigan.store.inventory import apply_diff
 from kerrigan.store.leases import leased_devices
 from kerrigan.store.models import JobRow, RunnerHostRow
 from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
 from tests.conftest import FakeClock
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,20 +50,7 @@ async def queue(
         "tasks": [{"id": task, "requested": requested} for task, requested in tasks.items()],
         "scheduling": {"max_devkits": max_devkits, "strategy": "spread", "priority": "normal"},
     }
-    new = Session(
-        id=session_id,
-        repository=repository,
-        installation_id=1,
-        head_sha="c" * 40,
-        workflow="w",
-        manifest_path="w.yml",
-        event="push",
-        priority="normal",
-        state=SessionState.QUEUED,
-        created_at=db.clock(),
-        resolution=resolution,
-        jobs=tuple(Job(task, command="./run.sh", vcpus=vcpus) for task in tasks),
-    )
+    new = builders.session(session_id, tasks, repository=repository, resolution=resolution, vcpus=vcpus)
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
 

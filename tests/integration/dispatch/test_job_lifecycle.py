@@ -11,13 +11,13 @@ from aiohttp.test_utils import TestClient
 
 from kerrigan.app import create_app
 from kerrigan.config import Settings
-from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices, take_queued_jobs
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
 
 Client = TestClient  # type: ignore[type-arg]
 REGISTRATION = {"protocol": [1], "capabilities": [], "resources": {"vcpus": 8}, "devices": {}}
@@ -25,19 +25,7 @@ REGISTRATION = {"protocol": [1], "capabilities": [], "resources": {"vcpus": 8}, 
 
 async def offer_one(db: Database, host: str = "lab-a-01") -> int:
     """A queued job, leased to modalix-bluebox on ``host``; its id."""
-    new = Session(
-        id="33333333-3333-3333-3333-333333333333",
-        repository="octo/firmware",
-        installation_id=1,
-        head_sha="b" * 40,
-        workflow="w",
-        manifest_path="w.yml",
-        event="push",
-        priority="normal",
-        state=SessionState.QUEUED,
-        created_at=db.clock(),
-        jobs=(Job("smoke"),),
-    )
+    new = builders.session("33333333-3333-3333-3333-333333333333")
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
         [queued] = await take_queued_jobs(session)

@@ -12,11 +12,11 @@ from aiohttp.test_utils import TestClient
 
 from kerrigan.app import create_app
 from kerrigan.config import Settings
-from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, expired_leases, grant_leases, take_queued_jobs
 from kerrigan.store.runners import create_runner_token, host_report, mark_silent_hosts_offline
 from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
 from tests.conftest import FakeClock
 
 REGISTRATION = {
@@ -150,19 +150,7 @@ async def test_heartbeats_renew_the_hosts_leases_and_silence_expires_them(
 ) -> None:
     client, auth = runner
     await client.post("/api/runner/v1/register", json=REGISTRATION, headers=auth)
-    new = Session(
-        id="22222222-2222-2222-2222-222222222222",
-        repository="octo/firmware",
-        installation_id=1,
-        head_sha="a" * 40,
-        workflow="w",
-        manifest_path="w.yml",
-        event="push",
-        priority="normal",
-        state=SessionState.QUEUED,
-        created_at=db.clock(),
-        jobs=(Job("smoke"),),
-    )
+    new = builders.session("22222222-2222-2222-2222-222222222222")
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
         [queued] = await take_queued_jobs(session)

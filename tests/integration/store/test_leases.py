@@ -7,7 +7,6 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
-from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.store.database import Database
 from kerrigan.store.leases import (
     Grant,
@@ -20,6 +19,7 @@ from kerrigan.store.leases import (
 )
 from kerrigan.store.models import DeviceLeaseRow, JobRow
 from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
 
 TTL = timedelta(seconds=60)
 DEVICES = [f"dev-{n:02d}" for n in range(20)]
@@ -28,21 +28,10 @@ DEVICES = [f"dev-{n:02d}" for n in range(20)]
 async def queue_jobs(
     db: Database, count: int, session_id: str = "11111111-1111-1111-1111-111111111111"
 ) -> None:
-    new = Session(
-        id=session_id,
-        repository="octo/firmware",
-        installation_id=1,
-        head_sha="a" * 40,
-        workflow="w",
-        manifest_path=".kerrigan/workflows/w.yml",
-        event="push",
-        priority="normal",
-        state=SessionState.QUEUED,
-        created_at=db.clock(),
-        jobs=tuple(Job(f"task-{n:03d}") for n in range(count)),
-    )
     async with db.sessions() as session, session.begin():
-        await create_session(session, new, db.clock())
+        await create_session(
+            session, builders.session(session_id, [f"task-{n:03d}" for n in range(count)]), db.clock()
+        )
 
 
 async def test_a_device_is_leased_to_one_job_and_the_job_leaves_the_queue(db: Database) -> None:
