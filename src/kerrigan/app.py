@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import sys
@@ -16,6 +17,7 @@ from sqlalchemy import text
 from kerrigan.config import Settings
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
+from kerrigan.github.progress import report_progress
 from kerrigan.github.routes import router
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
@@ -42,6 +44,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[DATABASE] = database
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
+    protocol = RunnerProtocol(database)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -54,13 +57,15 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
                         "the GitHub App is not configured (KERRIGAN_GITHUB_APP_ID and a private key): "
                         "deliveries are stored but not processed"
                     )
-                elif worker_processes:
-                    processes = [await _spawn_worker() for _ in range(worker_processes)]
                 else:
                     github = GitHubApp.connect(database, settings, http)
-                    worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
-                    app[WORKER] = worker
-                    worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
+                    protocol.on_change = functools.partial(report_progress, github)
+                    if worker_processes:
+                        processes = [await _spawn_worker() for _ in range(worker_processes)]
+                    else:
+                        worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
+                        app[WORKER] = worker
+                        worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
                 dispatcher_task = asyncio.create_task(Dispatcher(database).run(), name="kerrigan-dispatch")
                 try:
                     yield
@@ -83,7 +88,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_post("/webhooks/github", receiver.handle)
-    app.router.add_routes(RunnerProtocol(database).routes())
+    app.router.add_routes(protocol.routes())
     app.add_subapp("/api/v1", create_api())
     return app
 

@@ -70,6 +70,23 @@ class RunnerProtocol:
     def __init__(self, database: Database) -> None:
         self.database = database
         self.catalog = server_catalog()
+        # Told (in the background) when a job starts or ends, to bring its check run up to date.
+        self.on_change: Callable[[int], Awaitable[None]] | None = None
+        self._reports: set[asyncio.Task[None]] = set()
+
+    def _changed(self, job_id: str) -> None:
+        if self.on_change is None or not job_id.isdigit():
+            return
+        task = asyncio.create_task(self._report(int(job_id)))
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
+
+    async def _report(self, job_pk: int) -> None:
+        assert self.on_change is not None
+        try:
+            await self.on_change(job_pk)
+        except Exception:
+            log.exception("reporting the progress of job %s failed; the next change reports it again", job_pk)
 
     def routes(self) -> list[web.RouteDef]:
         """The routes, to add under ``/api/runner/v1``."""
@@ -222,6 +239,8 @@ class RunnerProtocol:
                 raise ProtocolError(404, "not_found", str(exc)) from None
         except ProtocolError as exc:
             return _error(exc)
+        if done.changed and done.state is not jobs.JobState.ACCEPTED:
+            self._changed(job_id)
         # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
         return web.json_response({"job": job_id, "state": done.state.value, "changed": done.changed})
 

@@ -383,3 +383,84 @@ def validate_actions(actions: Sequence[dict[str, Any]]) -> None:
     for action in actions:
         if len(action["label"]) > 20 or len(action["description"]) > 40 or len(action["identifier"]) > 20:
             raise ValueError(f"action {action['identifier']!r} breaks GitHub's length limits")
+
+
+# -- progress of a session's jobs ------------------------------------------------------------------
+
+JOB_CONCLUSIONS: Final = {
+    "succeeded": "success",
+    "failed": "failure",
+    "refused_before_start": "failure",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """One job as the check run shows it."""
+
+    task_id: str
+    state: str
+    device_id: str | None = None
+    host: str | None = None
+    exit_status: int | None = None
+    reason: str | None = None
+    seconds: float | None = None
+    output_tail: str = ""
+
+
+ENDED_STATES: Final = frozenset(JOB_CONCLUSIONS)
+TAIL_LINES: Final = 20
+
+
+def session_conclusion(jobs: Sequence[JobProgress]) -> tuple[str, str | None]:
+    """The check run's status and conclusion for these jobs: queued, in progress, or completed."""
+    if jobs and all(job.state in ENDED_STATES for job in jobs):
+        if all(job.state == "succeeded" for job in jobs):
+            return "completed", "success"
+        if any(job.reason == "queue_wait_exceeded" for job in jobs):
+            return "completed", "timed_out"
+        return "completed", "failure"
+    if any(job.state in ("running", "succeeded", "failed") for job in jobs):
+        return "in_progress", None
+    return "queued", None
+
+
+def progress_body(name: str, context: SessionContext, jobs: Sequence[JobProgress]) -> CheckRunBody:
+    """The check run while and after the jobs run: each job's device, host, duration, result and output."""
+    status, conclusion = session_conclusion(jobs)
+    done = sum(1 for job in jobs if job.state in ENDED_STATES)
+    lines = [
+        _header(name, context),
+        "",
+        "| task | state | device | runner host | duration | exit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for job in jobs:
+        duration = f"{job.seconds:.0f} s" if job.seconds is not None else ""
+        state = job.state + (f" ({job.reason})" if job.reason else "")
+        lines.append(
+            f"| {_code(job.task_id)} | {_cell(state)} | {_code(job.device_id) if job.device_id else ''} | "
+            f"{_code(job.host) if job.host else ''} | {duration} | "
+            f"{job.exit_status if job.exit_status is not None else ''} |"
+        )
+    for job in jobs:
+        if job.output_tail:
+            tail = "\n".join(job.output_tail.splitlines()[-TAIL_LINES:]).replace("```", "'''")
+            lines += [
+                "",
+                f"<details><summary>{_cell(job.task_id)}: last lines of output</summary>",
+                "",
+                "```",
+                tail,
+                "```",
+                "",
+                "</details>",
+            ]
+    summary = _cut_lines("\n".join(lines) + "\n", SUMMARY_LIMIT)
+    if status == "completed":
+        title = f"{'Passed' if conclusion == 'success' else 'Failed'}: {done} of {len(jobs)} job(s) ended"
+    elif status == "in_progress":
+        title = f"Running: {done} of {len(jobs)} job(s) ended"
+    else:
+        title = f"Queued: {len(jobs)} job(s) wait for devices"
+    return _body(name, context, status=status, title=title, summary=summary, conclusion=conclusion)

@@ -183,3 +183,51 @@ async def output(session: AsyncSession, job_id: int, after_seq: int = -1) -> lis
         .order_by(JobLogRow.seq)
     )
     return [(int(seq), str(data)) for seq, data in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job as reports show it."""
+
+    pk: int
+    task_id: str
+    state: str
+    device_id: str | None
+    host: str | None
+    exit_status: int | None
+    reason: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+async def session_jobs_of(session: AsyncSession, job_pk: int) -> tuple[str, list[JobRecord]] | None:
+    """The session a job belongs to, and all of that session's jobs in task order."""
+    session_pk = await session.scalar(select(JobRow.session_pk).where(JobRow.pk == job_pk))
+    if session_pk is None:
+        return None
+    session_id = await session.scalar(select(SessionRow.id).where(SessionRow.pk == session_pk))
+    rows = (
+        await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk).order_by(JobRow.pk))
+    ).all()
+    return str(session_id), [
+        JobRecord(
+            row.pk,
+            row.task_id,
+            row.state,
+            row.device_id,
+            row.host,
+            row.exit_status,
+            row.reason,
+            row.started_at,
+            row.finished_at,
+        )
+        for row in rows
+    ]
+
+
+async def output_tail(session: AsyncSession, job_pk: int, chunks: int = 20) -> str:
+    """The last chunks of a job's output, joined."""
+    rows = await session.execute(
+        select(JobLogRow.data).where(JobLogRow.job_pk == job_pk).order_by(JobLogRow.seq.desc()).limit(chunks)
+    )
+    return "".join(reversed([str(data) for (data,) in rows]))
