@@ -23,9 +23,10 @@ Everything here is a pure function of the queue, the free devices and the time, 
 from __future__ import annotations
 
 import enum
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from kerrigan.core.manifest import Priority
 
@@ -111,7 +112,7 @@ def order_heads(
     return sorted(heads, key=lambda head: (*_rank(head, now, last_dispatch), head.id))
 
 
-def plan_dispatch(
+def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share the round's state
     jobs: Sequence[QueuedJob],
     *,
     now: float,
@@ -158,31 +159,52 @@ def plan_dispatch(
             return None, Waiting(WaitKind.FENCED, fenced_by)
         return None, Waiting(WaitKind.CAPACITY)
 
-    while True:
-        heads = _heads(lines, room, dispatched, waiting)
-        progressed = newly_blocked = False
-        for head in order_heads(heads, now, last):
-            newly_blocked = newly_blocked or head.id not in waiting
+    # Each repository's line holds one job in the heap at a time: its head. Popping a head decides it
+    # (a device, or why it waits) and puts the next job of its line in, ranked with the repository's
+    # latest dispatch. Every job is decided once: O(n log n), not a fresh sort after every grant.
+    heap: list[tuple[Any, ...]] = []
+    position = dict.fromkeys(lines, 0)
+
+    def push_next(repository: str) -> None:
+        line = lines[repository]
+        if position[repository] < len(line):
+            job = line[position[repository]]
+            position[repository] += 1
+            heapq.heappush(heap, (*_rank(job, now, last), job.id, job))
+
+    for repository in lines:
+        push_next(repository)
+    while heap and free:
+        head: QueuedJob = heapq.heappop(heap)[-1]
+        if room.get(head.session_id, 0) <= 0:
+            waiting[head.id] = Waiting(WaitKind.OWN_SESSION, head.session_id)
+        else:
             device, why = verdict(head)
             if device is not None:
                 assignments.append((head, device))
                 dispatched.add(head.id)
-                waiting.pop(head.id, None)
                 free.discard(device)
                 room[head.session_id] = room.get(head.session_id, 0) - 1
                 host = hosts.get(device)
                 if host is not None and host in weight:
                     weight[host] -= head.vcpus
                 last[head.repository] = now
-                progressed = True
-                break  # the repository's next job may now be a head: order again
-            waiting[head.id] = why
-            if why.kind is WaitKind.CAPACITY and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
-                for candidate in head.candidates:
-                    if candidate in free and candidate in hosts:
-                        held.setdefault(hosts[candidate], head.id)
-        if not (progressed or newly_blocked):  # a newly blocked head lets the next job of its line in
-            break
+            else:
+                waiting[head.id] = why
+                if why.kind is WaitKind.CAPACITY and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
+                    for candidate in head.candidates:
+                        if candidate in free and candidate in hosts:
+                            held.setdefault(hosts[candidate], head.id)
+        push_next(head.repository)
+    # No device left free: whoever was not reached waits on a device (or its own session); no need to
+    # rank them one by one.
+    for line in lines.values():
+        for job in line:
+            if job.id not in dispatched and job.id not in waiting:
+                full = room.get(job.session_id, 0) <= 0
+                waiting[job.id] = (
+                    Waiting(WaitKind.OWN_SESSION, job.session_id) if full else Waiting(WaitKind.DEVICE)
+                )
 
     order = _queue_order(lines, assignments, dispatched, waiting, now=now, last=last)
     return DispatchPlan(tuple(assignments), waiting, tuple(order))
@@ -206,36 +228,6 @@ def _queue_order(
             waiting[job.id] = _behind(job, lines[job.repository], dispatched)
             order.append(job.id)
     return order
-
-
-def _heads(
-    lines: Mapping[str, list[QueuedJob]],
-    room: Mapping[str, int],
-    dispatched: set[str],
-    waiting: dict[str, Waiting],
-) -> list[QueuedJob]:
-    """Each repository's head, and behind a head that found no device, the jobs after it.
-
-    A repository's jobs are offered devices oldest first, but a job that cannot get one does not stop the
-    next job of its repository from taking a different device.
-    """
-    heads = []
-    for line in lines.values():
-        for job in line:
-            if job.id in dispatched:
-                continue
-            if room.get(job.session_id, 0) <= 0:
-                waiting[job.id] = Waiting(WaitKind.OWN_SESSION, job.session_id)
-                continue  # waiting on its own session does not hold up its repository
-            heads.append(job)
-            blocked = waiting.get(job.id)
-            if (
-                blocked is None
-                or blocked.kind is WaitKind.OWN_SESSION
-                or blocked.kind is WaitKind.BEHIND_HEAD
-            ):
-                break
-    return heads
 
 
 def _behind(job: QueuedJob, line: Sequence[QueuedJob], dispatched: set[str]) -> Waiting:
