@@ -90,6 +90,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _require_current_schema(settings: Settings) -> None:
+    """Stop with one line (what to run) unless the database is reachable and at the code's revision."""
+
+    async def nothing(database: Database) -> int:
+        return 0
+
+    asyncio.run(_with_database(settings, nothing))
+
+
 def _db_upgrade(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -203,10 +212,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = _settings()
 
-    async def check(database: Database) -> int:
-        return 0
-
-    asyncio.run(_with_database(settings, check))
+    _require_current_schema(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     workers = settings.workers
     if workers is None:  # SQLite takes one writer at a time: across processes they would wait on each other
@@ -224,10 +230,7 @@ def _worker(args: argparse.Namespace) -> int:
     if not (settings.github_app_id and settings.github_private_key):
         raise UsageError("KERRIGAN_GITHUB_APP_ID and KERRIGAN_GITHUB_PRIVATE_KEY(_PATH) are needed")
 
-    async def check(database: Database) -> int:
-        return 0
-
-    asyncio.run(_with_database(settings, check))
+    _require_current_schema(settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     loop = asyncio.new_event_loop()
     task = loop.create_task(run_worker(settings))

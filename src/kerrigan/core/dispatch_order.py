@@ -63,7 +63,6 @@ class WaitKind(enum.StrEnum):
     CAPACITY = "capacity"  # a device is free, but its runner host lacks the vCPUs the job claims
     FENCED = "fenced"  # a device is free, but its runner host is held for a blocked older head or gate job
     OWN_SESSION = "own_session"  # its session holds max_devkits devices: the queue-wait clock pauses
-    BEHIND_HEAD = "behind_head"  # an earlier job of its repository goes first
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,30 +205,18 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                     Waiting(WaitKind.OWN_SESSION, job.session_id) if full else Waiting(WaitKind.DEVICE)
                 )
 
-    order = _queue_order(lines, assignments, dispatched, waiting, now=now, last=last)
+    order = _queue_order(assignments, waiting, jobs, now=now, last=last)
     return DispatchPlan(tuple(assignments), waiting, tuple(order))
 
 
 def _queue_order(
-    lines: Mapping[str, list[QueuedJob]],
     assignments: Sequence[tuple[QueuedJob, str]],
-    dispatched: set[str],
-    waiting: dict[str, Waiting],
+    waiting: Mapping[str, Waiting],
+    jobs: Sequence[QueuedJob],
     *,
     now: float,
     last: Mapping[str, float],
 ) -> list[str]:
-    """Started jobs, then waiting heads in queue order, then the jobs behind them (which get their reason)."""
+    """Started jobs, then every waiting job in queue order (every job has been decided by now)."""
     order = [job.id for job, _ in assignments]
-    remaining = [job for line in lines.values() for job in line if job.id not in dispatched]
-    order += [head.id for head in order_heads([job for job in remaining if job.id in waiting], now, last)]
-    for job in sorted(remaining, key=lambda job: (job.ready_at, job.id)):
-        if job.id not in waiting:
-            waiting[job.id] = _behind(job, lines[job.repository], dispatched)
-            order.append(job.id)
-    return order
-
-
-def _behind(job: QueuedJob, line: Sequence[QueuedJob], dispatched: set[str]) -> Waiting:
-    ahead = next((other for other in line if other.id not in dispatched and other.id != job.id), None)
-    return Waiting(WaitKind.BEHIND_HEAD, ahead.id if ahead else None)
+    return order + [job.id for job in order_heads([j for j in jobs if j.id in waiting], now, last)]

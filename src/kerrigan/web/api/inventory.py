@@ -179,13 +179,18 @@ async def _approved_check(
                 raise bad_request(str(exc), field=f"{field}.{key}", code="unapproved_key") from None
 
 
-def _check_pool_edit(principal: Principal, pool: Pool, fields: Iterable[str]) -> None:
+def _check_edit(principal: Principal, pool: Pool, fields: Iterable[str], what: str) -> None:
+    """Owners of ``pool`` edit only labels and tags of ``what`` (the pool or one of its devices)."""
     fields = set(fields)
     if not may_edit_labels(principal, pool):
-        raise forbidden(principal, f"edit pool {pool.id}: only System Admins and its owners may")
+        raise forbidden(principal, f"edit {what}: only System Admins and owners of pool {pool.id} may")
     if fields - _LABEL_FIELDS and not may_administer(principal):
         names = ", ".join(sorted(fields - _LABEL_FIELDS))
-        raise forbidden(principal, f"change {names} of pool {pool.id}: owners edit only labels and tags")
+        raise forbidden(principal, f"change {names} of {what}: owners edit only labels and tags")
+
+
+def _check_pool_edit(principal: Principal, pool: Pool, fields: Iterable[str]) -> None:
+    _check_edit(principal, pool, fields, f"pool {pool.id}")
 
 
 @routes.patch("/pools/{pool_id}")
@@ -376,16 +381,7 @@ async def devices_read(request: web.Request) -> web.Response:
 
 
 def _check_device_edit(principal: Principal, stored: StoredDevice, fields: Iterable[str]) -> None:
-    fields = set(fields)
-    if not may_edit_labels(principal, stored.pool):
-        raise forbidden(
-            principal, f"edit device {stored.device.id}: only System Admins and owners of its pool may"
-        )
-    if fields - _LABEL_FIELDS and not may_administer(principal):
-        names = ", ".join(sorted(fields - _LABEL_FIELDS))
-        raise forbidden(
-            principal, f"change {names} of device {stored.device.id}: owners edit only labels and tags"
-        )
+    _check_edit(principal, stored.pool, fields, f"device {stored.device.id}")
 
 
 async def _save_device(
