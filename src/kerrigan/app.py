@@ -15,6 +15,7 @@ from aiohttp import web
 from sqlalchemy import text
 
 from kerrigan.config import Settings
+from kerrigan.dispatch.changes import JobChanges
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.github.progress import report_progress
@@ -44,43 +45,16 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[DATABASE] = database
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
-    protocol = RunnerProtocol(database)
+    protocol = RunnerProtocol(database, JobChanges())
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
             await check_schema(database.engine)
-            async with aiohttp.ClientSession() as http:
-                worker_task = None
-                processes: list[asyncio.subprocess.Process] = []
-                if not (settings.github_app_id and settings.github_private_key):
-                    log.warning(
-                        "the GitHub App is not configured (KERRIGAN_GITHUB_APP_ID and a private key): "
-                        "deliveries are stored but not processed"
-                    )
-                else:
-                    github = GitHubApp.connect(database, settings, http)
-                    protocol.on_change = functools.partial(report_progress, github)
-                    if worker_processes:
-                        processes = [await _spawn_worker() for _ in range(worker_processes)]
-                    else:
-                        worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
-                        app[WORKER] = worker
-                        worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
-                dispatcher_task = asyncio.create_task(Dispatcher(database).run(), name="kerrigan-dispatch")
-                try:
-                    yield
-                finally:
-                    dispatcher_task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await dispatcher_task
-                    if worker_task is not None:
-                        worker_task.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await worker_task
-                    for process in processes:
-                        with contextlib.suppress(ProcessLookupError):
-                            process.terminate()
-                        await process.wait()
+            async with (
+                aiohttp.ClientSession() as http,
+                _background(app, http, protocol, receiver, deliveries_waiting, workers=worker_processes),
+            ):
+                yield
         finally:
             await database.close()
 
@@ -91,6 +65,52 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.router.add_routes(protocol.routes())
     app.add_subapp("/api/v1", create_api())
     return app
+
+
+@contextlib.asynccontextmanager
+async def _background(
+    app: web.Application,
+    http: aiohttp.ClientSession,
+    protocol: RunnerProtocol,
+    receiver: WebhookReceiver,
+    deliveries_waiting: asyncio.Event,
+    *,
+    workers: int,
+) -> AsyncIterator[None]:
+    """The dispatcher and the delivery worker(s), for as long as the application runs."""
+    settings, database = app[SETTINGS], app[DATABASE]
+    worker_task = None
+    processes: list[asyncio.subprocess.Process] = []
+    if not (settings.github_app_id and settings.github_private_key):
+        log.warning(
+            "the GitHub App is not configured (KERRIGAN_GITHUB_APP_ID and a private key): "
+            "deliveries are stored but not processed"
+        )
+    else:
+        github = GitHubApp.connect(database, settings, http)
+        protocol.changes.listener = functools.partial(report_progress, github)
+        protocol.credentials = github.job_credentials
+        if workers:
+            processes = [await _spawn_worker() for _ in range(workers)]
+        else:
+            worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
+            app[WORKER] = worker
+            worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
+    dispatcher = Dispatcher(database, changes=protocol.changes)
+    dispatcher_task = asyncio.create_task(dispatcher.run(), name="kerrigan-dispatch")
+    try:
+        yield
+    finally:
+        for task in (dispatcher_task, worker_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            await process.wait()
+        await protocol.changes.settle()
 
 
 async def tune_collector(app: web.Application | None = None) -> None:

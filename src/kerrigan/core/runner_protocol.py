@@ -34,6 +34,19 @@ def server_catalog() -> ResourceCatalog:
     return ResourceCatalog(SERVER_RESOURCES)
 
 
+@dataclass(frozen=True, slots=True)
+class JobCredentials:
+    """What an offer carries to fetch its repository: a token scoped to it, and where the API is."""
+
+    token: str
+    expires_at: str
+    api_url: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The offer's ``github`` object."""
+        return {"token": self.token, "expires_at": self.expires_at, "api_url": self.api_url}
+
+
 class NoCommonVersionError(ValueError):
     """The runner and the server share no protocol version; the message says which each speaks."""
 

@@ -62,6 +62,7 @@ class Session:
     conclusion: Conclusion | None = None
     check_run_id: int | None = None
     delivery_id: str | None = None
+    workflow_run_id: int | None = None  # the GitHub Actions run that triggered it (workflow_run events)
     resolution: Mapping[str, Any] = field(default_factory=dict)
     jobs: tuple[Job, ...] = ()
 

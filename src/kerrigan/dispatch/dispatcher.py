@@ -14,20 +14,23 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.manifest import Priority
 from kerrigan.core.matching import resolve
+from kerrigan.core.queue_wait import QueueWait
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
 from kerrigan.core.runner_protocol import LEASE_TTL_S
+from kerrigan.dispatch.changes import JobChanges
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import load_inventory
+from kerrigan.store.jobs import QUEUE_WAIT_EXCEEDED, queue_wait_limit
 from kerrigan.store.leases import (
     QUEUED,
     Grant,
@@ -54,6 +57,7 @@ class Round:
     granted: tuple[Grant, ...]
     plan: DispatchPlan | None
     lost: tuple[int, ...] = ()
+    withdrawn: tuple[int, ...] = ()  # queued jobs whose queue-wait budget ran out
 
 
 def requirements_of(resolution: Mapping[str, Any], task_id: str) -> Requirements | None:
@@ -74,11 +78,17 @@ class Dispatcher:
     """Runs dispatch rounds, every second and whenever woken."""
 
     def __init__(
-        self, database: Database, *, interval_s: float = 1.0, lease_ttl_s: float = LEASE_TTL_S
+        self,
+        database: Database,
+        *,
+        interval_s: float = 1.0,
+        lease_ttl_s: float = LEASE_TTL_S,
+        changes: JobChanges | None = None,
     ) -> None:
         self.database = database
         self.interval_s = interval_s
         self.lease_ttl = timedelta(seconds=lease_ttl_s)
+        self.changes = changes or JobChanges()
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -113,6 +123,7 @@ class Dispatcher:
                 else:
                     job.state, job.reason, job.finished_at = "failed", RUNNER_LOST, now
                 log.warning("job %s lost its runner (device %s); %s", job_pk, device_id, job.state)
+        self.changes.changed(job for _, job in lost)
         return tuple(job for _, job in lost)
 
     async def dispatch_once(self) -> Round:
@@ -149,7 +160,9 @@ class Dispatcher:
                 Grant(int(job.id), device, hosts[device], job.session_id) for job, device in plan.assignments
             ]
             granted = await grant_leases(session, grants, now_dt, self.lease_ttl)
-        return Round(tuple(granted), plan)
+            withdrawn = await _spend_queue_wait(session, queued, plan, granted, now_dt)
+        self.changes.changed(withdrawn)
+        return Round(tuple(granted), plan, withdrawn=tuple(withdrawn))
 
 
 async def _queued_job(
@@ -165,7 +178,7 @@ async def _queued_job(
     if record.ready_at is None:  # its queue-wait clock starts the first time it is dispatchable
         job = await session.get(JobRow, record.pk)
         if job is not None:
-            job.ready_at = now
+            job.ready_at = job.queue_wait_observed_at = now
     ready = (record.ready_at or now).timestamp()
     key = json.dumps(requested.as_dict(), sort_keys=True)  # jobs of one workflow share requirements
     if key not in matched:
@@ -178,6 +191,49 @@ async def _queued_job(
     return QueuedJob(
         str(record.pk), record.repository, record.session_id, priority, ready, candidates, record.vcpus
     )
+
+
+async def _spend_queue_wait(
+    session: AsyncSession,
+    queued: list[QueuedJobRecord],
+    plan: DispatchPlan,
+    granted: list[Grant],
+    now: datetime,
+) -> list[int]:
+    """Run or pause each waiting job's queue-wait clock for what it waits on; end those out of budget.
+
+    A job given a device stops its clock: what it spent travels with its offer. Only changes are written,
+    so a long queue costs a write per job only when its blocker changes.
+    """
+    leased = {grant.job_pk for grant in granted}
+    ended: list[int] = []
+    at = now.timestamp()
+    for record in queued:
+        waiting = plan.waiting.get(str(record.pk))
+        if waiting is None and record.pk not in leased:
+            continue  # not planned for (no requirements): nothing to say about its wait
+        observed = record.queue_wait_observed_at
+        if record.ready_at is None:
+            observed = now  # made ready this round
+        since = observed.timestamp() if observed is not None else None
+        clock = QueueWait(queue_wait_limit(record.resolution), record.queue_wait_s, since)
+        clock = clock.observe(at, counts=waiting is not None and waiting.counts_toward_queue_wait)
+        if record.pk not in leased and clock.exceeded(at):
+            await session.execute(
+                update(JobRow)
+                .where(JobRow.pk == record.pk, JobRow.state == QUEUED)
+                .values(state="refused_before_start", reason=QUEUE_WAIT_EXCEEDED, finished_at=now)
+            )
+            ended.append(record.pk)
+            continue
+        running_since = datetime.fromtimestamp(clock.since, UTC) if clock.since is not None else None
+        if (clock.spent_s, running_since) != (record.queue_wait_s, observed):
+            await session.execute(
+                update(JobRow)
+                .where(JobRow.pk == record.pk)
+                .values(queue_wait_s=clock.spent_s, queue_wait_observed_at=running_since)
+            )
+    return ended
 
 
 async def _holdings(session: AsyncSession) -> tuple[dict[str, int], dict[str, int]]:

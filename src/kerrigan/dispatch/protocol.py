@@ -17,16 +17,20 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.resources import Skipped, initial_values, update_values
 from kerrigan.core.runner_protocol import (
     LEASE_TTL_S,
     POLL_TIMEOUT_S,
+    JobCredentials,
     NoCommonVersionError,
     negotiate,
     server_catalog,
 )
+from kerrigan.dispatch.changes import JobChanges
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
+from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
 
@@ -37,17 +41,24 @@ REFUSALS = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})
 POLL_INTERVAL_S = 0.2
 
 
-def _offer_json(offer: jobs.Offer) -> dict[str, Any]:
+def _offer_json(
+    offer: jobs.Offer, device: StoredDevice | None, credentials: JobCredentials | None
+) -> dict[str, Any]:
     return {
         "id": offer.job_id,
         "session": offer.session_id,
         "task": offer.task_id,
         "device": offer.device_id,
+        "board": device.device.board if device else None,
+        "labels": effective_target_labels(device.device, device.pool) if device else {},
         "repository": offer.repository,
         "sha": offer.head_sha,
+        "workflow_run_id": offer.workflow_run_id,
         "command": offer.command,
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
+        "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
+        "github": credentials.as_dict() if credentials else None,
     }
 
 
@@ -64,29 +75,21 @@ def _error(exc: ProtocolError) -> web.Response:
     return web.json_response(body, status=exc.status)
 
 
-class RunnerProtocol:
-    """Handlers for the runner protocol, bound to a database."""
+Credentials = Callable[[int, str], Awaitable[JobCredentials]]
 
-    def __init__(self, database: Database) -> None:
+
+class RunnerProtocol:
+    """Handlers for the runner protocol, bound to a database.
+
+    ``changes`` hears of every job that starts or ends (the app reports it on the check run);
+    ``credentials`` mints the repository-scoped token each offer carries (the app wires the GitHub App).
+    """
+
+    def __init__(self, database: Database, changes: JobChanges | None = None) -> None:
         self.database = database
         self.catalog = server_catalog()
-        # Told (in the background) when a job starts or ends, to bring its check run up to date.
-        self.on_change: Callable[[int], Awaitable[None]] | None = None
-        self._reports: set[asyncio.Task[None]] = set()
-
-    def _changed(self, job_id: str) -> None:
-        if self.on_change is None or not job_id.isdigit():
-            return
-        task = asyncio.create_task(self._report(int(job_id)))
-        self._reports.add(task)
-        task.add_done_callback(self._reports.discard)
-
-    async def _report(self, job_pk: int) -> None:
-        assert self.on_change is not None
-        try:
-            await self.on_change(job_pk)
-        except Exception:
-            log.exception("reporting the progress of job %s failed; the next change reports it again", job_pk)
+        self.changes = changes or JobChanges()
+        self.credentials: Credentials | None = None
 
     def routes(self) -> list[web.RouteDef]:
         """The routes, to add under ``/api/runner/v1``."""
@@ -99,6 +102,7 @@ class RunnerProtocol:
             web.post("/api/runner/v1/jobs/{job_id}/start", self.start),
             web.post("/api/runner/v1/jobs/{job_id}/output", self.output),
             web.post("/api/runner/v1/jobs/{job_id}/finish", self.finish),
+            web.post("/api/runner/v1/jobs/{job_id}/withdrawn", self.withdrawn),
         ]
 
     async def _host(self, request: web.Request) -> str:
@@ -179,9 +183,19 @@ class RunnerProtocol:
                 )
         except ProtocolError as exc:
             return _error(exc)
+        async with self.database.sessions() as session:
+            driven = await host_devices(session, host)
         return web.json_response(
             self._answer(report, skipped)
             | {
+                "devices": [
+                    {
+                        "id": stored.device.id,
+                        "board": stored.device.board,
+                        "labels": effective_target_labels(stored.device, stored.pool),
+                    }
+                    for stored in driven
+                ],
                 "protocol": agreed.version,
                 "capabilities": sorted(agreed.capabilities),
                 "lease_ttl_s": LEASE_TTL_S,
@@ -200,10 +214,23 @@ class RunnerProtocol:
                 raise ProtocolError(409, "not_registered", "register before sending heartbeats")
             resources, skipped = self._resources(host, body, known.resources)
             devices = {**known.device_states, **self._devices(body)}
+            waiting = body.get("waiting", {})
+            if not isinstance(waiting, dict) or not all(
+                isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0 for ms in waiting.values()
+            ):
+                raise ProtocolError(
+                    400, "invalid", "waiting maps job ids to milliseconds waited on the host", "waiting"
+                )
+            health = body.get("health")
+            if health is not None and not isinstance(health, dict):
+                raise ProtocolError(400, "invalid", "health must be an object", "health")
             now = self.database.clock()
             async with self.database.sessions() as session, session.begin():
-                report = await record_report(session, host, now, resources=resources, device_states=devices)
+                report = await record_report(
+                    session, host, now, resources=resources, device_states=devices, health=health
+                )
                 renewed = await renew_leases(session, host, now, timedelta(seconds=LEASE_TTL_S))
+                await jobs.observe_runner_waits(session, host, waiting, now)
         except ProtocolError as exc:
             return _error(exc)
         return web.json_response(self._answer(report, skipped) | {"leases_renewed": renewed})
@@ -219,12 +246,33 @@ class RunnerProtocol:
             while True:
                 async with self.database.sessions() as session:
                     found = await jobs.offers(session, host)
-                if found or asyncio.get_running_loop().time() >= deadline:
+                    requests = await jobs.runner_requests(session, host)
+                    devices = {stored.device.id: stored for stored in await host_devices(session, host)}
+                if found or requests.cancel or requests.withdraw:
+                    break
+                if asyncio.get_running_loop().time() >= deadline:
                     break
                 await asyncio.sleep(POLL_INTERVAL_S)
         except ProtocolError as exc:
             return _error(exc)
-        return web.json_response({"offers": [_offer_json(offer) for offer in found]})
+        offers = [
+            _offer_json(offer, devices.get(offer.device_id), await self._credentials(offer))
+            for offer in found
+        ]
+        return web.json_response(
+            {"offers": offers, "cancel": list(requests.cancel), "withdraw": list(requests.withdraw)}
+        )
+
+    async def _credentials(self, offer: jobs.Offer) -> JobCredentials | None:
+        """A token for the offer's repository; without one the runner can still run a job that needs no
+        checkout, so a failure here is logged, not fatal."""
+        if self.credentials is None or offer.installation_id is None:
+            return None
+        try:
+            return await self.credentials(offer.installation_id, offer.repository)
+        except Exception:
+            log.exception("could not mint a token for %s (job %s)", offer.repository, offer.job_id)
+            return None
 
     async def _transition(
         self, request: web.Request, change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
@@ -240,7 +288,7 @@ class RunnerProtocol:
         except ProtocolError as exc:
             return _error(exc)
         if done.changed and done.state is not jobs.JobState.ACCEPTED:
-            self._changed(job_id)
+            self.changes.changed([int(job_id)])
         # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
         return web.json_response({"job": job_id, "state": done.state.value, "changed": done.changed})
 
@@ -251,9 +299,22 @@ class RunnerProtocol:
         )
 
     async def start(self, request: web.Request) -> web.Response:
-        """The job's command started."""
+        """The job's command started; ``{"cpus": "2-3"}`` names the CPUs it is pinned to."""
+        try:
+            body = await self._body(request) if request.can_read_body else {}
+            cpus = body.get("cpus")
+            if cpus is not None and not isinstance(cpus, str):
+                raise ProtocolError(400, "invalid", "cpus is a kernel CPU list such as '2-3,6'", "cpus")
+        except ProtocolError as exc:
+            return _error(exc)
         return await self._transition(
-            request, lambda session, job, host: jobs.start(session, job, host, self.database.clock())
+            request, lambda session, job, host: jobs.start(session, job, host, self.database.clock(), cpus)
+        )
+
+    async def withdrawn(self, request: web.Request) -> web.Response:
+        """The runner withdrew a job it had not started, as asked: it ends ``queue_wait_exceeded``."""
+        return await self._transition(
+            request, lambda session, job, host: jobs.withdrawn(session, job, host, self.database.clock())
         )
 
     async def refuse(self, request: web.Request) -> web.Response:
@@ -288,12 +349,23 @@ class RunnerProtocol:
             host = await self._host(request)
             body = await self._body(request)
             seq, offset, data = body.get("seq"), body.get("offset"), body.get("data")
+            truncated = body.get("truncated_before_seq")
             if not isinstance(seq, int) or not isinstance(offset, int) or not isinstance(data, str):
                 raise ProtocolError(400, "invalid", "a chunk is {seq, offset, data}", "seq")
+            if truncated is not None and not isinstance(truncated, int):
+                raise ProtocolError(
+                    400, "invalid", "truncated_before_seq is a chunk number", "truncated_before_seq"
+                )
             try:
                 async with self.database.sessions() as session, session.begin():
                     next_seq = await jobs.append_output(
-                        session, request.match_info["job_id"], host, seq=seq, byte_offset=offset, data=data
+                        session,
+                        request.match_info["job_id"],
+                        host,
+                        seq=seq,
+                        byte_offset=offset,
+                        data=data,
+                        truncated_before_seq=truncated,
                     )
             except jobs.NotYoursError as exc:
                 raise ProtocolError(404, "not_found", str(exc)) from None
@@ -315,16 +387,27 @@ class RunnerProtocol:
             body = await self._body(request)
             status = body.get("exit_status")
             accounting = body.get("accounting")
+            outcome = body.get("outcome")
             if not isinstance(status, int) or isinstance(status, bool):
                 raise ProtocolError(400, "invalid", "exit_status must be a whole number", "exit_status")
             if accounting is not None and not isinstance(accounting, dict):
                 raise ProtocolError(400, "invalid", "accounting must be an object", "accounting")
+            if outcome is not None and outcome not in jobs.OUTCOMES:
+                raise ProtocolError(
+                    400, "invalid", f"outcome must be one of {sorted(jobs.OUTCOMES)}", "outcome"
+                )
         except ProtocolError as exc:
             return _error(exc)
         return await self._transition(
             request,
             lambda session, job, host: jobs.finish(
-                session, job, host, self.database.clock(), exit_status=status, accounting=accounting
+                session,
+                job,
+                host,
+                self.database.clock(),
+                exit_status=status,
+                accounting=accounting,
+                outcome=outcome,
             ),
         )
 

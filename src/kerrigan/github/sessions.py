@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Final
 
 import aiohttp
 
@@ -18,6 +19,7 @@ from kerrigan.config import Settings
 from kerrigan.core.explain import explain, explanation_json
 from kerrigan.core.manifest import ManifestResult, parse_manifest
 from kerrigan.core.matching import Outcome
+from kerrigan.core.runner_protocol import JobCredentials
 from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
 from kerrigan.core.triggers import EVENT_NAMES, Event, priority_for, runs_on
 from kerrigan.core.yamlsource import Problem
@@ -61,9 +63,19 @@ class GitHubApp:
         """The calls for one repository, as its installation."""
         return Repository(self.client, self.tokens, installation_id, full_name)
 
+    async def job_credentials(self, installation_id: int, full_name: str) -> JobCredentials:
+        """A token a runner fetches one repository with: read-only, that repository only, short-lived."""
+        data = await self.tokens.scoped_token(installation_id, full_name, JOB_TOKEN_PERMISSIONS)
+        return JobCredentials(
+            str(data["token"]), str(data.get("expires_at", "")), self.settings.github_api_url
+        )
+
     def details_url(self, session_id: str) -> str:
         """The session page a check run links to."""
         return f"{self.settings.public_url}/sessions/{session_id}"
+
+
+JOB_TOKEN_PERMISSIONS: Final = {"contents": "read", "actions": "read"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,7 @@ class Trigger:
     awaiting_approval: bool = False
     delivery_id: str | None = None
     only: Collection[str] | None = None
+    workflow_run_id: int | None = None
 
 
 def _context(app: GitHubApp, session: Session, position: int | None = None) -> SessionContext:
@@ -158,6 +171,7 @@ async def _start(
         pull_request=trigger.pull_request,
         awaiting_approval=trigger.awaiting_approval and workflow is not None,
         delivery_id=trigger.delivery_id,
+        workflow_run_id=trigger.workflow_run_id,
         jobs=tuple(
             Job(task.id, command=task.run, vcpus=task.vcpus, timeout_s=task.timeout_s)
             for task in workflow.tasks
@@ -244,6 +258,7 @@ async def retry(
             awaiting_approval=old.awaiting_approval,
             delivery_id=delivery_id,
             only={old.workflow},
+            workflow_run_id=old.workflow_run_id,
         )
         started += await start_workflows(app, repo, trigger)
     return started

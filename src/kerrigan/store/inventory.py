@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
@@ -207,6 +208,17 @@ async def list_pools(session: AsyncSession) -> list[StoredPool]:
 async def get_device(session: AsyncSession, device_id: str, *, lock: bool = False) -> StoredDevice:
     """One device with its pool, or :class:`NotFoundError`; ``lock`` as for :func:`get_pool`."""
     return _stored_device(await _device_row(session, device_id, lock=lock))
+
+
+async def host_devices(session: AsyncSession, host: str) -> list[StoredDevice]:
+    """The devices a runner host drives, in id order."""
+    rows = await session.scalars(
+        select(DeviceRow)
+        .where(DeviceRow.host == host)
+        .options(selectinload(DeviceRow.pool))  # async sessions cannot load it lazily
+        .order_by(DeviceRow.id)
+    )
+    return [_stored_device(row) for row in rows]
 
 
 async def list_devices(session: AsyncSession, pool_id: str | None = None) -> list[StoredDevice]:

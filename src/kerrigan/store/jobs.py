@@ -8,11 +8,12 @@ so the runner re-sends from there.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.store.leases import LEASED, QUEUED, release_lease
@@ -29,9 +30,13 @@ class JobState(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     REFUSED_BEFORE_START = "refused_before_start"
+    CANCELLED = "cancelled"
 
 
-ENDED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.REFUSED_BEFORE_START})
+ENDED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.REFUSED_BEFORE_START, JobState.CANCELLED})
+NOT_STARTED = frozenset({JobState.LEASED, JobState.ACCEPTED})
+QUEUE_WAIT_EXCEEDED = "queue_wait_exceeded"
+OUTCOMES = frozenset({"cancelled", "timed_out"})
 REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})
 
 
@@ -60,6 +65,10 @@ class Offer:
     command: str | None
     vcpus: int
     timeout_s: int | None
+    installation_id: int | None = None
+    workflow_run_id: int | None = None
+    queue_wait_s: float = 0.0
+    queue_wait_limit_s: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +99,75 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             job.command,
             job.vcpus,
             job.timeout_s,
+            run.installation_id,
+            run.workflow_run_id,
+            job.queue_wait_s,
+            queue_wait_limit(run.resolution),
         )
         for job, run, device in rows
     ]
+
+
+def queue_wait_limit(resolution: Mapping[str, Any]) -> float:
+    """A session's queue-wait budget as its manifest set it (300 s by default)."""
+    limit = resolution.get("scheduling", {}).get("queue_wait_limit_s", 300)
+    return float(limit) if isinstance(limit, int | float) else 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerRequests:
+    """What the server asks of a runner host on its next poll."""
+
+    cancel: tuple[str, ...] = ()
+    withdraw: tuple[str, ...] = ()
+
+
+async def runner_requests(session: AsyncSession, host: str) -> RunnerRequests:
+    """Jobs of ``host`` to cancel (any not ended) and to withdraw (accepted, not started)."""
+    rows = await session.execute(
+        select(JobRow.pk, JobRow.state, JobRow.cancel_requested_at, JobRow.withdraw_requested_at)
+        .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+        .where(
+            DeviceLeaseRow.host == host,
+            or_(JobRow.cancel_requested_at.is_not(None), JobRow.withdraw_requested_at.is_not(None)),
+        )
+        .order_by(JobRow.pk)
+    )
+    cancel, withdraw = [], []
+    for pk, state, cancel_at, withdraw_at in rows:
+        if cancel_at is not None:
+            cancel.append(str(pk))
+        elif withdraw_at is not None and state in NOT_STARTED:
+            withdraw.append(str(pk))
+    return RunnerRequests(tuple(cancel), tuple(withdraw))
+
+
+async def observe_runner_waits(
+    session: AsyncSession, host: str, waiting: dict[str, int], at: datetime
+) -> list[str]:
+    """Jobs a runner holds for capacity, with the milliseconds each waited there; asks to withdraw those
+    whose queue-wait budget ran out. The ids newly asked for."""
+    asked = []
+    for job_id, waited_ms in waiting.items():
+        if not job_id.isdigit():
+            continue
+        found = (
+            await session.execute(
+                select(JobRow, SessionRow.resolution)
+                .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+                .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+                .where(JobRow.pk == int(job_id), DeviceLeaseRow.host == host)
+            )
+        ).first()
+        if found is None:
+            continue
+        job, resolution = found
+        if job.state not in NOT_STARTED or job.withdraw_requested_at is not None:
+            continue
+        if job.queue_wait_s + waited_ms / 1000 >= queue_wait_limit(resolution):
+            job.withdraw_requested_at = at
+            asked.append(job_id)
+    return asked
 
 
 async def _job(session: AsyncSession, job_id: str, host: str) -> JobRow:
@@ -131,22 +206,75 @@ async def refuse(
     return Transition(JobState.REFUSED_BEFORE_START, changed=True)
 
 
-async def start(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
-    """The job's command started."""
+async def start(
+    session: AsyncSession, job_id: str, host: str, at: datetime, cpus: str | None = None
+) -> Transition:
+    """The job's command started (pinned to ``cpus``, a kernel CPU list, when the runner pins)."""
     job = await _job(session, job_id, host)
-    if job.state not in (LEASED, JobState.ACCEPTED):
+    if job.state not in NOT_STARTED:
         return Transition(JobState(job.state), changed=False)
-    job.state, job.started_at, job.host = JobState.RUNNING, at, host
+    # A start that crosses a withdrawal request wins: only the runner's answer decides (seed 003).
+    job.state, job.started_at, job.host, job.cpus = JobState.RUNNING, at, host, cpus
     return Transition(JobState.RUNNING, changed=True)
 
 
+async def withdrawn(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
+    """The runner withdrew a job it had not started: its queue-wait budget ran out."""
+    job = await _job(session, job_id, host)
+    if job.state not in NOT_STARTED:
+        return Transition(JobState(job.state), changed=False)
+    if job.device_id is not None:
+        await release_lease(session, job.device_id)
+    job.state, job.finished_at, job.reason = JobState.REFUSED_BEFORE_START, at, QUEUE_WAIT_EXCEEDED
+    return Transition(JobState.REFUSED_BEFORE_START, changed=True)
+
+
+async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -> list[int]:
+    """Cancel a session's jobs: queued ones end at once, the others when their runner has stopped them.
+
+    The ids of the jobs that ended now.
+    """
+    rows = (
+        await session.scalars(
+            select(JobRow)
+            .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+            .where(SessionRow.id == session_id, JobRow.state.not_in(ENDED))
+            .with_for_update(of=JobRow)
+        )
+    ).all()
+    ended = []
+    for job in rows:
+        if job.state == QUEUED:
+            job.state, job.finished_at, job.reason = JobState.CANCELLED, at, "cancelled"
+            ended.append(job.pk)
+        elif job.cancel_requested_at is None:
+            job.cancel_requested_at = at
+    return ended
+
+
 async def append_output(
-    session: AsyncSession, job_id: str, host: str, *, seq: int, byte_offset: int, data: str
+    session: AsyncSession,
+    job_id: str,
+    host: str,
+    *,
+    seq: int,
+    byte_offset: int,
+    data: str,
+    truncated_before_seq: int | None = None,
 ) -> int:
-    """Store a chunk of output; the next sequence number expected. A repeat is acknowledged again."""
+    """Store a chunk of output; the next sequence number expected. A repeat is acknowledged again.
+
+    A runner that no longer has the chunks the server expects (it evicted them after 24 hours) says so
+    with ``truncated_before_seq`` equal to ``seq``: the gap is recorded as a visible notice, never skipped
+    silently.
+    """
     job = await _job(session, job_id, host)
     if seq < job.next_seq:
         return job.next_seq
+    if truncated_before_seq is not None and truncated_before_seq == seq and seq > job.next_seq:
+        notice = f"[output chunks {job.next_seq}..{seq - 1} were evicted on the runner before upload]\n"
+        session.add(JobLogRow(job_pk=job.pk, seq=job.next_seq, byte_offset=job.log_bytes, data=notice))
+        job.next_seq, job.log_bytes = seq, byte_offset
     if seq > job.next_seq or byte_offset != job.log_bytes:
         raise LogGapError(job.next_seq)
     session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data))
@@ -163,15 +291,24 @@ async def finish(
     *,
     exit_status: int,
     accounting: dict[str, Any] | None,
+    outcome: str | None = None,
 ) -> Transition:
-    """The job ended; its device is free again."""
+    """The job ended; its device is free again.
+
+    ``outcome`` says why the runner stopped it: ``cancelled`` (asked to) or ``timed_out`` (its timeout).
+    """
     job = await _job(session, job_id, host)
     if job.state in ENDED:
         return Transition(JobState(job.state), changed=False)
     if job.device_id is not None:
         await release_lease(session, job.device_id)
     job.exit_status, job.finished_at, job.accounting = exit_status, at, accounting
-    job.state = JobState.SUCCEEDED if exit_status == 0 else JobState.FAILED
+    if outcome == "cancelled":
+        job.state, job.reason = JobState.CANCELLED, "cancelled"
+    elif outcome == "timed_out":
+        job.state, job.reason = JobState.FAILED, "timed_out"
+    else:
+        job.state = JobState.SUCCEEDED if exit_status == 0 else JobState.FAILED
     return Transition(JobState(job.state), changed=True)
 
 

@@ -37,6 +37,8 @@ class QueuedJobRecord:
     vcpus: int
     ready_at: datetime | None
     resolution: Mapping[str, Any] = field(default_factory=dict)
+    queue_wait_s: float = 0.0  # spent before queue_wait_observed_at
+    queue_wait_observed_at: datetime | None = None  # None while the clock is paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,16 @@ async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[Q
     rows = (await session.execute(query)).all()
     return [
         QueuedJobRecord(
-            job.pk, job.task_id, session_id, repository, priority, job.vcpus, job.ready_at, resolution or {}
+            job.pk,
+            job.task_id,
+            session_id,
+            repository,
+            priority,
+            job.vcpus,
+            job.ready_at,
+            resolution or {},
+            job.queue_wait_s,
+            job.queue_wait_observed_at,
         )
         for job, session_id, repository, priority, resolution in rows
     ]

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Enum,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -112,6 +113,7 @@ class RunnerHostRow(Base):
     capabilities: Mapped[list[str]] = mapped_column(default=list)
     resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
     device_states: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    health: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class DeviceRow(Base):
@@ -223,6 +225,7 @@ class SessionRow(Base):
     pull_request: Mapped[int | None] = mapped_column(Integer)
     awaiting_approval: Mapped[bool] = mapped_column(Boolean, default=False)
     delivery_id: Mapped[str | None] = mapped_column(String(64))
+    workflow_run_id: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class JobRow(Base):
@@ -250,6 +253,11 @@ class JobRow(Base):
     accounting: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     next_seq: Mapped[int] = mapped_column(Integer, default=0)
     log_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    cpus: Mapped[str | None] = mapped_column(String(500))  # the CPU list the runner pinned it to
+    queue_wait_s: Mapped[float] = mapped_column(Float, default=0.0)  # spent before queue_wait_observed_at
+    queue_wait_observed_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    withdraw_requested_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class JobLogRow(Base):

@@ -6,6 +6,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -27,6 +28,7 @@ class HostReport:
     resources: Mapping[str, int]
     device_states: Mapping[str, str]
     last_heartbeat_at: datetime | None
+    health: Mapping[str, Any] | None = None
 
 
 def _report(row: RunnerHostRow) -> HostReport:
@@ -38,6 +40,7 @@ def _report(row: RunnerHostRow) -> HostReport:
         dict(row.resources),
         dict(row.device_states),
         row.last_heartbeat_at,
+        row.health,
     )
 
 
@@ -70,6 +73,7 @@ async def record_report(
     device_states: Mapping[str, str],
     protocol: int | None = None,
     capabilities: frozenset[str] | None = None,
+    health: Mapping[str, Any] | None = None,
 ) -> HostReport:
     """A registration or heartbeat: the host is online, with these resources and device states."""
     row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
@@ -83,6 +87,8 @@ async def record_report(
         row.protocol = protocol
     if capabilities is not None:
         row.capabilities = sorted(capabilities)
+    if health is not None:
+        row.health = dict(health)
     await session.flush()
     return _report(row)
 

@@ -32,6 +32,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         conclusion=Conclusion(row.conclusion) if row.conclusion else None,
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
+        workflow_run_id=row.workflow_run_id,
         resolution=dict(row.resolution),
         jobs=tuple(
             Job(job.task_id, job.device_id, job.state, job.exit_status, job.command, job.vcpus, job.timeout_s)
@@ -65,6 +66,7 @@ async def create_session(session: AsyncSession, new: Session, at: datetime) -> S
         pull_request=new.pull_request,
         awaiting_approval=new.awaiting_approval,
         delivery_id=new.delivery_id,
+        workflow_run_id=new.workflow_run_id,
         resolution=dict(new.resolution),
         created_at=at,
         updated_at=at,

@@ -31,5 +31,6 @@ async def on_workflow_run(event: Event, app: GitHubApp) -> None:
         # pull request does.
         awaiting_approval=head_repository is not None and head_repository != name,
         delivery_id=event.delivery_id,
+        workflow_run_id=run["id"] if isinstance(run.get("id"), int) else None,
     )
     await start_workflows(app, app.repository(installation, name), trigger)
