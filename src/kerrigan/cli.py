@@ -251,6 +251,126 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
 
 
+def _claims(text: str) -> list[int]:
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of vCPU counts") from None
+
+
+def _runner_topology(args: argparse.Namespace) -> int:
+    from kerrigan.core.cpus import render_topology_report, topology_report
+    from kerrigan.runner.topology import TopologyError, read_topology
+
+    try:
+        topology = read_topology(Path(args.sysfs_root))
+    except TopologyError as exc:
+        raise UsageError(str(exc)) from None
+    report = topology_report(topology, args.claims)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_topology_report(report))
+    return 0
+
+
+def _runner(args: argparse.Namespace) -> int:
+    if args.runner_command == "topology":
+        return _runner_topology(args)
+    import aiohttp
+
+    from kerrigan.core.disk import DiskPolicy
+    from kerrigan.core.host_capacity import HostLimits
+    from kerrigan.runner.agent import Agent, AgentSettings
+    from kerrigan.runner.server import ServerRefused, ServerUnavailable
+    from kerrigan.runner.topology import TopologyError
+
+    token = args.token or os.environ.get("KERRIGAN_RUNNER_TOKEN", "")
+    missing = [name for name, value in (("--server", args.server), ("--host-id", args.host_id)) if not value]
+    if not token:
+        missing.append("--token (or KERRIGAN_RUNNER_TOKEN)")
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}")
+    try:
+        settings = AgentSettings(
+            server_url=args.server,
+            token=token,
+            host_id=args.host_id,
+            work_dir=Path(args.work_dir),
+            limits=HostLimits(args.max_weight, args.max_queue_depth),
+            disk=DiskPolicy(args.free_space_floor_bytes),
+            sysfs_root=Path(args.sysfs_root),
+            kill_grace_s=args.kill_grace_s,
+            systemd_scope=args.systemd_scope,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def work() -> int:
+        async with aiohttp.ClientSession() as http:
+            try:
+                agent = Agent(settings, http)
+            except TopologyError as exc:
+                raise UsageError(f"cannot read the CPU topology: {exc}") from None
+            task = asyncio.current_task()
+            assert task is not None
+            loop = asyncio.get_running_loop()
+            for signal_number in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signal_number, task.cancel)
+            try:
+                await agent.run()
+            except ServerRefused as exc:
+                raise UsageError(f"the server refused the runner: {exc}") from None
+            except ServerUnavailable as exc:
+                raise UsageError(f"the server cannot be reached: {exc}") from None
+            except asyncio.CancelledError:
+                log_stop = logging.getLogger("kerrigan.runner")
+                log_stop.info("stopped")
+        return 0
+
+    return asyncio.run(work())
+
+
+def _add_runner_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``kerrigan runner`` and ``kerrigan runner topology``."""
+    runner_cmd = commands.add_parser(
+        "runner",
+        help="run the runner agent on a runner host (or: runner topology)",
+        description="Take offered jobs for this host's devices from the server and run them.",
+    )
+    runner_cmd.add_argument("--server", help="the Kerrigan server's base URL")
+    runner_cmd.add_argument("--token", help="this host's token (default: $KERRIGAN_RUNNER_TOKEN)")
+    runner_cmd.add_argument("--host-id", help="this host's id, as `kerrigan runners create` named it")
+    runner_cmd.add_argument(
+        "--work-dir", default="./kerrigan-runner", help="workspaces, sources, job records"
+    )
+    runner_cmd.add_argument("--max-weight", type=int, default=28, help="vCPUs claimed by jobs at once")
+    runner_cmd.add_argument(
+        "--max-queue-depth", type=int, default=64, help="jobs accepted and not yet running"
+    )
+    runner_cmd.add_argument(
+        "--free-space-floor-bytes", type=int, default=128 << 30, help="refuse jobs below this (0: off)"
+    )
+    runner_cmd.add_argument("--kill-grace-s", type=float, default=10.0, help="SIGTERM to SIGKILL")
+    runner_cmd.add_argument(
+        "--systemd-scope",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="pin jobs with systemd-run --scope -p AllowedCPUs= (auto: when root under systemd)",
+    )
+    runner_cmd.add_argument("--sysfs-root", default="/sys/devices/system/cpu", help=argparse.SUPPRESS)
+    runner_cmd.set_defaults(handler=_runner, runner_command=None)
+    runner_sub = runner_cmd.add_subparsers(dest="runner_command", metavar="ACTION")
+    topology_cmd = runner_sub.add_parser(
+        "topology", help="print the CPU topology the agent reads and where claims would go"
+    )
+    topology_cmd.add_argument("--sysfs-root", default="/sys/devices/system/cpu", help="sysfs CPU folder")
+    topology_cmd.add_argument("--claims", type=_claims, default=[], help="vCPU claims in order, e.g. 2,3,1")
+    topology_cmd.add_argument("--json", action="store_true", help="print JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(
@@ -306,6 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runner_create.add_argument("host", metavar="HOST", help="the runner host's id, as the inventory names it")
     runner_create.set_defaults(handler=_runners_create)
+
+    _add_runner_parser(commands)
 
     inventory_cmd = commands.add_parser("inventory", help="inventory as code").add_subparsers(
         dest="inventory_command", required=True, metavar="ACTION"

@@ -264,3 +264,50 @@ def _preference(free: list[int], split: bool, remaining: int) -> tuple[int, int,
     # Takes only part of the core: the one with the fewest free threads, a split core before a whole one, so
     # a fresh core is split only when no split core has room.
     return 1, len(free), not split, free[0]
+
+
+def topology_report(topology: Topology, claims: Iterable[int] = ()) -> dict[str, object]:
+    """What ``kerrigan runner topology`` prints: the topology, and the CPUs each claim gets, in order.
+
+    Claims are placed one after another on a fresh allocator, as if each job still runs when the next
+    starts; a claim the host refuses says why instead of a CPU set.
+    """
+    allocator = CpuAllocator(topology)
+    placements: list[dict[str, object]] = []
+    for index, claim in enumerate(claims):
+        try:
+            cpus = allocator.allocate(f"claim-{index}", claim)
+        except ClaimRefused as refused:
+            placements.append({"claim": claim, "refused": refused.reason, "detail": refused.detail})
+            continue
+        placements.append({"claim": claim, "cpus": format_cpu_list(cpus)})
+    return {
+        "online": format_cpu_list(topology.cpu_ids),
+        "physical_cores": topology.physical_cores,
+        "sibling_groups": [format_cpu_list(group) for group in topology.sibling_groups],
+        "reserved": format_cpu_list(topology.reserved()),
+        "allocatable": format_cpu_list(topology.allocatable()),
+        "claims": placements,
+    }
+
+
+def render_topology_report(report: Mapping[str, object]) -> str:
+    """The report as text an operator reads."""
+    groups = report["sibling_groups"]
+    assert isinstance(groups, list)
+    lines = [
+        f"online CPUs:     {report['online']}",
+        f"physical cores:  {report['physical_cores']}",
+        f"sibling groups:  {' '.join(groups)}",
+        f"reserved:        {report['reserved'] or 'none (fewer than 4 physical cores)'}",
+        f"allocatable:     {report['allocatable']}",
+    ]
+    claims = report["claims"]
+    assert isinstance(claims, list)
+    for placement in claims:
+        if "cpus" in placement:
+            lines.append(f"claim {placement['claim']:>3} vCPUs -> CPUs {placement['cpus']}")
+        else:
+            refusal = f"refused {placement['refused']}: {placement['detail']}"
+            lines.append(f"claim {placement['claim']:>3} vCPUs -> {refusal}")
+    return "\n".join(lines) + "\n"

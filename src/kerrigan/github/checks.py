@@ -391,7 +391,9 @@ JOB_CONCLUSIONS: Final = {
     "succeeded": "success",
     "failed": "failure",
     "refused_before_start": "failure",
+    "cancelled": "cancelled",
 }
+TIMED_OUT_REASONS: Final = frozenset({"queue_wait_exceeded", "timed_out"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +419,9 @@ def session_conclusion(jobs: Sequence[JobProgress]) -> tuple[str, str | None]:
     if jobs and all(job.state in ENDED_STATES for job in jobs):
         if all(job.state == "succeeded" for job in jobs):
             return "completed", "success"
-        if any(job.reason == "queue_wait_exceeded" for job in jobs):
+        if any(job.state == "cancelled" for job in jobs):
+            return "completed", "cancelled"
+        if any(job.reason in TIMED_OUT_REASONS for job in jobs):
             return "completed", "timed_out"
         return "completed", "failure"
     if any(job.state in ("running", "succeeded", "failed") for job in jobs):

@@ -1,6 +1,8 @@
 """A GitHub stand-in: an aiohttp server on loopback speaking the parts of GitHub's REST API Kerrigan uses.
 
-It checks the App's JWT, hands out installation tokens, serves repository contents at a commit, keeps check
+It checks the App's JWT, hands out installation tokens (scoped to repositories when asked), serves repository
+contents and tarballs at a commit (through a redirect, as GitHub does; a file starting ``#!`` is
+executable in the tarball), keeps check
 runs, comments and reactions, answers collaborator permissions and pulls by commit, and rejects what GitHub
 would reject (over-long summaries, more than 50 annotations or 3 actions in a request, unknown enums). It
 records every request, and can be told to fail the next requests (``fail_next``) to exercise retries.
@@ -14,11 +16,13 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import io
 import itertools
 import json
 import re
 import secrets
 import sys
+import tarfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -121,6 +125,8 @@ class GitHubStandIn:
         self.installations: dict[int, str] = {}
         self.repositories: dict[str, FakeRepository] = {}
         self.tokens: dict[str, tuple[int, datetime]] = {}
+        self.token_scopes: dict[str, frozenset[str]] = {}  # token -> the repository names it is limited to
+        self._downloads: dict[str, tuple[str, str]] = {}  # one-time tarball keys -> (repository, ref)
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.comments: list[dict[str, Any]] = []
         self.reactions: list[dict[str, Any]] = []
@@ -202,6 +208,8 @@ class GitHubStandIn:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_post("/app/installations/{installation_id}/access_tokens", self._access_token)
         app.router.add_get("/repos/{owner}/{repo}/contents/{path:.*}", self._contents)
+        app.router.add_get("/repos/{owner}/{repo}/tarball/{ref}", self._tarball)
+        app.router.add_get("/_codeload/{key}", self._codeload)
         app.router.add_post("/repos/{owner}/{repo}/check-runs", self._create_check_run)
         app.router.add_patch("/repos/{owner}/{repo}/check-runs/{check_run_id}", self._update_check_run)
         app.router.add_get("/repos/{owner}/{repo}/check-runs/{check_run_id}", self._get_check_run)
@@ -297,6 +305,9 @@ class GitHubStandIn:
             raise GitHubError(401, "Bad credentials (expired)")
         if repo is None or repo.installation_id != installation:
             raise GitHubError(404, "Not Found")
+        scope = self.token_scopes.get(token)
+        if scope is not None and full_name.split("/", 1)[1] not in scope:
+            raise GitHubError(404, "Not Found")  # GitHub hides repositories a token may not see
         return repo
 
     # -- endpoints ---------------------------------------------------------------------------------
@@ -309,6 +320,10 @@ class GitHubStandIn:
         token = "ghs_" + secrets.token_urlsafe(24)
         expires = datetime.now(UTC) + self.token_lifetime
         self.tokens[token] = (installation, expires)
+        raw = await request.read()  # read once already by the middleware; aiohttp keeps it
+        body = json.loads(raw) if raw else None
+        if isinstance(body, dict) and isinstance(body.get("repositories"), list):
+            self.token_scopes[token] = frozenset(str(name) for name in body["repositories"])
         return web.json_response(
             {"token": token, "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%SZ"), "permissions": {}},
             status=201,
@@ -353,6 +368,35 @@ class GitHubStandIn:
         if not entries:
             raise GitHubError(404, "Not Found")
         return web.json_response([entries[name] for name in sorted(entries)])
+
+    async def _tarball(self, request: web.Request) -> web.Response:
+        repo = self._repo(request)
+        ref = request.match_info["ref"]
+        if ref not in repo.commits and "*" not in repo.commits:
+            raise GitHubError(404, "Not Found")
+        key = secrets.token_urlsafe(16)
+        self._downloads[key] = (repo.full_name, ref)
+        raise web.HTTPFound(f"{self.url}/_codeload/{key}")  # GitHub redirects to codeload.github.com
+
+    async def _codeload(self, request: web.Request) -> web.Response:
+        found = self._downloads.pop(request.match_info["key"], None)
+        if found is None:
+            raise GitHubError(404, "Not Found")
+        full_name, ref = found
+        repo = self.repositories[full_name]
+        files = repo.commits.get(ref, repo.commits.get("*", {}))
+        top = f"{full_name.replace('/', '-')}-{ref[:7]}"
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+            folder = tarfile.TarInfo(top)
+            folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+            archive.addfile(folder)
+            for path, content in sorted(files.items()):
+                member = tarfile.TarInfo(f"{top}/{path}")
+                member.size = len(content)
+                member.mode = 0o755 if content.startswith(b"#!") else 0o644
+                archive.addfile(member, io.BytesIO(content))
+        return web.Response(body=buffer.getvalue(), content_type="application/x-gzip")
 
     def _validate_check_run(self, body: Any, *, creating: bool) -> None:
         if not isinstance(body, dict):

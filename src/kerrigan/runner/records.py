@@ -1,0 +1,189 @@
+"""The agent's job records and their output pages, on disk under ``<work dir>/jobs/<job id>/``.
+
+``record.json`` holds what the agent knows of the job (its offer, state, CPU set, process, result) and is
+rewritten whole (beside it, then renamed) at every change, so a restarted agent finds each job as it was:
+the CPU set is recorded before the command starts. The command's output goes to ``output.log``; the agent
+cuts it into numbered pages (``pages/<seq>.log``), each one chunk of the runner protocol, and uploads them in
+order. Pages are kept until the record expires (24 hours after the job ended) or until the job's pages pass
+``MAX_RETAINED_BYTES``, oldest first; a replay that needs an evicted page starts at the first page kept,
+marked ``truncated_before_seq``, so the server shows the gap instead of skipping it silently.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import logging
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from kerrigan.core.accounting import FinishedJob
+from kerrigan.core.disk import job_history_expired
+
+log = logging.getLogger(__name__)
+
+PAGE_BYTES: Final = 64 * 1024
+MAX_RETAINED_BYTES: Final = 64 * 1024 * 1024
+
+
+@dataclass
+class JobRecord:
+    """One job as the agent keeps it. ``state``: accepted, waiting, running, ended."""
+
+    id: str
+    offer: dict[str, Any]
+    state: str = "accepted"
+    accepted_at: float = 0.0
+    ready_at: float | None = None  # when it was fetched and began waiting for capacity on this host
+    started_at: float | None = None
+    ended_at: float | None = None
+    workspace: str | None = None
+    cpus: list[int] = field(default_factory=list)
+    pid: int | None = None
+    exit_status: int | None = None
+    outcome: str | None = None  # cancelled, timed_out, withdrawn or lost
+    accounting: dict[str, Any] | None = None
+    reported: bool = False  # the server acknowledged the end
+    # Output: bytes of output.log cut into pages so far, the next page's number and offset (in the UTF-8
+    # text sent), the next page the server expects, and the first page still kept.
+    cut_bytes: int = 0
+    next_page: int = 0
+    next_offset: int = 0
+    uploaded: int = 0
+    first_kept: int = 0
+
+    @property
+    def claim(self) -> int:
+        """The vCPUs the job claims."""
+        return int(self.offer.get("claim", {}).get("vcpus", 2))
+
+    @property
+    def repository(self) -> str:
+        """The repository the job runs."""
+        return str(self.offer.get("repository", ""))
+
+    def finished(self) -> FinishedJob | None:
+        """The record as the health report counts it, once the job ended."""
+        if self.ended_at is None:
+            return None
+        use = (self.accounting or {}).get("reservation_use") or {}
+        return FinishedJob(
+            self.id,
+            self.repository,
+            str(self.offer.get("task", "")),
+            self.claim,
+            self.ended_at,
+            use.get("wall_s"),
+            use.get("average_use_ppm"),
+            "queue_wait_exceeded" if self.outcome == "withdrawn" else self.outcome,
+        )
+
+
+class JobRecords:
+    """Every job record under one work dir."""
+
+    def __init__(self, work_dir: Path) -> None:
+        self.root = work_dir / "jobs"
+        self._decoders: dict[str, codecs.IncrementalDecoder] = {}
+
+    def folder(self, job_id: str) -> Path:
+        """The job's folder."""
+        if not job_id.isdigit():
+            raise ValueError(f"not a job id: {job_id!r}")
+        return self.root / job_id
+
+    def output_path(self, job_id: str) -> Path:
+        """Where the command's output goes."""
+        return self.folder(job_id) / "output.log"
+
+    def result_path(self, job_id: str) -> Path:
+        """Where the launcher writes the exit status and accounting."""
+        return self.folder(job_id) / "result.json"
+
+    def save(self, record: JobRecord) -> None:
+        """Write the record whole."""
+        folder = self.folder(record.id)
+        (folder / "pages").mkdir(parents=True, exist_ok=True)
+        staged = folder / "record.json.tmp"
+        staged.write_text(json.dumps(asdict(record)), encoding="utf-8")
+        staged.replace(folder / "record.json")
+
+    def load_all(self) -> list[JobRecord]:
+        """Every readable record, by job id; an unreadable one is logged and left alone."""
+        found = []
+        for path in sorted(self.root.glob("*/record.json"), key=lambda p: int(p.parent.name)):
+            try:
+                found.append(JobRecord(**json.loads(path.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, TypeError) as err:
+                log.warning("ignoring unreadable job record %s: %s", path, err)
+        return found
+
+    def cut_pages(self, record: JobRecord, final: bool = False) -> bool:
+        """Cut new output into pages; whether any was cut. ``final``: the command ended, cut the rest."""
+        source = self.output_path(record.id)
+        try:
+            with source.open("rb") as log_file:
+                log_file.seek(record.cut_bytes)
+                raw = log_file.read(PAGE_BYTES * 16)
+        except FileNotFoundError:
+            return False
+        if not raw:
+            return False
+        decoder = self._decoders.setdefault(record.id, codecs.getincrementaldecoder("utf-8")("replace"))
+        cut = False
+        for start in range(0, len(raw), PAGE_BYTES):
+            piece = raw[start : start + PAGE_BYTES]
+            last = final and start + PAGE_BYTES >= len(raw)
+            text = decoder.decode(piece, final=last)
+            record.cut_bytes += len(piece)
+            if not text:
+                continue  # only part of a character so far
+            page = self.folder(record.id) / "pages" / f"{record.next_page}.log"
+            page.write_text(text, encoding="utf-8")
+            meta = {"offset": record.next_offset}
+            page.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")
+            record.next_page += 1
+            record.next_offset += len(text.encode())
+            cut = True
+        self._evict_pages(record)
+        return cut
+
+    def page(self, record: JobRecord, seq: int) -> tuple[int, str] | None:
+        """Page ``seq``: its byte offset and text, or None when it was never cut or was evicted."""
+        path = self.folder(record.id) / "pages" / f"{seq}.log"
+        try:
+            meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+            return int(meta["offset"]), path.read_text(encoding="utf-8")
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _evict_pages(self, record: JobRecord) -> None:
+        """Keep at most MAX_RETAINED_BYTES of a job's pages, dropping the oldest."""
+        kept = record.next_offset - (self.page(record, record.first_kept) or (record.next_offset, ""))[0]
+        while kept > MAX_RETAINED_BYTES and record.first_kept < record.next_page - 1:
+            found = self.page(record, record.first_kept)
+            size = len(found[1].encode()) if found else 0
+            for suffix in (".log", ".json"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.folder(record.id) / "pages" / f"{record.first_kept}{suffix}").unlink()
+            record.first_kept += 1
+            kept -= size
+
+    def drop_output(self, record: JobRecord) -> None:
+        """The command ended and its output is cut: the raw log is no longer needed."""
+        self._decoders.pop(record.id, None)
+        with contextlib.suppress(FileNotFoundError):
+            self.output_path(record.id).unlink()
+
+    def expire(self, records: dict[str, JobRecord], now_s: float) -> list[str]:
+        """Delete records (and their pages) 24 hours after their job ended and was reported; their ids."""
+        gone = []
+        for job_id, record in list(records.items()):
+            if record.reported and job_history_expired(record.ended_at, record.accepted_at, now_s):
+                shutil.rmtree(self.folder(job_id), ignore_errors=True)
+                del records[job_id]
+                gone.append(job_id)
+        return gone

@@ -1,0 +1,138 @@
+"""The agent's side of the runner protocol: HTTP calls to ``/api/runner/v1/`` with the host's token.
+
+Every call the agent makes may be repeated safely (the server answers a repeat with the state it left), so a
+call that fails on the way (connection refused, a timeout, a 5xx while the server restarts) is retried with
+jittered exponential backoff by ``stamina``. A 4xx is the agent's own mistake and is raised at once as
+:class:`ServerRefused` with the server's error code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+import stamina
+
+from kerrigan.core.runner_protocol import PROTOCOL_VERSIONS
+
+log = logging.getLogger(__name__)
+
+RUNNER_CAPABILITIES: Final = frozenset({"gate_jobs", "log_pages", "withdraw"})
+RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure
+
+
+class ServerUnavailable(Exception):  # noqa: N818 -- a state the agent waits out, not a fault of its own
+    """The server could not be reached or answered 5xx; retried until the retry budget ran out."""
+
+
+class ServerRefused(Exception):  # noqa: N818 -- the server's word
+    """The server answered 4xx: ``status``, its error ``code`` and message, and the whole body."""
+
+    def __init__(self, status: int, code: str, message: str, body: Mapping[str, Any]) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.body = status, code, dict(body)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What registering agreed on, and the devices the server says this host drives."""
+
+    protocol: int
+    capabilities: frozenset[str]
+    lease_ttl_s: float
+    poll_timeout_s: float
+    devices: tuple[Mapping[str, Any], ...]
+
+
+class ServerClient:
+    """Calls to the server as one runner host."""
+
+    def __init__(self, http: aiohttp.ClientSession, base_url: str, token: str) -> None:
+        self.http = http
+        self.base_url = base_url.rstrip("/") + "/api/runner/v1"
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        timeout_s: float = 30.0,
+        retry_timeout_s: float = RETRY_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """One call, retried while the server is unreachable; the JSON answer."""
+        try:
+            async for attempt in stamina.retry_context(
+                on=(aiohttp.ClientConnectionError, TimeoutError, ServerUnavailable),
+                attempts=None,
+                timeout=retry_timeout_s,
+                wait_max=10.0,
+            ):
+                with attempt:
+                    return await self._once(method, path, body, timeout_s)
+        except (aiohttp.ClientConnectionError, TimeoutError) as err:
+            raise ServerUnavailable(f"{method} {path}: {err or type(err).__name__}") from err
+        raise AssertionError("unreachable: stamina either returns or raises")  # pragma: no cover
+
+    async def _once(
+        self, method: str, path: str, body: Mapping[str, Any] | None, timeout_s: float
+    ) -> dict[str, Any]:
+        async with self.http.request(
+            method,
+            self.base_url + path,
+            json=body,
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+        ) as response:
+            try:
+                answer = await response.json(content_type=None)
+            except ValueError:
+                answer = {}
+            if response.status >= 500:
+                raise ServerUnavailable(f"{method} {path}: {response.status}")
+            if response.status >= 400 or not isinstance(answer, dict):
+                found = answer if isinstance(answer, dict) else {}
+                error = found.get("error") or {}
+                raise ServerRefused(
+                    response.status,
+                    str(error.get("code", "error")),
+                    str(error.get("message", response.reason)),
+                    found,
+                )
+            return answer
+
+    async def register(self, resources: Mapping[str, int], devices: Mapping[str, str]) -> Registration:
+        """Negotiate a protocol version and capabilities; learn this host's devices."""
+        answer = await self.call(
+            "POST",
+            "/register",
+            {
+                "protocol": list(PROTOCOL_VERSIONS),
+                "capabilities": sorted(RUNNER_CAPABILITIES),
+                "resources": dict(resources),
+                "devices": dict(devices),
+            },
+        )
+        return Registration(
+            int(answer["protocol"]),
+            frozenset(answer.get("capabilities", [])),
+            float(answer.get("lease_ttl_s", 60)),
+            float(answer.get("poll_timeout_s", 25)),
+            tuple(answer.get("devices", [])),
+        )
+
+    async def heartbeat(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Resources, device states, jobs waiting on this host and its health; renews the leases."""
+        return await self.call("POST", "/heartbeat", body)
+
+    async def poll(self, wait_s: float) -> dict[str, Any]:
+        """Offers, and jobs to cancel or withdraw, waiting up to ``wait_s`` for something."""
+        return await self.call("GET", f"/poll?wait={int(wait_s)}", timeout_s=wait_s + 15)
+
+    async def job(self, job_id: str, action: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``accept``, ``refuse``, ``start``, ``output``, ``finish`` or ``withdrawn`` for one job."""
+        return await self.call("POST", f"/jobs/{job_id}/{action}", body or {})

@@ -1,0 +1,229 @@
+"""The runner agent against a real server and the GitHub stand-in, on loopback, in one event loop.
+
+A push starts ``hil-smoke`` (two tasks whose commands are scripts in the pushed commit); an agent per
+runner host takes the offers, fetches the commit's tarball with the offer's repository-scoped token, runs
+the scripts and reports; the check run completes with both jobs' output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from kerrigan.core.disk import DiskPolicy
+from kerrigan.core.host_capacity import HostLimits
+from kerrigan.runner.agent import Agent, AgentSettings
+from kerrigan.store.jobs import output
+from kerrigan.store.models import JobRow
+from kerrigan.store.runners import create_runner_token, host_report
+from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files, push_payload
+
+SMOKE = '#!/bin/sh\necho "smoke on $KERRIGAN_DEVICE_ID ($KERRIGAN_DEVICE_BOARD)"\necho "token ${GITHUB_TOKEN:+set}"\n'
+BOOT = '#!/bin/sh\necho "boot $GITHUB_REPOSITORY@$GITHUB_SHA cpus $KERRIGAN_CPUS"\nexit 0\n'
+
+AgentFactory = Callable[..., Agent]
+
+
+@pytest.fixture
+async def agents(harness: Harness, tmp_path: Path) -> AsyncIterator[AgentFactory]:
+    """Start an agent for a runner host (stopped at the end of the test)."""
+    tasks: list[asyncio.Task[None]] = []
+    async with aiohttp.ClientSession() as http:
+        made: list[Agent] = []
+
+        def start(host: str, token: str, **overrides: Any) -> Agent:
+            settings = AgentSettings(
+                server_url=str(harness.client.make_url("")),
+                token=token,
+                host_id=host,
+                work_dir=tmp_path / host,
+                disk=overrides.pop("disk", DiskPolicy(0)),
+                heartbeat_s=0.2,
+                kill_grace_s=overrides.pop("kill_grace_s", 2.0),
+                systemd_scope="never",
+                **overrides,
+            )
+            agent = Agent(settings, http)
+            made.append(agent)
+            tasks.append(asyncio.create_task(agent.run()))
+            return agent
+
+        yield start
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def tokens(harness: Harness, *hosts: str) -> dict[str, str]:
+    found = {}
+    async with harness.database.sessions() as session, session.begin():
+        for host in hosts:
+            found[host] = await create_runner_token(session, host, harness.database.clock())
+    return found
+
+
+async def job_rows(harness: Harness) -> list[JobRow]:
+    async with harness.database.sessions() as session:
+        from sqlalchemy import select
+
+        return list((await session.scalars(select(JobRow).order_by(JobRow.pk))).all())
+
+
+def smoke_commit(smoke: str = SMOKE, boot: str = BOOT) -> dict[str, str]:
+    return manifest_files("hil-smoke.yml") | {"scripts/smoke.sh": smoke, "scripts/boot.sh": boot}
+
+
+async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_both_outputs(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token)
+    [run] = await harness.push_commit(smoke_commit())
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "success", final["output"]["summary"]
+    summary = final["output"]["summary"]
+    assert "smoke on " in summary and "token set" in summary
+    assert f"boot {REPO}@{OTHER_SHA}" in summary
+    rows = await job_rows(harness)
+    assert [(row.state, row.exit_status) for row in rows] == [("succeeded", 0), ("succeeded", 0)]
+    assert all(row.cpus for row in rows)  # the CPU set each was pinned to is on record
+    for row in rows:
+        assert row.accounting is not None
+        use = row.accounting["reservation_use"]
+        assert use["vcpus"] == row.vcpus and use["wall_s"] > 0 and 0 <= use["average_use_ppm"]
+    # The tarball was fetched with a token limited to the repository.
+    tarballs = harness.requests("GET", f"/tarball/{OTHER_SHA}")
+    assert tarballs
+    for request in tarballs:
+        token = request.headers["Authorization"].split()[1]
+        assert harness.github.token_scopes[token] == frozenset({"firmware"})
+
+
+async def test_a_failing_script_fails_the_check_run_with_its_exit_status_and_output(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token)
+    [run] = await harness.push_commit(
+        smoke_commit(boot="#!/bin/sh\necho 'no console on uart0' >&2\nexit 3\n")
+    )
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "failure"
+    assert "no console on uart0" in final["output"]["summary"]
+    assert sorted(row.exit_status for row in await job_rows(harness)) == [0, 3]
+
+
+async def test_the_agent_reports_health_and_resources_by_name_in_heartbeats(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    hosts = await tokens(harness, "lab-a-01")
+    agent = agents("lab-a-01", hosts["lab-a-01"], limits=HostLimits(max_weight=6, max_queue_depth=3))
+
+    async def reported() -> bool:
+        async with harness.database.sessions() as session:
+            report = await host_report(session, "lab-a-01")
+        return report is not None and report.health is not None
+
+    await harness.wait_until(reported)
+    async with harness.database.sessions() as session:
+        report = await host_report(session, "lab-a-01")
+    assert report is not None and report.health is not None
+    assert report.resources["max_weight"] == 6
+    assert report.resources["max_queue_depth"] == 3
+    assert report.resources["vcpus"] == agent.allocator.limit
+    assert report.device_states and set(report.device_states.values()) == {"present"}
+    assert report.health["underused_reservations"] == []
+
+
+async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancelled(
+    harness: Harness, agents: AgentFactory, tmp_path: Path
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token, kill_grace_s=1.0)
+    marker = tmp_path / "children"
+    # Both scripts leave a child behind that ignores SIGTERM; cancelling must still end everything.
+    hang = f"#!/bin/sh\n(trap '' TERM; sleep 300) & echo $! >> {marker}\necho started\nsleep 300\n"
+    [run] = await harness.push_commit(smoke_commit(smoke=hang, boot=hang))
+
+    async def both_running() -> bool:
+        return [row.state for row in await job_rows(harness)] == ["running", "running"] and marker.exists()
+
+    await harness.wait_until(both_running, timeout=30)
+    [session] = await harness.sessions()
+    from kerrigan.store.jobs import request_cancel
+
+    async with harness.database.sessions() as db, db.begin():
+        await request_cancel(db, session.id, harness.database.clock())
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    assert harness.github.check_runs[run["id"]]["conclusion"] == "cancelled"
+    assert [row.state for row in await job_rows(harness)] == ["cancelled", "cancelled"]
+    for pid in marker.read_text().split():
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+async def test_output_is_uploaded_while_the_job_runs(harness: Harness, agents: AgentFactory) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token)
+    slow = "#!/bin/sh\necho first line\nsleep 3\necho second line\n"
+    await harness.push_commit(smoke_commit(smoke=slow, boot=slow))
+
+    async def first_line_uploaded() -> bool:
+        rows = await job_rows(harness)
+        if not rows:
+            return False
+        async with harness.database.sessions() as session:
+            chunks = await output(session, rows[0].pk)
+        return any("first line" in data for _, data in chunks) and rows[0].state == "running"
+
+    await harness.wait_until(first_line_uploaded, timeout=30)
+
+
+def test_job_environment_carries_the_offer_and_not_the_agents_settings() -> None:
+    from kerrigan.runner.agent import job_environment
+
+    offer = {
+        "id": "7",
+        "repository": REPO,
+        "sha": OTHER_SHA,
+        "device": "modalix-bluebox",
+        "board": "modalix",
+        "labels": {"sdk": "2.2.0"},
+        "workflow_run_id": 99,
+        "github": {"token": "ghs_x", "api_url": "http://github.test"},
+    }
+    env = job_environment(offer, (2, 3), {"PATH": "/bin", "KERRIGAN_RUNNER_TOKEN": "kgr_secret"})
+    assert "KERRIGAN_RUNNER_TOKEN" not in env
+    assert env["GITHUB_TOKEN"] == "ghs_x"
+    assert env["GITHUB_REPOSITORY"] == REPO and env["GITHUB_SHA"] == OTHER_SHA
+    assert env["GITHUB_API_URL"] == "http://github.test"
+    assert env["KERRIGAN_WORKFLOW_RUN_ID"] == "99"
+    assert env["KERRIGAN_DEVICE_ID"] == "modalix-bluebox" and env["KERRIGAN_DEVICE_BOARD"] == "modalix"
+    assert json.loads(env["KERRIGAN_DEVICE_LABELS"]) == {"sdk": "2.2.0"}
+    assert env["KERRIGAN_CPUS"] == "2-3" and env["PATH"] == "/bin"
