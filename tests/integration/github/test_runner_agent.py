@@ -23,9 +23,13 @@ from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token, host_report
-from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files, push_payload
+from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files
 
-SMOKE = '#!/bin/sh\necho "smoke on $KERRIGAN_DEVICE_ID ($KERRIGAN_DEVICE_BOARD)"\necho "token ${GITHUB_TOKEN:+set}"\n'
+SMOKE = (
+    "#!/bin/sh\n"
+    'echo "smoke on $KERRIGAN_DEVICE_ID ($KERRIGAN_DEVICE_BOARD)"\n'
+    'echo "token ${GITHUB_TOKEN:+set}"\n'
+)
 BOOT = '#!/bin/sh\necho "boot $GITHUB_REPOSITORY@$GITHUB_SHA cpus $KERRIGAN_CPUS"\nexit 0\n'
 
 AgentFactory = Callable[..., Agent]
@@ -97,7 +101,8 @@ async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_bot
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "success", final["output"]["summary"]
     summary = final["output"]["summary"]
-    assert "smoke on " in summary and "token set" in summary
+    assert "smoke on " in summary
+    assert "token set" in summary
     assert f"boot {REPO}@{OTHER_SHA}" in summary
     rows = await job_rows(harness)
     assert [(row.state, row.exit_status) for row in rows] == [("succeeded", 0), ("succeeded", 0)]
@@ -105,7 +110,9 @@ async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_bot
     for row in rows:
         assert row.accounting is not None
         use = row.accounting["reservation_use"]
-        assert use["vcpus"] == row.vcpus and use["wall_s"] > 0 and 0 <= use["average_use_ppm"]
+        assert use["vcpus"] == row.vcpus
+        assert use["wall_s"] > 0
+        assert use["average_use_ppm"] >= 0
     # The tarball was fetched with a token limited to the repository.
     tarballs = harness.requests("GET", f"/tarball/{OTHER_SHA}")
     assert tarballs
@@ -148,11 +155,13 @@ async def test_the_agent_reports_health_and_resources_by_name_in_heartbeats(
     await harness.wait_until(reported)
     async with harness.database.sessions() as session:
         report = await host_report(session, "lab-a-01")
-    assert report is not None and report.health is not None
+    assert report is not None
+    assert report.health is not None
     assert report.resources["max_weight"] == 6
     assert report.resources["max_queue_depth"] == 3
     assert report.resources["vcpus"] == agent.allocator.limit
-    assert report.device_states and set(report.device_states.values()) == {"present"}
+    assert report.device_states
+    assert set(report.device_states.values()) == {"present"}
     assert report.health["underused_reservations"] == []
 
 
@@ -221,9 +230,12 @@ def test_job_environment_carries_the_offer_and_not_the_agents_settings() -> None
     env = job_environment(offer, (2, 3), {"PATH": "/bin", "KERRIGAN_RUNNER_TOKEN": "kgr_secret"})
     assert "KERRIGAN_RUNNER_TOKEN" not in env
     assert env["GITHUB_TOKEN"] == "ghs_x"
-    assert env["GITHUB_REPOSITORY"] == REPO and env["GITHUB_SHA"] == OTHER_SHA
+    assert env["GITHUB_REPOSITORY"] == REPO
+    assert env["GITHUB_SHA"] == OTHER_SHA
     assert env["GITHUB_API_URL"] == "http://github.test"
     assert env["KERRIGAN_WORKFLOW_RUN_ID"] == "99"
-    assert env["KERRIGAN_DEVICE_ID"] == "modalix-bluebox" and env["KERRIGAN_DEVICE_BOARD"] == "modalix"
+    assert env["KERRIGAN_DEVICE_ID"] == "modalix-bluebox"
+    assert env["KERRIGAN_DEVICE_BOARD"] == "modalix"
     assert json.loads(env["KERRIGAN_DEVICE_LABELS"]) == {"sdk": "2.2.0"}
-    assert env["KERRIGAN_CPUS"] == "2-3" and env["PATH"] == "/bin"
+    assert env["KERRIGAN_CPUS"] == "2-3"
+    assert env["PATH"] == "/bin"
