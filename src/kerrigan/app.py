@@ -45,7 +45,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[DATABASE] = database
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
-    protocol = RunnerProtocol(database, JobChanges())
+    protocol = RunnerProtocol(database, JobChanges(), lease_ttl_s=settings.runner_lease_s)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -96,7 +96,7 @@ async def _background(
             worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
             app[WORKER] = worker
             worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
-    dispatcher = Dispatcher(database, changes=protocol.changes)
+    dispatcher = Dispatcher(database, changes=protocol.changes, lease_ttl_s=settings.runner_lease_s)
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="kerrigan-dispatch")
     try:
         yield

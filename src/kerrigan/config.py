@@ -52,6 +52,7 @@ class Settings:
     session_secret: str | None = field(default=None, repr=False)
     public_read: bool = False
     workers: int | None = None  # worker processes; None: 0 (in-process) on SQLite, 1 on PostgreSQL
+    runner_lease_s: int = 60  # a runner host's leases expire this long after its last heartbeat
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -107,6 +108,12 @@ class Settings:
             if not workers.isdigit() or int(workers) > 32:
                 raise ConfigError(f"{PREFIX}WORKERS must be a whole number from 0 to 32, not {workers!r}")
             values["workers"] = int(workers)
+        if (lease := get("RUNNER_LEASE_S")) is not None:
+            if not lease.isdigit() or not 2 <= int(lease) <= 3600:
+                raise ConfigError(
+                    f"{PREFIX}RUNNER_LEASE_S must be whole seconds from 2 to 3600, not {lease!r}"
+                )
+            values["runner_lease_s"] = int(lease)
         if (public_read := get("PUBLIC_READ")) is not None:
             if public_read not in ("0", "1"):
                 raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")

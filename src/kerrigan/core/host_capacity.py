@@ -38,18 +38,28 @@ def claim_of(vcpus: int | None) -> int:
     return DEFAULT_CLAIM if vcpus is None else vcpus
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A ``runner_full`` refusal: a detail naming the limit, and whether the job may be offered again
+    (``retry``: the host is busy now) or never fits this host."""
+
+    detail: str
+    retry: bool
+
+
 def admission_refusal(
     claim: int, allocator: CpuAllocator, accepted_waiting: int, limits: HostLimits
-) -> str | None:
-    """Why an offer must be refused ``runner_full`` (a detail naming the limit), or ``None`` to accept it."""
+) -> Refusal | None:
+    """Why an offer must be refused ``runner_full``, or ``None`` to accept it."""
     try:
         allocator.check_claim(claim)
     except ClaimRefused as refused:
-        return refused.detail
+        return Refusal(refused.detail, retry=False)
     if accepted_waiting >= limits.max_queue_depth:
-        return (
+        return Refusal(
             f"max_queue_depth: {accepted_waiting} jobs are accepted and not yet running "
-            f"(limit {limits.max_queue_depth})"
+            f"(limit {limits.max_queue_depth})",
+            retry=True,
         )
     return None
 

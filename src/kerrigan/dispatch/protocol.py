@@ -85,8 +85,11 @@ class RunnerProtocol:
     ``credentials`` mints the repository-scoped token each offer carries (the app wires the GitHub App).
     """
 
-    def __init__(self, database: Database, changes: JobChanges | None = None) -> None:
+    def __init__(
+        self, database: Database, changes: JobChanges | None = None, lease_ttl_s: int = LEASE_TTL_S
+    ) -> None:
         self.database = database
+        self.lease_ttl_s = lease_ttl_s
         self.catalog = server_catalog()
         self.changes = changes or JobChanges()
         self.credentials: Credentials | None = None
@@ -198,7 +201,7 @@ class RunnerProtocol:
                 ],
                 "protocol": agreed.version,
                 "capabilities": sorted(agreed.capabilities),
-                "lease_ttl_s": LEASE_TTL_S,
+                "lease_ttl_s": self.lease_ttl_s,
                 "poll_timeout_s": POLL_TIMEOUT_S,
             }
         )
@@ -229,7 +232,7 @@ class RunnerProtocol:
                 report = await record_report(
                     session, host, now, resources=resources, device_states=devices, health=health
                 )
-                renewed = await renew_leases(session, host, now, timedelta(seconds=LEASE_TTL_S))
+                renewed = await renew_leases(session, host, now, timedelta(seconds=self.lease_ttl_s))
                 await jobs.observe_runner_waits(session, host, waiting, now)
         except ProtocolError as exc:
             return _error(exc)
@@ -334,12 +337,15 @@ class RunnerProtocol:
                 detail = f"{free} bytes free, floor {floor} bytes"
             if not isinstance(detail, str):
                 raise ProtocolError(400, "invalid", "detail must be text", "detail")
+            retry = body.get("retry", True)
+            if not isinstance(retry, bool):
+                raise ProtocolError(400, "invalid", "retry must be true or false", "retry")
         except ProtocolError as exc:
             return _error(exc)
         return await self._transition(
             request,
             lambda session, job, host: jobs.refuse(
-                session, job, host, self.database.clock(), reason=str(reason), detail=detail
+                session, job, host, self.database.clock(), reason=str(reason), detail=detail, retry=retry
             ),
         )
 

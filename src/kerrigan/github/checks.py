@@ -408,6 +408,7 @@ class JobProgress:
     reason: str | None = None
     seconds: float | None = None
     output_tail: str = ""
+    detail: str | None = None  # the runner's words for a refusal (the limit it names)
 
 
 ENDED_STATES: Final = frozenset(JOB_CONCLUSIONS)
@@ -441,7 +442,8 @@ def progress_body(name: str, context: SessionContext, jobs: Sequence[JobProgress
     ]
     for job in jobs:
         duration = f"{job.seconds:.0f} s" if job.seconds is not None else ""
-        state = job.state + (f" ({job.reason})" if job.reason else "")
+        why = f"{job.reason}: {job.detail}" if job.reason and job.detail else job.reason
+        state = job.state + (f" ({why})" if why else "")
         lines.append(
             f"| {_code(job.task_id)} | {_cell(state)} | {_code(job.device_id) if job.device_id else ''} | "
             f"{_code(job.host) if job.host else ''} | {duration} | "
@@ -462,7 +464,10 @@ def progress_body(name: str, context: SessionContext, jobs: Sequence[JobProgress
             ]
     summary = _cut_lines("\n".join(lines) + "\n", SUMMARY_LIMIT)
     if status == "completed":
-        title = f"{'Passed' if conclusion == 'success' else 'Failed'}: {done} of {len(jobs)} job(s) ended"
+        verdict = {"success": "Passed", "cancelled": "Cancelled", "timed_out": "Timed out"}.get(
+            conclusion or "", "Failed"
+        )
+        title = f"{verdict}: {done} of {len(jobs)} job(s) ended"
     elif status == "in_progress":
         title = f"Running: {done} of {len(jobs)} job(s) ended"
     else:

@@ -36,6 +36,7 @@ async def report_progress(app: GitHubApp, job_pk: int) -> None:
                 if job.started_at and job.finished_at
                 else None,
                 await output_tail(db, job.pk) if job.finished_at else "",
+                job.detail,
             )
             for job in jobs
         ]

@@ -308,9 +308,10 @@ class Agent:
         job_id = str(offer["id"])
         claim = int(offer.get("claim", {}).get("vcpus", 2))
         accepted_waiting = sum(1 for r in self.jobs.values() if r.state in ("accepted", "waiting"))
-        detail = admission_refusal(claim, self.allocator, accepted_waiting, self.settings.limits)
-        if detail is not None:
-            await self._refuse(job_id, {"reason": "runner_full", "detail": detail})
+        refusal = admission_refusal(claim, self.allocator, accepted_waiting, self.settings.limits)
+        if refusal is not None:
+            body = {"reason": "runner_full", "detail": refusal.detail, "retry": refusal.retry}
+            await self._refuse(job_id, body)
             return
         workspace = self._workspace_name(offer)
         busy = {r.workspace for r in self.jobs.values() if r.workspace and r.state != "ended"}

@@ -190,16 +190,27 @@ async def accept(session: AsyncSession, job_id: str, host: str, at: datetime) ->
 
 
 async def refuse(
-    session: AsyncSession, job_id: str, host: str, at: datetime, *, reason: str, detail: str
+    session: AsyncSession,
+    job_id: str,
+    host: str,
+    at: datetime,
+    *,
+    reason: str,
+    detail: str,
+    retry: bool = True,
 ) -> Transition:
-    """The runner cannot take the job: capacity refusals put it back in the queue, others end it."""
+    """The runner cannot take the job: capacity refusals put it back in the queue, others end it.
+
+    ``retry=False`` says the host can never run it (a claim of 0, or over its allocatable CPUs): it ends
+    ``refused_before_start`` with the runner's detail, which the check run shows.
+    """
     job = await _job(session, job_id, host)
     if job.state != LEASED:
         return Transition(JobState(job.state), changed=False)
     if job.device_id is not None:
         await release_lease(session, job.device_id)
     job.reason, job.detail = reason, detail[:500]
-    if reason in REQUEUE_REASONS:
+    if reason in REQUEUE_REASONS and retry:
         job.state, job.device_id = JobState.QUEUED, None
         return Transition(JobState.QUEUED, changed=True)
     job.state, job.finished_at = JobState.REFUSED_BEFORE_START, at
@@ -335,6 +346,7 @@ class JobRecord:
     reason: str | None
     started_at: datetime | None
     finished_at: datetime | None
+    detail: str | None = None
 
 
 async def session_jobs_of(session: AsyncSession, job_pk: int) -> tuple[str, list[JobRecord]] | None:
@@ -357,6 +369,7 @@ async def session_jobs_of(session: AsyncSession, job_pk: int) -> tuple[str, list
             row.reason,
             row.started_at,
             row.finished_at,
+            row.detail,
         )
         for row in rows
     ]
