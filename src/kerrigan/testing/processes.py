@@ -57,13 +57,15 @@ async def serve_with_github(
     *,
     database_url: str,
     repository: str,
-    workflows: Path,
+    workflows: Path | None,
     webhook_secret: str,
     configure_app: bool = True,
     environment: Mapping[str, str] | None = None,
+    files: Path | None = None,
 ) -> AsyncIterator[Served]:
     """Start the stand-in (holding ``workflows`` at every commit of ``repository``) and ``kerrigan serve``;
-    stop both on the way out. ``configure_app=False`` leaves the GitHub App unconfigured (deliveries are
+    stop both on the way out. ``files``: a folder whose files every commit holds (scripts beside the
+    manifests). ``configure_app=False`` leaves the GitHub App unconfigured (deliveries are
     stored, not processed)."""
     private_key, public_key = generate_app_key()
     (folder / "app.pub").write_text(public_key, encoding="utf-8")
@@ -77,8 +79,8 @@ async def serve_with_github(
         APP_ID,
         "--repository",
         repository,
-        "--workflows",
-        str(workflows),
+        *(["--workflows", str(workflows)] if workflows else []),
+        *(["--files", str(files)] if files else []),
         stdout=asyncio.subprocess.PIPE,
     )
     assert github.stdout is not None

@@ -1,0 +1,232 @@
+"""Push → devices → runner → check run, across real processes on loopback.
+
+``kerrigan serve``, ``kerrigan runner`` and the GitHub stand-in each run as their own process. A push runs
+a two-task manifest whose commands are scripts in the pushed repository, on two devices of one runner host:
+the session ends ``success`` with both jobs' output. Then the runner is killed in the middle of a job, and
+the session ends ``failure`` with ``runner_lost`` within the lease time (shortened here to four seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+from sqlalchemy import select
+
+from kerrigan.core.inventory import Inventory
+from kerrigan.core.inventory_diff import diff_inventories
+from kerrigan.core.inventory_file import parse_inventory
+from kerrigan.core.sessions import Session
+from kerrigan.store.audit import Change
+from kerrigan.store.database import Database, upgrade
+from kerrigan.store.inventory import apply_diff
+from kerrigan.store.jobs import output
+from kerrigan.store.models import JobRow
+from kerrigan.store.runners import create_runner_token
+from kerrigan.store.sessions import find_sessions
+from kerrigan.testing.github import signed_headers
+from kerrigan.testing.processes import serve_with_github
+
+SECRET = "e2e-secret"
+REPO = "octo/firmware"
+LEASE_S = 4
+
+INVENTORY = """
+hosts:
+  - id: rig-01
+pools:
+  - id: bench
+    name: Bench rig
+    owners: [octocat]
+    labels: {sdk: "2.2.0"}
+    devices:
+      - {id: board-a, board: modalix, target_type: devkit, os_type: linux, host: rig-01}
+      - {id: board-b, board: modalix, target_type: devkit, os_type: linux, host: rig-01}
+"""
+
+MANIFEST = """
+name: bench
+on: {push: {branches: [main]}}
+scheduling:
+  max_devkits: 2
+  labels: {sdk: "2.2.0"}
+tasks:
+  - id: flash
+    run: ./scripts/flash.sh
+    vcpus: 1
+  - id: smoke
+    run: ./scripts/smoke.sh
+    vcpus: 1
+"""
+
+# On commits starting with b the flash hangs, after writing its process group id for the clean-up.
+FLASH = """#!/bin/sh
+echo "flashing $KERRIGAN_DEVICE_ID"
+case "$GITHUB_SHA" in
+  b*) cut -d' ' -f5 /proc/$$/stat > "$PGID_FILE"; sleep 300 ;;
+esac
+echo "flashed"
+"""
+
+SMOKE = """#!/bin/sh
+echo "smoke on $KERRIGAN_DEVICE_ID at $GITHUB_SHA"
+"""
+
+
+@dataclass
+class Lab:
+    base: str
+    database: Database
+    folder: Path
+    token: str
+
+
+@pytest.fixture
+async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
+    database = Database.connect(url)
+    await upgrade(database.engine)
+    inventory = parse_inventory(INVENTORY, "inventory.yml").inventory
+    assert inventory is not None
+    async with database.sessions() as session, session.begin():
+        await apply_diff(
+            session, inventory, diff_inventories(Inventory(), inventory), Change("e2e", database.clock())
+        )
+        token = await create_runner_token(session, "rig-01", database.clock())
+    files = tmp_path / "repository"
+    (files / ".kerrigan" / "workflows").mkdir(parents=True)
+    (files / "scripts").mkdir()
+    (files / ".kerrigan" / "workflows" / "bench.yml").write_text(MANIFEST, encoding="utf-8")
+    (files / "scripts" / "flash.sh").write_text(FLASH, encoding="utf-8")
+    (files / "scripts" / "smoke.sh").write_text(SMOKE, encoding="utf-8")
+    try:
+        async with serve_with_github(
+            tmp_path,
+            database_url=url,
+            repository=REPO,
+            workflows=None,
+            files=files,
+            webhook_secret=SECRET,
+            environment={"KERRIGAN_RUNNER_LEASE_S": str(LEASE_S)},
+        ) as server:
+            yield Lab(server.base, database, tmp_path, token)
+    finally:
+        await database.close()
+
+
+@contextlib.asynccontextmanager
+async def runner(lab: Lab, pgid_file: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = {**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.token, "PGID_FILE": str(pgid_file)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "kerrigan.cli",
+        "runner",
+        "--server",
+        lab.base,
+        "--host-id",
+        "rig-01",
+        "--work-dir",
+        str(lab.folder / "rig-01"),
+        "--free-space-floor-bytes",
+        "0",
+        "--systemd-scope",
+        "never",
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def push(lab: Lab, sha: str) -> None:
+    payload = {
+        "ref": "refs/heads/main",
+        "after": sha,
+        "deleted": False,
+        "installation": {"id": 1},
+        "repository": {"full_name": REPO},
+        "sender": {"login": "octocat", "type": "User"},
+    }
+    body = json.dumps(payload).encode()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{lab.base}/webhooks/github", data=body, headers=signed_headers(SECRET, "push", body)
+        ) as response,
+    ):
+        assert response.status == 202
+
+
+async def session_at(lab: Lab, sha: str, timeout: float, done: bool = True) -> Session:
+    deadline = time.monotonic() + timeout
+    while True:
+        async with lab.database.sessions() as db:
+            found = await find_sessions(db, REPO, head_sha=sha)
+        if found and (not done or found[0].conclusion is not None):
+            return found[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {'finished ' if done else ''}session at {sha[:7]} after {timeout} s")
+        await asyncio.sleep(0.1)
+
+
+async def jobs_of(lab: Lab) -> list[JobRow]:
+    async with lab.database.sessions() as db:
+        return list((await db.scalars(select(JobRow).order_by(JobRow.pk))).all())
+
+
+async def test_a_push_runs_on_a_runner_process_and_a_killed_runner_ends_the_check_run_runner_lost(
+    lab: Lab,
+) -> None:
+    pgid_file = lab.folder / "hung-job.pgid"
+    async with runner(lab, pgid_file) as agent:
+        first = "a" * 40
+        await push(lab, first)
+        finished = await session_at(lab, first, timeout=60)
+        assert finished.conclusion is not None
+        assert finished.conclusion.value == "success"
+        rows = await jobs_of(lab)
+        assert sorted((row.task_id, row.state, row.exit_status) for row in rows) == [
+            ("flash", "succeeded", 0),
+            ("smoke", "succeeded", 0),
+        ]
+        assert {row.device_id for row in rows} == {"board-a", "board-b"}
+        async with lab.database.sessions() as db:
+            texts = {row.task_id: "".join(data for _, data in await output(db, row.pk)) for row in rows}
+        assert "flashed" in texts["flash"]
+        assert f"at {first}" in texts["smoke"]
+
+        # A commit whose flash script hangs: kill the runner while it runs.
+        second = "b" * 40
+        await push(lab, second)
+        deadline = time.monotonic() + 60
+        while not pgid_file.exists():
+            assert time.monotonic() < deadline, "the hanging job never started"
+            await asyncio.sleep(0.1)
+        agent.kill()
+        await agent.wait()
+        killed_at = time.monotonic()
+        lost = await session_at(lab, second, timeout=LEASE_S + 20)
+        waited = time.monotonic() - killed_at
+    with contextlib.suppress(ProcessLookupError, ValueError):
+        os.killpg(int(pgid_file.read_text().strip()), signal.SIGKILL)
+    assert lost.conclusion is not None
+    assert lost.conclusion.value == "failure"
+    hung = [row for row in await jobs_of(lab) if row.task_id == "flash" and row.state == "failed"]
+    assert [row.reason for row in hung] == ["runner_lost"]
+    assert waited < LEASE_S + 10, f"the session ended {waited:.1f} s after the runner died"
