@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import enum
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from functools import cached_property
+from operator import attrgetter
+from typing import Final, overload
 
 from kerrigan.core.manifest import Priority
 
 AGING_S: Final = 60.0
 BACKFILL_GRACE_S: Final = 60.0
+NEVER: Final = float("-inf")  # the last dispatch of a repository that has had none
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,37 +81,53 @@ class Waiting:
         return self.kind is not WaitKind.OWN_SESSION
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: ``_positions`` is cached on the instance
 class DispatchPlan:
     """Jobs to start now with their devices, in dispatch order, and why each other job waits."""
 
     assignments: tuple[tuple[QueuedJob, str], ...]
     waiting: Mapping[str, Waiting]
-    order: tuple[str, ...] = field(default=())  # every job id in the order it stands in the queue
+    order: Sequence[str] = field(default=())  # every job id in the order it stands in the queue
 
     def position(self, job_id: str) -> int | None:
         """1-based place of a waiting job in the queue."""
-        waiting = [job for job in self.order if job in self.waiting]
-        return waiting.index(job_id) + 1 if job_id in waiting else None
+        return self._positions.get(job_id)
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        # Built once, on the first question: asking for every waiting job's place stays O(n), not O(n²).
+        positions: dict[str, int] = {}
+        for place, job_id in enumerate((job for job in self.order if job in self.waiting), 1):
+            positions.setdefault(job_id, place)
+        return positions
 
 
-def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tuple[float, ...]:
-    """Sort key placing a head in seed 003's four tiers."""
-    waited = now - head.ready_at
-    if head.gate:
-        return (0, head.ready_at)
-    if head.priority is Priority.BACKGROUND:
-        return (3, head.ready_at)
-    if waited >= AGING_S:
-        return (1, head.ready_at)
-    return (2, last_dispatch.get(head.repository, float("-inf")), head.ready_at)
+def _tier(job: QueuedJob, now: float) -> int:
+    """Which of seed 003's four tiers a head stands in: 0 gate, 1 aged, 2 newer, 3 background."""
+    if job.priority is Priority.GATE:
+        return 0
+    if job.priority is Priority.BACKGROUND:
+        return 3
+    return 1 if now - job.ready_at >= AGING_S else 2
+
+
+def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tuple[float | str, ...]:
+    """Sort key placing a head in seed 003's four tiers; the id last, so no two heads tie."""
+    tier = _tier(head, now)
+    if tier == 2:  # only newer heads rotate between repositories
+        return (tier, last_dispatch.get(head.repository, NEVER), head.ready_at, head.id)
+    return (tier, head.ready_at, head.id)
 
 
 def order_heads(
     heads: Iterable[QueuedJob], now: float, last_dispatch: Mapping[str, float]
 ) -> list[QueuedJob]:
     """Heads in the order they are offered devices."""
-    return sorted(heads, key=lambda head: (*_rank(head, now, last_dispatch), head.id))
+    return sorted(heads, key=lambda head: _rank(head, now, last_dispatch))
+
+
+_arrival: Final = attrgetter("ready_at", "id")
+_ON_DEVICE: Final = Waiting(WaitKind.DEVICE)  # frozen, so one instance serves every job that waits so
 
 
 def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share the round's state
@@ -133,18 +152,26 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     last = dict(last_dispatch)
     hosts = device_hosts or {}
     weight = dict(host_room or {})
+    # Sorted once by arrival: each repository's line, and later every tier of the queue order, is a
+    # filter of this list and so comes out sorted without being sorted again.
+    queue = sorted(jobs, key=_arrival)
     lines: dict[str, list[QueuedJob]] = {}
-    for job in sorted(jobs, key=lambda job: (job.ready_at, job.id)):
+    for job in queue:
         lines.setdefault(job.repository, []).append(job)
     assignments: list[tuple[QueuedJob, str]] = []
     waiting: dict[str, Waiting] = {}
     held: dict[str, str] = {}  # runner host -> the blocked head it is held for
-    dispatched: set[str] = set()
+    on_session: dict[str, Waiting] = {}  # one OWN_SESSION verdict per session, shared by its jobs
+
+    def own_session(session_id: str) -> Waiting:
+        if session_id not in on_session:
+            on_session[session_id] = Waiting(WaitKind.OWN_SESSION, session_id)
+        return on_session[session_id]
 
     def verdict(head: QueuedJob) -> tuple[str | None, Waiting]:
+        if free.isdisjoint(head.candidates):  # most heads, when few devices are free: checked in C
+            return None, _ON_DEVICE
         usable = [device for device in head.candidates if device in free]
-        if not usable:
-            return None, Waiting(WaitKind.DEVICE)
         fenced_by = None
         for device in usable:
             host = hosts.get(device)
@@ -153,35 +180,34 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 fenced_by = fenced_by or holder
                 continue
             if host is None or host not in weight or weight[host] >= head.vcpus:
-                return device, Waiting(WaitKind.DEVICE)
+                return device, _ON_DEVICE
         if fenced_by is not None:
             return None, Waiting(WaitKind.FENCED, fenced_by)
         return None, Waiting(WaitKind.CAPACITY)
 
-    # Each repository's line holds one job in the heap at a time: its head. Popping a head decides it
-    # (a device, or why it waits) and puts the next job of its line in, ranked with the repository's
-    # latest dispatch. Every job is decided once: O(n log n), not a fresh sort after every grant.
-    heap: list[tuple[Any, ...]] = []
-    position = dict.fromkeys(lines, 0)
+    # Each repository's line holds one job in the heap at a time: its head, ``line[decided[repository]]``.
+    # Popping a head decides it (a device, or why it waits) and puts the next job of its line in, ranked
+    # with the repository's latest dispatch. Every job is decided once: O(n log n), not a fresh sort
+    # after every grant.
+    heap: list[tuple[tuple[float | str, ...], QueuedJob]] = []
+    decided = dict.fromkeys(lines, 0)
 
-    def push_next(repository: str) -> None:
+    def push_head(repository: str) -> None:
         line = lines[repository]
-        if position[repository] < len(line):
-            job = line[position[repository]]
-            position[repository] += 1
-            heapq.heappush(heap, (*_rank(job, now, last), job.id, job))
+        if decided[repository] < len(line):
+            job = line[decided[repository]]
+            heapq.heappush(heap, (_rank(job, now, last), job))
 
     for repository in lines:
-        push_next(repository)
+        push_head(repository)
     while heap and free:
-        head: QueuedJob = heapq.heappop(heap)[-1]
+        _, head = heapq.heappop(heap)
         if room.get(head.session_id, 0) <= 0:
-            waiting[head.id] = Waiting(WaitKind.OWN_SESSION, head.session_id)
+            waiting[head.id] = own_session(head.session_id)
         else:
             device, why = verdict(head)
             if device is not None:
                 assignments.append((head, device))
-                dispatched.add(head.id)
                 free.discard(device)
                 room[head.session_id] = room.get(head.session_id, 0) - 1
                 host = hosts.get(device)
@@ -194,29 +220,77 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                     for candidate in head.candidates:
                         if candidate in free and candidate in hosts:
                             held.setdefault(hosts[candidate], head.id)
-        push_next(head.repository)
-    # No device left free: whoever was not reached waits on a device (or its own session); no need to
-    # rank them one by one.
-    for line in lines.values():
-        for job in line:
-            if job.id not in dispatched and job.id not in waiting:
-                full = room.get(job.session_id, 0) <= 0
-                waiting[job.id] = (
-                    Waiting(WaitKind.OWN_SESSION, job.session_id) if full else Waiting(WaitKind.DEVICE)
-                )
+        decided[head.repository] += 1
+        push_head(head.repository)
+    # No device left free: whoever was not reached waits on a device (or its own session). Those are the
+    # rest of each line, past the jobs already decided; no need to rank them one by one.
+    for repository, line in lines.items():
+        for job in line[decided[repository] :]:
+            waiting[job.id] = own_session(job.session_id) if room.get(job.session_id, 0) <= 0 else _ON_DEVICE
 
-    order = _queue_order(assignments, waiting, jobs, now=now, last=last)
-    return DispatchPlan(tuple(assignments), waiting, tuple(order))
+    order = QueueOrder([job.id for job, _ in assignments], queue, waiting, now=now, last_dispatch=last)
+    return DispatchPlan(tuple(assignments), waiting, order)
 
 
-def _queue_order(
-    assignments: Sequence[tuple[QueuedJob, str]],
-    waiting: Mapping[str, Waiting],
-    jobs: Sequence[QueuedJob],
-    *,
-    now: float,
-    last: Mapping[str, float],
-) -> list[str]:
-    """Started jobs, then every waiting job in queue order (every job has been decided by now)."""
-    order = [job.id for job, _ in assignments]
-    return order + [job.id for job in order_heads([j for j in jobs if j.id in waiting], now, last)]
+class QueueOrder(Sequence[str]):
+    """Every job id in the order it stands in the queue: the started jobs, then the waiting ones as
+    :func:`order_heads` ranks them.
+
+    Ranked on first use, not when the plan is made: a dispatch round needs only the assignments, and
+    ranking every waiting job each round (10,000 of them in ``benchmarks/bench_dispatch.py``) was a third
+    of its time. Nor is it a sort by :func:`_rank`: ``queue`` is in arrival order, so splitting it by tier
+    leaves the gate, aged and background tiers already in their order, and the newer tier needs only a
+    stable sort by its repository's last dispatch.
+    """
+
+    def __init__(
+        self,
+        started: Sequence[str],
+        queue: Sequence[QueuedJob],
+        waiting: Mapping[str, Waiting],
+        *,
+        now: float,
+        last_dispatch: Mapping[str, float],
+    ) -> None:
+        """``queue`` holds every job sorted by (``ready_at``, id); ``last_dispatch`` as the round left it."""
+        self._started = started
+        self._queue = queue
+        self._waiting = waiting
+        self._now = now
+        self._last = last_dispatch
+
+    @cached_property
+    def _ids(self) -> tuple[str, ...]:
+        tiers: tuple[list[QueuedJob], ...] = ([], [], [], [])
+        for job in self._queue:
+            if job.id in self._waiting:
+                tiers[_tier(job, self._now)].append(job)
+        tiers[2].sort(key=lambda job: self._last.get(job.repository, NEVER))
+        return (*self._started, *(job.id for tier in tiers for job in tier))
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self._ids[index]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    # Equal to the tuple of the same ids, as ``order`` was a tuple: plans compare by value as before.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, QueueOrder):
+            return self._ids == other._ids
+        return isinstance(other, tuple) and self._ids == other
+
+    def __hash__(self) -> int:
+        return hash(self._ids)
+
+    def __repr__(self) -> str:
+        return f"QueueOrder({self._ids!r})"

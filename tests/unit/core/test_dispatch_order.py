@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -293,3 +294,144 @@ def test_every_job_is_either_started_on_a_free_candidate_or_told_why_it_waits(
     assert started_ids | set(result.waiting) == {j.id for j in jobs}
     assert sorted(result.order) == sorted(j.id for j in jobs)
     assert len(result.order) == len(set(result.order))
+
+
+# Seed 003's named queue-order tests, with a repository in place of a workspace and a session's
+# max_devkits in place of "blocked by its own workspace".
+
+EIGHT = [f"d{n}" for n in range(8)]
+
+
+def dispatch_rounds(
+    jobs: list[QueuedJob], room: dict[str, int], rounds: Iterable[tuple[Iterable[str], dict[str, int]]]
+) -> list[str]:
+    """Dispatch round after round, each freeing some devices and some sessions' room (``(devices, room)``);
+    the ids of the jobs started, in the order they started. Started jobs hold their devices."""
+    queue, room, last, started_ids = list(jobs), dict(room), {}, []
+    for n, (freed, freed_room) in enumerate(rounds):
+        for session, more in freed_room.items():
+            room[session] += more
+        now = NOW + n
+        result = plan_dispatch(queue, now=now, free_devices=freed, session_room=room, last_dispatch=last)
+        for queued, _ in result.assignments:
+            started_ids.append(queued.id)
+            queue.remove(queued)
+            room[queued.session_id] -= 1
+            last[queued.repository] = now
+    return started_ids
+
+
+@pytest.mark.parametrize(
+    "rounds",
+    [[(EIGHT, {})], [([device], {}) for device in EIGHT]],
+    ids=["eight-free-at-once", "one-freed-per-round"],
+)
+def test_gate_gets_next_eight_permits_before_older_workers_and_later_gates(
+    rounds: list[tuple[list[str], dict[str, int]]],
+) -> None:
+    gate = [
+        job(
+            f"gate-{n}", "octo/merge", waited=30 - n, priority=Priority.GATE, candidates=EIGHT, session="gate"
+        )
+        for n in range(8)
+    ]
+    older_workers = [job(f"worker-{n}", f"octo/w{n}", waited=500 + n, candidates=EIGHT) for n in range(8)]
+    later_gate = [
+        job(
+            f"later-{n}",
+            "octo/later",
+            waited=10 - n,
+            priority=Priority.GATE,
+            candidates=EIGHT,
+            session="later",
+        )
+        for n in range(8)
+    ]
+    jobs = older_workers + later_gate + gate
+    room = {queued.session_id: 8 for queued in jobs}
+    assert dispatch_rounds(jobs, room, rounds) == [queued.id for queued in gate]
+
+
+@pytest.mark.parametrize("gate_vcpus", [2, 8], ids=["gate-would-fit", "gate-would-fence-its-host"])
+def test_workspace_conflicted_gate_does_not_block_independent_workers(gate_vcpus: int) -> None:
+    # The gate's session already holds max_devkits devices. Were it a head, it would take small-1 (2 vCPUs)
+    # or, not fitting host-a's 4 vCPUs (8), hold host-a against both workers.
+    jobs = [
+        job(
+            "gate",
+            "octo/a",
+            priority=Priority.GATE,
+            candidates=["small-1"],
+            session="merge",
+            vcpus=gate_vcpus,
+        ),
+        job("same-repository", "octo/a", waited=0.5, candidates=["small-1", "small-2"]),
+        job("other-repository", "octo/b", waited=0.5, candidates=["small-1", "small-2"]),
+    ]
+    result = plan_dispatch(
+        jobs,
+        now=NOW,
+        free_devices=["small-1", "small-2"],
+        session_room={"merge": 0, "s-same-repository": 1, "s-other-repository": 1},
+        last_dispatch={},
+        device_hosts=HOSTS,
+        host_room={"host-a": 4},
+    )
+    assert sorted(queued for queued, _ in started(result)) == ["other-repository", "same-repository"]
+    assert (result.waiting["gate"].kind, result.waiting["gate"].on) == (WaitKind.OWN_SESSION, "merge")
+
+
+def test_waiting_gate_does_not_stop_or_repin_running_workers() -> None:
+    # A running worker holds leased-1 (on host-b, with room to spare): leased, so not free. Running workers
+    # on host-a claim all but 2 of its vCPUs. The gate may use either device and claims 4.
+    gate = job("gate", "octo/a", priority=Priority.GATE, candidates=["leased-1", "small-1"], vcpus=4)
+    result = plan_dispatch(
+        [gate],
+        now=NOW,
+        free_devices=["small-1"],
+        session_room={gate.session_id: 4},
+        last_dispatch={},
+        device_hosts={"leased-1": "host-b", "small-1": "host-a"},
+        host_room={"host-a": 2, "host-b": 16},
+    )
+    assert started(result) == []
+    assert result.waiting["gate"].kind is WaitKind.CAPACITY
+
+
+def test_jobs_waiting_on_a_workspace_keep_fifo_order() -> None:
+    # Ids run against arrival, and the oldest have aged past 60 s while the youngest has not: only arrival
+    # order gives this order.
+    arrivals = ["t-e", "t-d", "t-c", "t-b", "t-a"]
+    jobs = [
+        job(job_id, "octo/a", waited=120 - 20 * n, session="s", candidates=EIGHT)
+        for n, job_id in enumerate(arrivals)
+    ]
+    jobs.append(job("other", "octo/a", waited=90, session="other", candidates=EIGHT))
+    # Round 0: the session is at max_devkits; then each round one of its jobs ends and one device frees.
+    rounds = [(["d0"], {})] + [([f"d{n}"], {"s": 1}) for n in range(1, 6)]
+    waiting = plan(jobs, ["d0"], room={"s": 0, "other": 1})
+    assert [waiting.position(job_id) for job_id in arrivals] == [1, 2, 3, 4, 5]
+    assert dispatch_rounds(jobs, {"s": 0, "other": 1}, rounds) == ["other", *arrivals]
+
+
+def test_dispatch_indexes_add_each_starting_weight_and_cpu_claim_before_selecting_next() -> None:
+    # host-a has 8 vCPUs left: 3 + 3 fit, a third 3 does not, and the 2-vCPU job behind it takes what is left.
+    hosts = {"a1": "host-a", "a2": "host-a", "a3": "host-a", "a4": "host-a", "b1": "host-b"}
+    jobs = [
+        job("first", "octo/a", waited=50, candidates=["a1"], vcpus=3),
+        job("second", "octo/b", waited=40, candidates=["a2"], vcpus=3),
+        job("third", "octo/c", waited=30, candidates=["a3"], vcpus=3),
+        job("fourth", "octo/d", waited=20, candidates=["a4"], vcpus=2),
+        job("elsewhere", "octo/e", waited=10, candidates=["b1"], vcpus=4),
+    ]
+    result = plan_dispatch(
+        jobs,
+        now=NOW,
+        free_devices=hosts,
+        session_room={queued.session_id: 1 for queued in jobs},
+        last_dispatch={},
+        device_hosts=hosts,
+        host_room={"host-a": 8, "host-b": 4},
+    )
+    assert started(result) == [("first", "a1"), ("second", "a2"), ("fourth", "a4"), ("elsewhere", "b1")]
+    assert result.waiting["third"].kind is WaitKind.CAPACITY
