@@ -139,7 +139,15 @@ class Dispatcher:
             held, used = await _holdings(session)
             host_room = await _host_room(session, used)
             matched: dict[str, tuple[str, ...]] = {}
-            jobs = [await _queued_job(session, record, inventory, now_dt, matched) for record in queued]
+            jobs = [_queued_job(record, inventory, now_dt, matched) for record in queued]
+            # Their queue-wait clocks start the first time they are dispatchable: one statement for all.
+            new = [record.pk for record in queued if record.ready_at is None]
+            if new:
+                await session.execute(
+                    update(JobRow)
+                    .where(JobRow.pk.in_(new))
+                    .values(ready_at=now_dt, queue_wait_observed_at=now_dt)
+                )
             waiting = [job for job in jobs if job is not None]
             room = {
                 record.session_id: int(record.resolution.get("scheduling", {}).get("max_devkits", 1))
@@ -165,8 +173,7 @@ class Dispatcher:
         return Round(tuple(granted), plan, withdrawn=tuple(withdrawn))
 
 
-async def _queued_job(
-    session: AsyncSession,
+def _queued_job(
     record: QueuedJobRecord,
     inventory: Inventory,
     now: datetime,
@@ -175,10 +182,6 @@ async def _queued_job(
     requested = requirements_of(record.resolution, record.task_id)
     if requested is None:
         return None
-    if record.ready_at is None:  # its queue-wait clock starts the first time it is dispatchable
-        job = await session.get(JobRow, record.pk)
-        if job is not None:
-            job.ready_at = job.queue_wait_observed_at = now
     ready = (record.ready_at or now).timestamp()
     key = json.dumps(requested.as_dict(), sort_keys=True)  # jobs of one workflow share requirements
     if key not in matched:
@@ -207,6 +210,7 @@ async def _spend_queue_wait(
     """
     leased = {grant.job_pk for grant in granted}
     ended: list[int] = []
+    changed: list[dict[str, Any]] = []
     at = now.timestamp()
     for record in queued:
         waiting = plan.waiting.get(str(record.pk))
@@ -219,20 +223,21 @@ async def _spend_queue_wait(
         clock = QueueWait(queue_wait_limit(record.resolution), record.queue_wait_s, since)
         clock = clock.observe(at, counts=waiting is not None and waiting.counts_toward_queue_wait)
         if record.pk not in leased and clock.exceeded(at):
-            await session.execute(
-                update(JobRow)
-                .where(JobRow.pk == record.pk, JobRow.state == QUEUED)
-                .values(state="refused_before_start", reason=QUEUE_WAIT_EXCEEDED, finished_at=now)
-            )
             ended.append(record.pk)
             continue
         running_since = datetime.fromtimestamp(clock.since, UTC) if clock.since is not None else None
         if (clock.spent_s, running_since) != (record.queue_wait_s, observed):
-            await session.execute(
-                update(JobRow)
-                .where(JobRow.pk == record.pk)
-                .values(queue_wait_s=clock.spent_s, queue_wait_observed_at=running_since)
+            changed.append(
+                {"pk": record.pk, "queue_wait_s": clock.spent_s, "queue_wait_observed_at": running_since}
             )
+    if changed:  # one executemany, not a statement per job
+        await session.execute(update(JobRow), changed)
+    if ended:
+        await session.execute(
+            update(JobRow)
+            .where(JobRow.pk.in_(ended), JobRow.state == QUEUED)
+            .values(state="refused_before_start", reason=QUEUE_WAIT_EXCEEDED, finished_at=now)
+        )
     return ended
 
 
