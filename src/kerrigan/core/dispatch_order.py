@@ -42,7 +42,9 @@ class QueuedJob:
     """A job waiting for a device.
 
     ``candidates`` are the devices its requirements match, in the order selection prefers them;
-    ``ready_at`` is when it became dispatchable (its queue-wait clock's start), in seconds.
+    ``ready_at`` is when it became dispatchable (its queue-wait clock's start), in seconds; ``arrival``
+    orders jobs that became ready at the same moment (the store's row number: ids are text, and "10"
+    sorts before "9").
     """
 
     id: str
@@ -52,6 +54,7 @@ class QueuedJob:
     ready_at: float
     candidates: tuple[str, ...]
     vcpus: int = 2
+    arrival: int = 0
 
     @property
     def gate(self) -> bool:
@@ -115,8 +118,8 @@ def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tu
     """Sort key placing a head in seed 003's four tiers; the id last, so no two heads tie."""
     tier = _tier(head, now)
     if tier == 2:  # only newer heads rotate between repositories
-        return (tier, last_dispatch.get(head.repository, NEVER), head.ready_at, head.id)
-    return (tier, head.ready_at, head.id)
+        return (tier, last_dispatch.get(head.repository, NEVER), head.ready_at, head.arrival, head.id)
+    return (tier, head.ready_at, head.arrival, head.id)
 
 
 def order_heads(
@@ -126,7 +129,7 @@ def order_heads(
     return sorted(heads, key=lambda head: _rank(head, now, last_dispatch))
 
 
-_arrival: Final = attrgetter("ready_at", "id")
+_arrival: Final = attrgetter("ready_at", "arrival", "id")
 _ON_DEVICE: Final = Waiting(WaitKind.DEVICE)  # frozen, so one instance serves every job that waits so
 
 
@@ -252,7 +255,7 @@ class QueueOrder(Sequence[str]):
         now: float,
         last_dispatch: Mapping[str, float],
     ) -> None:
-        """``queue`` holds every job sorted by (``ready_at``, id); ``last_dispatch`` as the round left it."""
+        """``queue`` holds every job in arrival order; ``last_dispatch`` as the round left it."""
         self._started = started
         self._queue = queue
         self._waiting = waiting

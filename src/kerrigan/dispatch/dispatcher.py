@@ -192,7 +192,14 @@ def _queued_job(
     except ValueError:
         priority = Priority.NORMAL
     return QueuedJob(
-        str(record.pk), record.repository, record.session_id, priority, ready, candidates, record.vcpus
+        str(record.pk),
+        record.repository,
+        record.session_id,
+        priority,
+        ready,
+        candidates,
+        record.vcpus,
+        arrival=record.pk,
     )
 
 

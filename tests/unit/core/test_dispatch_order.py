@@ -435,3 +435,12 @@ def test_dispatch_indexes_add_each_starting_weight_and_cpu_claim_before_selectin
     )
     assert started(result) == [("first", "a1"), ("second", "a2"), ("fourth", "a4"), ("elsewhere", "b1")]
     assert result.waiting["third"].kind is WaitKind.CAPACITY
+
+
+def test_jobs_ready_at_the_same_moment_go_in_arrival_order_not_id_text_order() -> None:
+    # Row 9 arrived before row 10; as text "10" sorts first, so the tie must be broken by arrival.
+    nine = QueuedJob("9", "octo/a", "s", Priority.NORMAL, NOW - 5, ("d1",), arrival=9)
+    ten = QueuedJob("10", "octo/a", "s", Priority.NORMAL, NOW - 5, ("d1",), arrival=10)
+    result = plan([ten, nine], ["d1"])
+    assert started(result) == [("9", "d1")]
+    assert list(result.order) == ["9", "10"]
