@@ -20,7 +20,11 @@ def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
     out = done.stdout
     assert "The webhook was answered 202 Accepted." in out
     assert "GitHub now shows 5 check runs" in out
-    assert "● kerrigan / hil-smoke  (queued)" in out
+    assert "✓ kerrigan / hil-smoke  (completed, success)" in out
+    assert "✓ kerrigan / legacy  (completed, success)" in out
+    assert "smoke: 3 of 3 checks passed" in out  # a runner agent ran the pushed script
+    assert "boot: kernel up in 1.8 s" in out
+    assert "● kerrigan / waiting  (queued)" in out
     assert "✗ kerrigan / org-class  (completed, failure)" in out
     assert "purpose expected ci, got ga-validation" in out
     assert "did you mean 'form_factor'?" in out

@@ -1,13 +1,16 @@
 """``kerrigan demo``: the whole path from a push to check runs, on this machine, with nothing to set up.
 
 It makes a SQLite database in a temporary folder, imports the example lab, starts a GitHub stand-in on
-loopback holding a repository with example manifests, starts Kerrigan against both, sends a signed push
-delivery, waits for the check runs and prints them as GitHub would show them.
+loopback holding a repository with example manifests and the scripts their tasks run, starts Kerrigan
+against both and a runner agent for each online runner host (the devices are simulated: the scripts print
+what a real test would), sends a signed push delivery, waits until the jobs that can run have run, and
+prints the check runs as GitHub would show them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import secrets
 import sys
@@ -18,22 +21,29 @@ from typing import Any, TextIO
 
 import aiohttp
 from aiohttp import web
+from sqlalchemy import select
 
 from kerrigan.app import create_app
 from kerrigan.config import Settings
+from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
+from kerrigan.dispatch.dispatcher import HOLDING
+from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
+from kerrigan.store.models import JobRow
+from kerrigan.store.runners import create_runner_token
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from kerrigan.testing.processes import free_port
 
 REPOSITORY = "octo/firmware"
 INSTALLATION = 1
 SHA = "3f2a9c1e" * 5
+HOSTS = ("lab-a-01", "lab-a-02", "lab-b-01")  # the lab's online hosts; lab-b-02 is offline
 
 
 def _data(name: str) -> str:
@@ -47,6 +57,11 @@ def _workflows() -> dict[str, str]:
         for entry in sorted(folder.iterdir(), key=lambda e: e.name)
         if entry.name.endswith(".yml")
     }
+
+
+def _scripts() -> dict[str, str]:
+    folder = resources.files("kerrigan.demo") / "scripts"
+    return {f"scripts/{entry.name}": entry.read_text(encoding="utf-8") for entry in folder.iterdir()}
 
 
 async def _prepare_database(url: str) -> Database:
@@ -103,7 +118,7 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
         async with GitHubStandIn() as github:
             github.add_installation(INSTALLATION, "octo")
             github.add_repository(REPOSITORY, INSTALLATION)
-            github.add_commit(REPOSITORY, SHA, _workflows())
+            github.add_commit(REPOSITORY, SHA, _workflows() | _scripts())
             port = free_port()
             secret = secrets.token_hex(16)
             settings = Settings(
@@ -120,6 +135,7 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
             runner = web.AppRunner(create_app(settings), access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", port).start()
+            agents = await _start_agents(url, f"http://127.0.0.1:{port}", Path(folder))
             try:
                 out.write(
                     f"Kerrigan is running at http://127.0.0.1:{port}, "
@@ -137,6 +153,8 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 ):
                     out.write(f"The webhook was answered {response.status} {response.reason}.\n")
                 await _settle(url)
+                out.write(f"Runner agents for {', '.join(HOSTS)} take the jobs their devices can run...\n")
+                await _jobs_done(url)
                 runs = sorted(github.check_runs.values(), key=lambda run: str(run["name"]))
                 out.write(f"GitHub now shows {len(runs)} check runs on {SHA[:12]}:\n")
                 for run in runs:
@@ -145,8 +163,63 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                     out.write(f"\nThe API is at http://127.0.0.1:{port}/api/v1/ (Ctrl-C to stop).\n")
                     await asyncio.Event().wait()
             finally:
+                for agent in agents:
+                    agent.cancel()
+                await asyncio.gather(*agents, return_exceptions=True)
                 await runner.cleanup()
     return 0
+
+
+async def _start_agents(url: str, server: str, folder: Path) -> list[asyncio.Task[None]]:
+    """A runner agent per online host, each with its own token and work dir, in this process."""
+    database = Database.connect(url)
+    try:
+        async with database.sessions() as session, session.begin():
+            tokens = {host: await create_runner_token(session, host, database.clock()) for host in HOSTS}
+    finally:
+        await database.close()
+    http = aiohttp.ClientSession()
+    tasks = []
+    for host, token in tokens.items():
+        settings = AgentSettings(
+            server_url=server,
+            token=token,
+            host_id=host,
+            work_dir=folder / "runners" / host,
+            disk=DiskPolicy(floor_bytes=0),  # a demo should run on a laptop's disk
+            heartbeat_s=1.0,
+            kill_grace_s=2.0,
+            systemd_scope="never",
+        )
+        tasks.append(asyncio.create_task(Agent(settings, http).run(), name=f"demo-runner-{host}"))
+
+    async def close_http() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        await http.close()
+
+    tasks.append(asyncio.create_task(close_http()))
+    return tasks
+
+
+async def _jobs_done(url: str, timeout: float = 60.0) -> None:
+    """Wait until no job holds a device and nothing has changed for a moment: what can run has run."""
+    database = Database.connect(url)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last, steady_since = None, loop.time()
+        while loop.time() < deadline:
+            async with database.sessions() as session:
+                states = tuple((await session.execute(select(JobRow.pk, JobRow.state))).all())
+                holding = any(state in HOLDING for _, state in states)
+            if states != last:
+                last, steady_since = states, loop.time()
+            if not holding and loop.time() - steady_since > 2.5:
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await database.close()
 
 
 async def _settle(url: str, timeout: float = 30.0) -> None:
