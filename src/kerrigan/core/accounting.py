@@ -20,15 +20,13 @@ WINDOW_S: Final = 24 * 60 * 60
 
 
 def reservation_use(cpu_s: float, wall_s: float, vcpus: int) -> dict[str, Any]:
-    """The accounting a finished job reports."""
+    """The accounting a finished job reports; without a reservation to divide by, no average (absent,
+    not zero)."""
+    use: dict[str, Any] = {"cpu_s": round(cpu_s, 3), "wall_s": round(wall_s, 3), "vcpus": vcpus}
     reserved = wall_s * vcpus
-    average = round(cpu_s / reserved * PPM) if reserved > 0 else 0
-    return {
-        "cpu_s": round(cpu_s, 3),
-        "wall_s": round(wall_s, 3),
-        "vcpus": vcpus,
-        "average_use_ppm": average,
-    }
+    if reserved > 0:
+        use["average_use_ppm"] = round(cpu_s / reserved * PPM)
+    return use
 
 
 @dataclass(frozen=True, slots=True)

@@ -376,7 +376,7 @@ class Agent:
                     str(offer["repository"]), str(offer["sha"]), str(github["api_url"]), str(github["token"])
                 )
                 await asyncio.to_thread(unpack, tarball, path)
-        except SourceError as err:
+        except (SourceError, OSError) as err:
             log.warning("job %s: %s", record.id, err)
             note = f"kerrigan: cannot fetch the source: {err}\n"
             await self._end(record, exit_status=None, outcome=None, note=note)

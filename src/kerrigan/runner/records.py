@@ -11,7 +11,6 @@ marked ``truncated_before_seq``, so the server shows the gap instead of skipping
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import json
 import logging
@@ -87,7 +86,6 @@ class JobRecords:
 
     def __init__(self, work_dir: Path) -> None:
         self.root = work_dir / "jobs"
-        self._decoders: dict[str, codecs.IncrementalDecoder] = {}
 
     def folder(self, job_id: str) -> Path:
         """The job's folder."""
@@ -122,41 +120,45 @@ class JobRecords:
         return found
 
     def cut_pages(self, record: JobRecord, final: bool = False) -> bool:
-        """Cut new output into pages; whether any was cut. ``final``: the command ended, cut the rest."""
+        """Cut the output written since the last cut into pages; whether any was cut.
+
+        A character the command has only partly written yet stays for the next cut (nothing is kept in
+        memory, so a restarted agent cuts it whole); ``final``: the command ended, cut everything left.
+        """
         source = self.output_path(record.id)
+        cut = False
         try:
             with source.open("rb") as log_file:
                 log_file.seek(record.cut_bytes)
-                raw = log_file.read(PAGE_BYTES * 16)
+                while raw := log_file.read(PAGE_BYTES):
+                    at_end = len(raw) < PAGE_BYTES
+                    usable = raw if final and at_end else raw[: _complete_utf8(raw)]
+                    if not usable:
+                        break  # only the start of a character so far
+                    log_file.seek(record.cut_bytes + len(usable))
+                    self._write_page(record, usable.decode("utf-8", "replace"))
+                    record.cut_bytes += len(usable)
+                    cut = True
         except FileNotFoundError:
             return False
-        if not raw:
-            return False
-        decoder = self._decoders.setdefault(record.id, codecs.getincrementaldecoder("utf-8")("replace"))
-        cut = False
-        for start in range(0, len(raw), PAGE_BYTES):
-            piece = raw[start : start + PAGE_BYTES]
-            last = final and start + PAGE_BYTES >= len(raw)
-            text = decoder.decode(piece, final=last)
-            record.cut_bytes += len(piece)
-            if not text:
-                continue  # only part of a character so far
-            page = self.folder(record.id) / "pages" / f"{record.next_page}.log"
-            page.write_text(text, encoding="utf-8")
-            meta = {"offset": record.next_offset}
-            page.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")
-            record.next_page += 1
-            record.next_offset += len(text.encode())
-            cut = True
-        self._evict_pages(record)
+        if cut:
+            self._evict_pages(record)
         return cut
+
+    def _write_page(self, record: JobRecord, text: str) -> None:
+        page = self.folder(record.id) / "pages" / f"{record.next_page}.log"
+        data = text.encode()
+        page.write_bytes(data)  # bytes: text mode would turn \r\n into \n and the offsets would lie
+        page.with_suffix(".json").write_text(json.dumps({"offset": record.next_offset}), encoding="utf-8")
+        record.next_page += 1
+        record.next_offset += len(data)
 
     def page(self, record: JobRecord, seq: int) -> tuple[int, str] | None:
         """Page ``seq``: its byte offset and text, or None when it was never cut or was evicted."""
         path = self.folder(record.id) / "pages" / f"{seq}.log"
         try:
             meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-            return int(meta["offset"]), path.read_text(encoding="utf-8")
+            return int(meta["offset"]), path.read_bytes().decode("utf-8")
         except (OSError, ValueError, KeyError):
             return None
 
@@ -174,7 +176,6 @@ class JobRecords:
 
     def drop_output(self, record: JobRecord) -> None:
         """The command ended and its output is cut: the raw log is no longer needed."""
-        self._decoders.pop(record.id, None)
         with contextlib.suppress(FileNotFoundError):
             self.output_path(record.id).unlink()
 
@@ -187,3 +188,15 @@ class JobRecords:
                 del records[job_id]
                 gone.append(job_id)
         return gone
+
+
+def _complete_utf8(raw: bytes) -> int:
+    """How many leading bytes of ``raw`` hold whole UTF-8 characters (a character cut off at the end is
+    left for later; bytes that can never be valid are kept, to be replaced)."""
+    for back in range(1, min(4, len(raw)) + 1):
+        byte = raw[-back]
+        if byte & 0xC0 == 0x80:
+            continue  # a continuation byte: its lead is further back
+        needed = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4 if byte & 0xF8 == 0xF0 else 1
+        return len(raw) - back if needed > back else len(raw)
+    return len(raw)

@@ -15,6 +15,7 @@ import os
 import shutil
 import tarfile
 import time
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import Final
 
@@ -72,6 +73,8 @@ class SourceCache:
                 staged.replace(target)
             except (aiohttp.ClientError, TimeoutError) as err:
                 raise SourceError(f"GET {url}: {err or type(err).__name__}") from err
+            except OSError as err:  # the work dir's disk, not GitHub
+                raise SourceError(f"cannot store the tarball of {repository} at {sha}: {err}") from err
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     staged.unlink()
@@ -112,5 +115,8 @@ def unpack(tarball: Path, into: Path) -> None:
                     member.linkname = str(PurePosixPath(*target[1:])) if len(target) > 1 else ""
                 members.append(member)
             archive.extractall(into, members=members, filter="data")
-    except (tarfile.TarError, OSError) as err:
-        raise SourceError(f"cannot unpack {tarball.name}: {err}") from err
+    except (tarfile.TarError, OSError, EOFError, KeyError, ValueError, zlib.error) as err:
+        # A truncated or corrupt download: drop it from the cache so the next job fetches it again.
+        with contextlib.suppress(OSError):
+            tarball.unlink()
+        raise SourceError(f"cannot unpack {tarball.name}: {err or type(err).__name__}") from err

@@ -258,6 +258,9 @@ class GitHubStandIn:
             response: web.StreamResponse = await handler(request)
             status = response.status
             return response
+        except web.HTTPException as exc:  # a redirect, raised as aiohttp does
+            status = exc.status
+            raise
         except GitHubError as exc:
             status = exc.status
             return web.json_response(

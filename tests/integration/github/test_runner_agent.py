@@ -20,10 +20,12 @@ import pytest
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.host_capacity import HostLimits
 from kerrigan.runner.agent import Agent, AgentSettings
+from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token, host_report
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files
+from tests.unit.runner.test_topology import write_sysfs
 
 SMOKE = (
     "#!/bin/sh\n"
@@ -239,3 +241,119 @@ def test_job_environment_carries_the_offer_and_not_the_agents_settings() -> None
     assert json.loads(env["KERRIGAN_DEVICE_LABELS"]) == {"sdk": "2.2.0"}
     assert env["KERRIGAN_CPUS"] == "2-3"
     assert env["PATH"] == "/bin"
+
+
+def big_claim_commit(vcpus: int) -> dict[str, str]:
+    manifest = (
+        "name: big\n"
+        "on: {push: {branches: [main]}}\n"
+        "scheduling:\n"
+        "  labels: {sdk: '2.2.0', form_factor: som}\n"
+        "  queue_wait_limit_s: 600\n"
+        "tasks:\n"
+        "  - id: build\n"
+        "    run: ./scripts/smoke.sh\n"
+        f"    vcpus: {vcpus}\n"
+        "    requirements: {tags: [uart-debug]}\n"
+    )
+    return {".kerrigan/workflows/big.yml": manifest, "scripts/smoke.sh": SMOKE}
+
+
+async def test_oversized_vcpu_refusal_detail_reaches_the_run_terminal(
+    harness: Harness, agents: AgentFactory, tmp_path: Path
+) -> None:
+    # Both hosts have two CPUs: a claim of four is refused before start, with the limit named, and the
+    # refusal is counted in the host's health without anything being accepted or fetched.
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    started = [
+        agents(host, token, sysfs_root=write_sysfs(tmp_path / f"{host}-cpu", [[0], [1]], online="0-1"))
+        for host, token in hosts.items()
+    ]
+    [run] = await harness.push_commit(big_claim_commit(4))
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "failure"
+    assert "runner_full: claims 4 vCPUs; this host has 2 allocatable" in final["output"]["summary"]
+    [row] = await job_rows(harness)
+    assert (row.state, row.reason) == ("refused_before_start", "runner_full")
+    assert harness.requests("GET", f"/tarball/{OTHER_SHA}") == []
+    assert sum(agent.refusals.get("runner_full", 0) for agent in started) == 1
+    assert all(agent.jobs == {} for agent in started)  # nothing was accepted
+
+
+async def test_disk_full_wire_refusal_carries_tag_and_bytes_before_upload(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    floor = 1 << 60  # more than any disk: every offer is refused
+    for host, token in hosts.items():
+        agents(host, token, disk=DiskPolicy(floor_bytes=floor))
+    await harness.push_commit(big_claim_commit(1))
+
+    async def refused() -> bool:
+        rows = await job_rows(harness)
+        return bool(rows) and rows[0].reason == "runner_disk_full"
+
+    await harness.wait_until(refused, timeout=30)
+    [row] = await job_rows(harness)
+    assert row.detail is not None
+    assert row.detail.endswith(f"bytes free, floor {floor} bytes")
+    assert harness.requests("GET", f"/tarball/{OTHER_SHA}") == []  # refused before any download
+
+
+async def test_upload_fetch_and_setup_do_not_spend_queue_wait_budget(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # Accepted an hour ago, fetched two seconds ago: the wait the heartbeat reports is the two seconds.
+    async with aiohttp.ClientSession() as http:
+        settings = AgentSettings("http://127.0.0.1:9", "kgr_x", "lab-a-01", tmp_path, systemd_scope="never")
+        now = 1_000_000.0
+        agent = Agent(settings, http, clock=lambda: now)
+        agent.jobs["7"] = JobRecord(
+            "7", {"claim": {"vcpus": 2}}, "waiting", accepted_at=now - 3600, ready_at=now - 2
+        )
+        agent.jobs["8"] = JobRecord("8", {"claim": {"vcpus": 2}}, "accepted", accepted_at=now - 3600)
+        assert agent.heartbeat_body()["waiting"] == {"7": 2000}
+
+
+async def test_recorded_live_cpu_sets_reregister_after_restart(harness: Harness, tmp_path: Path) -> None:
+    # A job still running when its agent died: the new agent registers its recorded CPUs again, so the
+    # next claim does not land on them, and follows the job to its end.
+    sysfs = write_sysfs(tmp_path / "cpu", [[0, 4], [1, 5], [2, 6], [3, 7]], online="0-7")
+    hosts = await tokens(harness, "lab-a-01")
+    work = tmp_path / "work"
+    still_running = await asyncio.create_subprocess_exec("sleep", "30", start_new_session=True)
+    records = JobRecords(work)
+    records.save(
+        JobRecord(
+            "41", {"claim": {"vcpus": 2}}, "running", accepted_at=1.0, cpus=[1, 5], pid=still_running.pid
+        )
+    )
+    async with aiohttp.ClientSession() as http:
+        settings = AgentSettings(
+            str(harness.client.make_url("")),
+            hosts["lab-a-01"],
+            "lab-a-01",
+            work,
+            sysfs_root=sysfs,
+            systemd_scope="never",
+            disk=DiskPolicy(0),
+        )
+        agent = Agent(settings, http)
+        agent.recover()
+        assert agent.allocator.allocations() == {"41": (1, 5)}
+        assert agent.allocator.allocate("next", 2) == (2, 6)  # not the recorded pair
+        agent.allocator.release("next")
+        still_running.kill()
+        await still_running.wait()
+
+        async def released() -> bool:
+            return "41" not in agent.allocator.allocations()
+
+        await harness.wait_until(released, timeout=10)
+        assert agent.jobs["41"].state == "ended"
+        assert agent.jobs["41"].accounting is None  # no launcher result: absent, never zero

@@ -1,0 +1,351 @@
+"""Job sources: tarballs fetched from the GitHub stand-in on loopback, cached, and unpacked safely."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import socket
+import stat
+import tarfile
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from kerrigan.runner.sources import SOURCE_RETENTION_S, SourceCache, SourceError, unpack
+from kerrigan.testing.github import GitHubStandIn
+
+REPO = "octo/firmware"
+INSTALLATION = 1
+SHA = "c7e2a9d1f04b3e6a8d5c2b1f9e07a4d3c6b8e512"
+OTHER_SHA = "3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d"
+TOKEN = "ghs_sourcetoken"
+FILES = {
+    "README.md": "# firmware\n",
+    "scripts/flash.sh": "#!/bin/sh\necho flashing\n",
+    "src/main.c": "int main(void) { return 0; }\n",
+}
+
+
+@pytest.fixture
+async def github() -> AsyncIterator[GitHubStandIn]:
+    # Tokens are put straight into the stand-in, so the App's key is never checked.
+    async with GitHubStandIn(public_key="unused") as stand_in:
+        stand_in.add_installation(INSTALLATION, "octo")
+        stand_in.add_repository(REPO, INSTALLATION)
+        stand_in.add_commit(REPO, SHA, FILES)
+        stand_in.add_commit(REPO, OTHER_SHA, {"README.md": "# another commit\n"})
+        stand_in.tokens[TOKEN] = (INSTALLATION, datetime.now(UTC) + timedelta(hours=1))
+        yield stand_in
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def cache(tmp_path: Path, http: aiohttp.ClientSession) -> SourceCache:
+    return SourceCache(tmp_path / "work", http)
+
+
+def tarball_requests(github: GitHubStandIn) -> list[str]:
+    return [request.path for request in github.requests if "/tarball/" in request.path]
+
+
+# -- fetch -------------------------------------------------------------------------------------------
+
+
+async def test_fetch_downloads_the_commit_with_the_token_and_unpacks_it(
+    cache: SourceCache, github: GitHubStandIn, tmp_path: Path
+) -> None:
+    tarball = await cache.fetch(REPO, SHA, github.url, TOKEN)
+    assert tarball == cache.path(REPO, SHA)
+    assert tarball == tmp_path / "work" / "sources" / "octo" / "firmware" / f"{SHA}.tar.gz"
+    [request] = [r for r in github.requests if "/tarball/" in r.path]
+    assert request.path == f"/repos/{REPO}/tarball/{SHA}"
+    assert request.headers["Authorization"] == f"token {TOKEN}"
+
+    workspace = tmp_path / "workspace"
+    unpack(tarball, workspace)
+    unpacked = {str(path.relative_to(workspace)) for path in workspace.rglob("*") if path.is_file()}
+    assert unpacked == set(FILES)
+    assert (workspace / "src" / "main.c").read_text() == FILES["src/main.c"]
+    assert os.access(workspace / "scripts" / "flash.sh", os.X_OK)
+    assert not (workspace / "README.md").stat().st_mode & stat.S_IXUSR
+
+
+async def test_a_second_job_on_the_same_commit_downloads_nothing(
+    cache: SourceCache, github: GitHubStandIn
+) -> None:
+    first = await cache.fetch(REPO, SHA, github.url, TOKEN)
+    os.utime(first, (1_000.0, 1_000.0))
+    second = await cache.fetch(REPO, SHA, github.url, TOKEN)
+    assert second == first
+    assert cache.downloads == 1
+    assert len(tarball_requests(github)) == 1
+    assert second.stat().st_mtime > 1_000.0  # used again: kept another 24 hours
+
+
+async def test_jobs_needing_the_same_commit_at_once_share_one_download(
+    cache: SourceCache, github: GitHubStandIn
+) -> None:
+    fetched = await asyncio.gather(*(cache.fetch(REPO, SHA, github.url, TOKEN) for _ in range(4)))
+    assert set(fetched) == {cache.path(REPO, SHA)}
+    assert cache.downloads == 1
+    assert len(tarball_requests(github)) == 1
+
+
+async def test_each_repository_and_commit_is_cached_on_its_own(
+    cache: SourceCache, github: GitHubStandIn, tmp_path: Path
+) -> None:
+    github.add_repository("octo/bootloader", INSTALLATION)
+    github.add_commit("octo/bootloader", SHA, {"boot.c": "/* boot */\n"})
+    paths = await asyncio.gather(
+        cache.fetch(REPO, SHA, github.url, TOKEN),
+        cache.fetch(REPO, OTHER_SHA, github.url, TOKEN),
+        cache.fetch("octo/bootloader", SHA, github.url, TOKEN),
+    )
+    assert len(set(paths)) == 3
+    assert cache.downloads == 3
+    unpack(paths[2], tmp_path / "boot")
+    assert [path.name for path in (tmp_path / "boot").iterdir()] == ["boot.c"]
+
+
+@pytest.mark.parametrize(
+    ("repository", "sha", "token", "status"),
+    [
+        pytest.param(REPO, SHA, "ghs_wrong", "401", id="bad-token"),
+        pytest.param(REPO, "0" * 40, TOKEN, "404", id="unknown-commit"),
+        pytest.param("octo/unknown", SHA, TOKEN, "404", id="unknown-repository"),
+    ],
+)
+async def test_a_refused_download_raises_source_error_and_caches_nothing(
+    cache: SourceCache, github: GitHubStandIn, repository: str, sha: str, token: str, status: str
+) -> None:
+    with pytest.raises(SourceError, match=status):
+        await cache.fetch(repository, sha, github.url, token)
+    assert cache.downloads == 0
+    folder = cache.path(repository, sha).parent
+    assert not folder.exists() or list(folder.iterdir()) == []  # no tarball, no partial download
+
+
+async def test_a_refused_download_is_tried_again_by_the_next_job(
+    cache: SourceCache, github: GitHubStandIn
+) -> None:
+    github.fail_next("GET", "/tarball/", 502)
+    with pytest.raises(SourceError, match="502"):
+        await cache.fetch(REPO, SHA, github.url, TOKEN)
+    assert (await cache.fetch(REPO, SHA, github.url, TOKEN)).exists()
+    assert len(tarball_requests(github)) == 2
+
+
+async def test_an_unreachable_api_raises_source_error(cache: SourceCache) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on the port once the probe is closed.
+    with pytest.raises(SourceError, match=r"GET http://127\.0\.0\.1"):
+        await cache.fetch(REPO, SHA, f"http://127.0.0.1:{port}", TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("repository", "sha"),
+    [
+        ("octo", SHA),
+        ("octo/", SHA),
+        ("/firmware", SHA),
+        ("../firmware", SHA),
+        ("octo/..", SHA),
+        ("octo/firmware/extra", SHA),
+        (REPO, ""),
+        (REPO, ".."),
+        (REPO, "../../etc"),
+        (REPO, "a\0b"),
+    ],
+)
+def test_cache_paths_refuse_names_that_would_leave_the_cache(
+    cache: SourceCache, repository: str, sha: str
+) -> None:
+    with pytest.raises(SourceError, match="not a repository and commit"):
+        cache.path(repository, sha)
+
+
+async def test_tarballs_unused_for_24_hours_are_expired(cache: SourceCache, github: GitHubStandIn) -> None:
+    tarball = await cache.fetch(REPO, SHA, github.url, TOKEN)
+    used = 50_000.0
+    os.utime(tarball, (used, used))
+    assert cache.expire(used + SOURCE_RETENTION_S - 1) == 0
+    assert tarball.exists()
+    assert cache.expire(used + SOURCE_RETENTION_S) == 1
+    assert not tarball.exists()
+    await cache.fetch(REPO, SHA, github.url, TOKEN)
+    assert cache.downloads == 2
+
+
+# -- unpack ------------------------------------------------------------------------------------------
+
+
+def member(
+    name: str, kind: bytes = tarfile.REGTYPE, *, linkname: str = "", mode: int = 0o644
+) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, linkname, mode
+    return info
+
+
+def build_tarball(path: Path, *entries: tuple[tarfile.TarInfo, bytes]) -> Path:
+    """A gzipped tarball wrapping ``entries`` in a ``top`` folder, as GitHub wraps a tree."""
+    with tarfile.open(path, "w:gz") as archive:
+        archive.addfile(member("top", tarfile.DIRTYPE, mode=0o755))
+        for info, content in entries:
+            info.size = len(content)
+            archive.addfile(info, io.BytesIO(content) if info.isreg() else None)
+    return path
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace that nothing in a tarball may reach."""
+    path = tmp_path / "outside"
+    path.mkdir()
+    (path / "keep.txt").write_text("untouched\n")
+    return path
+
+
+def untouched(outside: Path) -> bool:
+    return [entry.name for entry in outside.iterdir()] == ["keep.txt"] and (
+        (outside / "keep.txt").read_text() == "untouched\n"
+    )
+
+
+def test_unpack_strips_the_top_folder_and_empties_the_workspace_first(tmp_path: Path, outside: Path) -> None:
+    tarball = build_tarball(tmp_path / "t.tar.gz", (member("top/src/new.c"), b"new\n"))
+    workspace = tmp_path / "workspace"
+    (workspace / "stale" / "deep").mkdir(parents=True)
+    (workspace / "stale" / "deep" / "old.o").write_bytes(b"old")
+    (workspace / "old.txt").write_text("old\n")
+    (workspace / "link-out").symlink_to(outside)
+    unpack(tarball, workspace)
+    assert sorted(str(path.relative_to(workspace)) for path in workspace.rglob("*")) == ["src", "src/new.c"]
+    assert untouched(outside)  # the symlink was removed, not followed
+
+
+def test_unpack_keeps_links_that_stay_inside_the_tree(tmp_path: Path) -> None:
+    tarball = build_tarball(
+        tmp_path / "t.tar.gz",
+        (member("top/docs/readme.md"), b"read me\n"),
+        (member("top/README", tarfile.SYMTYPE, linkname="docs/readme.md"), b""),
+        (member("top/copy.md", tarfile.LNKTYPE, linkname="top/docs/readme.md"), b""),
+    )
+    workspace = tmp_path / "workspace"
+    unpack(tarball, workspace)
+    assert (workspace / "README").is_symlink()
+    assert (workspace / "README").read_text() == "read me\n"
+    assert (workspace / "copy.md").read_text() == "read me\n"
+    assert (workspace / "copy.md").stat().st_ino == (workspace / "docs" / "readme.md").stat().st_ino
+
+
+def test_unpack_keeps_absolute_member_names_inside_the_workspace(tmp_path: Path, outside: Path) -> None:
+    target = outside / "evil.txt"
+    tarball = build_tarball(tmp_path / "t.tar.gz", (member(str(target)), b"evil\n"))
+    workspace = tmp_path / "workspace"
+    unpack(tarball, workspace)
+    assert untouched(outside)
+    # The leading "/" is taken for the top folder: the member lands inside the workspace.
+    assert (workspace / str(target).lstrip("/")).read_text() == "evil\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("top/../../outside/evil.txt", id="dot-dot"),
+        pytest.param("top/src/../../../outside/evil.txt", id="dot-dot-deeper"),
+    ],
+)
+def test_unpack_refuses_members_climbing_out_of_the_workspace(
+    tmp_path: Path, outside: Path, name: str
+) -> None:
+    tarball = build_tarball(tmp_path / "t.tar.gz", (member(name), b"evil\n"))
+    with pytest.raises(SourceError, match="outside the destination"):
+        unpack(tarball, tmp_path / "workspace")
+    assert untouched(outside)
+
+
+@pytest.mark.parametrize(
+    "linkname",
+    [
+        pytest.param("../outside", id="relative"),
+        pytest.param("ABSOLUTE", id="absolute"),
+        pytest.param("src/../../outside", id="through-a-folder"),
+    ],
+)
+def test_unpack_refuses_symlinks_pointing_outside(tmp_path: Path, outside: Path, linkname: str) -> None:
+    if linkname == "ABSOLUTE":
+        linkname = str(outside)
+    tarball = build_tarball(
+        tmp_path / "t.tar.gz",
+        (member("top/escape", tarfile.SYMTYPE, linkname=linkname), b""),
+        (member("top/escape/evil.txt"), b"written through the link\n"),
+    )
+    workspace = tmp_path / "workspace"
+    with pytest.raises(SourceError, match="escape"):
+        unpack(tarball, workspace)
+    assert untouched(outside)
+    assert not (workspace / "escape").exists()
+
+
+def test_unpack_refuses_device_files(tmp_path: Path) -> None:
+    device = member("top/null", tarfile.CHRTYPE)
+    device.devmajor, device.devminor = 1, 3
+    tarball = build_tarball(tmp_path / "t.tar.gz", (device, b""))
+    with pytest.raises(SourceError, match="special file"):
+        unpack(tarball, tmp_path / "workspace")
+
+
+def test_unpack_drops_set_id_bits(tmp_path: Path) -> None:
+    tarball = build_tarball(tmp_path / "t.tar.gz", (member("top/tool", mode=0o6755), b"#!/bin/sh\n"))
+    workspace = tmp_path / "workspace"
+    unpack(tarball, workspace)
+    mode = (workspace / "tool").stat().st_mode
+    assert not mode & (stat.S_ISUID | stat.S_ISGID)
+    assert mode & stat.S_IXUSR
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"", id="empty"),
+        pytest.param(b"<html>rate limited</html>\n" * 40, id="not-a-tarball"),
+        pytest.param(b"\x1f\x8b\x08\x00" + b"\x00" * 60, id="bad-gzip"),
+    ],
+)
+def test_unpack_raises_source_error_for_a_corrupt_file(tmp_path: Path, content: bytes) -> None:
+    corrupt = tmp_path / f"{SHA}.tar.gz"
+    corrupt.write_bytes(content)
+    with pytest.raises(SourceError, match=f"cannot unpack {SHA}.tar.gz"):
+        unpack(corrupt, tmp_path / "workspace")
+
+
+def test_unpack_raises_source_error_for_a_truncated_tarball(tmp_path: Path) -> None:
+    whole = build_tarball(
+        tmp_path / "whole.tar.gz",
+        (member("top/a.bin"), os.urandom(100_000)),
+        (member("top/b.txt"), b"b\n"),
+    ).read_bytes()
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(SourceError):
+        unpack(truncated, tmp_path / "workspace")
+
+
+def test_unpack_raises_source_error_for_a_hard_link_to_a_missing_member(tmp_path: Path) -> None:
+    tarball = build_tarball(
+        tmp_path / "t.tar.gz", (member("top/copy", tarfile.LNKTYPE, linkname="top/missing"), b"")
+    )
+    with pytest.raises(SourceError):
+        unpack(tarball, tmp_path / "workspace")
