@@ -99,6 +99,12 @@ async def host_report(session: AsyncSession, host: str) -> HostReport | None:
     return _report(row) if row is not None else None
 
 
+async def host_reports(session: AsyncSession) -> list[HostReport]:
+    """What every runner host last reported, by id."""
+    rows = await session.scalars(select(RunnerHostRow).order_by(RunnerHostRow.id))
+    return [_report(row) for row in rows]
+
+
 async def mark_silent_hosts_offline(session: AsyncSession, now: datetime, ttl: timedelta) -> list[str]:
     """Hosts whose last heartbeat is older than ``ttl`` go offline; their ids."""
     cutoff = now - ttl

@@ -24,6 +24,7 @@ from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token, host_report
+from kerrigan.store.tokens import create_token
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files
 from tests.unit.runner.test_topology import write_sysfs
 
@@ -165,6 +166,17 @@ async def test_the_agent_reports_health_and_resources_by_name_in_heartbeats(
     assert report.device_states
     assert set(report.device_states.values()) == {"present"}
     assert report.health["underused_reservations"] == []
+    # The server shows it: the API gives the host's resources by name and the agent's health.
+    async with harness.database.sessions() as session, session.begin():
+        api_token = await create_token(session, "octocat", harness.database.clock())
+    response = await harness.client.get(
+        "/api/v1/hosts/lab-a-01", headers={"Authorization": f"Bearer {api_token}"}
+    )
+    shown = await response.json()
+    assert shown["online"] is True
+    assert shown["resources"]["max_weight"] == 6
+    assert shown["health"]["admission_refusals"] == {}
+    assert shown["health"]["running"] == 0
 
 
 async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancelled(

@@ -155,6 +155,19 @@ SCHEMAS: Final[dict[str, Any]] = {
         }
     ),
     "AuditList": _object({"entries": {"type": "array", "items": _ref("AuditEntry")}}),
+    "RunnerHost": _object(
+        {
+            "id": _STRING,
+            "online": {"type": "boolean"},
+            "last_heartbeat_at": {"type": ["string", "null"], "format": "date-time"},
+            "protocol": {"type": ["integer", "null"]},
+            "capabilities": {"type": "array", "items": _STRING},
+            "resources": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "devices": {"type": "object", "additionalProperties": {"enum": ["present", "missing", "error"]}},
+            "health": {"type": ["object", "null"]},
+        }
+    ),
+    "RunnerHostList": _object({"hosts": {"type": "array", "items": _ref("RunnerHost")}}),
     "ExplainRequest": _object({"manifest": _STRING, "path": _STRING}, required=["manifest"]),
     "Problem": _object(
         {
@@ -407,6 +420,19 @@ def document() -> dict[str, Any]:
                         {"name": name, "in": "query", "required": False, "schema": _STRING}
                         for name in ("pool", "device", "actor", "limit")
                     ],
+                ),
+            },
+            "/hosts": {
+                "get": _op(
+                    "runner hosts as their agents last reported them",
+                    {"200": _json("RunnerHostList", "hosts"), **_READ_ERRORS},
+                ),
+            },
+            "/hosts/{host_id}": {
+                "parameters": [_path_param("host_id")],
+                "get": _op(
+                    "one runner host: resources by name, device states, health",
+                    {"200": _json("RunnerHost", "the host"), **_READ_ERRORS},
                 ),
             },
             "/explain": {

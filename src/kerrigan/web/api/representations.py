@@ -15,6 +15,7 @@ from kerrigan.core.inventory import (
 )
 from kerrigan.store.audit import AuditEntry
 from kerrigan.store.inventory import StoredDevice, StoredPool
+from kerrigan.store.runners import HostReport
 
 
 def _firmware(pool: Pool) -> dict[str, str | None]:
@@ -92,4 +93,18 @@ def audit_json(entry: AuditEntry) -> dict[str, Any]:
         "field": entry.field,
         "before": entry.before,
         "after": entry.after,
+    }
+
+
+def host_json(report: HostReport) -> dict[str, Any]:
+    """A runner host as its agent last reported it (resources by name, device states, health)."""
+    return {
+        "id": report.host,
+        "online": report.online,
+        "last_heartbeat_at": report.last_heartbeat_at.isoformat() if report.last_heartbeat_at else None,
+        "protocol": report.protocol,
+        "capabilities": sorted(report.capabilities),
+        "resources": dict(report.resources),
+        "devices": dict(report.device_states),
+        "health": dict(report.health) if report.health is not None else None,
     }
