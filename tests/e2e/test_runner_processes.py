@@ -34,7 +34,7 @@ from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import signed_headers
+from kerrigan.testing.github import push_payload, signed_headers
 from kerrigan.testing.processes import serve_with_github
 
 SECRET = "e2e-secret"
@@ -155,15 +155,7 @@ async def runner(lab: Lab, pgid_file: Path) -> AsyncIterator[asyncio.subprocess.
 
 
 async def push(lab: Lab, sha: str) -> None:
-    payload = {
-        "ref": "refs/heads/main",
-        "after": sha,
-        "deleted": False,
-        "installation": {"id": 1},
-        "repository": {"full_name": REPO},
-        "sender": {"login": "octocat", "type": "User"},
-    }
-    body = json.dumps(payload).encode()
+    body = json.dumps(push_payload(REPO, sha)).encode()
     async with (
         aiohttp.ClientSession() as http,
         http.post(

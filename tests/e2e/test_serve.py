@@ -17,7 +17,7 @@ from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import signed_headers
+from kerrigan.testing.github import push_payload, signed_headers
 from kerrigan.testing.processes import serve_with_github
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,15 +55,7 @@ async def test_serve_answers_at_once_and_its_worker_process_posts_the_check_runs
 ) -> None:
     base, database = served
     sha = "b" * 40
-    payload = {
-        "ref": "refs/heads/main",
-        "after": sha,
-        "deleted": False,
-        "installation": {"id": 1},
-        "repository": {"full_name": REPO},
-        "sender": {"login": "octocat", "type": "User"},
-    }
-    body = json.dumps(payload).encode()
+    body = json.dumps(push_payload(REPO, sha)).encode()
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base}/healthz") as health:
             assert health.status == 200

@@ -69,6 +69,20 @@ def signed_headers(secret: str, event: str, body: bytes, delivery_id: str | None
     }
 
 
+def push_payload(
+    repository: str, sha: str, *, installation: int = 1, ref: str = "refs/heads/main"
+) -> dict[str, Any]:
+    """The parts of a ``push`` delivery Kerrigan reads, for a push of ``sha`` to ``ref``."""
+    return {
+        "ref": ref,
+        "after": sha,
+        "deleted": False,
+        "installation": {"id": installation},
+        "repository": {"full_name": repository},
+        "sender": {"login": "octocat", "type": "User"},
+    }
+
+
 @dataclass
 class FakeRepository:
     """A repository: files per commit, pull requests and collaborators' permissions."""
