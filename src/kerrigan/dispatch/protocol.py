@@ -42,9 +42,13 @@ POLL_INTERVAL_S = 0.2
 
 
 def _offer_json(
-    offer: jobs.Offer, device: StoredDevice | None, credentials: JobCredentials | None
+    offer: jobs.Offer,
+    device: StoredDevice | None,
+    credentials: JobCredentials | None,
+    capabilities: frozenset[str],
 ) -> dict[str, Any]:
-    return {
+    extra = {"gate": offer.priority == "gate"} if "gate_jobs" in capabilities else {}
+    return extra | {
         "id": offer.job_id,
         "session": offer.session_id,
         "task": offer.task_id,
@@ -246,10 +250,16 @@ class RunnerProtocol:
             if not wait_text.isascii() or not wait_text.isdigit():
                 raise ProtocolError(400, "invalid", "wait must be whole seconds", "wait")
             deadline = asyncio.get_running_loop().time() + min(int(wait_text), POLL_TIMEOUT_S)
+            async with self.database.sessions() as session:
+                known = await host_report(session, host)
+            # A feature is used only when both sides announced it at registration.
+            capabilities = known.capabilities if known is not None else frozenset()
             while True:
                 async with self.database.sessions() as session:
                     found = await jobs.offers(session, host)
                     requests = await jobs.runner_requests(session, host)
+                    if "withdraw" not in capabilities:
+                        requests = jobs.RunnerRequests(cancel=requests.cancel)
                     devices = {stored.device.id: stored for stored in await host_devices(session, host)}
                 if found or requests.cancel or requests.withdraw:
                     break
@@ -259,7 +269,7 @@ class RunnerProtocol:
         except ProtocolError as exc:
             return _error(exc)
         offers = [
-            _offer_json(offer, devices.get(offer.device_id), await self._credentials(offer))
+            _offer_json(offer, devices.get(offer.device_id), await self._credentials(offer), capabilities)
             for offer in found
         ]
         return web.json_response(
@@ -362,6 +372,16 @@ class RunnerProtocol:
                 raise ProtocolError(
                     400, "invalid", "truncated_before_seq is a chunk number", "truncated_before_seq"
                 )
+            if truncated is not None:
+                async with self.database.sessions() as session:
+                    known = await host_report(session, host)
+                if known is None or "log_pages" not in known.capabilities:
+                    raise ProtocolError(
+                        400,
+                        "not_negotiated",
+                        "truncated_before_seq needs the log_pages capability, announced at registration",
+                        "truncated_before_seq",
+                    )
             try:
                 async with self.database.sessions() as session, session.begin():
                     next_seq = await jobs.append_output(

@@ -36,6 +36,7 @@ from kerrigan.core.accounting import health_report, reservation_use
 from kerrigan.core.cpus import CpuAllocator, format_cpu_list
 from kerrigan.core.disk import DiskPolicy, plan_admission
 from kerrigan.core.host_capacity import HostLimits, admission_refusal, startable
+from kerrigan.core.resources import ResourceCatalog, Unit, initial_values
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.server import ServerClient, ServerRefused, ServerUnavailable
 from kerrigan.runner.sources import SourceCache, SourceError, unpack
@@ -45,6 +46,7 @@ from kerrigan.runner.workspaces import WorkspaceStore
 log = logging.getLogger(__name__)
 
 OUTPUT_INTERVAL_S: Final = 0.5
+CLAIM_CATALOG: Final = ResourceCatalog([("vcpus", Unit.COUNT)])  # what the agent knows of a claim
 MAINTENANCE_INTERVAL_S: Final = 600.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -131,6 +133,7 @@ class Agent:
         self.refusals: dict[str, int] = {}
         self.lease_ttl_s = 60.0
         self.poll_timeout_s = 25.0
+        self.capabilities: frozenset[str] = frozenset()  # what registration agreed on
         self._changed = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._processes: dict[str, asyncio.subprocess.Process] = {}
@@ -159,6 +162,7 @@ class Agent:
         registration = await self.server.register(self.resources(), {})
         self.lease_ttl_s = registration.lease_ttl_s
         self.poll_timeout_s = registration.poll_timeout_s
+        self.capabilities = registration.capabilities
         self.devices = {str(device["id"]): "present" for device in registration.devices}
         log.info(
             "registered %s: protocol %s, capabilities %s, devices %s",
@@ -279,9 +283,11 @@ class Agent:
             if self._stopping:
                 continue
             running = sum(r.claim for r in self.jobs.values() if r.state in ("starting", "running"))
+            # Gate jobs first (marked only when both sides negotiated gate_jobs), then arrival order.
+            gates = "gate_jobs" in self.capabilities
             waiting = sorted(
                 (r for r in self.jobs.values() if r.state == "waiting"),
-                key=lambda r: (r.ready_at or 0.0, int(r.id)),
+                key=lambda r: (not (gates and r.offer.get("gate") is True), r.ready_at or 0.0, int(r.id)),
             )
             for job_id in startable([(r.id, r.claim) for r in waiting], running, self.settings.limits):
                 record = self.jobs[job_id]
@@ -306,7 +312,15 @@ class Agent:
     async def _offered(self, offer: dict[str, Any]) -> None:
         """Admit or refuse an offer."""
         job_id = str(offer["id"])
-        claim = int(offer.get("claim", {}).get("vcpus", 2))
+        # The claim is keyed by resource name and resolved through the agent's own catalog (seed 001).
+        raw_claim = offer.get("claim")
+        values, skipped = initial_values(CLAIM_CATALOG, raw_claim if isinstance(raw_claim, dict) else {})
+        for item in skipped:
+            log.warning("job %s: claim resource %r skipped: %s", job_id, item.name, item.reason)
+        claim = values.value(CLAIM_CATALOG, "vcpus")
+        if claim is None:
+            await self._refuse(job_id, {"reason": "invalid_claim", "detail": "the claim names no vcpus"})
+            return
         accepted_waiting = sum(1 for r in self.jobs.values() if r.state in ("accepted", "waiting"))
         refusal = admission_refusal(claim, self.allocator, accepted_waiting, self.settings.limits)
         if refusal is not None:
@@ -502,7 +516,10 @@ class Agent:
             page = self.records.page(record, record.uploaded)
             if page is None:  # evicted before it was sent: say so, starting at the first page kept
                 kept = self.records.page(record, record.first_kept)
-                if kept is None:
+                if kept is None or "log_pages" not in self.capabilities:
+                    log.error(
+                        "job %s: output page %s is gone and cannot be replayed", record.id, record.uploaded
+                    )
                     return
                 body = {
                     "seq": record.first_kept,

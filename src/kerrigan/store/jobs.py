@@ -69,6 +69,7 @@ class Offer:
     workflow_run_id: int | None = None
     queue_wait_s: float = 0.0
     queue_wait_limit_s: float = 300.0
+    priority: str = "normal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             run.workflow_run_id,
             job.queue_wait_s,
             queue_wait_limit(run.resolution),
+            run.priority,
         )
         for job, run, device in rows
     ]

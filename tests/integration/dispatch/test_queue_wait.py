@@ -114,7 +114,8 @@ async def runner(db: Database, aiohttp_client: Callable[..., Any]) -> tuple[Clie
     settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
     client = await aiohttp_client(create_app(settings, clock=db.clock))
     headers = {"Authorization": f"Bearer {token}"}
-    await client.post("/api/runner/v1/register", json={"protocol": [1]}, headers=headers)
+    body = {"protocol": [1], "capabilities": ["gate_jobs", "log_pages", "withdraw"]}
+    await client.post("/api/runner/v1/register", json=body, headers=headers)
     return client, headers
 
 

@@ -369,3 +369,17 @@ async def test_recorded_live_cpu_sets_reregister_after_restart(harness: Harness,
         await harness.wait_until(released, timeout=10)
         assert agent.jobs["41"].state == "ended"
         assert agent.jobs["41"].accounting is None  # no launcher result: absent, never zero
+
+
+async def test_a_claim_is_resolved_by_name_and_unknown_resources_are_skipped_with_a_warning(
+    harness: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Seed 001 on the agent: the offer's claim is keyed by name; an unknown name is a warning, not a
+    # failure, and a claim without vcpus is refused invalid_claim.
+    async with aiohttp.ClientSession() as http:
+        settings = AgentSettings(str(harness.client.make_url("")), "kgr_unknown", "lab-a-01", tmp_path)
+        agent = Agent(settings, http)
+        with caplog.at_level("WARNING", logger="kerrigan.runner.agent"):
+            await agent._offered({"id": "900", "claim": {"gpu_slices": 2}})
+        assert agent.refusals == {"invalid_claim": 1}
+        assert "claim resource 'gpu_slices' skipped: no such resource in this catalog" in caplog.text

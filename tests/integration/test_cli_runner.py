@@ -1,0 +1,69 @@
+"""``kerrigan runner`` and ``kerrigan runner topology`` as an operator runs them: real processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli_explain import kerrigan
+from tests.unit.runner.test_topology import SNAPSHOTS, needs_snapshots, write_sysfs
+
+
+def test_topology_prints_what_the_agent_reads_and_where_each_claim_goes(tmp_path: Path) -> None:
+    # Four cores with two threads each: the first core is kept back, claims take whole pairs first.
+    root = write_sysfs(tmp_path / "cpu", [[0, 4], [1, 5], [2, 6], [3, 7]], online="0-7")
+    done = kerrigan("runner", "topology", "--sysfs-root", root, "--claims", "2,3,1,9")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "online CPUs:     0-7",
+        "physical cores:  4",
+        "sibling groups:  0,4 1,5 2,6 3,7",
+        "reserved:        0,4",
+        "allocatable:     1-3,5-7",
+        "claim   2 vCPUs -> CPUs 1,5",
+        "claim   3 vCPUs -> CPUs 2-3,6",
+        "claim   1 vCPUs -> CPUs 7",
+        "claim   9 vCPUs -> refused runner_full: claims 9 vCPUs; this host has 6 allocatable",
+    ]
+
+
+@needs_snapshots
+def test_topology_json_on_a_real_two_socket_machine() -> None:
+    done = kerrigan(
+        "runner", "topology", "--sysfs-root", SNAPSHOTS / "xeon4214_2socket", "--claims", "4,1", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["online"] == "0-47"
+    assert report["reserved"] == "0,24"
+    assert report["claims"] == [{"claim": 4, "cpus": "1-2,25-26"}, {"claim": 1, "cpus": "3"}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "kerrigan runner: missing --server, --host-id, --token (or KERRIGAN_RUNNER_TOKEN)"),
+        (
+            ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t", "--max-weight", "0"),
+            "kerrigan runner: max_weight must be 1 or more, got 0",
+        ),
+        (
+            ("topology", "--sysfs-root", "/nonexistent/cpu"),
+            "kerrigan runner: /nonexistent/cpu: cannot list the CPU folders",
+        ),
+    ],
+)
+def test_mistakes_are_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
+    done = kerrigan("runner", *args)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message)
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_claims_that_are_not_numbers_are_a_usage_error() -> None:
+    done = kerrigan("runner", "topology", "--claims", "2,two")
+    assert done.returncode == 2
+    assert "'2,two' is not a comma-separated list of vCPU counts" in done.stderr
