@@ -282,7 +282,7 @@ def _runner(args: argparse.Namespace) -> int:
 
     from kerrigan.core.disk import DiskPolicy
     from kerrigan.core.host_capacity import HostLimits
-    from kerrigan.runner.agent import Agent, AgentSettings
+    from kerrigan.runner.agent import Agent, AgentSettings, not_dumpable
     from kerrigan.runner.server import ServerRefused, ServerUnavailable
     from kerrigan.runner.topology import TopologyError
 
@@ -307,6 +307,7 @@ def _runner(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    not_dumpable()  # jobs run as this user: they must not read the token from /proc/<agent>/environ
 
     async def work() -> int:
         async with aiohttp.ClientSession() as http:

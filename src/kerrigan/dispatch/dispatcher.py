@@ -36,6 +36,7 @@ from kerrigan.store.leases import (
     Grant,
     QueuedJobRecord,
     expired_leases,
+    extend_all_leases,
     grant_leases,
     leased_devices,
     release_lease,
@@ -96,7 +97,13 @@ class Dispatcher:
         self._wake.set()
 
     async def run(self) -> None:
-        """Dispatch until cancelled."""
+        """Dispatch until cancelled.
+
+        First every lease gets a full lease time again: while the server was down no heartbeat could
+        arrive, and that must not count against the runner hosts.
+        """
+        async with self.database.sessions() as session, session.begin():
+            await extend_all_leases(session, self.database.clock(), self.lease_ttl)
         while True:
             try:
                 await self.expire()

@@ -42,10 +42,7 @@ POLL_INTERVAL_S = 0.2
 
 
 def _offer_json(
-    offer: jobs.Offer,
-    device: StoredDevice | None,
-    credentials: JobCredentials | None,
-    capabilities: frozenset[str],
+    offer: jobs.Offer, device: StoredDevice | None, capabilities: frozenset[str]
 ) -> dict[str, Any]:
     extra = {"gate": offer.priority == "gate"} if "gate_jobs" in capabilities else {}
     return extra | {
@@ -62,7 +59,6 @@ def _offer_json(
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
-        "github": credentials.as_dict() if credentials else None,
     }
 
 
@@ -238,9 +234,11 @@ class RunnerProtocol:
                 )
                 renewed = await renew_leases(session, host, now, timedelta(seconds=self.lease_ttl_s))
                 await jobs.observe_runner_waits(session, host, waiting, now)
+                held = await jobs.held_jobs(session, host)
         except ProtocolError as exc:
             return _error(exc)
-        return web.json_response(self._answer(report, skipped) | {"leases_renewed": renewed})
+        # The jobs the server holds this host to (accepted or running): the agent reconciles against them.
+        return web.json_response(self._answer(report, skipped) | {"leases_renewed": renewed, "jobs": held})
 
     async def poll(self, request: web.Request) -> web.Response:
         """Offered jobs for this host, waiting up to ``?wait=`` seconds (at most the poll timeout) for one."""
@@ -268,23 +266,27 @@ class RunnerProtocol:
                 await asyncio.sleep(POLL_INTERVAL_S)
         except ProtocolError as exc:
             return _error(exc)
-        offers = [
-            _offer_json(offer, devices.get(offer.device_id), await self._credentials(offer), capabilities)
-            for offer in found
-        ]
+        offers = [_offer_json(offer, devices.get(offer.device_id), capabilities) for offer in found]
         return web.json_response(
             {"offers": offers, "cancel": list(requests.cancel), "withdraw": list(requests.withdraw)}
         )
 
-    async def _credentials(self, offer: jobs.Offer) -> JobCredentials | None:
-        """A token for the offer's repository; without one the runner can still run a job that needs no
-        checkout, so a failure here is logged, not fatal."""
-        if self.credentials is None or offer.installation_id is None:
+    async def _credentials(self, job_id: str) -> JobCredentials | None:
+        """A token for the job's repository, minted when the runner accepts it (once per acceptance, not
+        per poll). A failure is logged; the runner then fails the job rather than run stale files."""
+        if self.credentials is None:
+            return None
+        async with self.database.sessions() as session:
+            found = await jobs.job_repository(session, job_id)
+        if found is None:
+            return None
+        installation_id, repository = found
+        if installation_id is None:
             return None
         try:
-            return await self.credentials(offer.installation_id, offer.repository)
+            return await self.credentials(installation_id, repository)
         except Exception:
-            log.exception("could not mint a token for %s (job %s)", offer.repository, offer.job_id)
+            log.exception("could not mint a token for %s (job %s)", repository, job_id)
             return None
 
     async def _transition(
@@ -303,10 +305,14 @@ class RunnerProtocol:
         if done.changed and done.state is not jobs.JobState.ACCEPTED:
             self.changes.changed([int(job_id)])
         # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
-        return web.json_response({"job": job_id, "state": done.state.value, "changed": done.changed})
+        answer = {"job": job_id, "state": done.state.value, "changed": done.changed}
+        if done.state is jobs.JobState.ACCEPTED and request.path.endswith("/accept"):
+            credentials = await self._credentials(job_id)
+            answer["github"] = credentials.as_dict() if credentials else None
+        return web.json_response(answer)
 
     async def accept(self, request: web.Request) -> web.Response:
-        """The runner takes an offered job."""
+        """The runner takes an offered job; the answer carries the token to fetch its repository with."""
         return await self._transition(
             request, lambda session, job, host: jobs.accept(session, job, host, self.database.clock())
         )
@@ -368,6 +374,8 @@ class RunnerProtocol:
             truncated = body.get("truncated_before_seq")
             if not isinstance(seq, int) or not isinstance(offset, int) or not isinstance(data, str):
                 raise ProtocolError(400, "invalid", "a chunk is {seq, offset, data}", "seq")
+            if "\x00" in data:
+                raise ProtocolError(400, "invalid", "output text cannot hold NUL characters", "data")
             if truncated is not None and not isinstance(truncated, int):
                 raise ProtocolError(
                     400, "invalid", "truncated_before_seq is a chunk number", "truncated_before_seq"

@@ -39,9 +39,9 @@ def _become_subreaper() -> bool:
         return False
 
 
-def _children(pid: int) -> list[int]:
-    """Live processes whose parent is ``pid`` (orphans re-parented to this subreaper included)."""
-    found = []
+def _parents() -> dict[int, int]:
+    """Every live process's parent, by pid."""
+    found = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -51,9 +51,27 @@ def _children(pid: int) -> list[int]:
             continue
         # The command name may hold spaces and parentheses: the fields after the last ')' are fixed.
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(entry.name))
+        if len(fields) > 1 and fields[0] != "Z":
+            found[int(entry.name)] = int(fields[1])
     return found
+
+
+def _children(pid: int) -> list[int]:
+    """Live processes whose parent is ``pid`` (orphans re-parented to this subreaper included)."""
+    return [child for child, parent in _parents().items() if parent == pid]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``, also those that left its process group or session."""
+    parents = _parents()
+    below: list[int] = []
+    frontier = [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent]
+        below += children
+        frontier += children
+    return below
 
 
 class Reaper:
@@ -105,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command given")
     if args.cpus:
         os.sched_setaffinity(0, {int(cpu) for cpu in args.cpus.split(",")})
-    # A handler (not SIG_IGN, which exec would pass on to the command) keeps the launcher alive to account.
-    signal.signal(signal.SIGTERM, lambda *_: None)
+    # A handler (not SIG_IGN, which exec would pass on to the command) keeps the launcher alive to account;
+    # the SIGTERM the group got starts the grace period, after which the launcher SIGKILLs what is left.
+    terminated: list[float] = []
+    signal.signal(signal.SIGTERM, lambda *_: terminated.append(time.monotonic()))
     _become_subreaper()
     started = time.monotonic()
     reaper = Reaper()
@@ -122,8 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as err:
             sys.stderr.write(f"kerrigan: cannot run {command[0]!r}: {err.strerror}\n")
         os._exit(127)
-    while child not in reaper.statuses and reaper.reap(block=True) is not None:
-        pass
+    while child not in reaper.statuses:
+        if reaper.reap(block=False) is None:
+            if terminated and time.monotonic() - terminated[0] >= args.grace_s:
+                for pid in _descendants(os.getpid()):  # the command ignored SIGTERM: end it all
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
     exit_status = os.waitstatus_to_exitcode(reaper.statuses.get(child, 0))
     wall_s = time.monotonic() - started
     reaper.end_leftovers(args.grace_s)

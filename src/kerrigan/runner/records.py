@@ -42,6 +42,7 @@ class JobRecord:
     workspace: str | None = None
     cpus: list[int] = field(default_factory=list)
     pid: int | None = None
+    pid_started: int | None = None  # the process's start time, so a reused pid is not mistaken for it
     exit_status: int | None = None
     outcome: str | None = None  # cancelled, timed_out, withdrawn or lost
     accounting: dict[str, Any] | None = None
@@ -102,11 +103,13 @@ class JobRecords:
         return self.folder(job_id) / "result.json"
 
     def save(self, record: JobRecord) -> None:
-        """Write the record whole."""
+        """Write the record whole (never a token: the offer's credentials are kept in memory only)."""
         folder = self.folder(record.id)
         (folder / "pages").mkdir(parents=True, exist_ok=True)
+        document = asdict(record)
+        document["offer"] = {key: value for key, value in record.offer.items() if key != "github"}
         staged = folder / "record.json.tmp"
-        staged.write_text(json.dumps(asdict(record)), encoding="utf-8")
+        staged.write_text(json.dumps(document), encoding="utf-8")
         staged.replace(folder / "record.json")
 
     def load_all(self) -> list[JobRecord]:
@@ -136,7 +139,8 @@ class JobRecords:
                     if not usable:
                         break  # only the start of a character so far
                     log_file.seek(record.cut_bytes + len(usable))
-                    self._write_page(record, usable.decode("utf-8", "replace"))
+                    # PostgreSQL text cannot hold NUL, which serial consoles print: shown as U+FFFD.
+                    self._write_page(record, usable.decode("utf-8", "replace").replace("\x00", "\ufffd"))
                     record.cut_bytes += len(usable)
                     cut = True
         except FileNotFoundError:

@@ -177,9 +177,36 @@ async def _job(session: AsyncSession, job_id: str, host: str) -> JobRow:
     if job is None:
         raise NotYoursError(f"no job {job_id}")
     holder = await session.scalar(select(DeviceLeaseRow.host).where(DeviceLeaseRow.job_pk == job.pk))
-    if (holder or job.host) != host:
+    # A job in hand is its lease holder's; an ended one answers the host that ran it (a repeated call).
+    # A job sent back to the queue is nobody's: a late call from the host that had it changes nothing.
+    owner = holder if holder is not None else (job.host if job.state in ENDED else None)
+    if owner != host:
         raise NotYoursError(f"job {job_id} is not offered to {host}")
     return job
+
+
+async def job_repository(session: AsyncSession, job_id: str) -> tuple[int | None, str] | None:
+    """The installation and repository of a job's session."""
+    if not job_id.isdigit():
+        return None
+    found = (
+        await session.execute(
+            select(SessionRow.installation_id, SessionRow.repository)
+            .join(JobRow, JobRow.session_pk == SessionRow.pk)
+            .where(JobRow.pk == int(job_id))
+        )
+    ).first()
+    return (found[0], str(found[1])) if found is not None else None
+
+
+async def held_jobs(session: AsyncSession, host: str) -> dict[str, str]:
+    """Jobs a runner host holds as the server sees them (accepted or running), with their states."""
+    rows = await session.execute(
+        select(JobRow.pk, JobRow.state)
+        .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+        .where(DeviceLeaseRow.host == host, JobRow.state.in_([JobState.ACCEPTED, JobState.RUNNING]))
+    )
+    return {str(pk): str(state) for pk, state in rows}
 
 
 async def accept(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
@@ -257,7 +284,9 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
     ).all()
     ended = []
     for job in rows:
-        if job.state == QUEUED:
+        if job.state in (QUEUED, LEASED):  # not in a runner's hands yet: it ends here
+            if job.state == LEASED and job.device_id is not None:
+                await release_lease(session, job.device_id)
             job.state, job.finished_at, job.reason = JobState.CANCELLED, at, "cancelled"
             ended.append(job.pk)
         elif job.cancel_requested_at is None:

@@ -142,6 +142,12 @@ async def renew_leases(session: AsyncSession, host: str, now: datetime, ttl: tim
     return int(renewed.rowcount)  # type: ignore[attr-defined]
 
 
+async def extend_all_leases(session: AsyncSession, now: datetime, ttl: timedelta) -> int:
+    """Every lease runs a full lease time from ``now`` (a server starting up); how many there are."""
+    extended = await session.execute(update(DeviceLeaseRow).values(expires_at=now + ttl))
+    return int(extended.rowcount)  # type: ignore[attr-defined]
+
+
 async def expired_leases(session: AsyncSession, now: datetime) -> list[tuple[str, int]]:
     """(device, job) of leases whose runner host stopped renewing them."""
     rows = await session.execute(

@@ -383,3 +383,106 @@ async def test_a_claim_is_resolved_by_name_and_unknown_resources_are_skipped_wit
             await agent._offered({"id": "900", "claim": {"gpu_slices": 2}})
         assert agent.refusals == {"invalid_claim": 1}
         assert "claim resource 'gpu_slices' skipped: no such resource in this catalog" in caplog.text
+
+
+async def test_without_a_token_the_job_fails_instead_of_running_stale_files(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    # GitHub refuses every installation token for a while: the offer's repository cannot be fetched,
+    # and the job must not run whatever an earlier job left in its workspace.
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token)
+    [run] = await harness.push_commit(smoke_commit())
+    harness.github.fail_next("POST", r"/access_tokens$", 403, times=100)
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "failure"
+    assert "the server gave no token to fetch the repository with" in final["output"]["summary"]
+    assert harness.requests("GET", f"/tarball/{OTHER_SHA}") == []
+
+
+async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_report(
+    harness: Harness, agents: AgentFactory, tmp_path: Path
+) -> None:
+    # The server gave the job up (its lease expired while the server was away, say): at the next
+    # heartbeat the agent learns it no longer holds it and stops it, and reports nothing over the
+    # server's decision.
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token, kill_grace_s=0.5)
+    marker = tmp_path / "pids"
+    hang = f"#!/bin/sh\necho $$ >> {marker}\nsleep 300\n"
+    await harness.push_commit(smoke_commit(smoke=hang, boot=hang))
+
+    async def both_running() -> bool:
+        rows = await job_rows(harness)
+        started = marker.read_text().split() if marker.exists() else []
+        return [row.state for row in rows] == ["running", "running"] and len(started) == 2
+
+    await harness.wait_until(both_running, timeout=30)
+    [first, second] = await job_rows(harness)
+    async with harness.database.sessions() as session, session.begin():
+        from kerrigan.store.leases import release_lease
+
+        assert first.device_id is not None
+        await release_lease(session, first.device_id)
+        row = await session.get(JobRow, first.pk)
+        assert row is not None
+        row.state, row.reason = "failed", "runner_lost"
+
+    pids = [int(pid) for pid in marker.read_text().split()]
+
+    async def one_stopped() -> bool:
+        return sum(1 for pid in pids if not Path(f"/proc/{pid}").exists()) == 1
+
+    await harness.wait_until(one_stopped, timeout=20)
+    rows = {row.pk: row for row in await job_rows(harness)}
+    assert (rows[first.pk].state, rows[first.pk].reason) == ("failed", "runner_lost")  # not overwritten
+    assert rows[second.pk].state == "running"
+
+
+async def test_a_launch_that_fails_ends_the_job_and_frees_its_cpus(
+    harness: Harness, agents: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    started = [agents(host, token) for host, token in hosts.items()]
+
+    async def no_processes_left(*args: object, **kwargs: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr("kerrigan.runner.agent.asyncio.create_subprocess_exec", no_processes_left)
+    [run] = await harness.push_commit(smoke_commit())
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "failure"
+    assert "the job could not be started: [Errno 24] Too many open files" in final["output"]["summary"]
+    assert all(agent.allocator.allocations() == {} for agent in started)
+
+
+async def test_records_on_disk_never_hold_the_github_token_and_bad_offers_do_not_stop_the_agent(
+    harness: Harness, agents: AgentFactory, tmp_path: Path
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    started = [agents(host, token) for host, token in hosts.items()]
+    await started[0]._offered({"id": "not-a-number", "claim": {"vcpus": 2}})  # logged, nothing else
+    [run] = await harness.push_commit(smoke_commit())
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    assert harness.github.check_runs[run["id"]]["conclusion"] == "success"
+    records = list(tmp_path.glob("*/jobs/*/record.json"))
+    assert records
+    for record in records:
+        assert "ghs_" not in record.read_text(encoding="utf-8")
+    assert all((tmp_path / host).stat().st_mode & 0o777 == 0o700 for host in hosts)

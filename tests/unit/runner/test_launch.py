@@ -219,3 +219,26 @@ def test_a_command_the_shell_cannot_find_exits_127(tmp_path: Path) -> None:
     finished, result = run(tmp_path, "kerrigan-no-such-tool --flag")
     assert finished.returncode == 127
     assert read_result(result)["exit_status"] == 127
+
+
+def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period_with_what_it_left(
+    tmp_path: Path,
+) -> None:
+    # The command ignores SIGTERM and has a child in a session of its own (out of the process group):
+    # the launcher itself, not a SIGKILL to the group (which would take the launcher too and lose the
+    # accounting), ends them both once the grace period is over.
+    result = tmp_path / "result.json"
+    escaped = tmp_path / "escaped.pid"
+    command = f"trap '' TERM; setsid sleep 300 & echo $! > {escaped}; echo started; sleep 300"
+    process = subprocess.Popen(
+        launch_command(result, command), stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "started\n"
+    os.killpg(process.pid, signal.SIGTERM)
+    began = time.monotonic()
+    communicate(process)
+    assert time.monotonic() - began < float(GRACE_S) + 5
+    found = read_result(result)  # the launcher lived to account
+    assert found["exit_status"] == -signal.SIGKILL
+    assert gone(int(escaped.read_text()))
