@@ -232,3 +232,57 @@ async def test_evicted_output_is_marked_not_skipped(
     assert [seq for seq, _ in chunks] == [0, 1, 3]
     assert "chunks 1..2 were evicted" in chunks[1][1]
     assert chunks[2][1] == "done\n"
+
+
+async def test_streamed_elapsed_queue_time_sets_a_local_deadline(
+    runner: tuple[Client, dict[str, str]], db: Database, clock: FakeClock
+) -> None:
+    # The deadline is the budget less what the job spent in the server's queue, against the waits the
+    # runner streams in its heartbeats: 12 s queued here leaves 18 s of the 30 s budget on the host.
+    client, headers = runner
+    await queue(db, SESSION, {"smoke": SOM_UART}, max_devkits=1)
+    await limit(db, 30)
+    async with db.sessions() as session, session.begin():
+        [row] = await session.scalars(select(JobRow))
+        row.queue_wait_s = 12.0
+        row.ready_at = row.queue_wait_observed_at = None
+    await Dispatcher(db).dispatch_once()
+    polled = await (await client.get("/api/runner/v1/poll", headers=headers)).json()
+    [offer] = polled["offers"]
+    assert offer["queue_wait_remaining_s"] == 18
+    job = str(offer["id"])
+    await client.post(f"/api/runner/v1/jobs/{job}/accept", headers=headers)
+    for waited_ms, asked in ((10_000, []), (17_500, []), (18_000, [job])):
+        await client.post("/api/runner/v1/heartbeat", json={"waiting": {job: waited_ms}}, headers=headers)
+        polled = await (await client.get("/api/runner/v1/poll", headers=headers)).json()
+        assert polled["withdraw"] == asked, waited_ms
+
+
+async def test_worker_behind_gate_keeps_its_full_queue_wait_budget(db: Database, clock: FakeClock) -> None:
+    # A gate job takes the one device a normal job also waits for. The gate's own short budget is its
+    # own: the worker behind it is withdrawn only when its own 300 s have passed.
+    await lab(db)
+    only_bluebox = {"labels": {"kerrigan.target_id": ["modalix-bluebox"]}, "tags": []}
+    gate, worker = "cccccccc-cccc-cccc-cccc-cccccccccccc", "dddddddd-dddd-dddd-dddd-dddddddddddd"
+    await queue(db, gate, {"gate": only_bluebox, "gate-2": only_bluebox}, repository="octo/a")
+    await queue(db, worker, {"worker": only_bluebox}, repository="octo/b")
+    from kerrigan.store.models import SessionRow
+
+    async with db.sessions() as session, session.begin():
+        for session_id, priority, budget in ((gate, "gate", 10), (worker, "normal", 300)):
+            row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id))
+            assert row is not None
+            row.priority = priority
+            row.resolution = {
+                **row.resolution,
+                "scheduling": {**row.resolution["scheduling"], "queue_wait_limit_s": budget},
+            }
+    dispatcher = Dispatcher(db)
+    await dispatcher.dispatch_once()
+    clock.advance(60)
+    ended_early = (await dispatcher.dispatch_once()).withdrawn
+    by_task = {row.task_id: row for row in await rows(db)}
+    assert ended_early == (by_task["gate-2"].pk,)  # the gate's second job: its own 10 s budget
+    assert by_task["worker"].state == "queued"
+    clock.advance(241)
+    assert (await dispatcher.dispatch_once()).withdrawn == (by_task["worker"].pk,)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.host_capacity import HostLimits
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.records import JobRecord, JobRecords
+from kerrigan.runner.workspaces import WorkspaceStore
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token, host_report
@@ -486,3 +488,61 @@ async def test_records_on_disk_never_hold_the_github_token_and_bad_offers_do_not
     for record in records:
         assert "ghs_" not in record.read_text(encoding="utf-8")
     assert all((tmp_path / host).stat().st_mode & 0o777 == 0o700 for host in hosts)
+
+
+async def test_health_counts_admission_refusals_without_acceptance(harness: Harness, tmp_path: Path) -> None:
+    async with aiohttp.ClientSession() as http:
+        settings = AgentSettings(str(harness.client.make_url("")), "kgr_unknown", "lab-a-01", tmp_path)
+        agent = Agent(settings, http)
+        await agent._offered({"id": "901", "claim": {"vcpus": 0}})
+        await agent._offered({"id": "902", "claim": {"vcpus": agent.allocator.limit + 1}})
+        assert agent.health()["admission_refusals"] == {"runner_full": 2}
+        assert agent.jobs == {}
+        assert not (tmp_path / "jobs").exists()  # nothing recorded
+
+
+async def test_disk_admission_protects_canonical_alias_through_job_insertion(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # Admission runs before the job's record exists: the workspace the incoming job will use (by its
+    # canonical name) is protected anyway, while another idle workspace is evicted.
+    async with aiohttp.ClientSession() as http:
+        probe = WorkspaceStore(tmp_path)
+        tmp_path.mkdir(exist_ok=True)
+        floor = probe.free_bytes() + (1 << 30)  # always under the floor: evict everything allowed
+        settings = AgentSettings(
+            str(harness.client.make_url("")),
+            "kgr_x",
+            "lab-a-01",
+            tmp_path,
+            disk=DiskPolicy(floor_bytes=floor),
+        )
+        agent = Agent(settings, http)
+        offer = {"id": "903", "repository": REPO, "task": "smoke-som", "claim": {"vcpus": 1}}
+        incoming = agent._workspace_name(offer)
+        long_ago = time.time() - 3 * 3600
+        for name in (incoming, "octo-other--build"):
+            (agent.workspaces.mark_used(name, long_ago) / "data").write_bytes(b"x" * 4096)
+        refusal = await asyncio.to_thread(agent._admit_disk, incoming)
+        assert refusal is not None
+        assert refusal["floor_bytes"] == floor
+        assert (tmp_path / "workspaces" / incoming / "data").exists()
+        assert not (tmp_path / "workspaces" / "octo-other--build").exists()
+
+
+async def test_disk_full_reaches_run_and_prepare_callers_with_known_reason_and_detail(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    # The refusal's reason and bytes reach the check run (the run's caller) while the job waits again.
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    floor = 1 << 60
+    for host, token in hosts.items():
+        agents(host, token, disk=DiskPolicy(floor_bytes=floor))
+    [run] = await harness.push_commit(big_claim_commit(1))
+
+    async def shown() -> bool:
+        summary = harness.github.check_runs[run["id"]]["output"]["summary"]
+        return "runner_disk_full: " in summary and f"floor {floor} bytes" in summary
+
+    await harness.wait_until(shown, timeout=30)
+    assert harness.github.check_runs[run["id"]]["status"] == "queued"

@@ -104,7 +104,9 @@ def test_disk_soft_cleanup_stops_as_soon_as_the_soft_goal_is_reached() -> None:
     assert result.evicted_names == ("a",)
 
 
-def test_disk_admission_refuses_typed_when_eviction_reclaims_too_little() -> None:
+def test_disk_admission_refuses_typed_when_reflinks_reclaim_too_little() -> None:
+    # Kerrigan's workspaces are plain copies (no reflinks): eviction is what reclaims, and too little is
+    # refused runner_disk_full with the bytes.
     result = plan(2, ws("idle", 1, 90), ws("recent", 2, 5))
     assert result.evicted_names == ("idle", "recent")
     assert not result.admitted
@@ -129,7 +131,7 @@ def test_disk_eviction_skips_reserved_and_running_workspaces() -> None:
     assert result.refusal == DiskFull(free_bytes=6 * GIB, floor_bytes=10 * GIB)
 
 
-def test_disk_admission_preserves_incoming_workspace_and_sibling() -> None:
+def test_disk_admission_preserves_incoming_ordinary_workspace_and_sibling() -> None:
     result = plan(
         5,
         ws("firmware", 50, 600),
@@ -148,7 +150,9 @@ def test_zero_floor_disables_admission(free_bytes: int) -> None:
     assert result.admitted
 
 
-def test_head_workspace_is_lru_evictable_under_disk_pressure() -> None:
+def test_head_workspace_is_lru_evictable_outside_task_roots() -> None:
+    # A head workspace survives idle expiry, but under disk pressure it is evicted like any other, in LRU
+    # order (Kerrigan has one workspace root, so "outside task roots" is: not only task workspaces).
     result = plan(12, ws("head", 5, 90, kind=WorkspaceKind.HEAD), ws("task", 5, 60))
     assert result.evicted_names == ("head", "task")
 
