@@ -546,3 +546,35 @@ async def test_disk_full_reaches_run_and_prepare_callers_with_known_reason_and_d
 
     await harness.wait_until(shown, timeout=30)
     assert harness.github.check_runs[run["id"]]["status"] == "queued"
+
+
+async def test_a_job_past_its_timeout_is_stopped_and_the_check_run_times_out(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    for host, token in hosts.items():
+        agents(host, token, kill_grace_s=0.5)
+    manifest = (
+        "name: slow\n"
+        "on: {push: {branches: [main]}}\n"
+        "scheduling:\n"
+        "  labels: {sdk: '2.2.0', form_factor: som}\n"
+        "tasks:\n"
+        "  - id: soak\n"
+        "    run: ./scripts/soak.sh\n"
+        "    vcpus: 1\n"
+        "    timeout_s: 1\n"
+    )
+    soak = "#!/bin/sh\necho soaking\nsleep 60\necho never\n"
+    [run] = await harness.push_commit({".kerrigan/workflows/slow.yml": manifest, "scripts/soak.sh": soak})
+
+    async def completed() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(completed, timeout=30)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "timed_out"
+    assert "soaking" in final["output"]["summary"]
+    assert "never" not in final["output"]["summary"]
+    [row] = await job_rows(harness)
+    assert (row.state, row.reason) == ("failed", "timed_out")
