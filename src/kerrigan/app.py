@@ -24,6 +24,7 @@ from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
 from kerrigan.store.database import Clock, Database, check_schema, utc_now
 from kerrigan.web.api import create_api
+from kerrigan.web.pages import setup_pages
 from kerrigan.web.state import DATABASE, SETTINGS
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.router.add_post("/webhooks/github", receiver.handle)
     app.router.add_routes(protocol.routes())
     app.add_subapp("/api/v1", create_api())
+    setup_pages(app, settings)
     return app
 
 

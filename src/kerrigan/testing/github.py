@@ -16,6 +16,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import html
 import io
 import itertools
 import json
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import jwt
 from aiohttp import web
@@ -140,6 +142,11 @@ class GitHubStandIn:
         self.repositories: dict[str, FakeRepository] = {}
         self.tokens: dict[str, tuple[int, datetime]] = {}
         self.token_scopes: dict[str, frozenset[str]] = {}  # token -> the repository names it is limited to
+        # OAuth web flow (sign-in to Kerrigan's pages): the app's client credentials, codes, user tokens.
+        self.oauth_client_id = "Iv1.standin"
+        self.oauth_client_secret = secrets.token_hex(20)
+        self._oauth_codes: dict[str, tuple[str, str]] = {}  # code -> (login, redirect_uri)
+        self.user_tokens: dict[str, str] = {}  # token -> login
         self._downloads: dict[str, tuple[str, str]] = {}  # one-time tarball keys -> (repository, ref)
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.comments: list[dict[str, Any]] = []
@@ -224,6 +231,10 @@ class GitHubStandIn:
         app.router.add_get("/repos/{owner}/{repo}/contents/{path:.*}", self._contents)
         app.router.add_get("/repos/{owner}/{repo}/tarball/{ref}", self._tarball)
         app.router.add_get("/_codeload/{key}", self._codeload)
+        app.router.add_get("/login/oauth/authorize", self._authorize_page)
+        app.router.add_post("/login/oauth/authorize", self._authorize)
+        app.router.add_post("/login/oauth/access_token", self._oauth_token)
+        app.router.add_get("/user", self._user)
         app.router.add_post("/repos/{owner}/{repo}/check-runs", self._create_check_run)
         app.router.add_patch("/repos/{owner}/{repo}/check-runs/{check_run_id}", self._update_check_run)
         app.router.add_get("/repos/{owner}/{repo}/check-runs/{check_run_id}", self._get_check_run)
@@ -414,6 +425,53 @@ class GitHubStandIn:
                 member.mode = 0o755 if content.startswith(b"#!") else 0o644
                 archive.addfile(member, io.BytesIO(content))
         return web.Response(body=buffer.getvalue(), content_type="application/x-gzip")
+
+    async def _authorize_page(self, request: web.Request) -> web.Response:
+        """GitHub's "Authorize" page, reduced to a form: which login signs in (tests and the demo type it)."""
+        if request.query.get("client_id") != self.oauth_client_id:
+            raise GitHubError(404, "unknown OAuth client_id")
+        hidden = "".join(
+            f'<input type="hidden" name="{name}" value="{html.escape(request.query.get(name, ""))}">'
+            for name in ("client_id", "redirect_uri", "state")
+        )
+        page = (
+            "<!doctype html><title>Authorize Kerrigan</title><h1>Sign in to GitHub (stand-in)</h1>"
+            f'<form method="post" action="/login/oauth/authorize">{hidden}'
+            '<label>Login <input name="login" autofocus></label> '
+            '<button type="submit">Authorize</button></form>'
+        )
+        return web.Response(text=page, content_type="text/html")
+
+    async def _authorize(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        login, redirect_uri, state = (str(form.get(name, "")) for name in ("login", "redirect_uri", "state"))
+        if form.get("client_id") != self.oauth_client_id or not login or not redirect_uri:
+            raise GitHubError(400, "client_id, redirect_uri and login are required")
+        code = secrets.token_urlsafe(16)
+        self._oauth_codes[code] = (login, redirect_uri)
+        separator = "&" if "?" in redirect_uri else "?"
+        raise web.HTTPFound(f"{redirect_uri}{separator}{urlencode({'code': code, 'state': state})}")
+
+    async def _oauth_token(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        if (
+            form.get("client_id") != self.oauth_client_id
+            or form.get("client_secret") != self.oauth_client_secret
+        ):
+            return web.json_response({"error": "incorrect_client_credentials"})
+        found = self._oauth_codes.pop(str(form.get("code", "")), None)
+        if found is None or ("redirect_uri" in form and form["redirect_uri"] != found[1]):
+            return web.json_response({"error": "bad_verification_code", "error_description": "bad code"})
+        token = "gho_" + secrets.token_urlsafe(24)
+        self.user_tokens[token] = found[0]
+        return web.json_response({"access_token": token, "token_type": "bearer", "scope": ""})
+
+    async def _user(self, request: web.Request) -> web.Response:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        login = self.user_tokens.get(token) if scheme.lower() in ("bearer", "token") else None
+        if login is None:
+            raise GitHubError(401, "Requires authentication")
+        return web.json_response({"login": login, "id": abs(hash(login)) % 10**8, "type": "User"})
 
     def _validate_check_run(self, body: Any, *, creating: bool) -> None:
         if not isinstance(body, dict):

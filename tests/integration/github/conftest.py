@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import DeliveryRow
 from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import GitHubStandIn, RecordedRequest, generate_app_key, signed_headers
+from kerrigan.testing.github import GitHubStandIn, RecordedRequest, signed_headers
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "fixtures" / "manifests"
@@ -175,32 +175,6 @@ def settings_for(db: Database, github: GitHubStandIn, **overrides: Any) -> Setti
         "public_url": PUBLIC_URL,
     }
     return Settings(**(values | overrides))
-
-
-@pytest.fixture(scope="session")
-def app_key() -> tuple[str, str]:
-    """One RSA key pair for every stand-in of the run (generating one per test is slow)."""
-    return generate_app_key()
-
-
-@pytest.fixture
-async def github(app_key: tuple[str, str]) -> AsyncIterator[GitHubStandIn]:
-    private, public = app_key
-    async with GitHubStandIn(public_key=public, private_key=private) as stand_in:
-        stand_in.add_installation(INSTALLATION, "octo")
-        stand_in.add_repository(REPO, INSTALLATION)
-        stand_in.add_commit(REPO, SHA, manifest_files())
-        stand_in.add_commit(REPO, SMOKE_SHA, manifest_files("hil-smoke.yml"))
-        stand_in.add_commit(REPO, FORK_SHA, manifest_files())
-        stand_in.add_commit(REPO, MERGE_SHA, manifest_files())
-        yield stand_in
-
-
-@pytest.fixture
-async def lab_db(db: Database) -> Database:
-    """The database with the lab inventory stored."""
-    await store_inventory(db, Inventory(), lab())
-    return db
 
 
 StartApp = Callable[[Settings], Awaitable[TestClient]]  # type: ignore[type-arg]

@@ -1,0 +1,78 @@
+"""The web pages: server-rendered with Jinja2 (aiohttp-jinja2), every edit a plain form, a little
+JavaScript only to sort and filter tables in place. DESIGN.md's routes: ``/login``, ``/auth/callback``,
+``/logout``, ``/pools``, ``/pools/{id}``, ``/devices/{id}``, ``/sessions/{id}``, ``/explain``, ``/queue``,
+``/runners``, ``/audit``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+
+from kerrigan.config import Settings
+from kerrigan.web import signin
+from kerrigan.web.pages import audit, devices, explain, pools, queue, sessions
+from kerrigan.web.pages.rendering import filters, page_errors, render
+from kerrigan.web.state import SETTINGS
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+async def login_page(request: web.Request) -> web.Response:
+    """The sign-in page (the only page anonymous users see, unless public read is on)."""
+    settings = request.config_dict[SETTINGS]
+    return await render(
+        request,
+        "login.html",
+        {
+            "configured": signin.sign_in_configured(settings),
+            "next": request.query.get("next", "/pools"),
+            "github_url": settings.github_url,
+        },
+    )
+
+
+async def home(request: web.Request) -> web.Response:
+    """The pools are the lab's front page."""
+    raise web.HTTPFound("/pools")
+
+
+def setup_pages(app: web.Application, settings: Settings) -> None:
+    """Templates, static files, the session cookie, sign-in and every page, on ``app``."""
+    environment = aiohttp_jinja2.setup(
+        app,
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(filters())
+
+    def static(filename: str) -> str:
+        # The file's URL with a hash of its contents, so a browser never keeps an old copy.
+        return str(app.router["static"].url_for(filename=filename))
+
+    environment.globals["static"] = static
+    app[signin.COOKIE_KEY] = signin.cookie_fernet(settings)
+    app.middlewares.append(signin.session_cookies)
+    app.middlewares.append(page_errors)
+
+    async def http_client(app: web.Application) -> AsyncIterator[None]:
+        async with aiohttp.ClientSession() as http:
+            app[signin.HTTP] = http
+            yield
+
+    app.cleanup_ctx.append(http_client)
+    app.router.add_static("/static/", HERE / "static", name="static", append_version=True)
+    app.router.add_get("/", home)
+    app.router.add_get("/login", login_page)
+    app.router.add_get("/login/github", signin.login_github)
+    app.router.add_get("/auth/callback", signin.auth_callback)
+    app.router.add_post("/logout", signin.logout)
+    for module in (pools, devices, sessions, explain, queue, audit):
+        app.router.add_routes(module.routes)

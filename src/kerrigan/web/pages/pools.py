@@ -1,0 +1,7 @@
+"""Page module pools (being written)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+routes = web.RouteTableDef()

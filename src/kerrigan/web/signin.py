@@ -1,0 +1,259 @@
+"""Signing in to the web pages with GitHub, the browser session, and CSRF tokens.
+
+Sign-in is the GitHub App's OAuth web flow: ``/login/github`` sends the browser to
+``{GITHUB_URL}/login/oauth/authorize`` with a random ``state`` kept in the session; GitHub sends it back to
+``/auth/callback`` with a code, which is exchanged at ``{GITHUB_URL}/login/oauth/access_token`` for a user
+token; ``GET {GITHUB_API_URL}/user`` names the login. The session is an encrypted cookie (Fernet, keyed by
+``KERRIGAN_SESSION_SECRET``), HttpOnly and SameSite=Lax, Secure when the public URL is https. Every form
+carries the session's CSRF token, and every POST is checked against it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import aiohttp
+from aiohttp import web
+from cryptography.fernet import Fernet, InvalidToken
+
+from kerrigan.config import Settings
+from kerrigan.core.roles import Principal
+from kerrigan.web.state import SETTINGS
+
+log = logging.getLogger(__name__)
+
+COOKIE_NAME = "kerrigan_session"
+SESSION_MAX_AGE_S = 8 * 60 * 60
+HTTP = web.AppKey("signin_http", aiohttp.ClientSession)
+
+
+class BrowserSession(dict[str, Any]):
+    """What the session cookie holds; written back only when changed."""
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(data or {})
+        self.changed = False
+        self.ended = False
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.changed = True
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        self.changed = True
+        return super().pop(key, default)
+
+    def renew(self, **values: Any) -> None:
+        """Start over with only ``values`` (on sign-in: nothing from before it carries over)."""
+        self.clear()
+        self.update(values)
+        self.changed = True
+
+    def end(self) -> None:
+        """Sign out: the cookie is removed."""
+        self.clear()
+        self.ended = True
+
+
+SESSION = web.RequestKey("browser_session", BrowserSession)
+COOKIE_KEY = web.AppKey("session_cookie_key", Fernet)
+
+
+class SignInRequired(Exception):  # noqa: N818 -- a redirect, not a fault
+    """The page needs a signed-in user: the browser is sent to the sign-in page."""
+
+
+class Forbidden(Exception):  # noqa: N818 -- an answer
+    """The signed-in user may not do this; the message says who may."""
+
+
+def session_key(settings: Settings) -> bytes:
+    """The cookie's key: from KERRIGAN_SESSION_SECRET, or a random one (sign-ins end on restart)."""
+    if settings.session_secret is None:
+        log.warning("KERRIGAN_SESSION_SECRET is not set: sign-ins last until the server restarts")
+        secret = secrets.token_bytes(32)
+    else:
+        secret = settings.session_secret.encode()
+    return hashlib.sha256(secret).digest()  # 32 bytes; aiohttp-session base64-encodes them for Fernet
+
+
+def cookie_fernet(settings: Settings) -> Fernet:
+    """The cookie's cipher (authenticated encryption, with a timestamp for the session's age)."""
+    return Fernet(base64.urlsafe_b64encode(session_key(settings)))
+
+
+async def get_session(request: web.Request) -> BrowserSession:
+    """This browser's session, read from its cookie (an expired, forged or garbled one is empty)."""
+    if SESSION not in request:
+        data: Any = {}
+        cookie = request.cookies.get(COOKIE_NAME)
+        if cookie:
+            try:
+                raw = request.config_dict[COOKIE_KEY].decrypt(cookie.encode(), ttl=SESSION_MAX_AGE_S)
+                data = json.loads(raw)
+            except (InvalidToken, ValueError):
+                data = {}
+        request[SESSION] = BrowserSession(data if isinstance(data, dict) else {})
+    return request[SESSION]
+
+
+@web.middleware
+async def session_cookies(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Write the session back to its cookie when a page changed it."""
+    response: web.StreamResponse = await handler(request)
+    session = request.get(SESSION)
+    if session is None or not (session.changed or session.ended):
+        return response
+    settings = request.config_dict[SETTINGS]
+    if session.ended:
+        response.del_cookie(COOKIE_NAME, path="/")
+        return response
+    token = request.config_dict[COOKIE_KEY].encrypt(json.dumps(dict(session)).encode()).decode()
+    response.set_cookie(
+        COOKIE_NAME,
+        token,
+        max_age=SESSION_MAX_AGE_S,
+        path="/",
+        httponly=True,
+        samesite="Lax",  # sent on GitHub's redirect back (a top-level GET), not on other sites' posts
+        secure=urlsplit(settings.public_url).scheme == "https",
+    )
+    return response
+
+
+def redirect(location: str) -> web.Response:
+    """A 302 that the session middleware can still put a cookie on."""
+    return web.Response(status=302, headers={"Location": location})
+
+
+def sign_in_configured(settings: Settings) -> bool:
+    """Whether the OAuth app's client id and secret are set."""
+    return bool(settings.github_client_id and settings.github_client_secret)
+
+
+async def page_principal(request: web.Request) -> Principal | None:
+    """The signed-in user of this browser, or None."""
+    session = await get_session(request)
+    login = session.get("login")
+    if not isinstance(login, str):
+        return None
+    return Principal(login, admin=login.lower() in request.config_dict[SETTINGS].admins)
+
+
+async def page_reader(request: web.Request) -> Principal | None:
+    """Anyone signed in reads; anonymous users only when public read is on."""
+    principal = await page_principal(request)
+    if principal is None and not request.config_dict[SETTINGS].public_read:
+        raise SignInRequired
+    return principal
+
+
+async def page_writer(request: web.Request) -> Principal:
+    """A signed-in user (what they may change is checked by the page)."""
+    principal = await page_principal(request)
+    if principal is None:
+        raise SignInRequired
+    return principal
+
+
+async def csrf_token(request: web.Request) -> str:
+    """The session's CSRF token, made on first use."""
+    session = await get_session(request)
+    token = session.get("csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        session["csrf"] = token
+    return token
+
+
+async def check_csrf(request: web.Request, form: Any) -> None:
+    """Refuse a form whose CSRF token is not this session's (a forged or stale post)."""
+    session = await get_session(request)
+    expected = session.get("csrf")
+    sent = form.get("csrf") if form is not None else None
+    if (
+        not isinstance(expected, str)
+        or not isinstance(sent, str)
+        or not secrets.compare_digest(expected, sent)
+    ):
+        raise Forbidden("the form is stale or was not sent from this site: reload the page and try again")
+
+
+def _safe_next(value: str | None) -> str:
+    """Only a path on this site (no scheme, no host, no //): never an open redirect."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/pools"
+    return value
+
+
+async def login_github(request: web.Request) -> web.Response:
+    """Send the browser to GitHub's authorize page with a fresh state."""
+    settings = request.config_dict[SETTINGS]
+    if not sign_in_configured(settings):
+        return redirect("/login")
+    session = await get_session(request)
+    state = secrets.token_urlsafe(24)
+    session["oauth_state"] = state
+    session["next"] = _safe_next(request.query.get("next"))
+    query = urlencode(
+        {
+            "client_id": settings.github_client_id,
+            "redirect_uri": f"{settings.public_url}/auth/callback",
+            "state": state,
+            "allow_signup": "false",
+        }
+    )
+    return redirect(f"{settings.github_url}/login/oauth/authorize?{query}")
+
+
+async def auth_callback(request: web.Request) -> web.Response:
+    """GitHub sends the browser back: check the state, exchange the code, learn the login."""
+    settings = request.config_dict[SETTINGS]
+    session = await get_session(request)
+    expected = session.pop("oauth_state", None)
+    state, code = request.query.get("state"), request.query.get("code")
+    if not isinstance(expected, str) or not state or not secrets.compare_digest(expected, state) or not code:
+        raise Forbidden("the sign-in could not be checked (its state does not match): sign in again")
+    http = request.config_dict[HTTP]
+    async with http.post(
+        f"{settings.github_url}/login/oauth/access_token",
+        data={
+            "client_id": settings.github_client_id,
+            "client_secret": settings.github_client_secret,
+            "code": code,
+            "redirect_uri": f"{settings.public_url}/auth/callback",
+        },
+        headers={"Accept": "application/json"},
+    ) as response:
+        answer = await response.json(content_type=None)
+    token = answer.get("access_token") if isinstance(answer, dict) else None
+    if not isinstance(token, str):
+        raise Forbidden(f"GitHub did not sign you in: {answer.get('error_description') or 'no token'}")
+    async with http.get(
+        f"{settings.github_api_url}/user",
+        headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"},
+    ) as response:
+        user = await response.json(content_type=None)
+    login = user.get("login") if isinstance(user, dict) else None
+    if not isinstance(login, str):
+        raise Forbidden("GitHub did not say who you are")
+    next_page = _safe_next(session.get("next"))
+    session.renew(login=login)  # nothing from before the sign-in carries over (no fixation)
+    log.info("%s signed in", login)
+    return redirect(next_page)
+
+
+async def logout(request: web.Request) -> web.Response:
+    """Sign out (a POST with the CSRF token, so another site cannot sign you out)."""
+    form = await request.post()
+    await check_csrf(request, form)
+    session = await get_session(request)
+    session.end()
+    return redirect("/login")
