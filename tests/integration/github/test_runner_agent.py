@@ -365,11 +365,12 @@ async def test_recorded_live_cpu_sets_reregister_after_restart(harness: Harness,
         still_running.kill()
         await still_running.wait()
 
-        async def released() -> bool:
-            return "41" not in agent.allocator.allocations()
+        async def ended() -> bool:
+            record = agent.jobs["41"]
+            return record.state == "ended" and record.reported
 
-        await harness.wait_until(released, timeout=10)
-        assert agent.jobs["41"].state == "ended"
+        await harness.wait_until(ended, timeout=20)
+        assert agent.allocator.allocations() == {}
         assert agent.jobs["41"].accounting is None  # no launcher result: absent, never zero
 
 
