@@ -131,6 +131,11 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 github_private_key=github.private_key,
                 webhook_secret=secret,
                 admins=frozenset({"octocat"}),
+                # Sign-in to the pages goes through the stand-in's authorize page: type any login.
+                github_url=github.url,
+                github_client_id=github.oauth_client_id,
+                github_client_secret=github.oauth_client_secret,
+                session_secret=secrets.token_hex(16),
             )
             runner = web.AppRunner(create_app(settings), access_log=None)
             await runner.setup()
@@ -160,7 +165,11 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 for run in runs:
                     show_check_run(run, out)
                 if keep_running:
-                    out.write(f"\nThe API is at http://127.0.0.1:{port}/api/v1/ (Ctrl-C to stop).\n")
+                    base = f"http://127.0.0.1:{port}"
+                    out.write(
+                        f"\nOpen {base}/ and sign in: the stand-in asks for a login (octocat is a System "
+                        f"Admin and owns sdk-2-2-som). The API is at {base}/api/v1/. Ctrl-C stops.\n"
+                    )
                     await asyncio.Event().wait()
             finally:
                 for agent in agents:

@@ -7,13 +7,17 @@ System Admin, and ``browser(login)`` signs in through the stand-in and keeps its
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from playwright.async_api import Browser as PlaywrightBrowser
+from playwright.async_api import Page, async_playwright
 
 from kerrigan.app import create_app
 from kerrigan.store.database import Database
@@ -111,3 +115,84 @@ async def browser(site: Site) -> AsyncIterator[Callable[..., Any]]:
     yield open_browser
     for http in sessions:
         await http.close()
+
+
+# -- a real browser ----------------------------------------------------------------------------------
+
+CHROMIUM = Path(os.environ.get("KERRIGAN_CHROMIUM", "/usr/bin/chromium"))
+needs_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium package)"
+)
+_SCREENSHOTS: list[Path] = []
+
+
+@pytest.fixture(scope="session")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the browser tests save a screenshot of each page they visit, for a person to look at."""
+    folder = Path(os.environ.get("KERRIGAN_SCREENSHOTS") or tmp_path_factory.getbasetemp() / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    _SCREENSHOTS.append(folder)
+    return folder
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for folder in _SCREENSHOTS:
+        shots = sorted(folder.glob("*.png"))
+        if shots:
+            terminalreporter.write_line(f"browser screenshots ({len(shots)}): {folder}")
+
+
+@pytest.fixture
+async def chromium() -> AsyncIterator[PlaywrightBrowser]:
+    """Debian's Chromium, headless, driven by Playwright (never `playwright install`)."""
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(
+            executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@dataclass
+class Pages:
+    """A browser tab signed in as one login, saving a screenshot of each page it is asked to."""
+
+    page: Page
+    site: Site
+    folder: Path
+    login: str | None
+
+    async def open(self, path: str) -> Page:
+        await self.page.goto(self.site.base + path)
+        return self.page
+
+    async def shoot(self, name: str) -> Path:
+        target = self.folder / f"{name}.png"
+        await self.page.screenshot(path=str(target), full_page=True)
+        return target
+
+
+@pytest.fixture
+async def tab(
+    site: Site, chromium: PlaywrightBrowser, screenshots: Path
+) -> AsyncIterator[Callable[..., Any]]:
+    """``await tab("octocat")``: a new browser context signed in through the stand-in's authorize page."""
+    contexts = []
+
+    async def open_tab(login: str | None = None, *, width: int = 1280) -> Pages:
+        context = await chromium.new_context(viewport={"width": width, "height": 900})
+        contexts.append(context)
+        page = await context.new_page()
+        if login is not None:
+            await page.goto(f"{site.base}/login")
+            await page.get_by_role("link", name="Sign in with GitHub").click()
+            await page.get_by_label("Login").fill(login)
+            await page.get_by_role("button", name="Authorize").click()
+            await page.wait_for_url(f"{site.base}/**")
+        return Pages(page, site, screenshots, login)
+
+    yield open_tab
+    for context in contexts:
+        await context.close()
