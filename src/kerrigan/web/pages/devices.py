@@ -1,7 +1,315 @@
-"""Page module devices (being written)."""
+"""A device's page, ``/devices/{device_id}``: its explicit labels and tags (editable by System Admins and the
+owners of its pool), its implicit labels, its effective labels with where each comes from, and its state
+with the reason and the history of state changes from the audit log.
+
+The forms post, with the CSRF token, below the page, through :mod:`kerrigan.web.editing` (the REST API's
+code: roles, label rules, approved keys, audit log):
+
+- ``POST /devices/{device_id}/labels`` (``key``, ``value``): add a label, or give one a new value
+- ``POST /devices/{device_id}/labels/{key}`` (``value``): change its value, an empty one removes it
+- ``POST /devices/{device_id}/labels/{key}/delete``: remove it (the pool's label of that key applies again)
+- ``POST /devices/{device_id}/tags`` (``tag``): add a tag
+- ``POST /devices/{device_id}/tags/{tag}/delete``: remove it (the pool's tags stay)
+- ``POST /devices/{device_id}/state`` (``state``, ``reason``): System Admins only
+
+The label and tag forms are for System Admins and the owners of the device's pool. Success redirects back
+with a notice; a broken rule re-renders the page with status 400 and the rule next to the field, and changes
+nothing; a user who may not make an edit does not see its form, and a forged post gets the 403 page.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
 from aiohttp import web
 
+from kerrigan.core.inventory import (
+    Device,
+    DeviceState,
+    LabelSource,
+    implicit_device_labels,
+    implicit_pool_labels,
+    sourced_target_labels,
+)
+from kerrigan.core.roles import Principal, may_administer, may_edit_labels
+from kerrigan.store.audit import AuditEntry, list_audit
+from kerrigan.store.inventory import NotFoundError, get_device
+from kerrigan.store.label_keys import label_keys
+from kerrigan.web import editing
+from kerrigan.web.editing import Editor, FormError, PostedForm
+from kerrigan.web.pages.rendering import render
+from kerrigan.web.signin import page_reader
+from kerrigan.web.state import DATABASE
+
 routes = web.RouteTableDef()
+
+HISTORY_ROWS = 1000
+"""Audit rows of one device read for its state history (label and tag edits share the log)."""
+
+_LABEL_FIELDS = {"key": "key", "value": "value"}
+_TAG_FIELDS = {"tag": "tag"}
+_STATE_FIELDS = {"state": "state", "reason": "reason"}
+
+_SOURCE_WORDS = {
+    LabelSource.POOL: "pool",
+    LabelSource.DEVICE: "device",
+    LabelSource.DEVICE_OVERRIDE: "device override",
+    LabelSource.IMPLICIT: "implicit",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """One entry of a device's state history: the state (and reason) it was put in, by whom, when.
+
+    ``before`` is the state it left (``None`` when the device was created in ``state``); it equals
+    ``state`` when only the reason changed.
+    """
+
+    at: datetime
+    actor: str
+    before: str | None
+    state: str
+    reason: str
+
+
+def state_history(entries: Sequence[AuditEntry], device: Device) -> list[StateChange]:
+    """The state changes in ``entries`` (one device's audit rows, newest first), newest first.
+
+    The store writes a state and its reason as two rows of one change (same time, same actor); a change
+    that sets only one of them takes the other from the device as it stood then, which is worked out by
+    walking back from the device as it is now.
+    """
+    groups: list[list[AuditEntry]] = []
+    for entry in entries:
+        if entry.field not in {"state", "state_reason"} and not (entry.action == "add" and not entry.field):
+            continue
+        if groups and (groups[-1][0].at, groups[-1][0].actor) == (entry.at, entry.actor):
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    state, reason = device.state.value, device.state_reason  # as they stand after the change being read
+    history: list[StateChange] = []
+    for group in groups:
+        fields = {entry.field: entry for entry in group}
+        created = fields.get("")
+        if created is not None and isinstance(created.after, Mapping):
+            history.append(
+                StateChange(
+                    created.at,
+                    created.actor,
+                    None,
+                    str(created.after.get("state", state)),
+                    str(created.after.get("state_reason", reason)),
+                )
+            )
+            continue
+        state_row, reason_row = fields.get("state"), fields.get("state_reason")
+        after_state = str(state_row.after) if state_row is not None else state
+        after_reason = str(reason_row.after or "") if reason_row is not None else reason
+        before_state = str(state_row.before) if state_row is not None else after_state
+        history.append(StateChange(group[0].at, group[0].actor, before_state, after_state, after_reason))
+        state = before_state
+        reason = str(reason_row.before or "") if reason_row is not None else reason
+    return history
+
+
+async def _device_page(
+    request: web.Request, principal: Principal | None, error: FormError | None = None
+) -> web.Response:
+    device_id = request.match_info["device_id"]
+    async with request.config_dict[DATABASE].sessions() as session:
+        try:
+            stored = await get_device(session, device_id)
+        except NotFoundError as exc:
+            raise editing.not_found(exc) from None
+        approved = await label_keys(session)
+        audit = await list_audit(session, device_id=device_id, limit=HISTORY_ROWS)
+    device, pool = stored.device, stored.pool
+    may_edit = principal is not None and may_edit_labels(principal, pool)
+    may_admin = principal is not None and may_administer(principal)
+    forms = ({"label-add", "tag-add"} | {f"label:{key}" for key in device.labels}) if may_edit else set()
+    if may_admin:
+        forms.add("state")
+    # People's labels first, then the generated ones; each group by key.
+    effective = sorted(
+        sourced_target_labels(device, pool),
+        key=lambda label: (label.source is LabelSource.IMPLICIT, label.key),
+    )
+    context = {
+        "device": device,
+        "pool": pool,
+        "state_changed_at": stored.state_changed_at,
+        "effective": effective,
+        "source_words": _SOURCE_WORDS,
+        "overrides": {label.key: label.overrides for label in effective if label.overrides is not None},
+        "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
+        "history": state_history(audit, device),
+        "all_states": tuple(DeviceState),
+        "may_edit": may_edit,
+        "may_admin": may_admin,
+        "approved": approved,
+        "error": error,
+        "error_placed": error is not None and error.form in forms,
+        "notice": None if error is not None else await editing.take_notice(request),
+        "base": f"/devices/{device.id}",
+    }
+    return await render(request, "device.html", context, 400 if error else 200)
+
+
+@routes.get("/devices/{device_id}")
+async def device_page(request: web.Request) -> web.Response:
+    """The device's labels by origin, its tags and its state; forms only for what the user may change."""
+    return await _device_page(request, await page_reader(request))
+
+
+async def _edit(
+    request: web.Request,
+    posted: PostedForm,
+    edit: editing.Edit,
+    *,
+    form: str,
+    typed: Mapping[str, str],
+    fields: Mapping[str, str],
+    notice: str,
+) -> web.Response:
+    async def rerender(error: FormError) -> web.Response:
+        return await _device_page(request, posted.principal, error)
+
+    return await editing.edit_from_page(
+        request,
+        posted,
+        edit,
+        form=form,
+        typed=typed,
+        fields=fields,
+        rerender=rerender,
+        done=f"/devices/{request.match_info['device_id']}",
+        notice=notice,
+    )
+
+
+@routes.post("/devices/{device_id}/labels")
+async def add_label(request: web.Request) -> web.Response:
+    """Add a device label (or give an existing one a new value); an empty value is refused here."""
+    posted = await PostedForm.read(request)
+    device_id, key, value = request.match_info["device_id"], posted.text("key"), posted.text("value")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_device_label(device_id, key, value, empty_removes=False)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="label-add",
+        typed={"key": key, "value": value},
+        fields=_LABEL_FIELDS,
+        notice=f"Label {key.lower()}={value} set on device {device_id}.",
+    )
+
+
+@routes.post("/devices/{device_id}/labels/{key}")
+async def change_label(request: web.Request) -> web.Response:
+    """Change a device label's value; an empty value removes the label."""
+    posted = await PostedForm.read(request)
+    device_id, key, value = request.match_info["device_id"], request.match_info["key"], posted.text("value")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_device_label(device_id, key, value)
+
+    notice = f"Label {key} set to {value}." if value else f"Label {key} removed."
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form=f"label:{key}",
+        typed={"value": value},
+        fields=_LABEL_FIELDS,
+        notice=notice,
+    )
+
+
+@routes.post("/devices/{device_id}/labels/{key}/delete")
+async def remove_label(request: web.Request) -> web.Response:
+    """Remove a device label (the pool's label of that key, if any, applies again)."""
+    posted = await PostedForm.read(request)
+    device_id, key = request.match_info["device_id"], request.match_info["key"]
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_device_label(device_id, key, "")
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form=f"label:{key}",
+        typed={},
+        fields=_LABEL_FIELDS,
+        notice=f"Label {key} removed from device {device_id}.",
+    )
+
+
+@routes.post("/devices/{device_id}/tags")
+async def add_tag(request: web.Request) -> web.Response:
+    """Add a device tag."""
+    posted = await PostedForm.read(request)
+    device_id, tag = request.match_info["device_id"], posted.text("tag")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_device_tag(device_id, tag, add=True)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="tag-add",
+        typed={"tag": tag},
+        fields=_TAG_FIELDS,
+        notice=f"Tag {tag.lower()} added to device {device_id}.",
+    )
+
+
+@routes.post("/devices/{device_id}/tags/{tag}/delete")
+async def remove_tag(request: web.Request) -> web.Response:
+    """Remove a device tag (the pool's tags stay)."""
+    posted = await PostedForm.read(request)
+    device_id, tag = request.match_info["device_id"], request.match_info["tag"]
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_device_tag(device_id, tag, add=False)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form=f"tag:{tag}",
+        typed={},
+        fields=_TAG_FIELDS,
+        notice=f"Tag {tag} removed from device {device_id}.",
+    )
+
+
+@routes.post("/devices/{device_id}/state")
+async def set_state(request: web.Request) -> web.Response:
+    """Put the device in a state with a reason (admins)."""
+    posted = await PostedForm.read(request)
+    device_id, state, reason = request.match_info["device_id"], posted.text("state"), posted.text("reason")
+    typed = {"state": state, "reason": reason}
+
+    async def edit(editor: Editor) -> object:
+        editing.check_state_edit(editor.principal, device_id)  # a forged post is refused before it is read
+        checked, checked_reason = editing.device_state(state, reason.strip())
+        return await editor.set_device_state(device_id, checked, checked_reason)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="state",
+        typed=typed,
+        fields=_STATE_FIELDS,
+        notice=f"Device {device_id} is now {state}.",
+    )

@@ -1,7 +1,348 @@
-"""Page module pools (being written)."""
+"""The pools: ``/pools`` lists them with filters, ``/pools/{pool_id}`` is the pool editor.
+
+Every edit is a plain form that posts, with the CSRF token, below the page it sits on, and goes through
+:mod:`kerrigan.web.editing` (the code the REST API uses: roles, the label rules, approved keys, the audit
+log). Owners and System Admins:
+
+- ``POST /pools/{pool_id}/labels`` (``key``, ``value``): add a label, or give one a new value
+- ``POST /pools/{pool_id}/labels/{key}`` (``value``): change its value; an empty one removes it
+- ``POST /pools/{pool_id}/labels/{key}/delete``: remove it
+- ``POST /pools/{pool_id}/tags`` (``tag``): add a tag
+- ``POST /pools/{pool_id}/tags/{tag}/delete``: remove it
+
+System Admins only:
+
+- ``POST /pools/{pool_id}/firmware`` (``channel``, ``base_version``; empty means none)
+- ``POST /pools/{pool_id}/owners`` (``owners``: GitHub logins separated by commas or spaces)
+
+A success redirects back to the editor with a notice. A broken rule re-renders the editor with status 400,
+the rule next to the field and what was typed kept, and changes nothing. A user who may not make the edit
+does not see its form, and a forged post gets the 403 page.
+"""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
 from aiohttp import web
 
+from kerrigan.core.inventory import DeviceState, Pool, effective_pool_labels, implicit_pool_labels
+from kerrigan.core.roles import Principal, may_administer, may_edit_labels
+from kerrigan.store.inventory import NotFoundError, StoredDevice, get_pool, list_devices, list_pools
+from kerrigan.store.label_keys import label_keys
+from kerrigan.web import editing
+from kerrigan.web.editing import Editor, FormError, PostedForm
+from kerrigan.web.errors import ApiError
+from kerrigan.web.pages.rendering import render
+from kerrigan.web.signin import page_reader
+from kerrigan.web.state import DATABASE
+
 routes = web.RouteTableDef()
+
+STATES = tuple(DeviceState)
+
+_LABEL_FIELDS = {"key": "key", "value": "value"}
+_TAG_FIELDS = {"tag": "tag"}
+_FIRMWARE_FIELDS = {"firmware.channel": "channel", "firmware.base_version": "base_version"}
+_OWNERS_FIELDS = {"owners": "owners"}
+
+
+# -- the list --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveFilter:
+    """A filter in force, and the list's address without it."""
+
+    kind: str  # "label" or "tag"
+    value: str
+    without: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSummary:
+    """One row of the list."""
+
+    pool: Pool
+    devices: int
+    states: Mapping[str, int]
+
+
+def _active(labels: Sequence[str], tags: Sequence[str]) -> list[ActiveFilter]:
+    everything = [("label", value) for value in labels] + [("tag", value) for value in tags]
+    active = []
+    for index, (kind, value) in enumerate(everything):
+        rest = everything[:index] + everything[index + 1 :]
+        active.append(ActiveFilter(kind, value, "/pools" + (f"?{urlencode(rest)}" if rest else "")))
+    return active
+
+
+def _valid_filters(request: web.Request, kind: str) -> tuple[list[str], FormError | None]:
+    """The ``kind`` filters of the query that hold (the form's empty input is none), and the first error:
+    a bad filter is shown next to its input and left out, the others still apply."""
+    kept: list[str] = []
+    error: FormError | None = None
+    for raw in request.query.getall(kind, []):
+        value = raw.strip()
+        if not value:
+            continue
+        labels, tags = ([value], []) if kind == "label" else ([], [value])
+        try:
+            editing.parse_filters(labels, tags)
+        except ApiError as exc:
+            error = error or FormError("filters", kind, exc.message, {kind: value})
+            continue
+        kept.append(value)
+    return kept, error
+
+
+@routes.get("/pools")
+async def pools_index(request: web.Request) -> web.Response:
+    """Every pool with its owners, labels, tags and device counts by state; ``?label=key=value`` and
+    ``?tag=`` (repeatable) keep the pools whose effective labels and tags match, as the API's list does."""
+    await page_reader(request)
+    good_labels, label_error = _valid_filters(request, "label")
+    good_tags, tag_error = _valid_filters(request, "tag")
+    error = label_error or tag_error
+    wanted = editing.parse_filters(good_labels, good_tags)
+    async with request.config_dict[DATABASE].sessions() as session:
+        pools = await list_pools(session)
+        devices = await list_devices(session)
+    states: dict[str, Counter[str]] = {}
+    for stored in devices:
+        states.setdefault(stored.device.pool_id, Counter())[stored.device.state.value] += 1
+    rows = [
+        PoolSummary(stored.pool, stored.devices, states.get(stored.pool.id, Counter()))
+        for stored in pools
+        if wanted.matches(effective_pool_labels(stored.pool), stored.pool.tags)
+    ]
+    context = {
+        "rows": rows,
+        "total": len(pools),
+        "states": STATES,
+        "filters": _active(good_labels, good_tags),
+        "error": error,
+    }
+    return await render(request, "pools.html", context, 400 if error else 200)
+
+
+# -- the editor ------------------------------------------------------------------------------------
+
+
+async def _editor_page(
+    request: web.Request, principal: Principal | None, error: FormError | None = None
+) -> web.Response:
+    pool_id = request.match_info["pool_id"]
+    async with request.config_dict[DATABASE].sessions() as session:
+        try:
+            stored = await get_pool(session, pool_id)
+            devices: list[StoredDevice] = await list_devices(session, pool_id)
+        except NotFoundError as exc:
+            raise editing.not_found(exc) from None
+        approved = await label_keys(session)
+    pool = stored.pool
+    may_edit = principal is not None and may_edit_labels(principal, pool)
+    may_admin = principal is not None and may_administer(principal)
+    forms = ({"label-add", "tag-add"} | {f"label:{key}" for key in pool.labels}) if may_edit else set()
+    if may_admin:
+        forms |= {"firmware", "owners"}
+    context: dict[str, Any] = {
+        "pool": pool,
+        "implicit": implicit_pool_labels(pool),
+        "devices": devices,
+        "states": Counter(d.device.state.value for d in devices),
+        "all_states": STATES,
+        "may_edit": may_edit,
+        "may_admin": may_admin,
+        "approved": approved,
+        "error": error,
+        "error_placed": error is not None and error.form in forms,
+        "notice": None if error is not None else await editing.take_notice(request),
+        "base": f"/pools/{pool.id}",
+    }
+    return await render(request, "pool.html", context, 400 if error else 200)
+
+
+@routes.get("/pools/{pool_id}")
+async def pool_page(request: web.Request) -> web.Response:
+    """The pool editor: forms only for what the signed-in user may change."""
+    return await _editor_page(request, await page_reader(request))
+
+
+async def _edit(
+    request: web.Request,
+    posted: PostedForm,
+    edit: editing.Edit,
+    *,
+    form: str,
+    typed: Mapping[str, str],
+    fields: Mapping[str, str],
+    notice: str,
+) -> web.Response:
+    async def rerender(error: FormError) -> web.Response:
+        return await _editor_page(request, posted.principal, error)
+
+    pool_id = request.match_info["pool_id"]
+    return await editing.edit_from_page(
+        request,
+        posted,
+        edit,
+        form=form,
+        typed=typed,
+        fields=fields,
+        rerender=rerender,
+        done=f"/pools/{pool_id}",
+        notice=notice,
+    )
+
+
+@routes.post("/pools/{pool_id}/labels")
+async def add_label(request: web.Request) -> web.Response:
+    """Add a label (or give an existing one a new value); an empty value is refused here."""
+    posted = await PostedForm.read(request)
+    pool_id, key, value = request.match_info["pool_id"], posted.text("key"), posted.text("value")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_pool_label(pool_id, key, value, empty_removes=False)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="label-add",
+        typed={"key": key, "value": value},
+        fields=_LABEL_FIELDS,
+        notice=f"Label {key.lower()}={value} set on pool {pool_id}.",
+    )
+
+
+@routes.post("/pools/{pool_id}/labels/{key}")
+async def change_label(request: web.Request) -> web.Response:
+    """Change a label's value; an empty value removes the label (the seed's rule)."""
+    posted = await PostedForm.read(request)
+    pool_id, key, value = request.match_info["pool_id"], request.match_info["key"], posted.text("value")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_pool_label(pool_id, key, value)
+
+    notice = f"Label {key} set to {value}." if value else f"Label {key} removed."
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form=f"label:{key}",
+        typed={"value": value},
+        fields=_LABEL_FIELDS,
+        notice=notice,
+    )
+
+
+@routes.post("/pools/{pool_id}/labels/{key}/delete")
+async def remove_label(request: web.Request) -> web.Response:
+    """Remove a label."""
+    posted = await PostedForm.read(request)
+    pool_id, key = request.match_info["pool_id"], request.match_info["key"]
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_pool_label(pool_id, key, "")
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form=f"label:{key}",
+        typed={},
+        fields=_LABEL_FIELDS,
+        notice=f"Label {key} removed from pool {pool_id}.",
+    )
+
+
+@routes.post("/pools/{pool_id}/tags")
+async def add_tag(request: web.Request) -> web.Response:
+    """Add a tag."""
+    posted = await PostedForm.read(request)
+    pool_id, tag = request.match_info["pool_id"], posted.text("tag")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_pool_tag(pool_id, tag, add=True)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="tag-add",
+        typed={"tag": tag},
+        fields=_TAG_FIELDS,
+        notice=f"Tag {tag.lower()} added to pool {pool_id}.",
+    )
+
+
+@routes.post("/pools/{pool_id}/tags/{tag}/delete")
+async def remove_tag(request: web.Request) -> web.Response:
+    """Remove a tag."""
+    posted = await PostedForm.read(request)
+    pool_id, tag = request.match_info["pool_id"], request.match_info["tag"]
+
+    async def edit(editor: Editor) -> object:
+        return await editor.set_pool_tag(pool_id, tag, add=False)
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form=f"tag:{tag}",
+        typed={},
+        fields=_TAG_FIELDS,
+        notice=f"Tag {tag} removed from pool {pool_id}.",
+    )
+
+
+@routes.post("/pools/{pool_id}/firmware")
+async def set_firmware(request: web.Request) -> web.Response:
+    """Set the firmware policy (admins); an empty channel or base version means none."""
+    posted = await PostedForm.read(request)
+    pool_id = request.match_info["pool_id"]
+    channel, base_version = posted.text("channel").strip(), posted.text("base_version").strip()
+    firmware = {"channel": channel or None, "base_version": base_version or None}
+
+    async def edit(editor: Editor) -> object:
+        return await editor.update_pool(pool_id, {"firmware": firmware})
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="firmware",
+        typed={"channel": channel, "base_version": base_version},
+        fields=_FIRMWARE_FIELDS,
+        notice=f"Firmware policy of pool {pool_id} saved.",
+    )
+
+
+def _logins(text: str) -> list[str]:
+    return [login for login in re.split(r"[\s,]+", text) if login]
+
+
+@routes.post("/pools/{pool_id}/owners")
+async def set_owners(request: web.Request) -> web.Response:
+    """Set the owners (admins): GitHub logins separated by commas or spaces; none leaves it to admins."""
+    posted = await PostedForm.read(request)
+    pool_id, owners = request.match_info["pool_id"], posted.text("owners")
+
+    async def edit(editor: Editor) -> object:
+        return await editor.update_pool(pool_id, {"owners": _logins(owners)})
+
+    return await _edit(
+        request,
+        posted,
+        edit,
+        form="owners",
+        typed={"owners": owners},
+        fields=_OWNERS_FIELDS,
+        notice=f"Owners of pool {pool_id} saved.",
+    )
