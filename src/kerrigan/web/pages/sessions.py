@@ -1,7 +1,490 @@
-"""Page module sessions (being written)."""
+"""``/sessions/{id}``: the check run's details page.
+
+The resolution shown is the one stored with the session (the ``kerrigan explain`` JSON of DESIGN.md, as it
+was when the session was resolved), task by task: what was requested, which pools and devices were
+eligible, the histogram of reasons marked never or not yet, the nearest misses, and every rejected device
+with every reason in a table that sorts and filters (``?q=`` filters on the server, so it works without
+JavaScript). Then the jobs, each with a page of its output (``?job=<pk>&page=<n>``, the newest by
+default). While the session runs, the page reloads itself every few seconds (a ``<meta>`` refresh: the
+CSP allows no inline script).
+
+The view models here are built from the JSON shape, so the explain page renders its live resolution with
+the same partial (``session_task.html``).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+from urllib.parse import quote, urlencode
+
 from aiohttp import web
 
+from kerrigan.core.sessions import Session, SessionState
+from kerrigan.store.inventory import NotFoundError
+from kerrigan.store.session_pages import (
+    DeviceFacts,
+    JobDetails,
+    OutputPage,
+    device_facts,
+    output_page,
+    session_jobs,
+)
+from kerrigan.store.sessions import get_session, queue_position
+from kerrigan.web.errors import ApiError
+from kerrigan.web.pages.rendering import render
+from kerrigan.web.signin import page_reader
+from kerrigan.web.state import DATABASE, SETTINGS
+
 routes = web.RouteTableDef()
+
+CHUNKS_PER_PAGE: Final = 16  # a chunk is at most 64 KiB (one runner page): a page of output is ≤ 1 MiB
+REFRESH_S: Final = 5
+MAX_QUERY: Final = 200
+
+OUTCOME_WORDS: Final = {
+    "eligible": "ready: eligible devices exist",
+    "waiting": "waiting: matching devices are busy or offline",
+    "unschedulable": "unschedulable: no device can ever match",
+}
+
+JOB_REASONS: Final = {
+    "queue_wait_exceeded": "its queue-wait budget ran out before it started",
+    "timed_out": "it ran past its task's timeout",
+    "cancelled": "it was cancelled",
+    "runner_lost": "its runner host went silent for the lease time",
+    "runner_full": "the runner host refused it: not enough CPUs",
+    "runner_disk_full": "the runner host refused it: disk full",
+    "invalid_claim": "the runner host refused its claim",
+}
+
+
+# -- the resolution, as the pages show it ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReasonView:
+    """One reason a device was rejected; ``never`` unless the reason can clear by itself."""
+
+    text: str
+    never: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictView:
+    """A rejected device with every reason."""
+
+    device: str
+    pool: str
+    reasons: tuple[ReasonView, ...]
+    never: bool
+
+    @property
+    def when(self) -> str:
+        """``never`` or ``not yet``, in words."""
+        return "never" if self.never else "not yet"
+
+    def matches(self, needle: str) -> bool:
+        """Whether ``needle`` (lowercase) is in the row's text, as the in-page filter reads it."""
+        texts = (self.device, self.pool, self.when, *(reason.text for reason in self.reasons))
+        return any(needle in text.lower() for text in texts)
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramRow:
+    """How many devices failed one rule, never or not yet, and the values they had instead."""
+
+    reason: str
+    kind: str
+    count: int
+    permanent: bool
+    got: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """One requested label, written as the explain text writes it, with its key's description."""
+
+    key: str
+    text: str
+    description: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """An eligible pool and how many of its devices are eligible (None when not known)."""
+
+    id: str
+    eligible: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """Did-you-mean advice on a requested key, value or tag, at its manifest line."""
+
+    field: str
+    line: int | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    """One task's resolution, ready to render."""
+
+    id: str
+    line: int | None
+    outcome: str
+    summary: str
+    labels: tuple[Requested, ...]
+    tags: tuple[str, ...]
+    eligible_pools: tuple[PoolView, ...]
+    rejected_pools: tuple[tuple[str, tuple[str, ...]], ...]
+    selected: tuple[str, ...]
+    eligible_devices: tuple[str, ...]
+    histogram: tuple[HistogramRow, ...]
+    nearest_misses: tuple[VerdictView, ...]
+    hints: tuple[Hint, ...]
+    rejected: tuple[VerdictView, ...]  # after the filter
+    rejected_total: int
+    query: str  # the filter applied to ``rejected`` ("" for none)
+
+    @property
+    def outcome_words(self) -> str:
+        """The outcome in words."""
+        return OUTCOME_WORDS.get(self.outcome, self.outcome)
+
+    @property
+    def total_devices(self) -> int:
+        """How many devices were considered."""
+        return len(self.eligible_devices) + self.rejected_total
+
+
+def _list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def label_text(key: str, values: Sequence[str]) -> str:
+    """``key=value``, or ``key in [a, b]`` for a list (as ``kerrigan explain`` writes them)."""
+    return f"{key}={values[0]}" if len(values) == 1 else f"{key} in [{', '.join(values)}]"
+
+
+def _verdict(raw: Any, transient: frozenset[str]) -> VerdictView:
+    body = _dict(raw)
+    reasons = tuple(
+        # A reason that can clear by itself (maintenance, offline, busy) reads the same as its rule; every
+        # other reason is a label, a tag or a retired device, which never change without an edit.
+        ReasonView(str(text), str(text) not in transient)
+        for text in _list(body.get("reasons"))
+    )
+    never = body.get("never")
+    return VerdictView(
+        str(body.get("device", "")),
+        str(body.get("pool", "")),
+        reasons,
+        bool(never) if isinstance(never, bool) else any(reason.never for reason in reasons),
+    )
+
+
+def task_view(
+    raw: Mapping[str, Any], facts: Mapping[str, DeviceFacts] | None = None, query: str = ""
+) -> TaskView:
+    """A task of a resolution document; ``query`` keeps only the rejected devices whose row contains it."""
+    requested = _dict(raw.get("requested"))
+    descriptions = _dict(raw.get("descriptions"))
+    labels = tuple(
+        Requested(
+            str(key),
+            label_text(str(key), [str(v) for v in _list(values)] or [""]),
+            str(descriptions[key]) if key in descriptions else None,
+        )
+        for key, values in _dict(requested.get("labels")).items()
+    )
+    histogram = tuple(
+        HistogramRow(
+            str(row.get("reason", "")),
+            str(row.get("kind", "")),
+            _int(row.get("count")) or 0,
+            bool(row.get("permanent")),
+            tuple((str(value), _int(count) or 0) for value, count in _dict(row.get("got")).items()),
+        )
+        for row in map(_dict, _list(raw.get("histogram")))
+    )
+    transient = frozenset(row.reason for row in histogram if not row.permanent)
+    eligible = tuple(str(device) for device in _list(raw.get("eligible_devices")))
+    per_pool = Counter(facts[device].pool for device in eligible if facts and device in facts)
+    known = facts is not None and all(device in facts for device in eligible)
+    rejected = tuple(_verdict(verdict, transient) for verdict in _list(raw.get("rejected_devices")))
+    needle = query.strip().lower()
+    return TaskView(
+        id=str(raw.get("id", "")),
+        line=_int(raw.get("line")),
+        outcome=str(raw.get("outcome", "")),
+        summary=str(raw.get("summary", "")),
+        labels=labels,
+        tags=tuple(str(tag) for tag in _list(requested.get("tags"))),
+        eligible_pools=tuple(
+            PoolView(str(pool), per_pool.get(str(pool), 0) if known else None)
+            for pool in _list(raw.get("eligible_pools"))
+        ),
+        rejected_pools=tuple(
+            (str(verdict.get("pool", "")), tuple(str(text) for text in _list(verdict.get("reasons"))))
+            for verdict in map(_dict, _list(raw.get("rejected_pools")))
+        ),
+        selected=tuple(str(device) for device in _list(raw.get("selected"))),
+        eligible_devices=eligible,
+        histogram=histogram,
+        nearest_misses=tuple(_verdict(verdict, transient) for verdict in _list(raw.get("nearest_misses"))),
+        hints=tuple(
+            Hint(str(hint.get("field", "")), _int(hint.get("line")), str(hint.get("message", "")))
+            for hint in map(_dict, _list(raw.get("hints")))
+        ),
+        rejected=tuple(verdict for verdict in rejected if verdict.matches(needle)) if needle else rejected,
+        rejected_total=len(rejected),
+        query=query.strip(),
+    )
+
+
+def named_devices(resolution: Mapping[str, Any]) -> set[str]:
+    """The devices whose facts the page shows: the selected and the eligible ones."""
+    named: set[str] = set()
+    for task in map(_dict, _list(resolution.get("tasks"))):
+        named.update(str(device) for device in _list(task.get("selected")))
+        named.update(str(device) for device in _list(task.get("eligible_devices")))
+    return named
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemView:
+    """A manifest error or warning, in its file at its line."""
+
+    path: str
+    line: int | None
+    column: int | None
+    field: str
+    message: str
+
+
+def problems(raw: Iterable[Any]) -> tuple[ProblemView, ...]:
+    """Errors or warnings of a resolution document."""
+    return tuple(
+        ProblemView(
+            str(problem.get("path", "")),
+            _int(problem.get("line")),
+            _int(problem.get("column")),
+            str(problem.get("field", "")),
+            str(problem.get("message", "")),
+        )
+        for problem in map(_dict, raw)
+    )
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+
+def duration_text(seconds: float) -> str:
+    """A duration for people: ``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 07 min``."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingView:
+    """A finished job's ``reservation_use``: the CPU time it used of what it reserved."""
+
+    cpu_s: float | None
+    wall_s: float | None
+    vcpus: int | None
+    use_percent: str | None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def accounting_view(accounting: Mapping[str, Any] | None) -> AccountingView | None:
+    """The accounting a runner reported, or None when it had none (absent, never zero)."""
+    use = _dict((accounting or {}).get("reservation_use"))
+    if not use:
+        return None
+    ppm = _number(use.get("average_use_ppm"))
+    return AccountingView(
+        _number(use.get("cpu_s")),
+        _number(use.get("wall_s")),
+        _int(use.get("vcpus")),
+        f"{ppm / 10_000:.1f}%" if ppm is not None else None,
+    )
+
+
+NOT_RUN: Final = "not_run"
+_WAITING_STATES: Final = frozenset({"queued", "leased"})
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job with its output page; ``session_ended`` when its session is completed."""
+
+    job: JobDetails
+    duration: str | None
+    accounting: AccountingView | None
+    output: OutputPage
+    session_ended: bool = False
+
+    @property
+    def state(self) -> str:
+        """The job's state; ``not_run`` for a job its session ended without (the dispatcher skips it)."""
+        if self.session_ended and self.job.state in _WAITING_STATES:
+            return NOT_RUN
+        return self.job.state
+
+    @property
+    def reason_text(self) -> str | None:
+        """Why the job ended as it did, in words, with the runner's detail."""
+        if self.state == NOT_RUN:
+            return "the session ended before it was dispatched"
+        reason = self.job.reason
+        words = JOB_REASONS.get(reason, reason) if reason else None
+        detail = self.job.detail
+        if words and detail:
+            return f"{words} ({detail})"
+        return words or detail
+
+    @property
+    def requested(self) -> str | None:
+        """A stop Kerrigan asked for and the runner has not answered yet."""
+        if self.job.cancel_requested and self.job.finished_at is None:
+            return "cancel requested"
+        if self.job.withdraw_requested and self.job.finished_at is None:
+            return "withdraw requested"
+        return None
+
+
+def _duration(started: datetime | None, finished: datetime | None, now: datetime) -> str | None:
+    if started is None:
+        return None
+    return duration_text(((finished or now) - started).total_seconds())
+
+
+def _page_number(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() and len(value) < 10 else None
+
+
+# -- the page --------------------------------------------------------------------------------------
+
+
+def _link(path: str, query: Mapping[str, str], fragment: str = "", **changes: str | None) -> str:
+    """``path`` with the current query changed (None removes a parameter)."""
+    merged = {key: value for key, value in query.items() if key in ("q", "task", "job", "page", "refresh")}
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    search = urlencode(merged)
+    return path + (f"?{search}" if search else "") + (f"#{fragment}" if fragment else "")
+
+
+def _refresh(session: Session, query: Mapping[str, str]) -> int | None:
+    if query.get("refresh") == "0" or session.awaiting_approval:
+        return None
+    return REFRESH_S if session.state is not SessionState.COMPLETED else None
+
+
+@routes.get("/sessions/{session_id}")
+async def session_page(request: web.Request) -> web.Response:
+    """A session: where it comes from, how each task resolved, and its jobs with their output."""
+    await page_reader(request)
+    session_id = request.match_info["session_id"]
+    query_text = request.query.get("q", "")[:MAX_QUERY]
+    only_task = request.query.get("task") or None
+    chosen_job = _page_number(request.query.get("job"))
+    chosen_page = _page_number(request.query.get("page"))
+    database = request.config_dict[DATABASE]
+    async with database.sessions() as db:
+        try:
+            session = await get_session(db, session_id)
+        except NotFoundError:
+            raise ApiError(404, "not_found", f"There is no session {session_id}.") from None
+        jobs = await session_jobs(db, session_id)
+        resolution = session.resolution
+        facts = await device_facts(
+            db, named_devices(resolution) | {job.device_id for job in jobs if job.device_id}
+        )
+        position = (
+            await queue_position(db, session_id)
+            if session.state is SessionState.QUEUED and not session.awaiting_approval
+            else None
+        )
+        outputs = [
+            await output_page(
+                db, job.pk, job.chunks, chosen_page if job.pk == chosen_job else None, CHUNKS_PER_PAGE
+            )
+            for job in jobs
+        ]
+    now = database.clock()
+    tasks = [
+        task_view(raw, facts, query_text if only_task in (None, raw.get("id")) else "")
+        for raw in map(_dict, _list(resolution.get("tasks")))
+    ]
+    job_views = [
+        JobView(
+            job,
+            _duration(job.started_at, job.finished_at, now),
+            accounting_view(job.accounting),
+            output,
+            session_ended=session.state is SessionState.COMPLETED,
+        )
+        for job, output in zip(jobs, outputs, strict=True)
+    ]
+    github = request.config_dict[SETTINGS].github_url.rstrip("/")
+    path = f"/sessions/{quote(session_id)}"
+
+    def link(fragment: str = "", **changes: str | None) -> str:
+        return _link(path, request.query, fragment, **changes)
+
+    def output_link(job_pk: int, page: int) -> str:
+        return link(f"job-{job_pk}", job=str(job_pk), page=str(page))
+
+    return await render(
+        request,
+        "session.html",
+        {
+            "session": session,
+            "short_id": session_id[:8],
+            "repo_url": f"{github}/{session.repository}" if session.repository else None,
+            "scheduling": _dict(resolution.get("scheduling")),
+            "errors": problems(_list(resolution.get("errors"))),
+            "warnings": problems(_list(resolution.get("warnings"))),
+            "resolved": bool(resolution),
+            "tasks": tasks,
+            "jobs": job_views,
+            "jobs_by_task": {view.job.task_id: view for view in job_views},
+            "facts": facts,
+            "position": position,
+            "refresh": _refresh(session, request.query),
+            "refresh_off": request.query.get("refresh") == "0",
+            "filter_action": path,
+            "filter_keep": {
+                key: request.query[key] for key in ("job", "page", "refresh") if key in request.query
+            },
+            "link": link,
+            "output_link": output_link,
+        },
+    )

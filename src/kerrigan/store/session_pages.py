@@ -1,0 +1,223 @@
+"""Reads for the session and explain pages: a session's jobs with all the page shows of them, one page of a
+job's output, the facts of the devices a resolution names, and the repositories Kerrigan knows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.sessions import Conclusion, SessionState
+from kerrigan.store.models import (
+    DeviceRow,
+    InstallationRow,
+    JobLogRow,
+    JobRow,
+    PoolRow,
+    RepositoryRow,
+    SessionRow,
+)
+
+# The notice ``jobs.append_output`` stores in place of chunks a runner evicted before uploading them.
+_EVICTED_NOTICE: Final = re.compile(
+    r"\[output chunks \d+\.\.\d+ were evicted on the runner before upload\]\n"
+)
+_IN_CLAUSE: Final = 500  # ids per IN (...): far below SQLite's and asyncpg's bound-parameter limits
+
+
+@dataclass(frozen=True, slots=True)
+class JobDetails:
+    """A job as the session page shows it."""
+
+    pk: int
+    task_id: str
+    state: str
+    device_id: str | None
+    host: str | None
+    cpus: str | None
+    vcpus: int
+    command: str | None
+    timeout_s: int | None
+    exit_status: int | None
+    reason: str | None
+    detail: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    accounting: Mapping[str, Any] | None
+    queue_wait_s: float
+    cancel_requested: bool
+    withdraw_requested: bool
+    chunks: int  # output chunks stored
+
+
+async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetails]:
+    """Every job of a session, in task order, with how many output chunks each has."""
+    rows = (
+        await session.scalars(
+            select(JobRow)
+            .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+            .where(SessionRow.id == session_id)
+            .order_by(JobRow.pk)
+        )
+    ).all()
+    counts: dict[int, int] = {}
+    if rows:
+        counted = await session.execute(
+            select(JobLogRow.job_pk, func.count())
+            .where(JobLogRow.job_pk.in_([row.pk for row in rows]))
+            .group_by(JobLogRow.job_pk)
+        )
+        counts = {int(pk): int(count) for pk, count in counted}
+    return [
+        JobDetails(
+            pk=row.pk,
+            task_id=row.task_id,
+            state=row.state,
+            device_id=row.device_id,
+            host=row.host,
+            cpus=row.cpus,
+            vcpus=row.vcpus,
+            command=row.command,
+            timeout_s=row.timeout_s,
+            exit_status=row.exit_status,
+            reason=row.reason,
+            detail=row.detail,
+            created_at=row.created_at,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            accounting=dict(row.accounting) if isinstance(row.accounting, dict) else None,
+            queue_wait_s=row.queue_wait_s,
+            cancel_requested=row.cancel_requested_at is not None,
+            withdraw_requested=row.withdraw_requested_at is not None,
+            chunks=counts.get(row.pk, 0),
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputChunk:
+    """One stored chunk; ``evicted`` marks the server's notice that the chunks before it were lost."""
+
+    seq: int
+    data: str
+    evicted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPage:
+    """Page ``page`` of ``pages`` (1 is the oldest) of a job's output, ``per_page`` chunks a page."""
+
+    job_pk: int
+    page: int
+    pages: int
+    per_page: int
+    total_chunks: int
+    chunks: tuple[OutputChunk, ...]
+
+
+def page_count(total_chunks: int, per_page: int) -> int:
+    """How many pages ``total_chunks`` fill (at least one, an empty one, when there is no output)."""
+    return max(1, -(-total_chunks // per_page))
+
+
+async def output_page(
+    session: AsyncSession, job_pk: int, total_chunks: int, page: int | None, per_page: int
+) -> OutputPage:
+    """One page of a job's output, by chunk position; the newest page when ``page`` is None or past the end.
+
+    The server's eviction notice is told apart from output that happens to read the same: it is followed
+    by a jump in the chunk numbers (the chunks it stands for were never stored).
+    """
+    pages = page_count(total_chunks, per_page)
+    chosen = pages if page is None else min(max(page, 1), pages)
+    rows = (
+        await session.execute(
+            select(JobLogRow.seq, JobLogRow.data)
+            .where(JobLogRow.job_pk == job_pk)
+            .order_by(JobLogRow.seq)
+            .offset((chosen - 1) * per_page)
+            .limit(per_page + 1)  # the next page's first chunk tells whether the last one here is a notice
+        )
+    ).all()
+    chunks = []
+    for index, (seq, data) in enumerate(rows[:per_page]):
+        following = rows[index + 1][0] if index + 1 < len(rows) else None
+        evicted = (
+            following is not None and following > seq + 1 and _EVICTED_NOTICE.fullmatch(str(data)) is not None
+        )
+        chunks.append(OutputChunk(int(seq), str(data), evicted))
+    return OutputPage(job_pk, chosen, pages, per_page, total_chunks, tuple(chunks))
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFacts:
+    """Where a device is: its pool, runner host and board, and its state now."""
+
+    id: str
+    pool: str
+    host: str
+    board: str
+    state: str
+
+
+async def device_facts(session: AsyncSession, device_ids: Iterable[str]) -> dict[str, DeviceFacts]:
+    """The facts of the named devices that still exist."""
+    ids = sorted(set(device_ids))
+    found: dict[str, DeviceFacts] = {}
+    for start in range(0, len(ids), _IN_CLAUSE):
+        rows = await session.execute(
+            select(DeviceRow.id, PoolRow.id, DeviceRow.host, DeviceRow.board, DeviceRow.state)
+            .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
+            .where(DeviceRow.id.in_(ids[start : start + _IN_CLAUSE]))
+        )
+        for device_id, pool_id, host, board, state in rows:
+            found[device_id] = DeviceFacts(device_id, pool_id, host, board, str(state.value))
+    return found
+
+
+async def known_repositories(session: AsyncSession) -> list[str]:
+    """Repositories an installation covers, and those sessions ran for, by name."""
+    covered = await session.scalars(
+        select(RepositoryRow.full_name).join(
+            InstallationRow, RepositoryRow.installation_pk == InstallationRow.pk
+        )
+    )
+    ran = await session.scalars(select(SessionRow.repository).where(SessionRow.repository != "").distinct())
+    return sorted(set(covered.all()) | set(ran.all()), key=str.lower)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionBrief:
+    """A session in one line."""
+
+    id: str
+    head_sha: str
+    state: SessionState
+    conclusion: Conclusion | None
+    created_at: datetime
+
+
+async def latest_session(session: AsyncSession, repository: str, workflow: str) -> SessionBrief | None:
+    """The newest session of ``workflow`` in ``repository``."""
+    row = await session.scalar(
+        select(SessionRow)
+        .where(SessionRow.repository == repository, SessionRow.workflow == workflow)
+        .order_by(SessionRow.pk.desc())
+        .limit(1)
+    )
+    if row is None:
+        return None
+    return SessionBrief(
+        row.id,
+        row.head_sha,
+        SessionState(row.state),
+        Conclusion(row.conclusion) if row.conclusion else None,
+        row.created_at,
+    )

@@ -1,0 +1,365 @@
+"""``/sessions/{id}``: the check run's details page, for sessions that came from real deliveries.
+
+The GitHub stand-in holds the commits; Kerrigan processes the delivery, resolves the manifest against the
+lab and stores the session; a runner host drives a job over the runner protocol, as the agent would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+
+from kerrigan.core.sessions import Session, SessionState
+from kerrigan.store.database import Database
+from kerrigan.store.runners import create_runner_token
+from kerrigan.store.sessions import find_sessions
+from kerrigan.testing.github import signed_headers
+from kerrigan.web.pages.sessions import CHUNKS_PER_PAGE
+from tests.conftest import FakeClock
+from tests.integration.github.conftest import (
+    OTHER_SHA,
+    REPO,
+    SECRET,
+    lab,
+    manifest_files,
+    push_payload,
+    webhook,
+)
+from tests.integration.pages.conftest import READER, Site
+
+Open = Callable[..., Any]
+LAB_DEVICES = sorted(device.id for device in lab().devices)
+
+
+async def deliver(site: Site, event: str, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            f"{site.base}/webhooks/github", data=body, headers=signed_headers(SECRET, event, body)
+        ) as response,
+    ):
+        assert response.status == 202
+
+
+async def wait_for(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (found := await condition()):
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.02)
+    return found
+
+
+async def reported_session(site: Site, workflow: str) -> Session:
+    """The session of ``workflow`` once its check run exists."""
+
+    async def found() -> Session | None:
+        async with site.database.sessions() as db:
+            sessions = await find_sessions(db, REPO, workflow=workflow)
+        return sessions[-1] if sessions and sessions[-1].check_run_id is not None else None
+
+    session: Session = await wait_for(found)
+    return session
+
+
+async def push(site: Site, *manifests: str, sha: str = OTHER_SHA) -> None:
+    site.github.add_commit(REPO, sha, manifest_files(*manifests))
+    await deliver(site, "push", push_payload(sha))
+
+
+async def open_pull_request(site: Site, *manifests: str, sha: str = OTHER_SHA) -> None:
+    site.github.add_commit(REPO, sha, manifest_files(*manifests))
+    payload = webhook("pull_request-opened")
+    payload["pull_request"]["head"]["sha"] = sha
+    await deliver(site, "pull_request", payload)
+
+
+def table(page: str, table_id: str) -> str:
+    found = re.search(rf'<table[^>]*id="{table_id}"[^>]*>(.*?)</table>', page, re.S)
+    assert found, f"no table {table_id}"
+    return found[1]
+
+
+def rows(fragment: str) -> list[str]:
+    body = fragment.split("<tbody>", 1)[1]
+    return [text(row) for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
+
+
+def text(fragment: str) -> str:
+    """What a person reads: tags dropped, entities decoded, spaces collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def device_links(fragment: str) -> list[str]:
+    return re.findall(r'href="/devices/([^"]+)"', fragment)
+
+
+# -- the resolution --------------------------------------------------------------------------------
+
+
+async def test_an_unschedulable_session_shows_the_seeds_reasons_and_every_rejected_device(
+    site: Site, browser: Open
+) -> None:
+    await open_pull_request(site, "org-class.yml")
+    session = await reported_session(site, "org-class")
+    reader = await browser(READER)
+
+    status, page = await reader.get(f"/sessions/{session.id}")
+
+    assert status == 200
+    words = text(page)
+    assert "octo/firmware" in words
+    assert OTHER_SHA[:12] in words
+    assert "pull request #7" in words
+    assert "completed" in words
+    assert "failure" in words
+    assert "unschedulable: no device can ever match" in words
+    assert "0/12 devices available:" in words
+    for requested in ("sdk=2.2.0", "form_factor=som", "purpose=ci"):
+        assert f'<span class="label">{requested}</span>' in page
+    # The seed's own words, for every kind of miss in the lab.
+    for reason in (
+        "purpose expected ci, got ga-validation",
+        "sdk expected 2.2.0, got 2.1.1",
+        "form_factor expected som, got pcie",
+        "form_factor missing",
+        "device in maintenance",
+        "runner host lab-b-02 offline",
+    ):
+        assert reason in words, reason
+    histogram = text(page.split('class="histogram"', 1)[1].split("</table>", 1)[0])
+    assert "purpose expected ci never" in histogram  # never and not yet are words, not only colours
+    assert "1 device in maintenance not yet" in histogram
+    assert "Nearest misses" in words
+    nearest = rows(page.split('class="nearest"', 1)[1].split("</table>", 1)[0])
+    stored = session.resolution["tasks"][0]["nearest_misses"]
+    assert len(nearest) == len(stored) == 5
+    for verdict, row in zip(stored, nearest, strict=True):
+        assert row == f"{verdict['device']} {verdict['pool']} {' '.join(verdict['reasons'])} never"
+    rejected = table(page, "rejected-1")
+    assert sorted(device_links(rejected)) == LAB_DEVICES  # every device, each once
+    greenbox = next(row for row in rows(rejected) if row.startswith("modalix-greenbox"))
+    assert greenbox == (
+        "modalix-greenbox sdk-2-2-som 2 purpose expected ci, got ga-validation device in maintenance never"
+    )
+    assert 'data-sortable id="rejected-1"' in page
+    assert 'data-filter="rejected-1"' in page
+    assert 'http-equiv="refresh"' not in page  # it will not change: no reloading
+
+
+async def test_the_rejected_table_filters_on_the_server_without_javascript(site: Site, browser: Open) -> None:
+    await open_pull_request(site, "org-class.yml")
+    session = await reported_session(site, "org-class")
+    reader = await browser(READER)
+
+    _, page = await reader.get(f"/sessions/{session.id}?task=regression&q=Offline")
+    shown = {row.split()[0]: row for row in rows(table(page, "rejected-1"))}
+    assert sorted(shown) == ["davinci-som-01", "legacy-02"]
+    assert "runner host lab-b-02 offline" in shown["davinci-som-01"]
+    assert "device offline" in shown["legacy-02"]
+    assert "Showing 2 of 12 rejected devices matching “ Offline ”" in text(page)
+    assert 'value="Offline"' in page
+
+    _, page = await reader.get(f"/sessions/{session.id}?q=2.1")
+    assert sorted(device_links(table(page, "rejected-1"))) == [
+        "davinci-old-01",
+        "modalix-old-01",
+        "modalix-old-02",
+    ]
+
+    _, page = await reader.get(f"/sessions/{session.id}?task=another-task&q=2.1")
+    assert sorted(device_links(table(page, "rejected-1"))) == LAB_DEVICES  # the filter was for another task
+
+
+async def test_a_manifest_with_errors_shows_each_with_its_file_and_line(site: Site, browser: Open) -> None:
+    await push(site, "invalid.yml")
+    session = await reported_session(site, "invalid")
+    reader = await browser(READER)
+
+    status, page = await reader.get(f"/sessions/{session.id}")
+
+    assert status == 200
+    errors = rows(page.split('class="problems error"', 1)[1].split("</table>", 1)[0])
+    assert len(errors) == len(session.resolution["errors"]) > 3
+    for problem, row in zip(session.resolution["errors"], errors, strict=True):
+        assert row.startswith(f"{problem['path']} {problem['line']} {problem['column']}")
+        assert " ".join(problem["message"].split()) in row
+    assert "nothing was scheduled" in text(page)
+
+
+async def test_deprecations_show_as_warnings_with_their_lines(site: Site, browser: Open) -> None:
+    await push(site, "legacy.yml")
+    session = await reported_session(site, "legacy")
+    reader = await browser(READER)
+
+    _, page = await reader.get(f"/sessions/{session.id}")
+
+    warnings = rows(page.split('class="problems warning"', 1)[1].split("</table>", 1)[0])
+    assert [row.split()[:2] for row in warnings] == [
+        [".kerrigan/workflows/legacy.yml", "5"],
+        [".kerrigan/workflows/legacy.yml", "6"],
+    ]
+    assert "scheduling.pools is deprecated" in warnings[0]
+    assert 'class="problems error"' not in page
+    assert '<span class="label">kerrigan.pool_id in [sdk-2-2-som, sdk-2-1-som]</span>' in page
+
+
+async def test_a_fork_session_says_it_waits_for_approval_and_does_not_reload(
+    site: Site, browser: Open
+) -> None:
+    await deliver(site, "pull_request", webhook("pull_request-fork"))
+    session = await reported_session(site, "org-class")
+    assert session.awaiting_approval
+    reader = await browser(READER)
+
+    status, page = await reader.get(f"/sessions/{session.id}")
+
+    assert status == 200
+    assert "comments /kerrigan approve on it" in text(page)
+    assert 'http-equiv="refresh"' not in page
+    assert 'class="task"' not in page
+
+
+async def test_an_unknown_session_is_a_not_found_page(site: Site, browser: Open) -> None:
+    reader = await browser(READER)
+    status, page = await reader.get("/sessions/00000000-0000-0000-0000-000000000000")
+    assert status == 404
+    assert "There is no session 00000000-0000-0000-0000-000000000000." in page
+
+
+async def test_anonymous_users_are_sent_to_sign_in(site: Site, browser: Open) -> None:
+    await open_pull_request(site, "org-class.yml")
+    session = await reported_session(site, "org-class")
+    anonymous = await browser()
+    async with anonymous.http.get(f"{site.base}/sessions/{session.id}", allow_redirects=False) as response:
+        assert response.status == 302
+        assert response.headers["Location"] == f"/login?next=/sessions/{session.id}"
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """A runner host speaking the protocol, as ``kerrigan runner`` does."""
+
+    def __init__(self, site: Site, http: aiohttp.ClientSession, token: str) -> None:
+        self.base = f"{site.base}/api/runner/v1"
+        self.http = http
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    async def call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        async with self.http.post(self.base + path, json=body or {}, headers=self.headers) as response:
+            assert response.status == 200, await response.text()
+            answer: dict[str, Any] = await response.json()
+            return answer
+
+    async def offer(self) -> str:
+        async def polled() -> str | None:
+            async with self.http.get(f"{self.base}/poll?wait=0", headers=self.headers) as response:
+                offers = (await response.json())["offers"]
+            return str(offers[0]["id"]) if offers else None
+
+        job: str = await wait_for(polled)
+        return job
+
+
+async def runner_for(site: Site, http: aiohttp.ClientSession, host: str) -> Runner:
+    async with site.database.sessions() as db, db.begin():
+        token = await create_runner_token(db, host, site.database.clock())
+    runner = Runner(site, http, token)
+    await runner.call(
+        "/register",
+        {"protocol": [1], "capabilities": ["log_pages"], "resources": {"vcpus": 8}, "devices": {}},
+    )
+    return runner
+
+
+async def session_state(database: Database, workflow: str) -> SessionState:
+    async with database.sessions() as db:
+        [session] = await find_sessions(db, REPO, workflow=workflow)
+    return session.state
+
+
+async def test_a_finished_job_shows_where_it_ran_its_accounting_and_its_output_a_page_at_a_time(
+    site: Site, browser: Open, clock: FakeClock
+) -> None:
+    await push(site, "select-device.yml")  # one task, on modalix-bluebox (lab-a-01)
+    session = await reported_session(site, "select-device")
+    reader = await browser(READER)
+    async with aiohttp.ClientSession() as http:
+        runner = await runner_for(site, http, "lab-a-01")
+        job = await runner.offer()
+        await runner.call(f"/jobs/{job}/accept")
+        await runner.call(f"/jobs/{job}/start", {"cpus": "2-3,26-27"})
+        offset = 0
+
+        async def send(seq: int, data: str, **extra: int) -> None:
+            nonlocal offset
+            await runner.call(f"/jobs/{job}/output", {"seq": seq, "offset": offset, "data": data, **extra})
+            offset += len(data.encode())
+
+        await send(0, "boot: first line\n")
+        offset += 4096  # chunks 1 to 4 were evicted on the runner before they were uploaded
+        await send(5, "after the gap\n", truncated_before_seq=5)
+        for seq in range(6, 26):
+            await send(seq, f"line {seq}\n")
+
+        _, running = await reader.get(f"/sessions/{session.id}")
+        assert '<meta http-equiv="refresh" content="5">' in running  # reloads while the job runs
+        assert "running" in text(running)
+
+        clock.advance(75)
+        await runner.call(
+            f"/jobs/{job}/finish",
+            {
+                "exit_status": 0,
+                "accounting": {
+                    "reservation_use": {
+                        "cpu_s": 93.75,
+                        "wall_s": 75.0,
+                        "vcpus": 2,
+                        "average_use_ppm": 625_000,
+                    }
+                },
+            },
+        )
+
+    async def completed() -> bool:
+        return await session_state(site.database, "select-device") is SessionState.COMPLETED
+
+    await wait_for(completed)
+    status, page = await reader.get(f"/sessions/{session.id}")
+    assert status == 200
+    assert 'http-equiv="refresh"' not in page
+    [job_row] = rows(page.split('class="jobs"', 1)[1].split("</table>", 1)[0])
+    assert job_row == (
+        "bring-up succeeded modalix-bluebox lab-a-01 2-3,26-27 2026-11-29 12:00:00 UTC "
+        "2026-11-29 12:01:15 UTC 1 min 15 s 0 62.5% of 2 vCPUs CPU 93.8 s · wall 75.0 s"
+    )
+    assert "./scripts/bring-up.sh" in page
+
+    # 23 chunks stored (0, the notice, 5..25): the newest page by default, older ones a link away.
+    assert CHUNKS_PER_PAGE == 16
+    newest = page.split(f'id="job-{job}"', 1)[1]
+    output = text(newest.split('<pre class="output">', 1)[1].split("</pre>", 1)[0])
+    assert output == " ".join(f"line {seq}" for seq in range(19, 26))
+    assert "page 2 of 2" in text(newest)
+    older = f"/sessions/{session.id}?job={job}&amp;page=1#job-{job}"
+    assert f'href="{older}"' in newest
+
+    _, first = await reader.get(html.unescape(older))
+    oldest = first.split(f'id="job-{job}"', 1)[1].split("</pre>", 1)[0]
+    assert (
+        '<span class="truncated">[output chunks 1..4 were evicted on the runner before upload]\n</span>'
+        in oldest
+    )
+    assert "boot: first line\n<span" in oldest
+    assert "line 18\n</pre>" in oldest + "</pre>"
+    assert "line 19" not in oldest
+    assert "evicted on the runner host before it was uploaded" in text(oldest)
