@@ -123,6 +123,9 @@ CHROMIUM = Path(os.environ.get("KERRIGAN_CHROMIUM", "/usr/bin/chromium"))
 needs_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (.ci/run installs Debian's chromium package)"
 )
+# The browser tests look at pages, not at the store: one database is enough (the page tests run on both).
+on_sqlite_only = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+BROWSER = (needs_chromium, on_sqlite_only)
 _SCREENSHOTS: list[Path] = []
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.integration.pages.conftest import OWNER, Site, needs_chromium
+from tests.integration.pages.conftest import BROWSER, OWNER, Site
 
-pytestmark = needs_chromium
+pytestmark = list(BROWSER)
 
 
 async def test_sign_in_with_github_and_out_again(site: Site, tab: Callable[..., Any]) -> None:
