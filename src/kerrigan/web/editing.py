@@ -39,7 +39,7 @@ from kerrigan.store.inventory import (
     save_pool,
 )
 from kerrigan.store.label_keys import label_keys
-from kerrigan.web.api import bodies
+from kerrigan.web import bodies
 from kerrigan.web.auth import forbidden
 from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.signin import check_csrf, get_session, page_writer, redirect

@@ -54,3 +54,22 @@ async def test_sign_out_needs_the_csrf_token_and_ends_the_session(
     assert "Sign in with GitHub" in page
     async with octocat.http.get(f"{site.base}/pools", allow_redirects=False) as response:
         assert response.status == 302
+
+
+async def test_a_form_posted_while_signed_out_comes_back_to_its_page_after_sign_in(site: Site) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(
+            f"{site.base}/pools/sdk-2-2-som/labels",
+            data={"key": "rack", "value": "r1"},
+            headers={"Referer": f"{site.base}/pools/sdk-2-2-som"},
+            allow_redirects=False,
+        ) as response:
+            assert response.status == 302
+            assert response.headers["Location"] == "/login?next=/pools/sdk-2-2-som"
+        async with http.post(
+            f"{site.base}/pools/sdk-2-2-som/labels",
+            data={"key": "rack", "value": "r1"},
+            headers={"Referer": "https://elsewhere.example/pools"},
+            allow_redirects=False,
+        ) as response:
+            assert response.headers["Location"] == "/login?next=/pools"  # never another site's path

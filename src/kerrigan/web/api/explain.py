@@ -8,7 +8,7 @@ from kerrigan.core.explain import explain, explanation_json
 from kerrigan.core.manifest import parse_manifest
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
-from kerrigan.web.api import bodies
+from kerrigan.web import bodies
 from kerrigan.web.auth import reader
 from kerrigan.web.errors import bad_request
 from kerrigan.web.state import DATABASE

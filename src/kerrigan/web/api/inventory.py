@@ -34,8 +34,7 @@ from kerrigan.store.inventory import (
     list_devices,
     list_pools,
 )
-from kerrigan.web import editing
-from kerrigan.web.api import bodies
+from kerrigan.web import bodies, editing
 from kerrigan.web.api.representations import device_json, pool_json
 from kerrigan.web.auth import forbidden, reader, signed_in
 from kerrigan.web.errors import bad_request

@@ -8,7 +8,7 @@ from kerrigan.core.labels import LabelError, validate_user_key
 from kerrigan.core.roles import may_administer
 from kerrigan.store.audit import Change
 from kerrigan.store.label_keys import delete_label_key, label_keys, put_label_key
-from kerrigan.web.api import bodies
+from kerrigan.web import bodies
 from kerrigan.web.auth import forbidden, reader, signed_in
 from kerrigan.web.errors import bad_request
 from kerrigan.web.state import DATABASE, writing

@@ -20,8 +20,8 @@ from kerrigan.core.manifest import parse_manifest
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.session_pages import DeviceFacts, known_repositories, latest_session
-from kerrigan.web.api.bodies import MAX_BODY
 from kerrigan.web.api.explain import DEFAULT_PATH
+from kerrigan.web.bodies import MAX_BODY
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.pages.sessions import ProblemView, TaskView, named_devices, problems, task_view
 from kerrigan.web.signin import check_csrf, page_reader

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import aiohttp_jinja2
 from aiohttp import web
 
+from kerrigan.store.inventory import ConflictError, NotFoundError, StaleError
 from kerrigan.web.errors import ApiError
 from kerrigan.web.signin import Forbidden, SignInRequired, csrf_token, page_principal
 
@@ -68,15 +70,32 @@ _PAGE_PREFIXES = (
 )
 
 
+def _back_to(request: web.Request) -> str:
+    """Where to come back to after signing in: the page itself for a GET; for a form posted while
+    signed out, the page the form sat on (a form's own path answers only POST)."""
+    if request.method == "GET":
+        return request.path_qs
+    referer = urlsplit(request.headers.get("Referer", ""))
+    if referer.netloc == request.host and referer.path.startswith("/") and not referer.path.startswith("//"):
+        return referer.path + (f"?{referer.query}" if referer.query else "")
+    return "/pools"
+
+
 @web.middleware
 async def page_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A page that needs sign-in sends the browser to /login; a refusal is a page that says why."""
+    """A page that needs sign-in sends the browser to /login; a refusal, a missing thing or a conflict is
+    a page that says why."""
     try:
         return await handler(request)
     except SignInRequired:
-        raise web.HTTPFound(f"/login?next={request.path_qs}") from None
+        raise web.HTTPFound(f"/login?next={quote(_back_to(request), safe='/?=&')}") from None
     except Forbidden as refused:
         return await render(request, "error.html", {"title": "Not allowed", "message": str(refused)}, 403)
+    except NotFoundError as missing:
+        return await render(request, "error.html", {"title": "Not found", "message": str(missing)}, 404)
+    except (StaleError, ConflictError) as conflict:
+        message = f"{conflict} Reload the page to see the current state and try again."
+        return await render(request, "error.html", {"title": "Changed meanwhile", "message": message}, 409)
     except ApiError as error:
         if not request.path.startswith(_PAGE_PREFIXES):
             raise
