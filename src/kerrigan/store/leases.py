@@ -57,6 +57,13 @@ def _dialect(session: AsyncSession) -> str:
 
 async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[QueuedJobRecord]:
     """Queued jobs this dispatcher may plan for, oldest first; other dispatchers skip them until commit."""
+    return await queued_jobs(session, limit, lock=True)
+
+
+async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool) -> list[QueuedJobRecord]:
+    """Queued jobs ready for dispatch, oldest first. With ``lock`` they are taken for this transaction
+    (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: locked ones are skipped); without it nothing is locked and
+    every queued job is read, whoever holds it."""
     query = (
         select(JobRow, SessionRow.id, SessionRow.repository, SessionRow.priority, SessionRow.resolution)
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
@@ -68,7 +75,7 @@ async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[Q
         .order_by(JobRow.pk)
         .limit(limit)
     )
-    if _dialect(session) == "postgresql":
+    if lock and _dialect(session) == "postgresql":
         query = query.with_for_update(skip_locked=True, of=JobRow)
     rows = (await session.execute(query)).all()
     return [

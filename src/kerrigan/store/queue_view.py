@@ -1,0 +1,235 @@
+"""The queue as a dispatch round sees it: read and planned in one place, for the dispatcher and the pages.
+
+:func:`read_queue` reads the queued jobs, the inventory, the leases, the jobs holding devices and what the
+runner hosts last reported, and lets :func:`kerrigan.core.dispatch_order.plan_dispatch` decide. The
+dispatcher calls it with ``lock=True`` (it takes the queued jobs ``FOR UPDATE SKIP LOCKED`` on PostgreSQL,
+so replicas share the queue) and then writes the leases and the queue-wait clocks. The ``/queue`` page calls
+it with ``lock=False`` and writes nothing: it shows what the next round would decide, and locks no row a
+dispatcher needs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
+from kerrigan.core.inventory import Inventory
+from kerrigan.core.manifest import Priority
+from kerrigan.core.matching import resolve
+from kerrigan.core.queue_wait import QueueWait
+from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
+from kerrigan.store.inventory import load_inventory
+from kerrigan.store.jobs import queue_wait_limit
+from kerrigan.store.leases import QueuedJobRecord, leased_devices, queued_jobs
+from kerrigan.store.models import DeviceLeaseRow, JobRow, RunnerHostRow, SessionRow
+
+HOLDING = ("leased", "accepted", "running")  # job states that hold a device
+
+
+@dataclass(frozen=True, slots=True)
+class HeldJob:
+    """A job holding a device now: leased (offered), accepted or running on its runner host."""
+
+    pk: int
+    session_id: str
+    repository: str
+    task_id: str
+    state: str
+    device_id: str | None
+    host: str | None
+    vcpus: int
+    cpus: str | None  # the CPU set its runner pinned it to, once it started
+    started_at: datetime | None
+
+
+@dataclass(frozen=True)  # no slots: cached properties live on the instance
+class QueueSnapshot:
+    """The queue at ``now`` and what :func:`plan_dispatch` made of it.
+
+    ``records`` are the queued jobs oldest first; ``planned`` those the plan considered, by row number (a
+    job whose session's resolution records no requirements for its task is not planned). ``free_devices``,
+    ``session_room`` and ``host_room`` are what the plan started from.
+    """
+
+    now: datetime
+    records: Sequence[QueuedJobRecord]
+    planned: Mapping[int, QueuedJob]
+    plan: DispatchPlan
+    held: Sequence[HeldJob]
+    device_hosts: Mapping[str, str]
+    free_devices: frozenset[str]
+    session_room: Mapping[str, int]
+    host_room: Mapping[str, int]
+
+    @cached_property
+    def host_room_after_plan(self) -> dict[str, int]:
+        """vCPUs each host has left under its ``max_weight`` once the plan's own assignments are made."""
+        room = dict(self.host_room)
+        for job, device in self.plan.assignments:
+            host = self.device_hosts.get(device)
+            if host is not None and host in room:
+                room[host] -= job.vcpus
+        return room
+
+
+def requirements_of(resolution: Mapping[str, Any], task_id: str) -> Requirements | None:
+    """A task's requirements as its session's stored resolution recorded them."""
+    for task in resolution.get("tasks", []):
+        if task.get("id") == task_id:
+            requested = task.get("requested", {})
+            labels = {
+                key: LabelRequirement(key, tuple(values))
+                for key, values in requested.get("labels", {}).items()
+            }
+            tags = tuple(TagRequirement(tag) for tag in requested.get("tags", []))
+            return Requirements(labels, tags)
+    return None
+
+
+def max_devkits(resolution: Mapping[str, Any]) -> int:
+    """How many devices a session may hold at once (1 unless its manifest says)."""
+    return int(resolution.get("scheduling", {}).get("max_devkits", 1))
+
+
+def queue_wait_since(record: QueuedJobRecord, now: datetime) -> datetime | None:
+    """When the job's queue-wait clock last started running (``now`` for a job first seen now); None while
+    it is paused."""
+    return now if record.ready_at is None else record.queue_wait_observed_at
+
+
+def queue_wait_clock(record: QueuedJobRecord, now: datetime) -> QueueWait:
+    """The job's queue-wait clock as stored, before this round observes what it waits on."""
+    since = queue_wait_since(record, now)
+    return QueueWait(
+        queue_wait_limit(record.resolution),
+        record.queue_wait_s,
+        since.timestamp() if since is not None else None,
+    )
+
+
+async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> QueueSnapshot | None:
+    """The queue and the plan for it at ``now``; None when nothing is queued.
+
+    With ``lock`` the queued jobs are taken for this transaction (``FOR UPDATE SKIP LOCKED`` on PostgreSQL,
+    so another dispatcher skips them): the dispatcher's read. Without it nothing is locked: a page's read.
+    Nothing is written either way.
+    """
+    queued = await queued_jobs(session, lock=lock)
+    if not queued:
+        return None
+    inventory = await load_inventory(session)
+    leased = await leased_devices(session)
+    held = await holding_jobs(session)
+    per_session: dict[str, int] = {}
+    used: dict[str, int] = {}
+    for holder in held:
+        per_session[holder.session_id] = per_session.get(holder.session_id, 0) + 1
+        if holder.host:
+            used[holder.host] = used.get(holder.host, 0) + holder.vcpus
+    host_room = await _host_room(session, used)
+    matched: dict[str, tuple[str, ...]] = {}
+    planned = {
+        record.pk: job
+        for record in queued
+        if (job := _queued_job(record, inventory, now, matched)) is not None
+    }
+    session_room = {
+        record.session_id: max_devkits(record.resolution) - per_session.get(record.session_id, 0)
+        for record in queued
+    }
+    device_hosts = {device.id: device.host for device in inventory.devices}
+    free = frozenset(device_hosts) - leased
+    plan = plan_dispatch(
+        list(planned.values()),
+        now=now.timestamp(),
+        free_devices=free,
+        session_room=session_room,
+        last_dispatch=await _last_dispatch(session),
+        device_hosts=device_hosts,
+        host_room=host_room,
+    )
+    return QueueSnapshot(now, queued, planned, plan, held, device_hosts, free, session_room, host_room)
+
+
+async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
+    """Every job holding a device now, by row number."""
+    rows = await session.execute(
+        select(
+            JobRow.pk,
+            SessionRow.id,
+            SessionRow.repository,
+            JobRow.task_id,
+            JobRow.state,
+            JobRow.device_id,
+            JobRow.host,
+            JobRow.vcpus,
+            JobRow.cpus,
+            JobRow.started_at,
+        )
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(JobRow.state.in_(HOLDING))
+        .order_by(JobRow.pk)
+    )
+    return [
+        HeldJob(pk, session_id, repository, task, state, device, host, int(vcpus), cpus, started)
+        for pk, session_id, repository, task, state, device, host, vcpus, cpus, started in rows
+    ]
+
+
+def _queued_job(
+    record: QueuedJobRecord,
+    inventory: Inventory,
+    now: datetime,
+    matched: dict[str, tuple[str, ...]],
+) -> QueuedJob | None:
+    requested = requirements_of(record.resolution, record.task_id)
+    if requested is None:
+        return None
+    ready = (record.ready_at or now).timestamp()
+    key = json.dumps(requested.as_dict(), sort_keys=True)  # jobs of one workflow share requirements
+    if key not in matched:
+        matched[key] = tuple(device.id for device in resolve(requested, inventory).eligible)
+    candidates = matched[key]
+    try:
+        priority = Priority(record.priority)
+    except ValueError:
+        priority = Priority.NORMAL
+    return QueuedJob(
+        str(record.pk),
+        record.repository,
+        record.session_id,
+        priority,
+        ready,
+        candidates,
+        record.vcpus,
+        arrival=record.pk,
+    )
+
+
+async def _host_room(session: AsyncSession, used: Mapping[str, int]) -> dict[str, int]:
+    """vCPUs each reporting host has left under its max_weight."""
+    rows = await session.execute(select(RunnerHostRow.id, RunnerHostRow.resources))
+    room = {}
+    for host, resources in rows:
+        limit = (resources or {}).get("max_weight")
+        if isinstance(limit, int):
+            room[host] = limit - used.get(host, 0)
+    return room
+
+
+async def _last_dispatch(session: AsyncSession) -> dict[str, float]:
+    """When each repository last had a device leased to one of its jobs (from the leases' grant times)."""
+    rows = await session.execute(
+        select(SessionRow.repository, func.max(DeviceLeaseRow.granted_at))
+        .join(SessionRow, DeviceLeaseRow.session_id == SessionRow.id)
+        .group_by(SessionRow.repository)
+    )
+    return {repository: granted.timestamp() for repository, granted in rows if granted is not None}
