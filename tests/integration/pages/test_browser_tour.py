@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
+
+from kerrigan.core.accounting import health_report
+from kerrigan.store.runners import create_runner_token
 from tests.integration.github.conftest import SHA, push_payload
 from tests.integration.pages.conftest import ADMIN, BROWSER, Site
 from tests.integration.pages.test_session_page import deliver, reported_session
@@ -26,7 +30,31 @@ tasks:
 """
 
 
+async def register_runner(site: Site, host: str) -> None:
+    """A runner host that registered and sent a heartbeat, as an agent does."""
+    async with site.database.sessions() as session, session.begin():
+        token = await create_runner_token(session, host, site.database.clock())
+    headers = {"Authorization": f"Bearer {token}"}
+    registration = {
+        "protocol": [1],
+        "capabilities": ["gate_jobs", "log_pages", "withdraw"],
+        "resources": {"vcpus": 46, "max_weight": 28, "max_queue_depth": 64, "floor_bytes": 137438953472},
+    }
+    health = health_report([], 0.0, {"runner_full": 1})
+    heartbeat = {
+        "resources": {"free_disk_bytes": 412 << 30, "memory_bytes": 256 << 30},
+        "devices": {"modalix-bluebox": "present", "modalix-greenbox": "present"},
+        "health": {**health, "running": 0, "waiting": 0},
+    }
+    async with aiohttp.ClientSession(headers=headers) as http:
+        async with http.post(f"{site.base}/api/runner/v1/register", json=registration) as response:
+            assert response.status == 200
+        async with http.post(f"{site.base}/api/runner/v1/heartbeat", json=heartbeat) as response:
+            assert response.status == 200
+
+
 async def test_a_tour_of_every_page(site: Site, tab: Callable[..., Any]) -> None:
+    await register_runner(site, "lab-a-01")
     await deliver(site, "push", push_payload(SHA))
     typo = await reported_session(site, "typo")
     admin = await tab(ADMIN)
