@@ -7,6 +7,9 @@ from typing import Any
 
 import aiohttp
 
+from kerrigan.app import create_app
+from kerrigan.config import Settings
+from kerrigan.store.database import Database
 from tests.integration.pages.conftest import OWNER, Site
 
 
@@ -73,3 +76,21 @@ async def test_a_form_posted_while_signed_out_comes_back_to_its_page_after_sign_
             allow_redirects=False,
         ) as response:
             assert response.headers["Location"] == "/login?next=/pools"  # never another site's path
+
+
+async def test_public_read_shows_pages_to_anonymous_users_without_any_form(
+    lab_db: Database, aiohttp_client: Callable[..., Any]
+) -> None:
+    settings = Settings(
+        database_url=lab_db.engine.url.render_as_string(hide_password=False), public_read=True
+    )
+    client = await aiohttp_client(create_app(settings, clock=lab_db.clock))
+    for path in ("/pools", "/pools/sdk-2-2-som", "/devices/modalix-bluebox", "/queue", "/runners", "/audit"):
+        response = await client.get(path, allow_redirects=False)
+        assert response.status == 200, path
+        page = await response.text()
+        assert 'method="post"' not in page, path  # reading only: not even a sign-out form
+    response = await client.post(
+        "/pools/sdk-2-2-som/labels", data={"key": "rack", "value": "r1", "csrf": "x"}
+    )
+    assert "Sign in" in await response.text()  # a post still needs a signed-in user
