@@ -12,9 +12,10 @@ code: roles, label rules, approved keys, audit log):
 - ``POST /devices/{device_id}/tags/{tag}/delete``: remove it (the pool's tags stay)
 - ``POST /devices/{device_id}/state`` (``state``, ``reason``): System Admins only
 
-The label and tag forms are for System Admins and the owners of the device's pool. Success redirects back
-with a notice; a broken rule re-renders the page with status 400 and the rule next to the field, and changes
-nothing; a user who may not make an edit does not see its form, and a forged post gets the 403 page.
+The label and tag forms (the same as the pool page's: :mod:`kerrigan.web.pages.label_forms`) are for
+System Admins and the owners of the device's pool. Success redirects back with a notice; a broken rule
+re-renders the page with status 400 and the rule next to the field, and changes nothing; a user who may not
+make an edit does not see its form, and a forged post gets the 403 page.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
+from kerrigan.web.pages.label_forms import FormSubject
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
@@ -48,8 +50,6 @@ routes = web.RouteTableDef()
 HISTORY_ROWS = 1000
 """Audit rows of one device read for its state history (label and tag edits share the log)."""
 
-_LABEL_FIELDS = {"key": "key", "value": "value"}
-_TAG_FIELDS = {"tag": "tag"}
 _STATE_FIELDS = {"state": "state", "reason": "reason"}
 
 _SOURCE_WORDS = {
@@ -165,131 +165,16 @@ async def device_page(request: web.Request) -> web.Response:
     return await _device_page(request, await page_reader(request))
 
 
-async def _edit(
-    request: web.Request,
-    posted: PostedForm,
-    edit: editing.Edit,
-    *,
-    form: str,
-    typed: Mapping[str, str],
-    fields: Mapping[str, str],
-    notice: str,
-) -> web.Response:
-    async def rerender(error: FormError) -> web.Response:
-        return await _device_page(request, posted.principal, error)
+DEVICE = FormSubject(
+    noun="device",
+    prefix="/devices",
+    page=_device_page,
+    set_label=Editor.set_device_label,
+    set_tag=Editor.set_device_tag,
+)
+"""The device as its page's forms edit it."""
 
-    return await editing.edit_from_page(
-        request,
-        posted,
-        edit,
-        form=form,
-        typed=typed,
-        fields=fields,
-        rerender=rerender,
-        done=f"/devices/{request.match_info['device_id']}",
-        notice=notice,
-    )
-
-
-@routes.post("/devices/{device_id}/labels")
-async def add_label(request: web.Request) -> web.Response:
-    """Add a device label (or give an existing one a new value); an empty value is refused here."""
-    posted = await PostedForm.read(request)
-    device_id, key, value = request.match_info["device_id"], posted.text("key"), posted.text("value")
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_device_label(device_id, key, value, empty_removes=False)
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form="label-add",
-        typed={"key": key, "value": value},
-        fields=_LABEL_FIELDS,
-        notice=f"Label {key.lower()}={value} set on device {device_id}.",
-    )
-
-
-@routes.post("/devices/{device_id}/labels/{key}")
-async def change_label(request: web.Request) -> web.Response:
-    """Change a device label's value; an empty value removes the label."""
-    posted = await PostedForm.read(request)
-    device_id, key, value = request.match_info["device_id"], request.match_info["key"], posted.text("value")
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_device_label(device_id, key, value)
-
-    notice = f"Label {key} set to {value}." if value else f"Label {key} removed."
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form=f"label:{key}",
-        typed={"value": value},
-        fields=_LABEL_FIELDS,
-        notice=notice,
-    )
-
-
-@routes.post("/devices/{device_id}/labels/{key}/delete")
-async def remove_label(request: web.Request) -> web.Response:
-    """Remove a device label (the pool's label of that key, if any, applies again)."""
-    posted = await PostedForm.read(request)
-    device_id, key = request.match_info["device_id"], request.match_info["key"]
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_device_label(device_id, key, "")
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form=f"label:{key}",
-        typed={},
-        fields=_LABEL_FIELDS,
-        notice=f"Label {key} removed from device {device_id}.",
-    )
-
-
-@routes.post("/devices/{device_id}/tags")
-async def add_tag(request: web.Request) -> web.Response:
-    """Add a device tag."""
-    posted = await PostedForm.read(request)
-    device_id, tag = request.match_info["device_id"], posted.text("tag")
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_device_tag(device_id, tag, add=True)
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form="tag-add",
-        typed={"tag": tag},
-        fields=_TAG_FIELDS,
-        notice=f"Tag {tag.lower()} added to device {device_id}.",
-    )
-
-
-@routes.post("/devices/{device_id}/tags/{tag}/delete")
-async def remove_tag(request: web.Request) -> web.Response:
-    """Remove a device tag (the pool's tags stay)."""
-    posted = await PostedForm.read(request)
-    device_id, tag = request.match_info["device_id"], request.match_info["tag"]
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_device_tag(device_id, tag, add=False)
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form=f"tag:{tag}",
-        typed={},
-        fields=_TAG_FIELDS,
-        notice=f"Tag {tag} removed from device {device_id}.",
-    )
+DEVICE.add_routes(routes)
 
 
 @routes.post("/devices/{device_id}/state")
@@ -304,7 +189,7 @@ async def set_state(request: web.Request) -> web.Response:
         checked, checked_reason = editing.device_state(state, reason.strip())
         return await editor.set_device_state(device_id, checked, checked_reason)
 
-    return await _edit(
+    return await DEVICE.edit_from_page(
         request,
         posted,
         edit,

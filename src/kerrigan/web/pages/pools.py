@@ -2,7 +2,8 @@
 
 Every edit is a plain form that posts, with the CSRF token, below the page it sits on, and goes through
 :mod:`kerrigan.web.editing` (the code the REST API uses: roles, the label rules, approved keys, the audit
-log). Owners and System Admins:
+log). Owners and System Admins (the label and tag forms, the same as the device page's, are
+:mod:`kerrigan.web.pages.label_forms`):
 
 - ``POST /pools/{pool_id}/labels`` (``key``, ``value``): add a label, or give one a new value
 - ``POST /pools/{pool_id}/labels/{key}`` (``value``): change its value; an empty one removes it
@@ -38,6 +39,7 @@ from kerrigan.store.label_keys import label_keys
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
 from kerrigan.web.errors import ApiError
+from kerrigan.web.pages.label_forms import FormSubject
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
@@ -46,8 +48,6 @@ routes = web.RouteTableDef()
 
 STATES = tuple(DeviceState)
 
-_LABEL_FIELDS = {"key": "key", "value": "value"}
-_TAG_FIELDS = {"tag": "tag"}
 _FIRMWARE_FIELDS = {"firmware.channel": "channel", "firmware.base_version": "base_version"}
 _OWNERS_FIELDS = {"owners": "owners"}
 
@@ -174,132 +174,16 @@ async def pool_page(request: web.Request) -> web.Response:
     return await _editor_page(request, await page_reader(request))
 
 
-async def _edit(
-    request: web.Request,
-    posted: PostedForm,
-    edit: editing.Edit,
-    *,
-    form: str,
-    typed: Mapping[str, str],
-    fields: Mapping[str, str],
-    notice: str,
-) -> web.Response:
-    async def rerender(error: FormError) -> web.Response:
-        return await _editor_page(request, posted.principal, error)
+POOL = FormSubject(
+    noun="pool",
+    prefix="/pools",
+    page=_editor_page,
+    set_label=Editor.set_pool_label,
+    set_tag=Editor.set_pool_tag,
+)
+"""The pool as the editor's forms edit it."""
 
-    pool_id = request.match_info["pool_id"]
-    return await editing.edit_from_page(
-        request,
-        posted,
-        edit,
-        form=form,
-        typed=typed,
-        fields=fields,
-        rerender=rerender,
-        done=f"/pools/{pool_id}",
-        notice=notice,
-    )
-
-
-@routes.post("/pools/{pool_id}/labels")
-async def add_label(request: web.Request) -> web.Response:
-    """Add a label (or give an existing one a new value); an empty value is refused here."""
-    posted = await PostedForm.read(request)
-    pool_id, key, value = request.match_info["pool_id"], posted.text("key"), posted.text("value")
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_pool_label(pool_id, key, value, empty_removes=False)
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form="label-add",
-        typed={"key": key, "value": value},
-        fields=_LABEL_FIELDS,
-        notice=f"Label {key.lower()}={value} set on pool {pool_id}.",
-    )
-
-
-@routes.post("/pools/{pool_id}/labels/{key}")
-async def change_label(request: web.Request) -> web.Response:
-    """Change a label's value; an empty value removes the label (the seed's rule)."""
-    posted = await PostedForm.read(request)
-    pool_id, key, value = request.match_info["pool_id"], request.match_info["key"], posted.text("value")
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_pool_label(pool_id, key, value)
-
-    notice = f"Label {key} set to {value}." if value else f"Label {key} removed."
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form=f"label:{key}",
-        typed={"value": value},
-        fields=_LABEL_FIELDS,
-        notice=notice,
-    )
-
-
-@routes.post("/pools/{pool_id}/labels/{key}/delete")
-async def remove_label(request: web.Request) -> web.Response:
-    """Remove a label."""
-    posted = await PostedForm.read(request)
-    pool_id, key = request.match_info["pool_id"], request.match_info["key"]
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_pool_label(pool_id, key, "")
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form=f"label:{key}",
-        typed={},
-        fields=_LABEL_FIELDS,
-        notice=f"Label {key} removed from pool {pool_id}.",
-    )
-
-
-@routes.post("/pools/{pool_id}/tags")
-async def add_tag(request: web.Request) -> web.Response:
-    """Add a tag."""
-    posted = await PostedForm.read(request)
-    pool_id, tag = request.match_info["pool_id"], posted.text("tag")
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_pool_tag(pool_id, tag, add=True)
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form="tag-add",
-        typed={"tag": tag},
-        fields=_TAG_FIELDS,
-        notice=f"Tag {tag.lower()} added to pool {pool_id}.",
-    )
-
-
-@routes.post("/pools/{pool_id}/tags/{tag}/delete")
-async def remove_tag(request: web.Request) -> web.Response:
-    """Remove a tag."""
-    posted = await PostedForm.read(request)
-    pool_id, tag = request.match_info["pool_id"], request.match_info["tag"]
-
-    async def edit(editor: Editor) -> object:
-        return await editor.set_pool_tag(pool_id, tag, add=False)
-
-    return await _edit(
-        request,
-        posted,
-        edit,
-        form=f"tag:{tag}",
-        typed={},
-        fields=_TAG_FIELDS,
-        notice=f"Tag {tag} removed from pool {pool_id}.",
-    )
+POOL.add_routes(routes)
 
 
 @routes.post("/pools/{pool_id}/firmware")
@@ -313,7 +197,7 @@ async def set_firmware(request: web.Request) -> web.Response:
     async def edit(editor: Editor) -> object:
         return await editor.update_pool(pool_id, {"firmware": firmware})
 
-    return await _edit(
+    return await POOL.edit_from_page(
         request,
         posted,
         edit,
@@ -337,7 +221,7 @@ async def set_owners(request: web.Request) -> web.Response:
     async def edit(editor: Editor) -> object:
         return await editor.update_pool(pool_id, {"owners": _logins(owners)})
 
-    return await _edit(
+    return await POOL.edit_from_page(
         request,
         posted,
         edit,

@@ -1,0 +1,191 @@
+"""The label and tag forms of the pool page and the device page: the same five handlers for either subject,
+given what differs between them (the route prefix, the :class:`~kerrigan.web.editing.Editor` methods, the
+page re-rendered on a broken rule, where a success redirects, the word in the notices).
+
+With ``{base}`` the subject's page (``/pools/{pool_id}`` or ``/devices/{device_id}``):
+
+- ``POST {base}/labels`` (``key``, ``value``): add a label, or give one a new value
+- ``POST {base}/labels/{key}`` (``value``): change its value; an empty one removes it
+- ``POST {base}/labels/{key}/delete``: remove it
+- ``POST {base}/tags`` (``tag``): add a tag
+- ``POST {base}/tags/{tag}/delete``: remove it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+
+from kerrigan.core.roles import Principal
+from kerrigan.web import editing
+from kerrigan.web.editing import Editor, FormError, PostedForm
+
+LABEL_FIELDS = {"key": "key", "value": "value"}
+TAG_FIELDS = {"tag": "tag"}
+
+ErrorPage = Callable[[web.Request, Principal, FormError], Awaitable[web.Response]]
+"""The subject's page re-rendered for the person who posted, with the form's error."""
+
+
+class SetLabel(Protocol):
+    """The :class:`Editor` method that sets one label of the subject (``Editor.set_pool_label``)."""
+
+    def __call__(
+        self, editor: Editor, subject_id: str, key: str, value: str, /, *, empty_removes: bool = True
+    ) -> Awaitable[object]: ...
+
+
+class SetTag(Protocol):
+    """The :class:`Editor` method that adds or removes one tag of the subject (``Editor.set_pool_tag``)."""
+
+    def __call__(self, editor: Editor, subject_id: str, tag: str, /, *, add: bool) -> Awaitable[object]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FormSubject:
+    """A pool or a device as its page's forms edit it: :meth:`add_routes` adds the label and tag forms,
+    :meth:`edit_from_page` serves those and the subject's other forms."""
+
+    noun: str  # "pool" or "device": the notices' word, and the route's id is "{noun}_id"
+    prefix: str  # "/pools" or "/devices": the subject's page is "{prefix}/{id}"
+    page: ErrorPage
+    set_label: SetLabel
+    set_tag: SetTag
+
+    @property
+    def base(self) -> str:
+        """The route of the subject's page, which the forms post below."""
+        return f"{self.prefix}/{{{self.noun}_id}}"
+
+    def add_routes(self, routes: web.RouteTableDef) -> None:
+        """The five label and tag forms' routes, on ``routes``."""
+        routes.post(f"{self.base}/labels")(self.add_label)
+        routes.post(f"{self.base}/labels/{{key}}")(self.change_label)
+        routes.post(f"{self.base}/labels/{{key}}/delete")(self.remove_label)
+        routes.post(f"{self.base}/tags")(self.add_tag)
+        routes.post(f"{self.base}/tags/{{tag}}/delete")(self.remove_tag)
+
+    async def edit_from_page(
+        self,
+        request: web.Request,
+        posted: PostedForm,
+        edit: editing.Edit,
+        *,
+        form: str,
+        typed: Mapping[str, str],
+        fields: Mapping[str, str],
+        notice: str,
+    ) -> web.Response:
+        """:func:`editing.edit_from_page` for this subject: a broken rule re-renders its page, a success
+        redirects back to it."""
+
+        async def rerender(error: FormError) -> web.Response:
+            return await self.page(request, posted.principal, error)
+
+        return await editing.edit_from_page(
+            request,
+            posted,
+            edit,
+            form=form,
+            typed=typed,
+            fields=fields,
+            rerender=rerender,
+            done=f"{self.prefix}/{self._subject_id(request)}",
+            notice=notice,
+        )
+
+    async def add_label(self, request: web.Request) -> web.Response:
+        """Add a label (or give an existing one a new value); an empty value is refused here."""
+        posted = await PostedForm.read(request)
+        subject_id, key, value = self._subject_id(request), posted.text("key"), posted.text("value")
+
+        async def edit(editor: Editor) -> object:
+            return await self.set_label(editor, subject_id, key, value, empty_removes=False)
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form="label-add",
+            typed={"key": key, "value": value},
+            fields=LABEL_FIELDS,
+            notice=f"Label {key.lower()}={value} set on {self.noun} {subject_id}.",
+        )
+
+    async def change_label(self, request: web.Request) -> web.Response:
+        """Change a label's value; an empty value removes the label (the seed's rule)."""
+        posted = await PostedForm.read(request)
+        subject_id, key, value = self._subject_id(request), request.match_info["key"], posted.text("value")
+
+        async def edit(editor: Editor) -> object:
+            return await self.set_label(editor, subject_id, key, value)
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form=f"label:{key}",
+            typed={"value": value},
+            fields=LABEL_FIELDS,
+            notice=f"Label {key} set to {value}." if value else f"Label {key} removed.",
+        )
+
+    async def remove_label(self, request: web.Request) -> web.Response:
+        """Remove a label (from a device: the pool's label of that key, if any, applies again)."""
+        posted = await PostedForm.read(request)
+        subject_id, key = self._subject_id(request), request.match_info["key"]
+
+        async def edit(editor: Editor) -> object:
+            return await self.set_label(editor, subject_id, key, "")
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form=f"label:{key}",
+            typed={},
+            fields=LABEL_FIELDS,
+            notice=f"Label {key} removed from {self.noun} {subject_id}.",
+        )
+
+    async def add_tag(self, request: web.Request) -> web.Response:
+        """Add a tag."""
+        posted = await PostedForm.read(request)
+        subject_id, tag = self._subject_id(request), posted.text("tag")
+
+        async def edit(editor: Editor) -> object:
+            return await self.set_tag(editor, subject_id, tag, add=True)
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form="tag-add",
+            typed={"tag": tag},
+            fields=TAG_FIELDS,
+            notice=f"Tag {tag.lower()} added to {self.noun} {subject_id}.",
+        )
+
+    async def remove_tag(self, request: web.Request) -> web.Response:
+        """Remove a tag (from a device: the pool's tags stay)."""
+        posted = await PostedForm.read(request)
+        subject_id, tag = self._subject_id(request), request.match_info["tag"]
+
+        async def edit(editor: Editor) -> object:
+            return await self.set_tag(editor, subject_id, tag, add=False)
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form=f"tag:{tag}",
+            typed={},
+            fields=TAG_FIELDS,
+            notice=f"Tag {tag} removed from {self.noun} {subject_id}.",
+        )
+
+    def _subject_id(self, request: web.Request) -> str:
+        return request.match_info[f"{self.noun}_id"]
