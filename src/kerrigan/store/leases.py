@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Table, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -95,39 +95,67 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
     ]
 
 
+GRANT_BATCH = 1000  # rows per statement: well under the bind-parameter limits of SQLite and PostgreSQL
+
+
 async def grant_leases(
     session: AsyncSession, grants: Sequence[Grant], now: datetime, ttl: timedelta
 ) -> list[Grant]:
     """Lease devices to jobs; the grants that took (a device already leased, or a job no longer queued,
-    is left out). Runs in the caller's transaction."""
+    is left out). Runs in the caller's transaction, a few statements per thousand grants.
+
+    The leases are inserted first: on PostgreSQL the jobs are this dispatcher's (``SKIP LOCKED``), and on
+    SQLite that first write holds the database's write lock, so the jobs' states read next cannot change
+    before the transaction ends.
+    """
     insert = postgresql_insert if _dialect(session) == "postgresql" else sqlite_insert
     granted: list[Grant] = []
-    for grant in grants:
+    for start in range(0, len(grants), GRANT_BATCH):
+        batch = grants[start : start + GRANT_BATCH]
         statement = (
             insert(DeviceLeaseRow)
             .values(
-                device_id=grant.device_id,
-                job_pk=grant.job_pk,
-                session_id=grant.session_id,
-                host=grant.host,
-                granted_at=now,
-                expires_at=now + ttl,
+                [
+                    {
+                        "device_id": grant.device_id,
+                        "job_pk": grant.job_pk,
+                        "session_id": grant.session_id,
+                        "host": grant.host,
+                        "granted_at": now,
+                        "expires_at": now + ttl,
+                    }
+                    for grant in batch
+                ]
             )
-            .on_conflict_do_nothing()
-            .returning(DeviceLeaseRow.device_id)
+            .on_conflict_do_nothing()  # a device (or a job) leased already stays as it is
+            .returning(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk)
         )
-        if (await session.execute(statement)).scalar() is None:
-            continue  # the device (or the job) is leased already
-        moved = await session.execute(
-            update(JobRow)
-            .where(JobRow.pk == grant.job_pk, JobRow.state == QUEUED)
-            .values(state=LEASED, device_id=grant.device_id, host=grant.host)
-            .execution_options(synchronize_session=False)
-        )
-        if moved.rowcount != 1:  # type: ignore[attr-defined]
-            await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == grant.device_id))
+        inserted = {(str(device), int(job)) for device, job in (await session.execute(statement)).all()}
+        placed = [grant for grant in batch if (grant.device_id, grant.job_pk) in inserted]
+        if not placed:
             continue
-        granted.append(grant)
+        still_queued = set(
+            (
+                await session.scalars(
+                    select(JobRow.pk).where(JobRow.pk.in_([g.job_pk for g in placed]), JobRow.state == QUEUED)
+                )
+            ).all()
+        )
+        taken = [grant.device_id for grant in placed if grant.job_pk not in still_queued]
+        if taken:  # its job was ended or moved meanwhile: the lease is not kept
+            await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id.in_(taken)))
+        kept = [grant for grant in placed if grant.job_pk in still_queued]
+        if kept:
+            # The table, not the entity: a plain executemany with a row per job (the entity would make it
+            # an ORM bulk update, which wants each row's primary key by its attribute name).
+            jobs = cast(Table, JobRow.__table__)
+            await session.execute(
+                update(jobs)
+                .where(jobs.c.pk == bindparam("job"))
+                .values(state=LEASED, device_id=bindparam("device"), host=bindparam("lease_host")),
+                [{"job": g.job_pk, "device": g.device_id, "lease_host": g.host} for g in kept],
+            )
+        granted += kept
     return granted
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from kerrigan.store.database import Database
 from kerrigan.store.leases import (
@@ -51,6 +51,27 @@ async def test_a_device_is_leased_to_one_job_and_the_job_leaves_the_queue(db: Da
     async with db.sessions() as session:
         assert await leased_devices(session) == {"dev-00"}
         assert [j.pk for j in await take_queued_jobs(session)] == [second.pk]
+
+
+async def test_a_job_ended_meanwhile_gets_no_lease_and_its_device_stays_free(db: Database) -> None:
+    await queue_jobs(db, 2)
+    async with db.sessions() as session, session.begin():
+        first, second = await take_queued_jobs(session)
+        await session.execute(update(JobRow).where(JobRow.pk == first.pk).values(state="cancelled"))
+        granted = await grant_leases(
+            session,
+            [
+                Grant(first.pk, "dev-00", "lab-a", first.session_id),
+                Grant(second.pk, "dev-01", "lab-a", second.session_id),
+            ],
+            db.clock(),
+            TTL,
+        )
+    assert [g.job_pk for g in granted] == [second.pk]
+    async with db.sessions() as session:
+        assert await leased_devices(session) == {"dev-01"}
+        states = dict((await session.execute(select(JobRow.pk, JobRow.state))).all())
+    assert states == {first.pk: "cancelled", second.pk: "leased"}
 
 
 async def test_a_released_device_can_be_leased_again(db: Database) -> None:
