@@ -258,7 +258,6 @@ class RunnerProtocol:
                     requests = await jobs.runner_requests(session, host)
                     if "withdraw" not in capabilities:
                         requests = jobs.RunnerRequests(cancel=requests.cancel)
-                    devices = {stored.device.id: stored for stored in await host_devices(session, host)}
                 if found or requests.cancel or requests.withdraw:
                     break
                 if asyncio.get_running_loop().time() >= deadline:
@@ -266,6 +265,10 @@ class RunnerProtocol:
                 await asyncio.sleep(POLL_INTERVAL_S)
         except ProtocolError as exc:
             return _error(exc)
+        devices: dict[str, StoredDevice] = {}
+        if found:  # read once the long poll is over, not on each of its rounds
+            async with self.database.sessions() as session:
+                devices = {stored.device.id: stored for stored in await host_devices(session, host)}
         offers = [_offer_json(offer, devices.get(offer.device_id), capabilities) for offer in found]
         return web.json_response(
             {"offers": offers, "cancel": list(requests.cancel), "withdraw": list(requests.withdraw)}

@@ -40,7 +40,7 @@ from kerrigan.core.host_capacity import HostLimits, admission_refusal, startable
 from kerrigan.core.resources import ResourceCatalog, Unit, initial_values
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.server import Registration, ServerClient, ServerRefused, ServerUnavailable
-from kerrigan.runner.sources import SourceCache, SourceError, unpack
+from kerrigan.runner.sources import SourceCache, SourceError, empty_folder, unpack
 from kerrigan.runner.topology import SYSFS_CPU_ROOT, read_topology
 from kerrigan.runner.workspaces import UnsafeWorkspaceError, WorkspaceStore
 
@@ -530,7 +530,7 @@ class Agent:
                 )
                 await asyncio.to_thread(unpack, tarball, path)
             else:  # nothing to fetch: still no files from an earlier job
-                await asyncio.to_thread(unpack_nothing, path)
+                await asyncio.to_thread(empty_folder, path)
         except (SourceError, OSError, UnsafeWorkspaceError) as err:
             log.warning("job %s: %s", record.id, err)
             await self._end(record, None, self._stop_reasons.pop(record.id, None), note=f"kerrigan: {err}\n")
@@ -846,15 +846,6 @@ def not_dumpable() -> bool:
         return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
-
-
-def unpack_nothing(path: Path) -> None:
-    """Empty a workspace for a job with no repository to fetch."""
-    for entry in list(path.iterdir()):
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
 
 
 def process_start_time(pid: int) -> int | None:

@@ -93,15 +93,19 @@ class SourceCache:
         return removed
 
 
+def empty_folder(folder: Path) -> None:
+    """Delete what ``folder`` holds (links themselves, never their targets), keeping the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in list(folder.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def unpack(tarball: Path, into: Path) -> None:
     """Empty ``into`` and unpack the tarball there, without its single top-level folder."""
-    if into.exists():
-        for entry in list(into.iterdir()):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-    into.mkdir(parents=True, exist_ok=True)
+    empty_folder(into)
     try:
         with tarfile.open(tarball, "r:*") as archive:
             members = []

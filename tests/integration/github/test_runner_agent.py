@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,21 @@ async def job_rows(harness: Harness) -> list[JobRow]:
         return list((await session.scalars(select(JobRow).order_by(JobRow.pk))).all())
 
 
+async def start_both(harness: Harness, agents: AgentFactory, **overrides: Any) -> list[Agent]:
+    """An agent for each of the lab's runner hosts lab-a-01 and lab-a-02."""
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
+    return [agents(host, token, **overrides) for host, token in hosts.items()]
+
+
+async def completed(harness: Harness, run: dict[str, Any], timeout: float = 30) -> None:
+    """Wait until the check run is completed."""
+
+    async def done() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(done, timeout=timeout)
+
+
 def smoke_commit(smoke: str = SMOKE, boot: str = BOOT) -> dict[str, str]:
     return manifest_files("hil-smoke.yml") | {"scripts/smoke.sh": smoke, "scripts/boot.sh": boot}
 
@@ -94,15 +109,10 @@ def smoke_commit(smoke: str = SMOKE, boot: str = BOOT) -> dict[str, str]:
 async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_both_outputs(
     harness: Harness, agents: AgentFactory
 ) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token)
+    await start_both(harness, agents)
     [run] = await harness.push_commit(smoke_commit())
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "success", final["output"]["summary"]
     summary = final["output"]["summary"]
@@ -129,17 +139,12 @@ async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_bot
 async def test_a_failing_script_fails_the_check_run_with_its_exit_status_and_output(
     harness: Harness, agents: AgentFactory
 ) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token)
+    await start_both(harness, agents)
     [run] = await harness.push_commit(
         smoke_commit(boot="#!/bin/sh\necho 'no console on uart0' >&2\nexit 3\n")
     )
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "failure"
     assert "no console on uart0" in final["output"]["summary"]
@@ -184,9 +189,7 @@ async def test_the_agent_reports_health_and_resources_by_name_in_heartbeats(
 async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancelled(
     harness: Harness, agents: AgentFactory, tmp_path: Path
 ) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token, kill_grace_s=1.0)
+    await start_both(harness, agents, kill_grace_s=1.0)
     marker = tmp_path / "children"
     # Both scripts leave a child behind that ignores SIGTERM; cancelling must still end everything.
     hang = f"#!/bin/sh\n(trap '' TERM; sleep 300) & echo $! >> {marker}\necho started\nsleep 300\n"
@@ -202,10 +205,7 @@ async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancel
     async with harness.database.sessions() as db, db.begin():
         await request_cancel(db, session.id, harness.database.clock())
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     assert harness.github.check_runs[run["id"]]["conclusion"] == "cancelled"
     assert [row.state for row in await job_rows(harness)] == ["cancelled", "cancelled"]
     for pid in marker.read_text().split():
@@ -213,9 +213,7 @@ async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancel
 
 
 async def test_output_is_uploaded_while_the_job_runs(harness: Harness, agents: AgentFactory) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token)
+    await start_both(harness, agents)
     slow = "#!/bin/sh\necho first line\nsleep 3\necho second line\n"
     await harness.push_commit(smoke_commit(smoke=slow, boot=slow))
 
@@ -285,10 +283,7 @@ async def test_oversized_vcpu_refusal_detail_reaches_the_run_terminal(
     ]
     [run] = await harness.push_commit(big_claim_commit(4))
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "failure"
     assert "runner_full: claims 4 vCPUs; this host has 2 allocatable" in final["output"]["summary"]
@@ -302,10 +297,8 @@ async def test_oversized_vcpu_refusal_detail_reaches_the_run_terminal(
 async def test_disk_full_wire_refusal_carries_tag_and_bytes_before_upload(
     harness: Harness, agents: AgentFactory
 ) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
     floor = 1 << 60  # more than any disk: every offer is refused
-    for host, token in hosts.items():
-        agents(host, token, disk=DiskPolicy(floor_bytes=floor))
+    await start_both(harness, agents, disk=DiskPolicy(floor_bytes=floor))
     await harness.push_commit(big_claim_commit(1))
 
     async def refused() -> bool:
@@ -393,16 +386,11 @@ async def test_without_a_token_the_job_fails_instead_of_running_stale_files(
 ) -> None:
     # GitHub refuses every installation token for a while: the offer's repository cannot be fetched,
     # and the job must not run whatever an earlier job left in its workspace.
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token)
+    await start_both(harness, agents)
     [run] = await harness.push_commit(smoke_commit())
     harness.github.fail_next("POST", r"/access_tokens$", 403, times=100)
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "failure"
     assert "the server gave no token to fetch the repository with" in final["output"]["summary"]
@@ -415,9 +403,7 @@ async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_repor
     # The server gave the job up (its lease expired while the server was away, say): at the next
     # heartbeat the agent learns it no longer holds it and stops it, and reports nothing over the
     # server's decision.
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token, kill_grace_s=0.5)
+    await start_both(harness, agents, kill_grace_s=0.5)
     marker = tmp_path / "pids"
     hang = f"#!/bin/sh\necho $$ >> {marker}\nsleep 300\n"
     await harness.push_commit(smoke_commit(smoke=hang, boot=hang))
@@ -452,8 +438,7 @@ async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_repor
 async def test_a_launch_that_fails_ends_the_job_and_frees_its_cpus(
     harness: Harness, agents: AgentFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    started = [agents(host, token) for host, token in hosts.items()]
+    started = await start_both(harness, agents)
 
     async def no_processes_left(*args: object, **kwargs: object) -> None:
         raise OSError(24, "Too many open files")
@@ -461,10 +446,7 @@ async def test_a_launch_that_fails_ends_the_job_and_frees_its_cpus(
     monkeypatch.setattr("kerrigan.runner.agent.asyncio.create_subprocess_exec", no_processes_left)
     [run] = await harness.push_commit(smoke_commit())
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "failure"
     assert "the job could not be started: [Errno 24] Too many open files" in final["output"]["summary"]
@@ -479,10 +461,7 @@ async def test_records_on_disk_never_hold_the_github_token_and_bad_offers_do_not
     await started[0]._offered({"id": "not-a-number", "claim": {"vcpus": 2}})  # logged, nothing else
     [run] = await harness.push_commit(smoke_commit())
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     assert harness.github.check_runs[run["id"]]["conclusion"] == "success"
     records = list(tmp_path.glob("*/jobs/*/record.json"))
     assert records
@@ -535,10 +514,8 @@ async def test_disk_full_reaches_run_and_prepare_callers_with_known_reason_and_d
     harness: Harness, agents: AgentFactory
 ) -> None:
     # The refusal's reason and bytes reach the check run (the run's caller) while the job waits again.
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
     floor = 1 << 60
-    for host, token in hosts.items():
-        agents(host, token, disk=DiskPolicy(floor_bytes=floor))
+    await start_both(harness, agents, disk=DiskPolicy(floor_bytes=floor))
     [run] = await harness.push_commit(big_claim_commit(1))
 
     async def shown() -> bool:
@@ -552,9 +529,7 @@ async def test_disk_full_reaches_run_and_prepare_callers_with_known_reason_and_d
 async def test_a_job_past_its_timeout_is_stopped_and_the_check_run_times_out(
     harness: Harness, agents: AgentFactory
 ) -> None:
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    for host, token in hosts.items():
-        agents(host, token, kill_grace_s=0.5)
+    await start_both(harness, agents, kill_grace_s=0.5)
     manifest = (
         "name: slow\n"
         "on: {push: {branches: [main]}}\n"
@@ -569,13 +544,50 @@ async def test_a_job_past_its_timeout_is_stopped_and_the_check_run_times_out(
     soak = "#!/bin/sh\necho soaking\nsleep 60\necho never\n"
     [run] = await harness.push_commit({".kerrigan/workflows/slow.yml": manifest, "scripts/soak.sh": soak})
 
-    async def completed() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(completed, timeout=30)
+    await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "timed_out"
     assert "soaking" in final["output"]["summary"]
     assert "never" not in final["output"]["summary"]
     [row] = await job_rows(harness)
     assert (row.state, row.reason) == ("failed", "timed_out")
+
+
+async def test_a_gap_the_server_reports_is_filled_by_sending_again_from_where_it_is(
+    harness: Harness, tmp_path: Path
+) -> None:
+    # The agent believes two pages went (say its record was saved just before a crash that lost the
+    # answers); the server has none: it answers "gap" with the page it expects, and the agent sends again
+    # from there, so every page arrives once and in order.
+    hosts = await tokens(harness, "lab-a-01")
+    async with aiohttp.ClientSession() as http:
+        settings = AgentSettings(str(harness.client.make_url("")), hosts["lab-a-01"], "lab-a-01", tmp_path)
+        agent = Agent(settings, http)
+        await agent.server.register({}, {})
+        await harness.push_commit(smoke_commit())
+
+        async def offered() -> list[dict[str, Any]]:
+            offers: list[dict[str, Any]] = (await agent.server.poll(0))["offers"]
+            return offers
+
+        await harness.wait_until(lambda: _non_empty(offered), timeout=10)
+        [offer] = await offered()
+        job_id = str(offer["id"])
+        await agent.server.job(job_id, "accept")
+        await agent.server.job(job_id, "start")
+        record = JobRecord(job_id, offer, "running", accepted_at=time.time())
+        agent.records.save(record)
+        agent.records.output_path(job_id).write_bytes(b"".join(b"line %d\n" % n for n in range(3)))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("kerrigan.runner.records.PAGE_BYTES", 7)  # one line a page
+            agent.records.cut_pages(record, final=True)
+        assert record.next_page == 3
+        record.uploaded = 2
+        assert await agent._upload(record)
+        async with harness.database.sessions() as session:
+            chunks = await output(session, int(job_id))
+        assert chunks == [(0, "line 0\n"), (1, "line 1\n"), (2, "line 2\n")]
+
+
+async def _non_empty(read: Callable[[], Awaitable[list[Any]]]) -> bool:
+    return bool(await read())

@@ -34,13 +34,13 @@ from kerrigan.core.inventory import (
     implicit_pool_labels,
     sourced_target_labels,
 )
-from kerrigan.core.roles import Principal, may_administer, may_edit_labels
+from kerrigan.core.roles import Principal
 from kerrigan.store.audit import AuditEntry, list_audit
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
-from kerrigan.web.pages.label_forms import FormSubject
+from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
@@ -128,11 +128,6 @@ async def _device_page(
         approved = await label_keys(session)
         audit = await list_audit(session, device_id=device_id, limit=HISTORY_ROWS)
     device, pool = stored.device, stored.pool
-    may_edit = principal is not None and may_edit_labels(principal, pool)
-    may_admin = principal is not None and may_administer(principal)
-    forms = ({"label-add", "tag-add"} | {f"label:{key}" for key in device.labels}) if may_edit else set()
-    if may_admin:
-        forms.add("state")
     # People's labels first, then the generated ones; each group by key.
     effective = sorted(
         sourced_target_labels(device, pool),
@@ -148,13 +143,16 @@ async def _device_page(
         "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
         "history": state_history(audit, device),
         "all_states": tuple(DeviceState),
-        "may_edit": may_edit,
-        "may_admin": may_admin,
-        "approved": approved,
-        "error": error,
-        "error_placed": error is not None and error.form in forms,
-        "notice": None if error is not None else await editing.take_notice(request),
-        "base": f"/devices/{device.id}",
+        **await form_context(
+            request,
+            principal,
+            pool,
+            labels=device.labels,
+            admin_forms={"state"},
+            approved=approved,
+            error=error,
+            base=f"/devices/{device.id}",
+        ),
     }
     return await render(request, "device.html", context, 400 if error else 200)
 

@@ -13,13 +13,14 @@ With ``{base}`` the subject's page (``/pools/{pool_id}`` or ``/devices/{device_i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from kerrigan.core.roles import Principal
+from kerrigan.core.inventory import Pool
+from kerrigan.core.roles import Principal, may_administer, may_edit_labels
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
 
@@ -28,6 +29,36 @@ TAG_FIELDS = {"tag": "tag"}
 
 ErrorPage = Callable[[web.Request, Principal, FormError], Awaitable[web.Response]]
 """The subject's page re-rendered for the person who posted, with the form's error."""
+
+
+async def form_context(
+    request: web.Request,
+    principal: Principal | None,
+    pool: Pool,
+    *,
+    labels: Collection[str],
+    admin_forms: Collection[str],
+    approved: Mapping[str, str],
+    error: FormError | None,
+    base: str,
+) -> dict[str, Any]:
+    """What a page with these forms renders them with: whether the user may edit the labels and tags (owners
+    of ``pool`` and admins) and use the admin forms, the approved keys, the error and whether it sits at one
+    of the forms shown, the notice of the last change, and the page's path the forms post below."""
+    may_edit = principal is not None and may_edit_labels(principal, pool)
+    may_admin = principal is not None and may_administer(principal)
+    shown = ({"label-add", "tag-add"} | {f"label:{key}" for key in labels}) if may_edit else set()
+    if may_admin:
+        shown |= set(admin_forms)
+    return {
+        "may_edit": may_edit,
+        "may_admin": may_admin,
+        "approved": approved,
+        "error": error,
+        "error_placed": error is not None and error.form in shown,
+        "notice": None if error is not None else await editing.take_notice(request),
+        "base": base,
+    }
 
 
 class SetLabel(Protocol):

@@ -33,13 +33,13 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from kerrigan.core.inventory import DeviceState, Pool, effective_pool_labels, implicit_pool_labels
-from kerrigan.core.roles import Principal, may_administer, may_edit_labels
+from kerrigan.core.roles import Principal
 from kerrigan.store.inventory import NotFoundError, StoredDevice, get_pool, list_devices, list_pools
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
 from kerrigan.web.errors import ApiError
-from kerrigan.web.pages.label_forms import FormSubject
+from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
@@ -146,24 +146,22 @@ async def _editor_page(
             raise editing.not_found(exc) from None
         approved = await label_keys(session)
     pool = stored.pool
-    may_edit = principal is not None and may_edit_labels(principal, pool)
-    may_admin = principal is not None and may_administer(principal)
-    forms = ({"label-add", "tag-add"} | {f"label:{key}" for key in pool.labels}) if may_edit else set()
-    if may_admin:
-        forms |= {"firmware", "owners"}
     context: dict[str, Any] = {
         "pool": pool,
         "implicit": implicit_pool_labels(pool),
         "devices": devices,
         "states": Counter(d.device.state.value for d in devices),
         "all_states": STATES,
-        "may_edit": may_edit,
-        "may_admin": may_admin,
-        "approved": approved,
-        "error": error,
-        "error_placed": error is not None and error.form in forms,
-        "notice": None if error is not None else await editing.take_notice(request),
-        "base": f"/pools/{pool.id}",
+        **await form_context(
+            request,
+            principal,
+            pool,
+            labels=pool.labels,
+            admin_forms={"firmware", "owners"},
+            approved=approved,
+            error=error,
+            base=f"/pools/{pool.id}",
+        ),
     }
     return await render(request, "pool.html", context, 400 if error else 200)
 
