@@ -36,13 +36,11 @@ from kerrigan.store.leases import (
     release_lease,
 )
 from kerrigan.store.models import JobRow
-from kerrigan.store.queue_view import HOLDING as HOLDING_STATES
 from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
 from kerrigan.store.runners import mark_silent_hosts_offline
 
 log = logging.getLogger(__name__)
 
-HOLDING = HOLDING_STATES  # job states that hold a device
 RUNNER_LOST = "runner_lost"
 
 
