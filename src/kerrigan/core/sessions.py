@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
+from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Strategy
 
-class SessionState(enum.StrEnum):
-    """Where a session stands; it matches the check run's status."""
-
-    QUEUED = "queued"
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-
-
-class Conclusion(enum.StrEnum):
-    """How a completed session ended; it matches the check run's conclusion."""
-
-    SUCCESS = "success"
-    FAILURE = "failure"
-    CANCELLED = "cancelled"
-    TIMED_OUT = "timed_out"
+__all__ = ["RETRYABLE", "Conclusion", "Job", "Session", "SessionState"]
 
 
 RETRYABLE = frozenset({Conclusion.FAILURE, Conclusion.CANCELLED, Conclusion.TIMED_OUT})
@@ -35,11 +22,14 @@ class Job:
 
     task_id: str
     device_id: str | None = None
-    state: str = "queued"
+    state: JobState = JobState.QUEUED
     exit_status: int | None = None
     command: str | None = None
     vcpus: int = 2
     timeout_s: int | None = None
+    failure_class: FailureClass | None = None
+    attempt: int = 1
+    requirements: Mapping[str, Any] | None = None  # {"labels": {key: [values]}, "tags": [...]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +55,14 @@ class Session:
     workflow_run_id: int | None = None  # the GitHub Actions run that triggered it (workflow_run events)
     resolution: Mapping[str, Any] = field(default_factory=dict)
     jobs: tuple[Job, ...] = ()
+    # What dispatch needs of the manifest's scheduling block, typed (never read back out of ``resolution``).
+    strategy: Strategy = Strategy.SPREAD
+    max_devkits: int = DEFAULT_MAX_DEVKITS
+    queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
+    # The check run: the version our state is at, the version GitHub shows, GitHub's last refusal.
+    version: int = 0
+    shown_version: int = 0
+    check_run_error: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -1,0 +1,232 @@
+"""The life of a job and of its session: typed states, the allowed transitions, and how a session's jobs
+decide its state and conclusion.
+
+This is the one place these rules live. The store applies a transition (and what follows from it: the
+session's new state, the check run's next version) in one transaction; it asks :func:`check_transition`
+first, so a transition the table does not allow is refused where it is attempted. The GitHub adapter only
+renders what the store holds.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+
+class JobState(enum.StrEnum):
+    """Where a job stands. The last six are ended: a job never leaves them, but for ``failed`` (and
+    ``timed_out``) becoming ``retried`` when a new attempt takes its place."""
+
+    QUEUED = "queued"
+    LEASED = "leased"  # a device is leased to it and it is offered to that device's runner host
+    ACCEPTED = "accepted"  # the runner host took it; its source is being fetched, or it waits for CPUs
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    REFUSED_BEFORE_START = "refused_before_start"
+    RETRIED = "retried"
+
+
+class FailureClass(enum.StrEnum):
+    """Why an ended job did not succeed (DESIGN.md, "Sessions and jobs: one state machine, ours")."""
+
+    TEST = "test"  # the task's command failed
+    INFRASTRUCTURE = "infrastructure"  # the lab failed it: lost runner, no source, full disk, device fault
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    QUEUE_WAIT_EXCEEDED = "queue_wait_exceeded"
+    UNFIT = "unfit"  # it can never run where it was sent
+
+
+class SessionState(enum.StrEnum):
+    """Where a session stands; it is the check run's status."""
+
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
+class Conclusion(enum.StrEnum):
+    """How a completed session ended; it is the check run's conclusion."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
+ENDED: Final = frozenset(
+    {
+        JobState.SUCCEEDED,
+        JobState.FAILED,
+        JobState.TIMED_OUT,
+        JobState.CANCELLED,
+        JobState.REFUSED_BEFORE_START,
+        JobState.RETRIED,
+    }
+)
+HOLDING_A_DEVICE: Final = frozenset({JobState.LEASED, JobState.ACCEPTED, JobState.RUNNING})
+NOT_STARTED: Final = frozenset({JobState.LEASED, JobState.ACCEPTED})  # in a runner's hands, not running
+
+_J = JobState
+JOB_TRANSITIONS: Final[Mapping[JobState, frozenset[JobState]]] = {
+    # Dispatch leases it; a cancel ends it; its queue-wait budget or an unschedulable session ends it.
+    _J.QUEUED: frozenset({_J.LEASED, _J.CANCELLED, _J.REFUSED_BEFORE_START}),
+    # The host accepts or refuses it (a capacity refusal, or its lease expiring, puts it back in the queue,
+    # once for a lost lease; the second loss fails it).
+    _J.LEASED: frozenset({_J.ACCEPTED, _J.QUEUED, _J.REFUSED_BEFORE_START, _J.CANCELLED, _J.FAILED}),
+    # It starts, is withdrawn (queue wait), is lost before it started, fails to prepare, or is cancelled.
+    _J.ACCEPTED: frozenset(
+        {_J.RUNNING, _J.QUEUED, _J.REFUSED_BEFORE_START, _J.CANCELLED, _J.FAILED, _J.TIMED_OUT}
+    ),
+    _J.RUNNING: frozenset({_J.SUCCEEDED, _J.FAILED, _J.TIMED_OUT, _J.CANCELLED}),
+    _J.FAILED: frozenset({_J.RETRIED}),
+    _J.TIMED_OUT: frozenset({_J.RETRIED}),
+    _J.SUCCEEDED: frozenset(),
+    _J.CANCELLED: frozenset(),
+    _J.REFUSED_BEFORE_START: frozenset(),
+    _J.RETRIED: frozenset(),
+}
+
+SESSION_TRANSITIONS: Final[Mapping[SessionState, frozenset[SessionState]]] = {
+    SessionState.QUEUED: frozenset({SessionState.IN_PROGRESS, SessionState.COMPLETED}),
+    SessionState.IN_PROGRESS: frozenset({SessionState.COMPLETED}),
+    SessionState.COMPLETED: frozenset(),
+}
+
+
+class TransitionError(ValueError):
+    """A transition the state machine does not allow; the message names both states."""
+
+    def __init__(self, kind: str, before: str, after: str) -> None:
+        super().__init__(f"a {kind} cannot go from {before} to {after}")
+        self.kind, self.before, self.after = kind, before, after
+
+
+def check_transition(before: JobState, after: JobState) -> None:
+    """Raise :class:`TransitionError` unless a job may go from ``before`` to ``after``."""
+    if after not in JOB_TRANSITIONS[before]:
+        raise TransitionError("job", before.value, after.value)
+
+
+def check_session_transition(before: SessionState, after: SessionState) -> None:
+    """Raise :class:`TransitionError` unless a session may go from ``before`` to ``after`` (staying put is
+    always allowed)."""
+    if after is not before and after not in SESSION_TRANSITIONS[before]:
+        raise TransitionError("session", before.value, after.value)
+
+
+def sources_of(after: JobState) -> frozenset[JobState]:
+    """Every state a job may reach ``after`` from (for statements that move many jobs at once)."""
+    return frozenset(before for before, targets in JOB_TRANSITIONS.items() if after in targets)
+
+
+# -- why a job ended ---------------------------------------------------------------------------------
+
+RUNNER_LOST: Final = "runner_lost"
+QUEUE_WAIT_EXCEEDED: Final = "queue_wait_exceeded"
+NOT_STARTED_REASON: Final = "not_started"  # it ended on its host before its command started
+DEVICE_FAULT_EXIT: Final = 75  # EX_TEMPFAIL: a task's way of saying "the device failed me, not the test"
+INFRASTRUCTURE_REASONS: Final = frozenset(
+    {RUNNER_LOST, NOT_STARTED_REASON, "source_unavailable", "runner_disk_full", "device_fault"}
+)
+UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
+
+
+def failure_class(state: JobState, reason: str | None, exit_status: int | None) -> FailureClass | None:
+    """The failure class of a job that ended in ``state`` for ``reason``; ``None`` when it succeeded or
+    has not ended."""
+    if state is JobState.CANCELLED:
+        return FailureClass.CANCELLED
+    if state is JobState.TIMED_OUT:
+        return FailureClass.TIMEOUT
+    if state is JobState.REFUSED_BEFORE_START:
+        if reason == QUEUE_WAIT_EXCEEDED:
+            return FailureClass.QUEUE_WAIT_EXCEEDED
+        if reason in INFRASTRUCTURE_REASONS:
+            return FailureClass.INFRASTRUCTURE
+        return FailureClass.UNFIT
+    if state in (JobState.FAILED, JobState.RETRIED):
+        if reason in INFRASTRUCTURE_REASONS or exit_status == DEVICE_FAULT_EXIT:
+            return FailureClass.INFRASTRUCTURE
+        if reason in UNFIT_REASONS:
+            return FailureClass.UNFIT
+        return FailureClass.TEST
+    return None
+
+
+def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> tuple[JobState, str | None]:
+    """The state and reason of a job its runner host reports ended: ``outcome`` is the runner's word for a
+    stop (``cancelled`` or ``timed_out``); a job that never started failed on the host (its source, its
+    workspace), which is the lab's failure, not the test's."""
+    if outcome == "cancelled":
+        return JobState.CANCELLED, "cancelled"
+    if outcome == "timed_out":
+        return JobState.TIMED_OUT, "timed_out"
+    if not started:
+        return JobState.FAILED, NOT_STARTED_REASON
+    if exit_status == 0:
+        return JobState.SUCCEEDED, None
+    if exit_status == DEVICE_FAULT_EXIT:
+        return JobState.FAILED, "device_fault"
+    return JobState.FAILED, None
+
+
+# -- the session from its jobs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the session rule needs of one job."""
+
+    state: JobState
+    started: bool = False  # its command started (now or before it ended)
+    failure_class: FailureClass | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOutcome:
+    """A session's state and, once completed, its conclusion."""
+
+    state: SessionState
+    conclusion: Conclusion | None = None
+
+
+def current_attempts(jobs: Iterable[JobFacts]) -> list[JobFacts]:
+    """The jobs that count: an attempt a retry replaced (``retried``) does not."""
+    return [job for job in jobs if job.state is not JobState.RETRIED]
+
+
+def session_outcome(jobs: Sequence[JobFacts]) -> SessionOutcome:
+    """The rule from a session's jobs to its state and conclusion.
+
+    Completed when every job (every current attempt) has ended: ``success`` when all succeeded, else
+    ``cancelled`` when one was cancelled, else ``timed_out`` when one ran past its timeout or its queue-wait
+    budget, else ``failure``. In progress once any job has started. Queued before that. A session without
+    jobs is decided by its resolution, not here (see :func:`resolution_outcome`).
+    """
+    counted = current_attempts(jobs)
+    if counted and all(job.state in ENDED for job in counted):
+        if all(job.state is JobState.SUCCEEDED for job in counted):
+            return SessionOutcome(SessionState.COMPLETED, Conclusion.SUCCESS)
+        classes = {job.failure_class for job in counted}
+        if FailureClass.CANCELLED in classes:
+            return SessionOutcome(SessionState.COMPLETED, Conclusion.CANCELLED)
+        if classes & {FailureClass.TIMEOUT, FailureClass.QUEUE_WAIT_EXCEEDED}:
+            return SessionOutcome(SessionState.COMPLETED, Conclusion.TIMED_OUT)
+        return SessionOutcome(SessionState.COMPLETED, Conclusion.FAILURE)
+    if any(job.started for job in jobs):
+        return SessionOutcome(SessionState.IN_PROGRESS)
+    return SessionOutcome(SessionState.QUEUED)
+
+
+def resolution_outcome(*, valid: bool, unschedulable: bool) -> SessionOutcome:
+    """A session's state when its manifest has been read and resolved: an invalid manifest or a task no
+    device can ever run completes it as a failure at once; otherwise it is queued."""
+    if not valid or unschedulable:
+        return SessionOutcome(SessionState.COMPLETED, Conclusion.FAILURE)
+    return SessionOutcome(SessionState.QUEUED)
