@@ -375,7 +375,7 @@ async def test_a_claim_is_resolved_by_name_and_unknown_resources_are_skipped_wit
     async with aiohttp.ClientSession() as http:
         settings = AgentSettings(str(harness.client.make_url("")), "kgr_unknown", "lab-a-01", tmp_path)
         agent = Agent(settings, http)
-        with caplog.at_level("WARNING", logger="kerrigan.runner.agent"):
+        with caplog.at_level("WARNING", logger="kerrigan.runner.admission"):
             await agent._offered({"id": "900", "claim": {"gpu_slices": 2}})
         assert agent.refusals == {"invalid_claim": 1}
         assert "claim resource 'gpu_slices' skipped: no such resource in this catalog" in caplog.text
@@ -443,7 +443,7 @@ async def test_a_launch_that_fails_ends_the_job_and_frees_its_cpus(
     async def no_processes_left(*args: object, **kwargs: object) -> None:
         raise OSError(24, "Too many open files")
 
-    monkeypatch.setattr("kerrigan.runner.agent.asyncio.create_subprocess_exec", no_processes_left)
+    monkeypatch.setattr("kerrigan.runner.processes.asyncio.create_subprocess_exec", no_processes_left)
     [run] = await harness.push_commit(smoke_commit())
 
     await completed(harness, run)

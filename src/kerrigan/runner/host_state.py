@@ -1,0 +1,87 @@
+"""What the runner agent holds in memory about its host and its jobs, and how it runs a job's task.
+
+The agent is built in layers, each a module adding one concern to the layer below it: this one (the
+host's state), :mod:`~kerrigan.runner.reporting` (output pages and the end),
+:mod:`~kerrigan.runner.processes` (starting, following and stopping the command),
+:mod:`~kerrigan.runner.preparation` (the workspace and the source), :mod:`~kerrigan.runner.admission`
+(offers, accepting, refusing, withdrawing), :mod:`~kerrigan.runner.recovery` (after a restart) and
+:mod:`~kerrigan.runner.agent` (registration, heartbeats, polls and scheduling: the agent itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import aiohttp
+
+from kerrigan.core.cpus import CpuAllocator
+from kerrigan.runner.records import JobRecord, JobRecords
+from kerrigan.runner.server import ServerClient
+from kerrigan.runner.settings import AgentSettings
+from kerrigan.runner.sources import SourceCache
+from kerrigan.runner.topology import read_topology
+from kerrigan.runner.workspaces import WorkspaceStore
+
+log = logging.getLogger(__name__)
+
+
+class HostState:
+    """The host's jobs, their tasks and tokens, and the clients the agent works through."""
+
+    def __init__(
+        self, settings: AgentSettings, http: aiohttp.ClientSession, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.settings = settings
+        self.http = http
+        self.clock = clock
+        self.server = ServerClient(http, settings.server_url, settings.token)
+        self.records = JobRecords(settings.work_dir)
+        self.workspaces = WorkspaceStore(settings.work_dir)
+        self.sources = SourceCache(settings.work_dir, http)
+        self.allocator = CpuAllocator(read_topology(settings.sysfs_root))
+        self.jobs: dict[str, JobRecord] = {}
+        self.devices: dict[str, str] = {}
+        self.refusals: dict[str, int] = {}
+        self.lease_ttl_s = 60.0
+        self.poll_timeout_s = 25.0
+        self.capabilities: frozenset[str] = frozenset()  # what registration agreed on
+        self._credentials: dict[str, dict[str, Any]] = {}  # job -> its GitHub token; in memory only
+        self._changed = asyncio.Event()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._processes: dict[str, asyncio.subprocess.Process] = {}
+        self._stop_reasons: dict[str, str] = {}
+        self._accepting: set[str] = set()
+        self._stopping = False
+
+    def resources(self) -> dict[str, int]:
+        """The host's resource values, by name."""
+        values = {
+            "vcpus": self.allocator.limit,
+            "max_weight": self.settings.limits.max_weight,
+            "max_queue_depth": self.settings.limits.max_queue_depth,
+            "floor_bytes": self.settings.disk.floor_bytes,
+        }
+        with contextlib.suppress(OSError):
+            values["free_disk_bytes"] = self.workspaces.free_bytes()
+        with contextlib.suppress(OSError, ValueError):
+            values["memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return values
+
+    def _spawn(self, job_id: str, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, name=f"kerrigan-job-{job_id}")
+        self._tasks[job_id] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._tasks.get(job_id) is finished:
+                del self._tasks[job_id]
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("job %s: %s", job_id, finished.exception(), exc_info=finished.exception())
+            self._changed.set()
+
+        task.add_done_callback(done)

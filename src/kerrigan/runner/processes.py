@@ -1,0 +1,269 @@
+"""A job's process: started pinned to its CPUs under the launcher, followed to its end, stopped.
+
+The command runs as ``/bin/sh -c`` under :mod:`kerrigan.runner.launch` in its own process group (and a
+``systemd-run --scope`` where systemd can pin it); its environment is the agent's own without any
+``KERRIGAN_*`` setting, plus the job's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from kerrigan.core.accounting import reservation_use
+from kerrigan.core.cpus import format_cpu_list
+from kerrigan.runner.records import JobRecord
+from kerrigan.runner.reporting import Reporting
+from kerrigan.runner.server import ServerRefused, ServerUnavailable
+
+log = logging.getLogger(__name__)
+
+OUTPUT_INTERVAL_S: Final = 0.5
+OUTPUT_RETRY_S: Final = 10.0  # while a job runs, an output call gives up sooner so timeouts stay on time
+
+
+def _systemd_prefix(mode: str, job_id: str, cpus: tuple[int, ...]) -> list[str]:
+    """``systemd-run --scope`` with ``AllowedCPUs=`` where systemd can do it (cgroup pinning)."""
+    available = shutil.which("systemd-run") is not None and Path("/run/systemd/system").is_dir()
+    wanted = mode == "always" or (mode == "auto" and available and os.geteuid() == 0)
+    if not wanted or not cpus:
+        return []
+    return [
+        "systemd-run",
+        "--scope",
+        "--quiet",
+        "--collect",
+        f"--unit=kerrigan-job-{job_id}-{os.getpid()}",
+        "-p",
+        f"AllowedCPUs={format_cpu_list(cpus)}",
+        "--",
+    ]
+
+
+def job_environment(
+    offer: Mapping[str, Any], cpus: tuple[int, ...], base: Mapping[str, str]
+) -> dict[str, str]:
+    """The command's environment: the agent's own, without its settings, plus the job's (DESIGN.md)."""
+    env = {key: value for key, value in base.items() if not key.startswith("KERRIGAN_")}
+    github = offer.get("github") or {}
+    env.update(
+        {
+            "CI": "true",
+            "KERRIGAN": "true",
+            "GITHUB_REPOSITORY": str(offer.get("repository", "")),
+            "GITHUB_SHA": str(offer.get("sha", "")),
+            "GITHUB_API_URL": str(github.get("api_url", "")),
+            "KERRIGAN_JOB_ID": str(offer.get("id", "")),
+            "KERRIGAN_SESSION_ID": str(offer.get("session", "")),
+            "KERRIGAN_TASK_ID": str(offer.get("task", "")),
+            "KERRIGAN_DEVICE_ID": str(offer.get("device", "")),
+            "KERRIGAN_DEVICE_BOARD": str(offer.get("board") or ""),
+            "KERRIGAN_DEVICE_LABELS": json.dumps(offer.get("labels") or {}, sort_keys=True),
+            "KERRIGAN_CPUS": format_cpu_list(cpus),
+        }
+    )
+    if github.get("token"):
+        env["GITHUB_TOKEN"] = str(github["token"])
+    if offer.get("workflow_run_id") is not None:
+        env["KERRIGAN_WORKFLOW_RUN_ID"] = str(offer["workflow_run_id"])
+    return env
+
+
+class Processes(Reporting):
+    """Starting, following and stopping jobs' processes."""
+
+    async def _start(self, record: JobRecord) -> None:
+        """Give the job its CPUs, record them, tell the server, start the command and follow it."""
+        cpus = self.allocator.allocate(record.id, record.claim)
+        try:
+            record.cpus = list(cpus)
+            self.records.save(record)  # the CPU set is on record before the command starts
+            try:
+                answer = await self.server.job(record.id, "start", {"cpus": format_cpu_list(cpus)})
+            except ServerUnavailable as err:
+                log.warning("job %s: start not acknowledged (%s); trying again later", record.id, err)
+                self.allocator.release(record.id)
+                await asyncio.sleep(5.0)
+                record.state = "waiting"
+                return
+            except ServerRefused as err:
+                log.warning("job %s: the server refused its start (%s); dropping it", record.id, err)
+                self.allocator.release(record.id)
+                record.state, record.ended_at, record.reported, record.outcome = (
+                    "ended",
+                    self.clock(),
+                    True,
+                    "lost",
+                )
+                self.records.save(record)
+                return
+            if answer.get("state") != "running":
+                # Withdrawn or cancelled before the start reached the server: its answer decides.
+                self.allocator.release(record.id)
+                state = answer.get("state")
+                record.state, record.ended_at, record.reported = "ended", self.clock(), True
+                record.outcome = "withdrawn" if state == "refused_before_start" else str(state)
+                self.records.save(record)
+                return
+            reason = self._stop_reasons.get(record.id)
+            if reason is not None and reason != "withdrawn":  # stopped while starting: it never runs
+                self.allocator.release(record.id)
+                await self._end(record, None, self._stop_reasons.pop(record.id))
+                return
+            self._stop_reasons.pop(record.id, None)  # a withdrawal the start answered: it runs
+            await self._launch(record, cpus)
+        except Exception as err:
+            log.exception("job %s: could not start", record.id)
+            self.allocator.release(record.id)
+            await self._end(record, None, None, note=f"kerrigan: the job could not be started: {err}\n")
+            return
+        await self._follow(record)
+
+    async def _launch(self, record: JobRecord, cpus: tuple[int, ...]) -> None:
+        assert record.workspace is not None
+        workspace = self.workspaces.mark_used(record.workspace, self.clock())
+        command = str(record.offer.get("command") or "")
+        launcher = [
+            sys.executable,
+            "-m",
+            "kerrigan.runner.launch",
+            "--result",
+            str(self.records.result_path(record.id)),
+            "--cpus",
+            ",".join(map(str, cpus)),
+            "--grace-s",
+            str(self.settings.kill_grace_s),
+            "--",
+            "/bin/sh",
+            "-c",
+            command or "echo 'kerrigan: the task has no command' >&2; exit 2",
+        ]
+        argv = _systemd_prefix(self.settings.systemd_scope, record.id, cpus) + launcher
+        env = job_environment(record.offer | {"github": self._credentials.get(record.id)}, cpus, os.environ)
+        with self.records.output_path(record.id).open("ab") as output:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=workspace,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=output,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._processes[record.id] = process
+        record.state, record.started_at, record.pid = "running", self.clock(), process.pid
+        record.pid_started = process_start_time(process.pid)
+        self.records.save(record)
+        log.info("job %s: started on CPUs %s (pid %s)", record.id, format_cpu_list(cpus), process.pid)
+
+    async def _follow(self, record: JobRecord) -> None:
+        """Upload output until the job's process ends (or is stopped), then report the end."""
+        timeout_s = record.offer.get("timeout_s")
+        deadline = (record.started_at or self.clock()) + timeout_s if isinstance(timeout_s, int) else None
+        while not await self._exited(record):
+            await self._upload(record, retry_s=OUTPUT_RETRY_S)
+            if deadline is not None and self.clock() >= deadline:
+                self._stop(record.id, "timed_out")
+            await asyncio.sleep(OUTPUT_INTERVAL_S)
+        self._processes.pop(record.id, None)
+        self.allocator.release(record.id)
+        result = self._result(record)
+        outcome = self._stop_reasons.pop(record.id, None)
+        status = result.get("exit_status") if result else None
+        if status is None and outcome is None:
+            status = -int(signal.SIGKILL)  # the launcher itself was killed: no result
+        await self._end(record, status, outcome, accounting=self._accounting(record, result))
+
+    async def _exited(self, record: JobRecord) -> bool:
+        process = self._processes.get(record.id)
+        if process is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 0.05)
+            return process.returncode is not None
+        # Re-attached after a restart: not our child. Its result file, or its pid gone (or reused by
+        # another process, told apart by its start time), says it ended.
+        if record.pid is None or self.records.result_path(record.id).exists():
+            return True
+        started = process_start_time(record.pid)
+        return started is None or (record.pid_started is not None and started != record.pid_started)
+
+    def _result(self, record: JobRecord) -> dict[str, Any] | None:
+        try:
+            found = json.loads(self.records.result_path(record.id).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return found if isinstance(found, dict) else None
+
+    @staticmethod
+    def _accounting(record: JobRecord, result: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """``reservation_use`` from the launcher's result; absent (never zero) when there is none."""
+        cpu_s, wall_s = (result or {}).get("cpu_s"), (result or {}).get("wall_s")
+        if not isinstance(cpu_s, int | float) or not isinstance(wall_s, int | float):
+            return None
+        return {"reservation_use": reservation_use(float(cpu_s), float(wall_s), record.claim)}
+
+    def _stop(self, job_id: str, outcome: str) -> bool:
+        """Stop a job; whether this was news. A running one's process group gets SIGTERM (the launcher
+        SIGKILLs what is left after the grace period); one not started yet ends without running."""
+        record = self.jobs.get(job_id)
+        if record is None or record.state == "ended" or job_id in self._stop_reasons:
+            return False
+        self._stop_reasons[job_id] = outcome
+        log.info("job %s: stopping (%s)", job_id, outcome)
+        if record.state == "waiting" and job_id not in self._tasks:
+            self._spawn(job_id, self._end(record, None, self._stop_reasons.pop(job_id)))
+        elif record.state == "running" and record.pid is not None:
+            self._spawn(f"{job_id}-stop", self._kill_group(record))
+        # accepted (fetching) and starting: their task acts on the reason at its next step.
+        return True
+
+    async def _kill_group(self, record: JobRecord) -> None:
+        """SIGTERM the job's process group; the launcher ends what ignores it after the grace period. Only
+        a launcher that is itself stuck gets SIGKILL, after twice that."""
+        pid = record.pid
+        assert pid is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = self.clock() + self.settings.kill_grace_s * 2 + 5
+        while self.clock() < deadline:
+            if await self._exited(record):
+                return
+            await asyncio.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+PR_SET_DUMPABLE: Final = 4
+
+
+def not_dumpable() -> bool:
+    """Make this process non-dumpable: processes of the same user (its jobs) can then no longer read its
+    memory or ``/proc/<pid>/environ``, where the runner token is. Whether it took."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def process_start_time(pid: int) -> int | None:
+    """When a process started (clock ticks since boot), to tell it from a later one with the same pid;
+    None when there is no such process (or only its zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])

@@ -1,0 +1,106 @@
+"""Reporting a job: its output cut into numbered pages and uploaded in order, then its end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from kerrigan.runner.host_state import HostState
+from kerrigan.runner.records import JobRecord
+from kerrigan.runner.server import ServerRefused, ServerUnavailable
+from kerrigan.runner.workspaces import UnsafeWorkspaceError
+
+log = logging.getLogger(__name__)
+
+
+class Reporting(HostState):
+    """Output pages and the end of a job, sent to the server."""
+
+    async def _upload(self, record: JobRecord, final: bool = False, retry_s: float = 120.0) -> bool:
+        """Cut new output into pages and send the pages the server has not acknowledged, in order;
+        whether all were sent."""
+        if await asyncio.to_thread(self.records.cut_pages, record, final):
+            self.records.save(record)
+        while record.uploaded < record.next_page:
+            body: dict[str, Any]
+            page = self.records.page(record, record.uploaded)
+            if page is None:  # evicted before it was sent: say so, starting at the first page kept
+                kept = self.records.page(record, record.first_kept)
+                if kept is None or "log_pages" not in self.capabilities:
+                    log.error(
+                        "job %s: output page %s is gone and cannot be replayed", record.id, record.uploaded
+                    )
+                    return True
+                body = {
+                    "seq": record.first_kept,
+                    "offset": kept[0],
+                    "data": kept[1],
+                    "truncated_before_seq": record.first_kept,
+                }
+            else:
+                body = {"seq": record.uploaded, "offset": page[0], "data": page[1]}
+            try:
+                answer = await self.server.call(
+                    "POST", f"/jobs/{record.id}/output", body, retry_timeout_s=retry_s
+                )
+            except ServerRefused as err:
+                if err.code == "gap" and isinstance(err.body.get("next_seq"), int):
+                    record.uploaded = int(err.body["next_seq"])  # re-send from where the server is
+                    continue
+                log.warning("job %s: output refused (%s); skipping page %s", record.id, err, record.uploaded)
+                record.uploaded += 1  # a page the server will never take must not hold up the rest
+                continue
+            except ServerUnavailable as err:
+                log.warning("job %s: output not sent yet: %s", record.id, err)
+                return False
+            record.uploaded = int(answer.get("next_seq", record.uploaded + 1))
+            self.records.save(record)
+        return True
+
+    async def _end(
+        self,
+        record: JobRecord,
+        exit_status: int | None,
+        outcome: str | None,
+        accounting: dict[str, Any] | None = None,
+        note: str = "",
+    ) -> None:
+        if note:
+            with self.records.output_path(record.id).open("a", encoding="utf-8") as output:
+                output.write(note)
+        # All output reaches the server before the end does: the check run shows the last lines.
+        while not await self._upload(record, final=True) and not record.reported:
+            await asyncio.sleep(5.0)
+        self.records.drop_output(record)
+        record.state, record.ended_at = "ended", self.clock()
+        record.exit_status, record.outcome, record.accounting = exit_status, outcome, accounting
+        self.records.save(record)
+        self._credentials.pop(record.id, None)
+        if record.workspace:
+            with contextlib.suppress(OSError, UnsafeWorkspaceError):
+                self.workspaces.mark_used(record.workspace, self.clock())
+        self._changed.set()
+        if not record.reported:
+            await self._report_end(record)
+
+    async def _report_end(self, record: JobRecord) -> None:
+        body: dict[str, Any] = {"exit_status": record.exit_status if record.exit_status is not None else -1}
+        if record.outcome in ("cancelled", "timed_out"):
+            body["outcome"] = record.outcome
+        if record.accounting is not None:
+            body["accounting"] = record.accounting
+        while True:
+            try:
+                await self.server.job(record.id, "finish", body)
+                break
+            except ServerUnavailable as err:
+                log.warning("job %s: end not reported yet: %s", record.id, err)
+                await asyncio.sleep(5.0)
+            except ServerRefused as err:
+                log.warning("job %s: end refused: %s", record.id, err)
+                break
+        record.reported = True
+        self.records.save(record)
+        log.info("job %s: ended (%s, exit %s)", record.id, record.outcome or "done", record.exit_status)
