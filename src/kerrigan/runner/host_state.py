@@ -43,7 +43,7 @@ class HostState:
         self.server = ServerClient(http, settings.server_url, settings.token)
         self.records = JobRecords(settings.work_dir)
         self.workspaces = WorkspaceStore(settings.work_dir)
-        self.sources = SourceCache(settings.work_dir, http)
+        self.sources = SourceCache(settings.work_dir, http, settings.github_retry)
         self.allocator = CpuAllocator(read_topology(settings.sysfs_root))
         self.jobs: dict[str, JobRecord] = {}
         self.devices: dict[str, str] = {}

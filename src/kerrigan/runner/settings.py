@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kerrigan.core.disk import DiskPolicy
+from kerrigan.core.github_retry import BACKOFF_BASE_S
 from kerrigan.core.host_capacity import HostLimits
+from kerrigan.runner.github_requests import RetryBudget
 from kerrigan.runner.topology import SYSFS_CPU_ROOT
 
 
@@ -24,3 +26,16 @@ class AgentSettings:
     kill_grace_s: float = 10.0
     heartbeat_s: float | None = None  # None: a quarter of the lease time the server gives
     systemd_scope: str = "auto"  # auto (when root under systemd), always or never
+    github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
+    github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
+
+    def __post_init__(self) -> None:
+        if self.github_retry_s < 0:
+            raise ValueError(f"github_retry_s must be 0 or more, not {self.github_retry_s}")
+        if self.github_backoff_s <= 0:
+            raise ValueError(f"github_backoff_s must be more than 0, not {self.github_backoff_s}")
+
+    @property
+    def github_retry(self) -> RetryBudget:
+        """How requests to GitHub are tried again."""
+        return RetryBudget(self.github_retry_s, self.github_backoff_s)

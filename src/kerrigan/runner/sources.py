@@ -1,7 +1,9 @@
 """A job's source: the repository at the job's commit, fetched as a tarball through the GitHub API.
 
 Tarballs are cached per repository and commit under ``<work dir>/sources``, so a second job on the same
-commit downloads nothing; jobs that need the same one at once share a single download. A cached tarball not
+commit downloads nothing; jobs that need the same one at once share a single download. GitHub's passing
+failures (no answer, 5xx, rate limits) are waited out within a budget; a final answer (404, 401) fails at
+once. A cached tarball not
 used for 24 hours is deleted. Extraction uses the tar ``data`` filter: no absolute paths, no ``..``, no
 links out of the workspace, no device files, no set-id bits.
 """
@@ -21,9 +23,21 @@ from typing import Final
 
 import aiohttp
 
+from kerrigan.runner.github_requests import (
+    GitHubRequestError,
+    RetryBudget,
+    describe,
+    failure,
+    github_request,
+    with_retries,
+)
+
 log = logging.getLogger(__name__)
 
 SOURCE_RETENTION_S: Final = 24 * 60 * 60
+DEFAULT_RETRY: Final = RetryBudget(300.0)
+# A stalled connection counts as a lost answer (and is tried again); a whole download may take long.
+DOWNLOAD_TIMEOUT: Final = aiohttp.ClientTimeout(total=600, sock_connect=30, sock_read=60)
 _CHUNK: Final = 1 << 16
 
 
@@ -32,12 +46,20 @@ class SourceError(Exception):
 
 
 class SourceCache:
-    """Repository tarballs by repository and commit."""
+    """Repository tarballs by repository and commit.
 
-    def __init__(self, work_dir: Path, http: aiohttp.ClientSession) -> None:
+    A download GitHub fails for a while (no answer, a server error, a rate limit) is sent again within
+    ``retry``'s budget, as :mod:`kerrigan.runner.github_requests` says; jobs that want the same tarball
+    meanwhile wait for that one download and share its outcome.
+    """
+
+    def __init__(
+        self, work_dir: Path, http: aiohttp.ClientSession, retry: RetryBudget = DEFAULT_RETRY
+    ) -> None:
         self.root = work_dir / "sources"
         self.http = http
-        self._locks: dict[Path, asyncio.Lock] = {}
+        self.retry = retry
+        self._downloading: dict[Path, asyncio.Task[Path]] = {}
         self.downloads = 0  # how many tarballs were fetched (not served from the cache)
 
     def path(self, repository: str, sha: str) -> Path:
@@ -49,37 +71,53 @@ class SourceCache:
         return self.root / owner / name / f"{sha}.tar.gz"
 
     async def fetch(self, repository: str, sha: str, api_url: str, token: str) -> Path:
-        """The cached tarball, downloading it first if it is not there yet."""
+        """The cached tarball, downloading it first if it is not there yet (or joining the download of
+        it under way)."""
         target = self.path(repository, sha)
-        lock = self._locks.setdefault(target, asyncio.Lock())
-        async with lock:
+        download = self._downloading.get(target)
+        if download is None:
             if target.exists():
                 os.utime(target)  # used now: kept another 24 hours
                 return target
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staged = target.with_name(f".{target.name}.{os.getpid()}.part")
-            url = f"{api_url.rstrip('/')}/repos/{repository}/tarball/{sha}"
-            headers = {"Authorization": f"token {token}", "Accept": "application/vnd.github+json"}
-            try:
-                async with self.http.get(
-                    url, headers=headers, timeout=aiohttp.ClientTimeout(total=600)
-                ) as response:
-                    if response.status != 200:
-                        text = (await response.text())[:200]
-                        raise SourceError(f"GET {url}: {response.status} {text}")
-                    with staged.open("wb") as out:
-                        async for chunk in response.content.iter_chunked(_CHUNK):
-                            out.write(chunk)
-                staged.replace(target)
-            except (aiohttp.ClientError, TimeoutError) as err:
-                raise SourceError(f"GET {url}: {err or type(err).__name__}") from err
-            except OSError as err:  # the work dir's disk, not GitHub
-                raise SourceError(f"cannot store the tarball of {repository} at {sha}: {err}") from err
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    staged.unlink()
-            self.downloads += 1
-            return target
+            download = asyncio.create_task(self._download(repository, sha, api_url, token, target))
+            self._downloading[target] = download
+            download.add_done_callback(lambda done: self._finished(target, done))
+        # A job stopped while it waits must not cancel the download the others wait for.
+        return await asyncio.shield(download)
+
+    def _finished(self, target: Path, download: asyncio.Task[Path]) -> None:
+        if self._downloading.get(target) is download:
+            del self._downloading[target]
+        if not download.cancelled():
+            download.exception()  # retrieved here too: every waiter may have gone
+
+    async def _download(self, repository: str, sha: str, api_url: str, token: str, target: Path) -> Path:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = target.with_name(f".{target.name}.{os.getpid()}.part")
+        url = f"{api_url.rstrip('/')}/repos/{repository}/tarball/{sha}"
+        try:
+            # Each try starts at the API: the redirect it answers with is short-lived and single-use.
+            await with_retries(lambda: self._download_once(url, token, staged), self.retry, f"GET {url}")
+            staged.replace(target)
+        except GitHubRequestError as err:
+            raise SourceError(f"GET {url}: {err}") from err
+        except aiohttp.ClientError as err:  # not an answer GitHub may change (a redirect loop, a bad URL)
+            raise SourceError(f"GET {url}: {describe(err)}") from err
+        except OSError as err:  # the work dir's disk, not GitHub
+            raise SourceError(f"cannot store the tarball of {repository} at {sha}: {err}") from err
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()
+        self.downloads += 1
+        return target
+
+    async def _download_once(self, url: str, token: str, staged: Path) -> None:
+        async with github_request(self.http, "GET", url, token, DOWNLOAD_TIMEOUT) as response:
+            if response.status != 200:
+                raise await failure(response)
+            with staged.open("wb") as out:
+                async for chunk in response.content.iter_chunked(_CHUNK):
+                    out.write(chunk)
 
     def expire(self, now_s: float | None = None) -> int:
         """Delete tarballs unused for 24 hours; how many went."""

@@ -8,21 +8,26 @@ import os
 import socket
 import stat
 import tarfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
+import kerrigan
+from kerrigan.runner.github_requests import RetryBudget
 from kerrigan.runner.sources import SOURCE_RETENTION_S, SourceCache, SourceError, unpack
-from kerrigan.testing.github import GitHubStandIn
+from kerrigan.testing.github import GitHubStandIn, RecordedRequest
 
 REPO = "octo/firmware"
 INSTALLATION = 1
 SHA = "c7e2a9d1f04b3e6a8d5c2b1f9e07a4d3c6b8e512"
 OTHER_SHA = "3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d"
 TOKEN = "ghs_sourcetoken"
+QUICK = RetryBudget(30, base_s=0.01)  # retried for a while, with short backoff steps
 FILES = {
     "README.md": "# firmware\n",
     "scripts/flash.sh": "#!/bin/sh\necho flashing\n",
@@ -54,7 +59,13 @@ def cache(tmp_path: Path, http: aiohttp.ClientSession) -> SourceCache:
 
 
 def tarball_requests(github: GitHubStandIn) -> list[str]:
+    """The requests to the API's tarball endpoint (the first leg of each download)."""
     return [request.path for request in github.requests if "/tarball/" in request.path]
+
+
+def download_legs(github: GitHubStandIn) -> list[RecordedRequest]:
+    """Both legs of each download: the API's tarball endpoint and the download it redirects to."""
+    return [r for r in github.requests if "/tarball/" in r.path or "codeload" in r.path]
 
 
 # -- fetch -------------------------------------------------------------------------------------------
@@ -129,28 +140,210 @@ async def test_a_refused_download_raises_source_error_and_caches_nothing(
 ) -> None:
     with pytest.raises(SourceError, match=status):
         await cache.fetch(repository, sha, github.url, token)
+    assert len(tarball_requests(github)) == 1  # GitHub's final word: not asked again
     assert cache.downloads == 0
     folder = cache.path(repository, sha).parent
     assert not folder.exists() or list(folder.iterdir()) == []  # no tarball, no partial download
 
 
-async def test_a_refused_download_is_tried_again_by_the_next_job(
-    cache: SourceCache, github: GitHubStandIn
+async def test_a_download_that_gave_up_is_tried_again_by_the_next_job(
+    tmp_path: Path, http: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:
-    github.fail_next("GET", "/tarball/", 502)
+    cache = SourceCache(tmp_path / "work", http, RetryBudget(0))  # no second try
+    github.faults.inject("GET", "/tarball/", status=502)
     with pytest.raises(SourceError, match="502"):
         await cache.fetch(REPO, SHA, github.url, TOKEN)
     assert (await cache.fetch(REPO, SHA, github.url, TOKEN)).exists()
     assert len(tarball_requests(github)) == 2
 
 
-async def test_an_unreachable_api_raises_source_error(cache: SourceCache) -> None:
+async def test_an_unreachable_api_raises_source_error_once_the_budget_is_spent(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     # Nothing listens on the port once the probe is closed.
-    with pytest.raises(SourceError, match=r"GET http://127\.0\.0\.1"):
+    cache = SourceCache(tmp_path / "work", http, RetryBudget(0.2, base_s=0.01))
+    with pytest.raises(SourceError, match=r"GET http://127\.0\.0\.1.*: no answer: .*\(gave up after"):
         await cache.fetch(REPO, SHA, f"http://127.0.0.1:{port}", TOKEN)
+
+
+# -- GitHub misbehaving ------------------------------------------------------------------------------
+
+SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+
+
+@pytest.fixture
+def patient(tmp_path: Path, http: aiohttp.ClientSession) -> SourceCache:
+    """A cache that keeps trying for a while, with short backoff steps."""
+    return SourceCache(tmp_path / "work", http, QUICK)
+
+
+async def test_passing_failures_in_a_row_are_waited_out_and_the_download_succeeds(
+    patient: SourceCache, github: GitHubStandIn, tmp_path: Path
+) -> None:
+    github.faults.inject("GET", "/tarball/", status=502)
+    github.faults.inject("GET", "/tarball/", drop=True)
+    github.faults.inject("GET", "/tarball/", status=403, headers={"Retry-After": "1"}, message=SECONDARY)
+    tarball = await patient.fetch(REPO, SHA, github.url, TOKEN)
+    assert [fault.hits for fault in github.faults] == [1, 1, 1]
+    assert patient.downloads == 1
+    unpack(tarball, tmp_path / "workspace")
+    assert (tmp_path / "workspace" / "src" / "main.c").read_text() == FILES["src/main.c"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        pytest.param({"status": 500}, id="500"),
+        pytest.param({"status": 503, "headers": {"Retry-After": "0"}}, id="503-retry-after"),
+        pytest.param({"status": 429, "headers": {"Retry-After": "0"}}, id="429"),
+        pytest.param({"drop": True}, id="dropped"),
+        pytest.param({"status": 502, "act_first": True}, id="502-after-acting"),
+    ],
+)
+async def test_a_passing_failure_of_the_redirected_download_is_tried_again_from_the_api(
+    patient: SourceCache, github: GitHubStandIn, failure: dict[str, Any]
+) -> None:
+    # The redirect GitHub answers with is short-lived: a failed second leg starts again at the API.
+    [fault] = [github.faults.inject("GET", "/_codeload/", **failure)]
+    assert (await patient.fetch(REPO, SHA, github.url, TOKEN)).exists()
+    assert fault.hits == 1
+    assert patient.downloads == 1
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param(404, id="not-found"),
+        pytest.param(401, id="bad-credentials"),
+        pytest.param(422, id="unprocessable"),
+        pytest.param(403, id="forbidden-not-a-limit"),
+    ],
+)
+async def test_a_final_answer_fails_the_download_at_once(
+    patient: SourceCache, github: GitHubStandIn, status: int
+) -> None:
+    github.faults.inject("GET", "/tarball/", status=status, times=None)
+    with pytest.raises(SourceError, match=f": {status}: "):
+        await patient.fetch(REPO, SHA, github.url, TOKEN)
+    assert len(tarball_requests(github)) == 1
+    assert patient.downloads == 0
+
+
+async def test_a_download_failing_past_its_budget_fails_saying_it_gave_up(
+    tmp_path: Path, http: aiohttp.ClientSession, github: GitHubStandIn
+) -> None:
+    cache = SourceCache(tmp_path / "work", http, RetryBudget(0.3, base_s=0.05))
+    github.faults.inject("GET", "/tarball/", status=502, times=None)
+    with pytest.raises(SourceError, match=r"502: .*\(gave up after \d+ tries"):
+        await cache.fetch(REPO, SHA, github.url, TOKEN)
+    assert len(tarball_requests(github)) >= 2
+    folder = cache.path(REPO, SHA).parent
+    assert not folder.exists() or list(folder.iterdir()) == []
+
+
+async def test_jobs_waiting_on_a_download_that_is_tried_again_share_it(
+    patient: SourceCache, github: GitHubStandIn
+) -> None:
+    github.faults.inject("GET", "/tarball/", status=502, times=2)
+    fetched = await asyncio.gather(*(patient.fetch(REPO, SHA, github.url, TOKEN) for _ in range(4)))
+    assert set(fetched) == {patient.path(REPO, SHA)}
+    assert patient.downloads == 1
+    assert len(tarball_requests(github)) == 3
+
+
+async def test_jobs_waiting_on_a_download_share_its_failure(
+    patient: SourceCache, github: GitHubStandIn
+) -> None:
+    github.faults.inject("GET", "/tarball/", status=404, times=None)
+    outcomes = await asyncio.gather(
+        *(patient.fetch(REPO, SHA, github.url, TOKEN) for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(outcome, SourceError) for outcome in outcomes)
+    assert len(tarball_requests(github)) == 1
+
+
+async def test_a_job_stopped_while_it_waits_does_not_cancel_the_download_others_wait_for(
+    patient: SourceCache, github: GitHubStandIn
+) -> None:
+    github.faults.inject("GET", "/tarball/", delay_s=0.3)
+    first = asyncio.create_task(patient.fetch(REPO, SHA, github.url, TOKEN))
+    second = asyncio.create_task(patient.fetch(REPO, SHA, github.url, TOKEN))
+    await asyncio.sleep(0.05)
+    first.cancel()
+    assert (await second).exists()
+    assert patient.downloads == 1
+
+
+async def test_both_legs_of_the_download_carry_the_api_version_and_the_runners_name(
+    cache: SourceCache, github: GitHubStandIn
+) -> None:
+    await cache.fetch(REPO, SHA, github.url, TOKEN)
+    legs = [
+        request for request in github.requests if "/tarball/" in request.path or "codeload" in request.path
+    ]
+    assert len(legs) == 2
+    for request in legs:
+        assert request.headers["Accept"] == "application/vnd.github+json"
+        assert request.headers["X-GitHub-Api-Version"] == "2022-11-28"
+        assert request.headers["User-Agent"] == f"kerrigan-runner/{kerrigan.__version__}"
+
+
+async def test_the_token_is_not_sent_to_the_host_the_api_redirects_to(
+    cache: SourceCache, github: GitHubStandIn
+) -> None:
+    # GitHub redirects a tarball to codeload.github.com: another origin, which must not get the token.
+    # A second loopback server (another port: another origin) stands in for it.
+    seen: list[dict[str, str]] = []
+
+    async def codeload(request: web.Request) -> web.StreamResponse:
+        seen.append(dict(request.headers))
+        return await proxy_tarball(github, request)
+
+    async def api(request: web.Request) -> web.StreamResponse:
+        seen.append(dict(request.headers))
+        raise web.HTTPFound(f"{codeload_url}/download")
+
+    codeload_url, stop_codeload = await serve({"/download": codeload})
+    api_url, stop_api = await serve({f"/repos/{REPO}/tarball/{SHA}": api})
+    try:
+        tarball = await cache.fetch(REPO, SHA, api_url, TOKEN)
+    finally:
+        await stop_api()
+        await stop_codeload()
+    assert tarball.exists()
+    [to_api, to_codeload] = seen
+    assert to_api["Authorization"] == f"token {TOKEN}"
+    assert "Authorization" not in to_codeload
+    assert to_codeload["X-GitHub-Api-Version"] == "2022-11-28"
+
+
+async def proxy_tarball(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """The stand-in's tarball of REPO at SHA, fetched with the test's own token."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(
+            f"{github.url}/repos/{REPO}/tarball/{SHA}", headers={"Authorization": f"token {TOKEN}"}
+        ) as response,
+    ):
+        return web.Response(body=await response.read(), content_type="application/x-gzip")
+
+
+async def serve(
+    routes: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]],
+) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """A loopback server answering GET on ``routes``: its URL and how to stop it."""
+    app = web.Application()
+    for path, handler in routes.items():
+        app.router.add_get(path, handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return f"http://127.0.0.1:{port}", runner.cleanup
 
 
 @pytest.mark.parametrize(
