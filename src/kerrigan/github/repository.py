@@ -1,25 +1,32 @@
-"""One repository as one installation sees it: manifests at a commit, check runs, comments, permissions."""
+"""One repository as one installation sees it: manifests at a commit, check runs, comments, permissions.
+
+Every call is made as the installation (:func:`~kerrigan.github.client.acting_for`), so it is counted
+against that installation's budget. Creating a check run and completing one are essential: they may use
+the budget's reserve; everything else waits once only the reserve is left.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 from gidgethub import BadRequest
 
+from kerrigan.github.budget import Budget
 from kerrigan.github.checks import ANNOTATIONS_PER_REQUEST, CheckRunBody, validate_actions
-from kerrigan.github.client import GitHubClient, InstallationTokens
+from kerrigan.github.client import GitHubClient, InstallationTokens, acting_for
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WORKFLOWS_DIR: Final = ".kerrigan/workflows"
 RAW: Final = "application/vnd.github.raw+json"
+LARGE_FILE: Final = 1024 * 1024  # the contents API leaves out the content of files larger than this
 WRITE_PERMISSIONS: Final = frozenset({"admin", "maintain", "write"})
 
 
@@ -47,21 +54,34 @@ class Repository:
         self.full_name = full_name
         self.owner, _, self.name = full_name.partition("/")
 
-    async def _authorized(self, call: Callable[[str], Awaitable[T]]) -> T:
-        try:
-            return await call(await self.tokens.token(self.installation_id))
-        except BadRequest as exc:
-            if int(exc.status_code) != 401:
-                raise
-            log.warning("GitHub refused the installation token of %s; asking for a new one", self.full_name)
-            self.tokens.forget(self.installation_id)
-            return await call(await self.tokens.token(self.installation_id))
+    @property
+    def budget(self) -> Budget:
+        """The request budget of every installation (this one's is ``installation_id``)."""
+        return self.client.budget
+
+    async def _authorized(self, call: Callable[[str], Awaitable[T]], *, essential: bool = False) -> T:
+        with acting_for(self.installation_id, essential=essential):
+            try:
+                return await call(await self.tokens.token(self.installation_id))
+            except BadRequest as exc:
+                if int(exc.status_code) != 401:
+                    raise
+                log.warning(
+                    "GitHub refused the installation token of %s; asking for a new one", self.full_name
+                )
+                self.tokens.forget(self.installation_id)
+                return await call(await self.tokens.token(self.installation_id))
 
     def _url(self, path: str) -> str:
         return f"/repos/{self.owner}/{self.name}{path}"
 
     async def manifests(self, sha: str) -> list[ManifestFile]:
-        """Every ``.kerrigan/workflows/*.yml`` (and ``*.yaml``) at ``sha``; none when there is no folder."""
+        """Every ``.kerrigan/workflows/*.yml`` (and ``*.yaml``) at ``sha``; none when there is no folder.
+
+        The folder's listing names each file's blob SHA; a file already read at any commit (the same blob)
+        is taken from the client's cache, so a commit whose manifests did not change costs one request, and
+        none when its listing is asked again (a conditional request answered ``304``).
+        """
 
         async def listing(token: str) -> Any:
             return await self.client.getitem(
@@ -76,14 +96,23 @@ class Repository:
             raise
         if not isinstance(entries, list):
             return []
-        paths = sorted(
-            str(entry["path"])
-            for entry in entries
-            if entry.get("type") == "file" and str(entry.get("name", "")).endswith((".yml", ".yaml"))
+        manifests = sorted(
+            (entry for entry in entries if isinstance(entry, dict) and _is_manifest(entry)),
+            key=lambda entry: str(entry["path"]),
         )
-        return [await self._file(path, sha) for path in paths]
+        return [await self._file(entry, sha) for entry in manifests]
 
-    async def _file(self, path: str, sha: str) -> ManifestFile:
+    async def _file(self, entry: Mapping[str, Any], sha: str) -> ManifestFile:
+        path = str(entry["path"])
+        blob = entry.get("sha")
+        if isinstance(blob, str) and (text := self.client.blobs.get(blob)) is not None:
+            return ManifestFile(path, text)
+        file = await self._read(path, sha, large=int(entry.get("size") or 0) > LARGE_FILE)
+        if isinstance(blob, str) and file.error is None:
+            self.client.blobs[blob] = file.text
+        return file
+
+    async def _read(self, path: str, sha: str, *, large: bool) -> ManifestFile:
         # The path goes into the URL encoded ('#', '?' and '%' are legal in file names); only '/' stays.
         url = self._url("/contents/" + quote(path, safe="/") + "{?ref}")
 
@@ -94,16 +123,16 @@ class Repository:
             return await self.client.getitem(url, {"ref": sha}, accept=RAW, oauth_token=token)
 
         try:
-            data = await self._authorized(fetch)
+            data = None if large else await self._authorized(fetch)
+            if isinstance(data, dict) and data.get("encoding") == "base64" and data.get("content"):
+                try:
+                    raw: Any = base64.b64decode(str(data["content"]))
+                except binascii.Error:
+                    return ManifestFile(path, "", error="GitHub sent content that is not valid base64")
+            else:  # files over 1 MB come without content: ask for the raw bytes
+                raw = await self._authorized(fetch_raw)
         except BadRequest as exc:
             return ManifestFile(path, "", error=f"GitHub would not give the file ({int(exc.status_code)})")
-        if isinstance(data, dict) and data.get("encoding") == "base64" and data.get("content"):
-            try:
-                raw: Any = base64.b64decode(str(data["content"]))
-            except binascii.Error:
-                return ManifestFile(path, "", error="GitHub sent content that is not valid base64")
-        else:  # files over 1 MB come without content: ask again for the raw bytes
-            raw = await self._authorized(fetch_raw)
         if isinstance(raw, bytes):
             try:
                 raw = raw.decode("utf-8")
@@ -118,17 +147,22 @@ class Repository:
         async def create(token: str) -> Any:
             return await self.client.post(self._url("/check-runs"), data=body.fields, oauth_token=token)
 
-        check_run_id = int((await self._authorized(create))["id"])
-        await self._more_annotations(check_run_id, body)
+        check_run_id = int((await self._authorized(create, essential=True))["id"])
+        await self._more_annotations(check_run_id, body, essential=True)
         return check_run_id
 
     async def update_check_run(self, check_run_id: int, body: CheckRunBody) -> None:
-        """Update a check run with a new body (status, conclusion, output, actions)."""
-        validate_actions(body.fields.get("actions", []))
-        await self._patch_check_run(check_run_id, {k: v for k, v in body.fields.items() if k != "head_sha"})
-        await self._more_annotations(check_run_id, body)
+        """Update a check run with a new body (status, conclusion, output, actions).
 
-    async def _patch_check_run(self, check_run_id: int, fields: dict[str, Any]) -> None:
+        Completing one is essential (it may use the budget's reserve); a progress update is not.
+        """
+        validate_actions(body.fields.get("actions", []))
+        completes = body.fields.get("status") == "completed" or body.conclusion is not None
+        fields = {k: v for k, v in body.fields.items() if k != "head_sha"}
+        await self._patch_check_run(check_run_id, fields, essential=completes)
+        await self._more_annotations(check_run_id, body, essential=completes)
+
+    async def _patch_check_run(self, check_run_id: int, fields: dict[str, Any], *, essential: bool) -> None:
         async def patch(token: str) -> Any:
             return await self.client.patch(
                 self._url("/check-runs/{check_run_id}"),
@@ -137,14 +171,32 @@ class Repository:
                 oauth_token=token,
             )
 
-        await self._authorized(patch)
+        await self._authorized(patch, essential=essential)
 
-    async def _more_annotations(self, check_run_id: int, body: CheckRunBody) -> None:
+    async def _more_annotations(self, check_run_id: int, body: CheckRunBody, *, essential: bool) -> None:
         output = body.fields["output"]
         for batch in body.more_annotations:
             assert len(batch) <= ANNOTATIONS_PER_REQUEST
             more = {"title": output["title"], "summary": output["summary"], "annotations": list(batch)}
-            await self._patch_check_run(check_run_id, {"output": more})
+            await self._patch_check_run(check_run_id, {"output": more}, essential=essential)
+
+    async def check_runs_for_ref(self, ref: str, name: str) -> list[dict[str, Any]]:
+        """The check runs named ``name`` on the commit ``ref`` (a SHA, branch or tag), every page, of every
+        check suite (``filter=all``): how the reconciler finds a check run whose creation it did not see
+        confirmed (by its ``external_id``)."""
+
+        async def fetch(token: str) -> list[dict[str, Any]]:
+            return [
+                run
+                async for run in self.client.getiter(
+                    self._url("/commits/{ref}/check-runs{?check_name,filter}"),
+                    {"ref": ref, "check_name": name, "filter": "all"},
+                    oauth_token=token,
+                    iterable_key="check_runs",
+                )
+            ]
+
+        return await self._authorized(fetch)
 
     async def permission(self, login: str) -> tuple[bool, str]:
         """Whether the login may write to the repository, and the name of its role (for replies).
@@ -216,3 +268,7 @@ class Repository:
             ]
 
         return await self._authorized(fetch)
+
+
+def _is_manifest(entry: Mapping[str, Any]) -> bool:
+    return entry.get("type") == "file" and str(entry.get("name", "")).endswith((".yml", ".yaml"))

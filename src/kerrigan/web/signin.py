@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp import web
 from cryptography.fernet import Fernet, InvalidToken
 
+from kerrigan import __version__
 from kerrigan.config import Settings
 from kerrigan.core.roles import Principal
 from kerrigan.web.state import SETTINGS
@@ -32,6 +33,16 @@ log = logging.getLogger(__name__)
 COOKIE_NAME = "kerrigan_session"
 SESSION_MAX_AGE_S = 8 * 60 * 60
 HTTP = web.AppKey("signin_http", aiohttp.ClientSession)
+GITHUB_API_VERSION = "2022-11-28"  # the same as kerrigan.github.client's (the web layer may not import it)
+
+
+def github_headers(settings: Settings, accept: str = "application/vnd.github+json") -> dict[str, str]:
+    """The headers GitHub asks for on every request: a media type, the API version, a User-Agent naming
+    the App."""
+    agent = f"kerrigan/{__version__}"
+    if settings.github_app_id:
+        agent += f" (GitHub App {settings.github_app_id})"
+    return {"Accept": accept, "X-GitHub-Api-Version": GITHUB_API_VERSION, "User-Agent": agent}
 
 
 class BrowserSession(dict[str, Any]):
@@ -230,7 +241,8 @@ async def auth_callback(request: web.Request) -> web.Response:
             "code": code,
             "redirect_uri": f"{settings.public_url}/auth/callback",
         },
-        headers={"Accept": "application/json"},
+        # The OAuth endpoint answers form-encoded unless asked for plain JSON.
+        headers=github_headers(settings, accept="application/json"),
     ) as response:
         answer = await response.json(content_type=None)
     token = answer.get("access_token") if isinstance(answer, dict) else None
@@ -238,7 +250,7 @@ async def auth_callback(request: web.Request) -> web.Response:
         raise Forbidden(f"GitHub did not sign you in: {answer.get('error_description') or 'no token'}")
     async with http.get(
         f"{settings.github_api_url}/user",
-        headers={"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"},
+        headers={"Authorization": f"Bearer {token}", **github_headers(settings)},
     ) as response:
         user = await response.json(content_type=None)
     login = user.get("login") if isinstance(user, dict) else None
