@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import gc
 import logging
 import sys
@@ -15,10 +14,10 @@ from aiohttp import web
 from sqlalchemy import text
 
 from kerrigan.config import Settings
-from kerrigan.dispatch.changes import JobChanges
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
-from kerrigan.github.progress import report_progress
+from kerrigan.github.client import answer_of
+from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
@@ -30,6 +29,7 @@ from kerrigan.web.state import DATABASE, SETTINGS
 log = logging.getLogger(__name__)
 
 WORKER = web.AppKey("worker", DeliveryWorker)
+RECONCILER = web.AppKey("reconciler", Reconciler)
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: int = 0) -> web.Application:
@@ -46,7 +46,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[DATABASE] = database
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
-    protocol = RunnerProtocol(database, JobChanges(), lease_ttl_s=settings.runner_lease_s)
+    protocol = RunnerProtocol(database, lease_ttl_s=settings.runner_lease_s)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -79,9 +79,10 @@ async def _background(
     *,
     workers: int,
 ) -> AsyncIterator[None]:
-    """The dispatcher and the delivery worker(s), for as long as the application runs."""
+    """The dispatcher, the check-run reconciler and the delivery worker(s), for as long as the application
+    runs."""
     settings, database = app[SETTINGS], app[DATABASE]
-    worker_task = None
+    worker_task = reconciler_task = None
     processes: list[asyncio.subprocess.Process] = []
     if not (settings.github_app_id and settings.github_private_key):
         log.warning(
@@ -90,20 +91,29 @@ async def _background(
         )
     else:
         github = GitHubApp.connect(database, settings, http)
-        protocol.changes.listener = functools.partial(report_progress, github)
         protocol.credentials = github.job_credentials
+        protocol.answer_of = answer_of
+        reconciler = Reconciler(github)
+        app[RECONCILER] = reconciler
+        reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
         if workers:
             processes = [await _spawn_worker() for _ in range(workers)]
         else:
-            worker = DeliveryWorker(github, router, wake=deliveries_waiting, receiver=receiver)
+            worker = DeliveryWorker(
+                github,
+                router,
+                wake=deliveries_waiting,
+                receiver=receiver,
+                lease_s=settings.delivery_lease_s,
+            )
             app[WORKER] = worker
             worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
-    dispatcher = Dispatcher(database, changes=protocol.changes, lease_ttl_s=settings.runner_lease_s)
+    dispatcher = Dispatcher(database, lease_ttl_s=settings.runner_lease_s)
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="kerrigan-dispatch")
     try:
         yield
     finally:
-        for task in (dispatcher_task, worker_task):
+        for task in (dispatcher_task, worker_task, reconciler_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -112,7 +122,6 @@ async def _background(
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
             await process.wait()
-        await protocol.changes.settle()
 
 
 async def tune_collector(app: web.Application | None = None) -> None:
@@ -134,7 +143,8 @@ async def _spawn_worker() -> asyncio.subprocess.Process:
 
 
 async def run_worker(settings: Settings) -> None:
-    """The body of ``kerrigan worker``: process stored deliveries until cancelled.
+    """The body of ``kerrigan worker``: process stored deliveries, and send the check runs they make, until
+    cancelled.
 
     It looks for new deliveries every quarter second when idle; the web process stores them.
     """
@@ -142,9 +152,13 @@ async def run_worker(settings: Settings) -> None:
     try:
         await check_schema(database.engine)
         async with aiohttp.ClientSession() as http:
-            worker = DeliveryWorker(GitHubApp.connect(database, settings, http), router, idle_poll_s=0.25)
+            github = GitHubApp.connect(database, settings, http)
+            worker = DeliveryWorker(github, router, idle_poll_s=0.25, lease_s=settings.delivery_lease_s)
+            reconciler = Reconciler(github)
             await tune_collector()
-            await worker.run()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(worker.run())
+                group.create_task(reconciler.run())
     finally:
         await database.close()
 

@@ -29,13 +29,13 @@ from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
+from kerrigan.core.lifecycle import HOLDING_A_DEVICE
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import JobRow
-from kerrigan.store.queue_view import HOLDING
 from kerrigan.store.runners import create_runner_token
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from kerrigan.testing.processes import free_port
@@ -221,7 +221,7 @@ async def _jobs_done(url: str, timeout: float = 60.0) -> None:
         while loop.time() < deadline:
             async with database.sessions() as session:
                 states = tuple((await session.execute(select(JobRow.pk, JobRow.state))).all())
-                holding = any(state in HOLDING for _, state in states)
+                holding = any(state in HOLDING_A_DEVICE for _, state in states)
             if states != last:
                 last, steady_since = states, loop.time()
             if not holding and loop.time() - steady_since > 2.5:

@@ -18,16 +18,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan
+from kerrigan.core.lifecycle import HOLDING_A_DEVICE, QUEUE_WAIT_EXCEEDED, RUNNER_LOST, JobState
 from kerrigan.core.runner_protocol import LEASE_TTL_S
-from kerrigan.dispatch.changes import JobChanges
 from kerrigan.store.database import Database
-from kerrigan.store.jobs import QUEUE_WAIT_EXCEEDED
 from kerrigan.store.leases import (
-    QUEUED,
     Grant,
     QueuedJobRecord,
     expired_leases,
@@ -38,10 +36,10 @@ from kerrigan.store.leases import (
 from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
 from kerrigan.store.runners import mark_silent_hosts_offline
+from kerrigan.store.signals import Topic
+from kerrigan.store.transitions import move_job, settle_sessions
 
 log = logging.getLogger(__name__)
-
-RUNNER_LOST = "runner_lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,21 +53,17 @@ class Round:
 
 
 class Dispatcher:
-    """Runs dispatch rounds, every second and whenever woken."""
+    """Runs dispatch rounds, every second and whenever woken: a commit in this process that queues work
+    or frees a device or a runner host wakes it (:class:`kerrigan.store.signals.Topic.DISPATCH`)."""
 
     def __init__(
-        self,
-        database: Database,
-        *,
-        interval_s: float = 1.0,
-        lease_ttl_s: float = LEASE_TTL_S,
-        changes: JobChanges | None = None,
+        self, database: Database, *, interval_s: float = 1.0, lease_ttl_s: float = LEASE_TTL_S
     ) -> None:
         self.database = database
         self.interval_s = interval_s
         self.lease_ttl = timedelta(seconds=lease_ttl_s)
-        self.changes = changes or JobChanges()
         self._wake = asyncio.Event()
+        database.signals.listen(Topic.DISPATCH, self.wake)
 
     def wake(self) -> None:
         """Something changed (a new session, a freed device): look now."""
@@ -99,17 +93,19 @@ class Dispatcher:
         async with self.database.sessions() as session, session.begin():
             await mark_silent_hosts_offline(session, now, self.lease_ttl)
             lost = await expired_leases(session, now)
+            settle = []
             for device_id, job_pk in lost:
-                await release_lease(session, device_id)
-                job = await session.get(JobRow, job_pk)
-                if job is None:
+                job = await session.get(JobRow, job_pk, with_for_update=True)
+                if job is None or job.state not in HOLDING_A_DEVICE:
+                    await release_lease(session, device_id)  # a lease its job no longer holds
                     continue
                 if job.started_at is None and job.reason != RUNNER_LOST:
-                    job.state, job.device_id, job.reason = QUEUED, None, RUNNER_LOST  # once more
+                    await move_job(session, job, JobState.QUEUED, now, reason=RUNNER_LOST)  # once more
                 else:
-                    job.state, job.reason, job.finished_at = "failed", RUNNER_LOST, now
+                    await move_job(session, job, JobState.FAILED, now, reason=RUNNER_LOST)
+                    settle.append(job.session_pk)
                 log.warning("job %s lost its runner (device %s); %s", job_pk, device_id, job.state)
-        self.changes.changed(job for _, job in lost)
+            await settle_sessions(session, settle, now)
         return tuple(job for _, job in lost)
 
     async def dispatch_once(self) -> Round:
@@ -132,7 +128,6 @@ class Dispatcher:
             ]
             granted = await grant_leases(session, grants, now, self.lease_ttl)
             withdrawn = await _spend_queue_wait(session, snapshot.records, plan, granted, now)
-        self.changes.changed(withdrawn)
         return Round(tuple(granted), plan, withdrawn=tuple(withdrawn))
 
 
@@ -170,9 +165,10 @@ async def _spend_queue_wait(
     if changed:  # one executemany, not a statement per job
         await session.execute(update(JobRow), changed)
     if ended:
-        await session.execute(
-            update(JobRow)
-            .where(JobRow.pk.in_(ended), JobRow.state == QUEUED)
-            .values(state="refused_before_start", reason=QUEUE_WAIT_EXCEEDED, finished_at=now)
-        )
+        jobs = (
+            await session.scalars(select(JobRow).where(JobRow.pk.in_(ended), JobRow.state == JobState.QUEUED))
+        ).all()
+        for job in jobs:
+            await move_job(session, job, JobState.REFUSED_BEFORE_START, now, reason=QUEUE_WAIT_EXCEEDED)
+        await settle_sessions(session, (job.session_pk for job in jobs), now)
     return ended

@@ -10,14 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
+from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.github_retry import retry_after
 from kerrigan.core.inventory import effective_target_labels
+from kerrigan.core.lifecycle import TransitionError
 from kerrigan.core.resources import Skipped, initial_values, update_values
 from kerrigan.core.runner_protocol import (
     LEASE_TTL_S,
@@ -27,12 +31,12 @@ from kerrigan.core.runner_protocol import (
     negotiate,
     server_catalog,
 )
-from kerrigan.dispatch.changes import JobChanges
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
+from kerrigan.store.signals import Topic, mark
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +80,49 @@ def _error(exc: ProtocolError) -> web.Response:
 
 
 Credentials = Callable[[int, str], Awaitable[JobCredentials]]
+MINT_RETRY_S = 20.0  # how long an accept keeps minting its token through GitHub's transient errors
+
+
+class Answer(Protocol):
+    """What GitHub answered to a failed mint (see ``kerrigan.github.client.GitHubAnswer``)."""
+
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def message(self) -> str: ...
+
+
+class MintFailedError(Exception):
+    """GitHub would not mint the job's token in time; the accept is answered 503 and the runner retries."""
 
 
 class RunnerProtocol:
     """Handlers for the runner protocol, bound to a database.
 
-    ``changes`` hears of every job that starts or ends (the app reports it on the check run);
-    ``credentials`` mints the repository-scoped token each offer carries (the app wires the GitHub App).
+    Job transitions are the store's (their session and check run follow in the same transaction);
+    ``credentials`` mints the repository-scoped token an accepted job fetches its source with (the app
+    wires the GitHub App), once per acceptance: a repeated accept gets the same token.
     """
 
     def __init__(
-        self, database: Database, changes: JobChanges | None = None, lease_ttl_s: int = LEASE_TTL_S
+        self,
+        database: Database,
+        lease_ttl_s: int = LEASE_TTL_S,
+        *,
+        mint_retry_s: float = MINT_RETRY_S,
+        mint_backoff_s: float = 0.5,
     ) -> None:
         self.database = database
         self.lease_ttl_s = lease_ttl_s
         self.catalog = server_catalog()
-        self.changes = changes or JobChanges()
         self.credentials: Credentials | None = None
+        self.answer_of: Callable[[BaseException], Answer | None] = lambda _exc: None
+        self.mint_retry_s = mint_retry_s
+        self.mint_backoff_s = mint_backoff_s
+        # job id -> the token minted when it was accepted (tokens live an hour; a job holds one while it runs)
+        self._minted: TTLCache[str, JobCredentials] = TTLCache(maxsize=10_000, ttl=50 * 60)
 
     def routes(self) -> list[web.RouteDef]:
         """The routes, to add under ``/api/runner/v1``."""
@@ -184,6 +214,7 @@ class RunnerProtocol:
                     protocol=agreed.version,
                     capabilities=agreed.capabilities,
                 )
+                mark(session, Topic.DISPATCH)  # a host (back) online: its devices may take work
         except ProtocolError as exc:
             return _error(exc)
         async with self.database.sessions() as session:
@@ -275,10 +306,15 @@ class RunnerProtocol:
         )
 
     async def _credentials(self, job_id: str) -> JobCredentials | None:
-        """A token for the job's repository, minted when the runner accepts it (once per acceptance, not
-        per poll). A failure is logged; the runner then fails the job rather than run stale files."""
+        """The token for the job's repository, minted when the runner first accepts it and handed again to a
+        repeated accept. GitHub's transient errors are retried with its backoff for ``mint_retry_s``; then
+        :class:`MintFailedError` (the runner retries its accept). A permanent refusal gives no token: the
+        runner then fails the job rather than run stale files."""
         if self.credentials is None:
             return None
+        cached = self._minted.get(job_id)
+        if cached is not None:
+            return cached
         async with self.database.sessions() as session:
             found = await jobs.job_repository(session, job_id)
         if found is None:
@@ -286,11 +322,49 @@ class RunnerProtocol:
         installation_id, repository = found
         if installation_id is None:
             return None
-        try:
-            return await self.credentials(installation_id, repository)
-        except Exception:
-            log.exception("could not mint a token for %s (job %s)", repository, job_id)
-            return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.mint_retry_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                minted = await self.credentials(installation_id, repository)
+            except Exception as exc:
+                answer = self.answer_of(exc)
+                retry = (
+                    retry_after(
+                        answer.status,
+                        answer.headers,
+                        answer.message,
+                        attempt,
+                        time.time(),
+                        base_s=self.mint_backoff_s,
+                    )
+                    if answer is not None
+                    else None
+                )
+                if retry is None:
+                    log.exception("could not mint a token for %s (job %s)", repository, job_id)
+                    return None
+                if loop.time() + retry.delay_s > deadline:
+                    raise MintFailedError(
+                        f"GitHub did not mint a token for {repository}: {retry.reason}"
+                    ) from exc
+                log.warning(
+                    "minting a token for %s (job %s): %s; again in %.1f s",
+                    repository,
+                    job_id,
+                    retry.reason,
+                    retry.delay_s,
+                )
+                await asyncio.sleep(retry.delay_s)
+                continue
+            self._minted[job_id] = minted
+            return minted
+
+    def forget_token(self, job_id: str) -> None:
+        """The job ended: its token is not handed out again (the runner revokes it)."""
+        self._minted.pop(job_id, None)
 
     async def _transition(
         self, request: web.Request, change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
@@ -303,14 +377,19 @@ class RunnerProtocol:
                     done = await change(session, job_id, host)
             except jobs.NotYoursError as exc:
                 raise ProtocolError(404, "not_found", str(exc)) from None
+            except TransitionError as exc:
+                raise ProtocolError(409, "invalid_transition", str(exc)) from None
         except ProtocolError as exc:
             return _error(exc)
-        if done.changed and done.state is not jobs.JobState.ACCEPTED:
-            self.changes.changed([int(job_id)])
+        if done.state in jobs.ENDED:
+            self.forget_token(job_id)
         # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
-        answer = {"job": job_id, "state": done.state.value, "changed": done.changed}
+        answer: dict[str, Any] = {"job": job_id, "state": done.state.value, "changed": done.changed}
         if done.state is jobs.JobState.ACCEPTED and request.path.endswith("/accept"):
-            credentials = await self._credentials(job_id)
+            try:
+                credentials = await self._credentials(job_id)
+            except MintFailedError as exc:
+                return _error(ProtocolError(503, "github_unavailable", str(exc)))
             answer["github"] = credentials.as_dict() if credentials else None
         return web.json_response(answer)
 

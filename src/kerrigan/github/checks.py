@@ -7,11 +7,12 @@ rest follow in updates), at most 3 actions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kerrigan.core.explain import Explanation, TaskExplanation
+from kerrigan.core.lifecycle import ENDED, Conclusion, SessionState
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
 from kerrigan.core.yamlsource import Problem
@@ -50,6 +51,10 @@ class CheckRunBody:
         """The conclusion, when the body completes the check run."""
         value = self.fields.get("conclusion")
         return str(value) if value is not None else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The body as the store keeps it (:func:`body_from_json` reads it back)."""
+        return {"fields": self.fields, "more_annotations": [list(batch) for batch in self.more_annotations]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,14 +392,6 @@ def validate_actions(actions: Sequence[dict[str, Any]]) -> None:
 
 # -- progress of a session's jobs ------------------------------------------------------------------
 
-JOB_CONCLUSIONS: Final = {
-    "succeeded": "success",
-    "failed": "failure",
-    "refused_before_start": "failure",
-    "cancelled": "cancelled",
-}
-TIMED_OUT_REASONS: Final = frozenset({"queue_wait_exceeded", "timed_out"})
-
 
 @dataclass(frozen=True, slots=True)
 class JobProgress:
@@ -411,29 +408,27 @@ class JobProgress:
     detail: str | None = None  # the runner's words for a refusal (the limit it names)
 
 
-ENDED_STATES: Final = frozenset(JOB_CONCLUSIONS)
 TAIL_LINES: Final = 20
+_VERDICTS: Final = {
+    Conclusion.SUCCESS: "Passed",
+    Conclusion.CANCELLED: "Cancelled",
+    Conclusion.TIMED_OUT: "Timed out",
+    Conclusion.FAILURE: "Failed",
+}
 
 
-def session_conclusion(jobs: Sequence[JobProgress]) -> tuple[str, str | None]:
-    """The check run's status and conclusion for these jobs: queued, in progress, or completed."""
-    if jobs and all(job.state in ENDED_STATES for job in jobs):
-        if all(job.state == "succeeded" for job in jobs):
-            return "completed", "success"
-        if any(job.state == "cancelled" for job in jobs):
-            return "completed", "cancelled"
-        if any(job.reason in TIMED_OUT_REASONS for job in jobs):
-            return "completed", "timed_out"
-        return "completed", "failure"
-    if any(job.state in ("running", "succeeded", "failed") for job in jobs):
-        return "in_progress", None
-    return "queued", None
+def progress_body(
+    name: str,
+    context: SessionContext,
+    jobs: Sequence[JobProgress],
+    state: SessionState,
+    conclusion: Conclusion | None,
+) -> CheckRunBody:
+    """The check run while and after the jobs run: each job's device, host, duration, result and output.
 
-
-def progress_body(name: str, context: SessionContext, jobs: Sequence[JobProgress]) -> CheckRunBody:
-    """The check run while and after the jobs run: each job's device, host, duration, result and output."""
-    status, conclusion = session_conclusion(jobs)
-    done = sum(1 for job in jobs if job.state in ENDED_STATES)
+    The status and conclusion are the session's, as the store derived them (``kerrigan.core.lifecycle``).
+    """
+    done = sum(1 for job in jobs if job.state in ENDED)
     lines = [
         _header(name, context),
         "",
@@ -443,9 +438,9 @@ def progress_body(name: str, context: SessionContext, jobs: Sequence[JobProgress
     for job in jobs:
         duration = f"{job.seconds:.0f} s" if job.seconds is not None else ""
         why = f"{job.reason}: {job.detail}" if job.reason and job.detail else job.reason
-        state = job.state + (f" ({why})" if why else "")
+        shown = job.state + (f" ({why})" if why else "")
         lines.append(
-            f"| {_code(job.task_id)} | {_cell(state)} | {_code(job.device_id) if job.device_id else ''} | "
+            f"| {_code(job.task_id)} | {_cell(shown)} | {_code(job.device_id) if job.device_id else ''} | "
             f"{_code(job.host) if job.host else ''} | {duration} | "
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
@@ -463,13 +458,46 @@ def progress_body(name: str, context: SessionContext, jobs: Sequence[JobProgress
                 "</details>",
             ]
     summary = _cut_lines("\n".join(lines) + "\n", SUMMARY_LIMIT)
-    if status == "completed":
-        verdict = {"success": "Passed", "cancelled": "Cancelled", "timed_out": "Timed out"}.get(
-            conclusion or "", "Failed"
-        )
+    if state is SessionState.COMPLETED:
+        verdict = _VERDICTS[conclusion or Conclusion.FAILURE]
         title = f"{verdict}: {done} of {len(jobs)} job(s) ended"
-    elif status == "in_progress":
+    elif state is SessionState.IN_PROGRESS:
         title = f"Running: {done} of {len(jobs)} job(s) ended"
     else:
         title = f"Queued: {len(jobs)} job(s) wait for devices"
-    return _body(name, context, status=status, title=title, summary=summary, conclusion=conclusion)
+    return _body(
+        name,
+        context,
+        status=state.value,
+        title=title,
+        summary=summary,
+        conclusion=(conclusion or Conclusion.FAILURE).value if state is SessionState.COMPLETED else None,
+    )
+
+
+def body_from_json(stored: Mapping[str, Any]) -> CheckRunBody:
+    """A body kept in the store (:meth:`CheckRunBody.as_json`)."""
+    more = tuple(tuple(batch) for batch in stored.get("more_annotations", ()))
+    return CheckRunBody(dict(stored["fields"]), more)
+
+
+def short_body(
+    name: str, context: SessionContext, state: SessionState, conclusion: Conclusion | None, refusal: str
+) -> CheckRunBody:
+    """What GitHub is sent when it refuses the full body: the status and conclusion, and a line pointing to
+    the session page, so the check run still ends right."""
+    summary = (
+        _header(name, context)
+        + f"\nGitHub refused the full report of this session ({_cell(refusal)[:300]}); "
+        f"the [session page]({context.details_url}) has all of it.\n"
+    )
+    done = state is SessionState.COMPLETED
+    verdict = _VERDICTS[conclusion or Conclusion.FAILURE] if done else state.value.replace("_", " ").title()
+    return _body(
+        name,
+        context,
+        status=state.value,
+        title=f"{verdict} (short report)",
+        summary=summary,
+        conclusion=(conclusion or Conclusion.FAILURE).value if done else None,
+    )

@@ -1,30 +1,33 @@
-"""From an event to sessions and check runs: read the manifests at the commit, resolve, store, report.
+"""From an event to sessions: read the manifests at the commit, resolve against the inventory, store.
 
-Every entry point is safe to run twice for the same delivery: a session is keyed by the delivery and the
-workflow, and a session that already has its check run is not reported again.
+Nothing here writes to GitHub: a session is resolved and stored with its check run's first version, and the
+reconciler (:mod:`kerrigan.github.reconciler`) shows it. Every entry point is safe to run twice for the same
+delivery: a session is keyed by the delivery and the manifest's path, and a delivery whose worker lost its
+claim writes nothing (:func:`kerrigan.store.deliveries.check_fence`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.config import Settings
 from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.inventory import Inventory
+from kerrigan.core.lifecycle import resolution_outcome
 from kerrigan.core.manifest import ManifestResult, parse_manifest
 from kerrigan.core.matching import Outcome
 from kerrigan.core.runner_protocol import JobCredentials
-from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
+from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.core.triggers import EVENT_NAMES, Event, priority_for, runs_on
 from kerrigan.core.yamlsource import Problem
 from kerrigan.github.checks import (
-    CheckRunBody,
     SessionContext,
     awaiting_approval_body,
     invalid_manifest_body,
@@ -33,9 +36,10 @@ from kerrigan.github.checks import (
 from kerrigan.github.client import GitHubClient, InstallationTokens
 from kerrigan.github.repository import ManifestFile, Repository
 from kerrigan.store.database import Database
+from kerrigan.store.deliveries import check_fence
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
-from kerrigan.store.sessions import create_session, find_sessions, queue_position, update_session
+from kerrigan.store.sessions import create_session, find_sessions, queue_position, resolve_session
 
 log = logging.getLogger(__name__)
 MAX_WORKFLOW_NAME = 100  # a manifest's name is at most this long; a file path standing in for it is cut
@@ -105,9 +109,10 @@ def _context(app: GitHubApp, session: Session, position: int | None = None) -> S
 
 
 async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) -> list[Session]:
-    """Start every workflow the trigger runs at its commit; report each as a check run."""
+    """Start every workflow the trigger runs at its commit: each becomes a session, resolved and stored
+    with its check run's first version in one transaction (the reconciler shows it on GitHub)."""
     files = await repo.manifests(trigger.sha)
-    started = []
+    chosen: list[tuple[ManifestFile, ManifestResult]] = []
     for file in files:
         manifest = _read(file)
         name = manifest.name or file.path
@@ -118,9 +123,27 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             continue
         if workflow is None and trigger.only is None and await _reported(app, repo, trigger.sha, file.path):
             continue  # a broken manifest is reported once per commit, not once per event
-        session = await _start(app, repo, trigger, file, manifest)
-        if session is not None:
-            started.append(session)
+        chosen.append((file, manifest))
+    if not chosen:
+        return []
+    database = app.database
+    async with database.sessions() as db:
+        inventory = await load_inventory(db)
+        descriptions = await label_keys(db)
+    started = []
+    async with database.writing(), database.sessions() as db, db.begin():
+        await check_fence(db)  # a delivery whose claim was taken over writes nothing
+        for file, manifest in chosen:
+            if trigger.delivery_id is not None and await find_sessions(
+                db, repo.full_name, delivery_id=trigger.delivery_id, manifest_path=file.path
+            ):
+                continue  # this delivery was handled before a restart
+            session = await create_session(
+                db, _new_session(app, repo, trigger, file, manifest), database.clock()
+            )
+            started.append(
+                await _resolve(app, db, session, manifest, inventory=inventory, descriptions=descriptions)
+            )
     return started
 
 
@@ -138,25 +161,24 @@ def _read(file: ManifestFile) -> ManifestResult:
     return parse_manifest(file.text, file.path)
 
 
-async def _start(
+def _new_session(
     app: GitHubApp, repo: Repository, trigger: Trigger, file: ManifestFile, manifest: ManifestResult
-) -> Session | None:
+) -> Session:
     name = (manifest.name or file.path)[:MAX_WORKFLOW_NAME]
-    database = app.database
-    if trigger.delivery_id is not None:
-        async with database.sessions() as db:
-            done = await find_sessions(db, repo.full_name, delivery_id=trigger.delivery_id, workflow=name)
-        if done and done[-1].check_run_id is not None:
-            return None  # this delivery was handled before a restart
-        if done:
-            return await _report(app, repo, done[-1], manifest)
     workflow = manifest.workflow
     priority = "normal"
+    scheduling = {}
     if workflow is not None:
         priority = (
             priority_for(workflow, trigger.event).value if trigger.event else workflow.scheduling.priority
         )
-    session = Session(
+        chosen = workflow.scheduling
+        scheduling = {
+            "strategy": chosen.strategy,
+            "max_devkits": chosen.max_devkits,
+            "queue_wait_limit_s": float(chosen.queue_wait_limit_s),
+        }
+    return Session(
         id=str(uuid.uuid4()),
         repository=repo.full_name,
         installation_id=repo.installation_id,
@@ -167,7 +189,7 @@ async def _start(
         event=trigger.event_name if trigger.event is None else EVENT_NAMES[type(trigger.event)],
         priority=priority,
         state=SessionState.QUEUED,
-        created_at=database.clock(),
+        created_at=app.database.clock(),
         pull_request=trigger.pull_request,
         awaiting_approval=trigger.awaiting_approval and workflow is not None,
         delivery_id=trigger.delivery_id,
@@ -178,31 +200,22 @@ async def _start(
         )
         if workflow
         else (),
+        **scheduling,  # type: ignore[arg-type]
     )
-    async with database.sessions() as db, db.begin():
-        session = await create_session(db, session, database.clock())
-    return await _report(app, repo, session, manifest)
-
-
-async def _report(app: GitHubApp, repo: Repository, session: Session, manifest: ManifestResult) -> Session:
-    """Resolve the session (unless it waits for approval) and create its check run."""
-    body, state, conclusion, resolution = await _resolve(app, session, manifest)
-    check_run_id = await repo.create_check_run(body)
-    async with app.database.sessions() as db, db.begin():
-        return await update_session(
-            db,
-            session.id,
-            app.database.clock(),
-            check_run_id=check_run_id,
-            state=state,
-            conclusion=conclusion.value if conclusion else None,
-            resolution=resolution,
-        )
 
 
 async def _resolve(
-    app: GitHubApp, session: Session, manifest: ManifestResult
-) -> tuple[CheckRunBody, SessionState, Conclusion | None, dict[str, object]]:
+    app: GitHubApp,
+    db: AsyncSession,
+    session: Session,
+    manifest: ManifestResult,
+    *,
+    inventory: Inventory,
+    descriptions: Mapping[str, str],
+    approved: bool = False,
+) -> Session:
+    """Resolve the session (unless it waits for approval) and store the outcome with its check run."""
+    at = app.database.clock()
     if manifest.workflow is None:
         document: dict[str, object] = {
             "workflow": manifest.name,
@@ -211,31 +224,40 @@ async def _resolve(
             "warnings": [p.as_dict() for p in manifest.warnings],
             "tasks": [],
         }
-        return (
-            invalid_manifest_body(manifest, _context(app, session)),
-            SessionState.COMPLETED,
-            Conclusion.FAILURE,
-            document,
+        body = invalid_manifest_body(manifest, _context(app, session))
+        return await resolve_session(
+            db,
+            session.id,
+            at,
+            outcome=resolution_outcome(valid=False, unschedulable=False),
+            resolution=document,
+            check_run=body.as_json(),
         )
-    if session.awaiting_approval:
-        return awaiting_approval_body(session.workflow, _context(app, session)), SessionState.QUEUED, None, {}
-    async with app.database.sessions() as db:
-        inventory = await load_inventory(db)
-        descriptions = await label_keys(db)
-        position = await queue_position(db, session.id)
+    if session.awaiting_approval and not approved:
+        body = awaiting_approval_body(session.workflow, _context(app, session))
+        return await resolve_session(
+            db,
+            session.id,
+            at,
+            outcome=resolution_outcome(valid=True, unschedulable=False),
+            resolution={},
+            check_run=body.as_json(),
+        )
+    position = await queue_position(db, session.id)
     explanation = explain(manifest, inventory)
     body = resolution_body(explanation, _context(app, session, position))
-    resolved = explanation_json(explanation, descriptions)
-    scheduling = manifest.workflow.scheduling
-    resolved["scheduling"] = {  # what dispatch needs from the manifest, kept with the session
-        "strategy": scheduling.strategy.value,
-        "max_devkits": scheduling.max_devkits,
-        "priority": session.priority,
-        "queue_wait_limit_s": scheduling.queue_wait_limit_s,
-    }
-    if any(item.resolution.outcome is Outcome.UNSCHEDULABLE for item in explanation.tasks):
-        return body, SessionState.COMPLETED, Conclusion.FAILURE, resolved
-    return body, SessionState.QUEUED, None, resolved
+    never = [item.task.id for item in explanation.tasks if item.resolution.outcome is Outcome.UNSCHEDULABLE]
+    return await resolve_session(
+        db,
+        session.id,
+        at,
+        outcome=resolution_outcome(valid=True, unschedulable=bool(never)),
+        resolution=explanation_json(explanation, descriptions),
+        check_run=body.as_json(),
+        requirements={item.task.id: item.resolution.requested.as_dict() for item in explanation.tasks},
+        unschedulable=never,
+        awaiting_approval=False if approved else None,
+    )
 
 
 async def retry(
@@ -265,33 +287,33 @@ async def retry(
 
 
 async def approve(app: GitHubApp, repo: Repository, sha: str) -> list[Session]:
-    """Sessions of a fork's pull request at ``sha`` that waited for approval: resolve them now."""
+    """Sessions of a fork's pull request at ``sha`` that waited for approval: resolve them now (their check
+    runs follow through the reconciler)."""
     async with app.database.sessions() as db:
         waiting = await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True)
     if not waiting:
         return []
     files = {file.path: file for file in await repo.manifests(sha)}
+    database = app.database
+    async with database.sessions() as db:
+        inventory = await load_inventory(db)
+        descriptions = await label_keys(db)
     approved = []
-    for waited in waiting:
-        file = files.get(waited.manifest_path)
-        if file is None or waited.check_run_id is None:
-            continue
-        manifest = _read(file)
-        session = dataclasses.replace(waited, awaiting_approval=False)
-        body, state, conclusion, resolution = await _resolve(app, session, manifest)
-        await repo.update_check_run(waited.check_run_id, body)
-        # Only once GitHub shows the resolution does the session stop waiting, in one write: a failure
-        # before this leaves it waiting, and the approval can simply be given again.
-        async with app.database.sessions() as db, db.begin():
+    async with database.writing(), database.sessions() as db, db.begin():
+        await check_fence(db)
+        for waited in waiting:
+            file = files.get(waited.manifest_path)
+            if file is None:
+                continue
             approved.append(
-                await update_session(
+                await _resolve(
+                    app,
                     db,
-                    session.id,
-                    app.database.clock(),
-                    awaiting_approval=False,
-                    state=state,
-                    conclusion=conclusion.value if conclusion else None,
-                    resolution=resolution,
+                    waited,
+                    _read(file),
+                    inventory=inventory,
+                    descriptions=descriptions,
+                    approved=True,
                 )
             )
     return approved

@@ -17,6 +17,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
+
+from kerrigan.store.signals import Signals
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
@@ -59,11 +62,13 @@ def create_engine(url: str, **options: Any) -> AsyncEngine:
 
 @dataclass(frozen=True)
 class Database:
-    """An engine with its session factory and the clock the store stamps changes with."""
+    """An engine with its session factory, the clock the store stamps changes with, and the signals its
+    commits fire (:mod:`kerrigan.store.signals`)."""
 
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
     clock: Clock = utc_now
+    signals: Signals = field(default_factory=Signals)
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     @contextlib.asynccontextmanager
@@ -81,7 +86,12 @@ class Database:
     def connect(cls, url: str, clock: Clock = utc_now) -> Database:
         """Open (lazily) the database at ``url``."""
         engine = create_engine(url)
-        return cls(engine, async_sessionmaker(engine, expire_on_commit=False), clock)
+        # A session class of this database's own, so that its commits fire this database's signals only.
+        session_class = type("KerriganSession", (Session,), {})
+        signals = Signals()
+        signals.attach(session_class)
+        sessions = async_sessionmaker(engine, expire_on_commit=False, sync_session_class=session_class)
+        return cls(engine, sessions, clock, signals)
 
     async def close(self) -> None:
         """Close every pooled connection."""

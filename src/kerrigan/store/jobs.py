@@ -7,8 +7,6 @@ so the runner re-sends from there.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,26 +14,18 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.store.leases import LEASED, QUEUED, release_lease
+from kerrigan.core.lifecycle import (
+    ENDED,
+    NOT_STARTED,
+    QUEUE_WAIT_EXCEEDED,
+    JobState,
+    ended_by_runner,
+)
 from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
+from kerrigan.store.transitions import move_job, settle_session
 
+__all__ = ["ENDED", "NOT_STARTED", "QUEUE_WAIT_EXCEEDED", "JobState"]
 
-class JobState(enum.StrEnum):
-    """Where a job stands."""
-
-    QUEUED = QUEUED
-    LEASED = LEASED  # a device is leased to it and it is offered to the device's runner host
-    ACCEPTED = "accepted"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    REFUSED_BEFORE_START = "refused_before_start"
-    CANCELLED = "cancelled"
-
-
-ENDED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.REFUSED_BEFORE_START, JobState.CANCELLED})
-NOT_STARTED = frozenset({JobState.LEASED, JobState.ACCEPTED})
-QUEUE_WAIT_EXCEEDED = "queue_wait_exceeded"
 OUTCOMES = frozenset({"cancelled", "timed_out"})
 REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})
 
@@ -86,7 +76,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
         select(JobRow, SessionRow, DeviceLeaseRow.device_id)
         .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-        .where(DeviceLeaseRow.host == host, JobRow.state == LEASED)
+        .where(DeviceLeaseRow.host == host, JobRow.state == JobState.LEASED)
         .order_by(JobRow.pk)
     )
     return [
@@ -103,17 +93,11 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             run.installation_id,
             run.workflow_run_id,
             job.queue_wait_s,
-            queue_wait_limit(run.resolution),
+            run.queue_wait_limit_s,
             run.priority,
         )
         for job, run, device in rows
     ]
-
-
-def queue_wait_limit(resolution: Mapping[str, Any]) -> float:
-    """A session's queue-wait budget as its manifest set it (300 s by default)."""
-    limit = resolution.get("scheduling", {}).get("queue_wait_limit_s", 300)
-    return float(limit) if isinstance(limit, int | float) else 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +139,7 @@ async def observe_runner_waits(
             continue
         found = (
             await session.execute(
-                select(JobRow, SessionRow.resolution)
+                select(JobRow, SessionRow.queue_wait_limit_s)
                 .join(SessionRow, JobRow.session_pk == SessionRow.pk)
                 .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
                 .where(JobRow.pk == int(job_id), DeviceLeaseRow.host == host)
@@ -163,10 +147,10 @@ async def observe_runner_waits(
         ).first()
         if found is None:
             continue
-        job, resolution = found
+        job, limit_s = found
         if job.state not in NOT_STARTED or job.withdraw_requested_at is not None:
             continue
-        if job.queue_wait_s + waited_ms / 1000 >= queue_wait_limit(resolution):
+        if job.queue_wait_s + waited_ms / 1000 >= limit_s:
             job.withdraw_requested_at = at
             asked.append(job_id)
     return asked
@@ -212,9 +196,10 @@ async def held_jobs(session: AsyncSession, host: str) -> dict[str, str]:
 async def accept(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
     """The runner takes the job."""
     job = await _job(session, job_id, host)
-    if job.state != LEASED:
+    if job.state != JobState.LEASED:
         return Transition(JobState(job.state), changed=False)
-    job.state, job.host = JobState.ACCEPTED, host
+    await move_job(session, job, JobState.ACCEPTED, at)
+    job.host = host
     return Transition(JobState.ACCEPTED, changed=True)
 
 
@@ -234,15 +219,13 @@ async def refuse(
     ``refused_before_start`` with the runner's detail, which the check run shows.
     """
     job = await _job(session, job_id, host)
-    if job.state != LEASED:
+    if job.state != JobState.LEASED:
         return Transition(JobState(job.state), changed=False)
-    if job.device_id is not None:
-        await release_lease(session, job.device_id)
-    job.reason, job.detail = reason, detail[:500]
     if reason in REQUEUE_REASONS and retry:
-        job.state, job.device_id = JobState.QUEUED, None
+        await move_job(session, job, JobState.QUEUED, at, reason=reason, detail=detail)
         return Transition(JobState.QUEUED, changed=True)
-    job.state, job.finished_at = JobState.REFUSED_BEFORE_START, at
+    await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason, detail=detail)
+    await settle_session(session, job.session_pk, at)
     return Transition(JobState.REFUSED_BEFORE_START, changed=True)
 
 
@@ -254,7 +237,9 @@ async def start(
     if job.state not in NOT_STARTED:
         return Transition(JobState(job.state), changed=False)
     # A start that crosses a withdrawal request wins: only the runner's answer decides (seed 003).
-    job.state, job.started_at, job.host, job.cpus = JobState.RUNNING, at, host, cpus
+    await move_job(session, job, JobState.RUNNING, at)
+    job.started_at, job.host, job.cpus = at, host, cpus
+    await settle_session(session, job.session_pk, at)
     return Transition(JobState.RUNNING, changed=True)
 
 
@@ -263,9 +248,8 @@ async def withdrawn(session: AsyncSession, job_id: str, host: str, at: datetime)
     job = await _job(session, job_id, host)
     if job.state not in NOT_STARTED:
         return Transition(JobState(job.state), changed=False)
-    if job.device_id is not None:
-        await release_lease(session, job.device_id)
-    job.state, job.finished_at, job.reason = JobState.REFUSED_BEFORE_START, at, QUEUE_WAIT_EXCEEDED
+    await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=QUEUE_WAIT_EXCEEDED)
+    await settle_session(session, job.session_pk, at)
     return Transition(JobState.REFUSED_BEFORE_START, changed=True)
 
 
@@ -279,18 +263,19 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
             select(JobRow)
             .join(SessionRow, JobRow.session_pk == SessionRow.pk)
             .where(SessionRow.id == session_id, JobRow.state.not_in(ENDED))
+            .order_by(JobRow.pk)
             .with_for_update(of=JobRow)
         )
     ).all()
     ended = []
     for job in rows:
-        if job.state in (QUEUED, LEASED):  # not in a runner's hands yet: it ends here
-            if job.state == LEASED and job.device_id is not None:
-                await release_lease(session, job.device_id)
-            job.state, job.finished_at, job.reason = JobState.CANCELLED, at, "cancelled"
+        if job.state in (JobState.QUEUED, JobState.LEASED):  # not in a runner's hands yet: it ends here
+            await move_job(session, job, JobState.CANCELLED, at, reason="cancelled")
             ended.append(job.pk)
         elif job.cancel_requested_at is None:
             job.cancel_requested_at = at
+    if ended:
+        await settle_session(session, rows[0].session_pk, at)
     return ended
 
 
@@ -338,20 +323,17 @@ async def finish(
     """The job ended; its device is free again.
 
     ``outcome`` says why the runner stopped it: ``cancelled`` (asked to) or ``timed_out`` (its timeout).
+    A job that ends before its command started failed on its host (``not_started``, the lab's failure).
+    A job offered but never accepted cannot end this way: :class:`~kerrigan.core.lifecycle.TransitionError`.
     """
     job = await _job(session, job_id, host)
     if job.state in ENDED:
         return Transition(JobState(job.state), changed=False)
-    if job.device_id is not None:
-        await release_lease(session, job.device_id)
-    job.exit_status, job.finished_at, job.accounting = exit_status, at, accounting
-    if outcome == "cancelled":
-        job.state, job.reason = JobState.CANCELLED, "cancelled"
-    elif outcome == "timed_out":
-        job.state, job.reason = JobState.FAILED, "timed_out"
-    else:
-        job.state = JobState.SUCCEEDED if exit_status == 0 else JobState.FAILED
-    return Transition(JobState(job.state), changed=True)
+    state, reason = ended_by_runner(exit_status, outcome, started=job.started_at is not None)
+    await move_job(session, job, state, at, reason=reason, exit_status=exit_status)
+    job.accounting = accounting
+    await settle_session(session, job.session_pk, at)
+    return Transition(state, changed=True)
 
 
 async def output(session: AsyncSession, job_id: int, after_seq: int = -1) -> list[tuple[int, str]]:

@@ -9,7 +9,7 @@ LOCKED`` (PostgreSQL), so two of them never plan for the same job; a job is move
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -18,16 +18,14 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.sessions import SessionState
+from kerrigan.core.lifecycle import JobState, SessionState
+from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S
 from kerrigan.store.models import DeviceLeaseRow, JobRow, SessionRow
-
-QUEUED = "queued"
-LEASED = "leased"
 
 
 @dataclass(frozen=True, slots=True)
 class QueuedJobRecord:
-    """A queued job as the dispatcher needs it (``resolution`` is its session's stored resolution)."""
+    """A queued job as the dispatcher needs it: its task's requirements and its session's scheduling."""
 
     pk: int
     task_id: str
@@ -36,7 +34,9 @@ class QueuedJobRecord:
     priority: str
     vcpus: int
     ready_at: datetime | None
-    resolution: Mapping[str, Any] = field(default_factory=dict)
+    requirements: Mapping[str, Any] | None = None  # {"labels": {key: [values]}, "tags": [...]}
+    max_devkits: int = DEFAULT_MAX_DEVKITS
+    queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
     queue_wait_s: float = 0.0  # spent before queue_wait_observed_at
     queue_wait_observed_at: datetime | None = None  # None while the clock is paused
 
@@ -65,10 +65,17 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
     (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: locked ones are skipped); without it nothing is locked and
     every queued job is read, whoever holds it."""
     query = (
-        select(JobRow, SessionRow.id, SessionRow.repository, SessionRow.priority, SessionRow.resolution)
+        select(
+            JobRow,
+            SessionRow.id,
+            SessionRow.repository,
+            SessionRow.priority,
+            SessionRow.max_devkits,
+            SessionRow.queue_wait_limit_s,
+        )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(
-            JobRow.state == QUEUED,
+            JobRow.state == JobState.QUEUED,
             SessionRow.awaiting_approval.is_(False),
             SessionRow.state != SessionState.COMPLETED,
         )
@@ -87,11 +94,13 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             priority,
             job.vcpus,
             job.ready_at,
-            resolution or {},
+            job.requirements,
+            max_devkits,
+            queue_wait_limit_s,
             job.queue_wait_s,
             job.queue_wait_observed_at,
         )
-        for job, session_id, repository, priority, resolution in rows
+        for job, session_id, repository, priority, max_devkits, queue_wait_limit_s in rows
     ]
 
 
@@ -137,7 +146,9 @@ async def grant_leases(
         still_queued = set(
             (
                 await session.scalars(
-                    select(JobRow.pk).where(JobRow.pk.in_([g.job_pk for g in placed]), JobRow.state == QUEUED)
+                    select(JobRow.pk).where(
+                        JobRow.pk.in_([g.job_pk for g in placed]), JobRow.state == JobState.QUEUED
+                    )
                 )
             ).all()
         )
@@ -152,7 +163,7 @@ async def grant_leases(
             await session.execute(
                 update(jobs)
                 .where(jobs.c.pk == bindparam("job"))
-                .values(state=LEASED, device_id=bindparam("device"), host=bindparam("lease_host")),
+                .values(state=JobState.LEASED, device_id=bindparam("device"), host=bindparam("lease_host")),
                 [{"job": g.job_pk, "device": g.device_id, "lease_host": g.host} for g in kept],
             )
         granted += kept

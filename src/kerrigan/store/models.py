@@ -226,13 +226,33 @@ class SessionRow(Base):
     awaiting_approval: Mapped[bool] = mapped_column(Boolean, default=False)
     delivery_id: Mapped[str | None] = mapped_column(String(64))
     workflow_run_id: Mapped[int | None] = mapped_column(BigInteger)
+    # The manifest's scheduling block, typed: what dispatch reads (never parsed back out of ``resolution``).
+    strategy: Mapped[str] = mapped_column(String(16), default="spread")
+    max_devkits: Mapped[int] = mapped_column(Integer, default=1)
+    queue_wait_limit_s: Mapped[float] = mapped_column(Float, default=300.0)
+    # The check run as a projection of this row: ``version`` counts the changes GitHub should show,
+    # ``shown_version`` is the last one GitHub confirmed. The reconciler claims a row (``sync_claim``
+    # until ``sync_claimed_until``) to send it, and comes back at ``sync_due_at`` while it is behind.
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    version_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    shown_version: Mapped[int] = mapped_column(Integer, default=0)
+    check_run_resolution: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    sync_due_at: Mapped[datetime | None] = mapped_column(Timestamp, index=True)
+    sync_claim: Mapped[str | None] = mapped_column(String(32))
+    sync_claimed_until: Mapped[datetime | None] = mapped_column(Timestamp)
+    sync_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    create_sent_version: Mapped[int | None] = mapped_column(Integer)  # a create whose outcome is unknown
+    check_run_error: Mapped[str | None] = mapped_column(Text)
+    check_run_error_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+    __table_args__ = (UniqueConstraint("delivery_id", "manifest_path"),)
 
 
 class JobRow(Base):
     """One task of a session, run on one device."""
 
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("session_pk", "task_id"),)
+    __table_args__ = (UniqueConstraint("session_pk", "task_id", "attempt"),)
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True)
     session_pk: Mapped[int] = mapped_column(ForeignKey("sessions.pk", ondelete="CASCADE"), index=True)
@@ -258,6 +278,11 @@ class JobRow(Base):
     queue_wait_observed_at: Mapped[datetime | None] = mapped_column(Timestamp)
     withdraw_requested_at: Mapped[datetime | None] = mapped_column(Timestamp)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    failure_class: Mapped[str | None] = mapped_column(String(32))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    retry_of: Mapped[int | None] = mapped_column(ForeignKey("jobs.pk", ondelete="SET NULL"))
+    # The task's requirements, resolved when the session was: {"labels": {key: [values]}, "tags": [...]}.
+    requirements: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class JobLogRow(Base):
@@ -301,6 +326,9 @@ class DeliveryRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text)
     claimed_until: Mapped[datetime | None] = mapped_column(Timestamp)
+    # The fencing token of the claim: written afresh by each claim, so a worker whose claim ran out and was
+    # taken over can tell, and writes nothing more.
+    claim_token: Mapped[str | None] = mapped_column(String(32))
     next_attempt_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 

@@ -15,23 +15,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
 from kerrigan.core.inventory import Inventory
+from kerrigan.core.lifecycle import HOLDING_A_DEVICE
 from kerrigan.core.manifest import Priority
 from kerrigan.core.matching import resolve
 from kerrigan.core.queue_wait import QueueWait
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
 from kerrigan.store.inventory import load_inventory
-from kerrigan.store.jobs import queue_wait_limit
 from kerrigan.store.leases import QueuedJobRecord, leased_devices, queued_jobs
 from kerrigan.store.models import DeviceLeaseRow, JobRow, RunnerHostRow, SessionRow
-
-HOLDING = ("leased", "accepted", "running")  # job states that hold a device
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +52,7 @@ class QueueSnapshot:
     """The queue at ``now`` and what :func:`plan_dispatch` made of it.
 
     ``records`` are the queued jobs oldest first; ``planned`` those the plan considered, by row number (a
-    job whose session's resolution records no requirements for its task is not planned). ``free_devices``,
+    job with no requirements recorded is not planned). ``free_devices``,
     ``session_room`` and ``host_room`` are what the plan started from.
     """
 
@@ -80,23 +77,16 @@ class QueueSnapshot:
         return room
 
 
-def requirements_of(resolution: Mapping[str, Any], task_id: str) -> Requirements | None:
-    """A task's requirements as its session's stored resolution recorded them."""
-    for task in resolution.get("tasks", []):
-        if task.get("id") == task_id:
-            requested = task.get("requested", {})
-            labels = {
-                key: LabelRequirement(key, tuple(values))
-                for key, values in requested.get("labels", {}).items()
-            }
-            tags = tuple(TagRequirement(tag) for tag in requested.get("tags", []))
-            return Requirements(labels, tags)
-    return None
-
-
-def max_devkits(resolution: Mapping[str, Any]) -> int:
-    """How many devices a session may hold at once (1 unless its manifest says)."""
-    return int(resolution.get("scheduling", {}).get("max_devkits", 1))
+def requirements_of(record: QueuedJobRecord) -> Requirements | None:
+    """A queued job's requirements as its session's resolution recorded them (None: nothing to plan)."""
+    requested = record.requirements
+    if requested is None:
+        return None
+    labels = {
+        key: LabelRequirement(key, tuple(values)) for key, values in requested.get("labels", {}).items()
+    }
+    tags = tuple(TagRequirement(tag) for tag in requested.get("tags", []))
+    return Requirements(labels, tags)
 
 
 def queue_wait_since(record: QueuedJobRecord, now: datetime) -> datetime | None:
@@ -109,7 +99,7 @@ def queue_wait_clock(record: QueuedJobRecord, now: datetime) -> QueueWait:
     """The job's queue-wait clock as stored, before this round observes what it waits on."""
     since = queue_wait_since(record, now)
     return QueueWait(
-        queue_wait_limit(record.resolution),
+        record.queue_wait_limit_s,
         record.queue_wait_s,
         since.timestamp() if since is not None else None,
     )
@@ -142,8 +132,7 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
         if (job := _queued_job(record, inventory, now, matched)) is not None
     }
     session_room = {
-        record.session_id: max_devkits(record.resolution) - per_session.get(record.session_id, 0)
-        for record in queued
+        record.session_id: record.max_devkits - per_session.get(record.session_id, 0) for record in queued
     }
     device_hosts = {device.id: device.host for device in inventory.devices}
     free = frozenset(device_hosts) - leased
@@ -175,7 +164,7 @@ async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
             JobRow.started_at,
         )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-        .where(JobRow.state.in_(HOLDING))
+        .where(JobRow.state.in_(HOLDING_A_DEVICE))
         .order_by(JobRow.pk)
     )
     return [
@@ -190,7 +179,7 @@ def _queued_job(
     now: datetime,
     matched: dict[str, tuple[str, ...]],
 ) -> QueuedJob | None:
-    requested = requirements_of(record.resolution, record.task_id)
+    requested = requirements_of(record)
     if requested is None:
         return None
     ready = (record.ready_at or now).timestamp()

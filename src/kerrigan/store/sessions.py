@@ -9,9 +9,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.lifecycle import FailureClass, JobState, SessionOutcome, check_session_transition
+from kerrigan.core.manifest import Strategy
 from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.signals import Topic, mark
+from kerrigan.store.transitions import move_job, record_version
 
 
 def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
@@ -35,9 +39,26 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         workflow_run_id=row.workflow_run_id,
         resolution=dict(row.resolution),
         jobs=tuple(
-            Job(job.task_id, job.device_id, job.state, job.exit_status, job.command, job.vcpus, job.timeout_s)
+            Job(
+                job.task_id,
+                job.device_id,
+                JobState(job.state),
+                job.exit_status,
+                job.command,
+                job.vcpus,
+                job.timeout_s,
+                FailureClass(job.failure_class) if job.failure_class else None,
+                job.attempt,
+                job.requirements,
+            )
             for job in jobs
         ),
+        strategy=Strategy(row.strategy),
+        max_devkits=row.max_devkits,
+        queue_wait_limit_s=row.queue_wait_limit_s,
+        version=row.version,
+        shown_version=row.shown_version,
+        check_run_error=row.check_run_error,
     )
 
 
@@ -68,6 +89,9 @@ async def create_session(session: AsyncSession, new: Session, at: datetime) -> S
         delivery_id=new.delivery_id,
         workflow_run_id=new.workflow_run_id,
         resolution=dict(new.resolution),
+        strategy=new.strategy.value,
+        max_devkits=new.max_devkits,
+        queue_wait_limit_s=new.queue_wait_limit_s,
         created_at=at,
         updated_at=at,
     )
@@ -82,10 +106,51 @@ async def create_session(session: AsyncSession, new: Session, at: datetime) -> S
             command=job.command,
             vcpus=job.vcpus,
             timeout_s=job.timeout_s,
+            requirements=dict(job.requirements) if job.requirements is not None else None,
         )
         for job in new.jobs
     ]
     session.add_all(jobs)
+    await session.flush()
+    return _session(row, jobs)
+
+
+async def resolve_session(
+    session: AsyncSession,
+    session_id: str,
+    at: datetime,
+    *,
+    outcome: SessionOutcome,
+    resolution: Mapping[str, Any],
+    check_run: Mapping[str, Any],
+    requirements: Mapping[str, Mapping[str, Any]] | None = None,
+    unschedulable: Iterable[str] = (),
+    awaiting_approval: bool | None = None,
+) -> Session:
+    """A session's manifest was read and resolved: store the resolution and the check run it makes (the
+    body GitHub should show until a job starts), each task's requirements, and the session's state; a
+    session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
+    ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
+    row = await _row(session, session_id)
+    check_session_transition(SessionState(row.state), outcome.state)
+    row.state = outcome.state
+    row.conclusion = outcome.conclusion.value if outcome.conclusion else None
+    row.resolution = dict(resolution)
+    row.check_run_resolution = dict(check_run)
+    if awaiting_approval is not None:
+        row.awaiting_approval = awaiting_approval
+    row.updated_at = at
+    jobs = await _jobs(session, row.pk)
+    never = set(unschedulable)
+    for job in jobs:
+        if requirements is not None and job.task_id in requirements:
+            job.requirements = dict(requirements[job.task_id])
+        if outcome.state is SessionState.COMPLETED and job.state == JobState.QUEUED:
+            reason = "unschedulable" if job.task_id in never else "session_unschedulable"
+            await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason)
+    if outcome.state is SessionState.QUEUED and not row.awaiting_approval:
+        mark(session, Topic.DISPATCH)
+    record_version(session, row, at)
     await session.flush()
     return _session(row, jobs)
 
@@ -104,7 +169,8 @@ async def get_session(session: AsyncSession, session_id: str) -> Session:
 
 
 async def update_session(session: AsyncSession, session_id: str, at: datetime, **changes: Any) -> Session:
-    """Change some fields of a session (state, conclusion, check_run_id, awaiting_approval, resolution)."""
+    """Change fields of a session that are not its state (check_run_id and the like); states change
+    through :func:`resolve_session` and the job transitions."""
     row = await _row(session, session_id)
     for name, value in changes.items():
         if not hasattr(SessionRow, name):
@@ -124,6 +190,7 @@ async def find_sessions(
     check_run_id: int | None = None,
     delivery_id: str | None = None,
     awaiting_approval: bool | None = None,
+    manifest_path: str | None = None,
 ) -> list[Session]:
     """Sessions of a repository, oldest first, narrowed by the given fields."""
     query = select(SessionRow).where(SessionRow.repository == repository).order_by(SessionRow.pk)
@@ -133,6 +200,7 @@ async def find_sessions(
         "check_run_id": check_run_id,
         "delivery_id": delivery_id,
         "awaiting_approval": awaiting_approval,
+        "manifest_path": manifest_path,
     }
     for name, value in filters.items():
         if value is not None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Pool
+from kerrigan.core.manifest import Strategy
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
 from kerrigan.core.sessions import Job, Session, SessionState
 
@@ -76,7 +78,21 @@ def session(
     vcpus: int = 2,
     at: datetime | None = None,
 ) -> Session:
-    """A queued push session with one job per task."""
+    """A queued push session with one job per task. A ``resolution`` shaped as the explain JSON (``tasks``
+    with ``requested``, and ``scheduling``) also sets what the store keeps typed: each job's requirements
+    and the session's ``max_devkits``, ``strategy`` and ``queue_wait_limit_s``."""
+    resolved = dict(resolution or {})
+    requested: dict[str, Mapping[str, Any]] = {}
+    for task in resolved.get("tasks", ()):  # type: ignore[attr-defined]
+        requested[str(task["id"])] = dict(task.get("requested", {}))
+    scheduling: Mapping[str, Any] = resolved.get("scheduling", {})  # type: ignore[assignment]
+    typed: dict[str, Any] = {}
+    if "max_devkits" in scheduling:
+        typed["max_devkits"] = int(scheduling["max_devkits"])
+    if "strategy" in scheduling:
+        typed["strategy"] = Strategy(scheduling["strategy"])
+    if "queue_wait_limit_s" in scheduling:
+        typed["queue_wait_limit_s"] = float(scheduling["queue_wait_limit_s"])
     return Session(
         id=session_id,
         repository=repository,
@@ -88,6 +104,9 @@ def session(
         priority="normal",
         state=SessionState.QUEUED,
         created_at=at or datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
-        resolution=dict(resolution or {}),
-        jobs=tuple(Job(task, command="./run.sh", vcpus=vcpus) for task in tasks),
+        resolution=resolved,
+        jobs=tuple(
+            Job(task, command="./run.sh", vcpus=vcpus, requirements=requested.get(task)) for task in tasks
+        ),
+        **typed,
     )

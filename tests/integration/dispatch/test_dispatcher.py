@@ -122,6 +122,7 @@ async def test_a_job_whose_runner_went_silent_is_queued_again_once_then_fails(
         assert job is not None
         host = job.host
         assert host is not None
+        await jobs.accept(session, str(job.pk), host, db.clock())
         await jobs.start(session, str(job.pk), host, db.clock())
     clock.advance(61)
     await dispatcher.expire()

@@ -45,10 +45,7 @@ async def limit(db: Database, seconds: int) -> None:
     async with db.sessions() as session, session.begin():
         row = await session.scalar(select(SessionRow).where(SessionRow.id == SESSION))
         assert row is not None
-        row.resolution = {
-            **row.resolution,
-            "scheduling": {**row.resolution["scheduling"], "queue_wait_limit_s": seconds},
-        }
+        row.queue_wait_limit_s = seconds
 
 
 async def test_zero_queue_wait_withdraws_and_cancel_is_idempotent(db: Database) -> None:
@@ -273,10 +270,7 @@ async def test_worker_behind_gate_keeps_its_full_queue_wait_budget(db: Database,
             row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id))
             assert row is not None
             row.priority = priority
-            row.resolution = {
-                **row.resolution,
-                "scheduling": {**row.resolution["scheduling"], "queue_wait_limit_s": budget},
-            }
+            row.queue_wait_limit_s = budget
     dispatcher = Dispatcher(db)
     await dispatcher.dispatch_once()
     clock.advance(60)

@@ -20,13 +20,14 @@ import pytest
 from aiohttp.test_utils import TestClient
 from sqlalchemy import select
 
-from kerrigan.app import WORKER, create_app
+from kerrigan.app import RECONCILER, WORKER, create_app
 from kerrigan.config import Settings
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
 from kerrigan.core.sessions import Session
 from kerrigan.store.audit import Change
+from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
@@ -104,14 +105,17 @@ class Harness:
         return response.status
 
     async def settle(self, timeout: float = 10.0) -> None:
-        """Wait until every stored delivery has been processed."""
+        """Wait until every stored delivery has been processed and GitHub shows every session's check run
+        as the store has it."""
         worker = self.client.app[WORKER]
+        reconciler = self.client.app[RECONCILER]
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             async with self.database.sessions() as session:
-                if await pending_count(session) == 0:
+                if await pending_count(session) == 0 and await behind_count(session) == 0:
                     return
             worker.wake()
+            reconciler.wake()
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError("deliveries still pending after the timeout")
             await asyncio.sleep(0.02)

@@ -26,7 +26,6 @@ from kerrigan.store.queue_view import (
     HeldJob,
     QueueSnapshot,
     holding_jobs,
-    max_devkits,
     queue_wait_clock,
     read_queue,
 )
@@ -113,7 +112,7 @@ def _why(
     if waiting.kind is WaitKind.FENCED:
         return f"fenced by job {waiting.on}: its device's runner host is held for that job", waiting.on
     if waiting.kind is WaitKind.OWN_SESSION:
-        limit = max_devkits(record.resolution)
+        limit = record.max_devkits
         holding = limit - snapshot.session_room.get(record.session_id, 0)
         starting = sum(1 for other, _ in snapshot.plan.assignments if other.session_id == record.session_id)
         more = f", {starting} more on the next round" if starting else ""

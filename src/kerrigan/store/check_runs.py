@@ -1,0 +1,203 @@
+"""The check-run reconciler's side of the store: which check runs are behind, claims on them, and what
+GitHub last confirmed or refused.
+
+A session's ``version`` counts the states GitHub should show; ``shown_version`` is the last one GitHub
+confirmed. A reconciler claims a session that is behind and due (``sync_due_at``) for a while, as delivery
+workers claim deliveries: a fresh ``sync_claim`` token until ``sync_claimed_until``, renewed while it sends
+and checked by every write after, so a reconciler whose claim was taken over writes nothing. Claims of a
+dead process run out and are taken up by another.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.sessions import Session
+from kerrigan.store.jobs import JobRecord, output_tail, session_jobs_of
+from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.sessions import get_session
+
+ERROR_LIMIT = 4000  # characters of GitHub's answer kept on the session
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A check run this reconciler may send until ``until``."""
+
+    session_pk: int
+    session_id: str
+    token: str
+    until: datetime
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A job as its check run shows it."""
+
+    record: JobRecord
+    output_tail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """What the check run of a session is rendered from, read in one transaction: the session (whose
+    ``version`` the rendering is), its jobs, the resolution's check-run body and an unknown create."""
+
+    session: Session
+    jobs: tuple[JobView, ...]
+    resolution_body: dict[str, object] | None
+    create_sent_version: int | None
+
+
+def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
+    return (
+        SessionRow.sync_due_at <= now,
+        or_(SessionRow.sync_claimed_until.is_(None), SessionRow.sync_claimed_until < now),
+    )
+
+
+async def claim_due(session: AsyncSession, now: datetime, lease: timedelta, limit: int = 16) -> list[Claim]:
+    """Claim up to ``limit`` check runs that are behind and due, earliest due first."""
+    query = (
+        select(SessionRow.pk, SessionRow.id, SessionRow.sync_attempts)
+        .where(*_due(now))
+        .order_by(SessionRow.sync_due_at, SessionRow.pk)
+        .limit(limit)
+    )
+    if session.get_bind().dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True, of=SessionRow)
+    claims = []
+    for pk, session_id, attempts in (await session.execute(query)).all():
+        token = secrets.token_hex(16)
+        claimed = await session.execute(
+            update(SessionRow)
+            .where(SessionRow.pk == pk, *_due(now))
+            .values(sync_claim=token, sync_claimed_until=now + lease)
+            .execution_options(synchronize_session=False)
+        )
+        if claimed.rowcount == 1:  # type: ignore[attr-defined]
+            claims.append(Claim(pk, str(session_id), token, now + lease, int(attempts)))
+    return claims
+
+
+def _ours(claim: Claim) -> tuple[ColumnElement[bool], ...]:
+    return SessionRow.pk == claim.session_pk, SessionRow.sync_claim == claim.token
+
+
+async def _write(session: AsyncSession, claim: Claim, **values: object) -> bool:
+    written = await session.execute(
+        update(SessionRow).where(*_ours(claim)).values(**values).execution_options(synchronize_session=False)
+    )
+    return bool(written.rowcount == 1)  # type: ignore[attr-defined]
+
+
+async def renew(session: AsyncSession, claim: Claim, until: datetime) -> bool:
+    """Keep the claim until ``until``; whether it is still ours."""
+    return await _write(session, claim, sync_claimed_until=until)
+
+
+async def projection(session: AsyncSession, claim: Claim) -> Projection:
+    """The session's state now, with its jobs and their output tails, to render."""
+    found = await get_session(session, claim.session_id)
+    row = await session.get(SessionRow, claim.session_pk)
+    assert row is not None
+    first = await session.scalar(select(JobRow.pk).where(JobRow.session_pk == claim.session_pk).limit(1))
+    views: list[JobView] = []
+    if first is not None:
+        jobs = await session_jobs_of(session, first)
+        assert jobs is not None
+        for record in jobs[1]:
+            tail = await output_tail(session, record.pk) if record.finished_at is not None else ""
+            views.append(JobView(record, tail))
+    return Projection(found, tuple(views), row.check_run_resolution, row.create_sent_version)
+
+
+async def create_sent(session: AsyncSession, claim: Claim, version: int) -> bool:
+    """A create of ``version`` is about to be sent: until its answer is known, a retry looks for it first."""
+    return await _write(session, claim, create_sent_version=version)
+
+
+async def adopted(session: AsyncSession, claim: Claim, check_run_id: int) -> bool:
+    """GitHub has the check run (created now, or found after an unknown outcome)."""
+    return await _write(session, claim, check_run_id=check_run_id, create_sent_version=None)
+
+
+async def not_created(session: AsyncSession, claim: Claim) -> bool:
+    """GitHub said for certain that it created nothing: the next try creates without looking first."""
+    return await _write(session, claim, create_sent_version=None)
+
+
+async def shown(session: AsyncSession, claim: Claim, version: int, now: datetime) -> bool:
+    """GitHub shows ``version``: done unless a newer version came meanwhile (then it is due at once)."""
+    row = await session.get(SessionRow, claim.session_pk, with_for_update=True)
+    if row is None or row.sync_claim != claim.token:
+        return False
+    row.shown_version = max(row.shown_version, version)
+    row.sync_attempts = 0
+    row.sync_due_at = None if row.shown_version >= row.version else now
+    row.sync_claim, row.sync_claimed_until = None, None
+    return True
+
+
+async def retry_later(session: AsyncSession, claim: Claim, at: datetime, *, failed: bool) -> bool:
+    """Give the claim back; try again at ``at`` (``failed``: after a failure, which counts for backoff)."""
+    values: dict[str, object] = {"sync_due_at": at, "sync_claim": None, "sync_claimed_until": None}
+    if failed:
+        values["sync_attempts"] = claim.attempts + 1
+    return await _write(session, claim, **values)
+
+
+async def refused(
+    session: AsyncSession,
+    claim: Claim,
+    now: datetime,
+    error: str,
+    *,
+    shown_version: int | None,
+    retry_at: datetime,
+) -> bool:
+    """GitHub refused a version for good: keep its answer on the session. With ``shown_version`` GitHub
+    shows a shorter body of that version instead (done); without, the version is tried again at
+    ``retry_at`` (a newer version goes at once: the refusal does not stop it)."""
+    values: dict[str, object] = {
+        "check_run_error": error[:ERROR_LIMIT],
+        "check_run_error_at": now,
+        "sync_attempts": 0,
+        "sync_claim": None,
+        "sync_claimed_until": None,
+    }
+    if not await _write(session, claim, **values):
+        return False
+    if shown_version is not None:
+        row = await session.get(SessionRow, claim.session_pk)
+        assert row is not None
+        row.shown_version = max(row.shown_version, shown_version)
+        row.sync_due_at = None if row.shown_version >= row.version else now
+    else:
+        await session.execute(
+            update(SessionRow).where(SessionRow.pk == claim.session_pk).values(sync_due_at=retry_at)
+        )
+    return True
+
+
+async def sweep(session: AsyncSession, now: datetime) -> int:
+    """Make every session whose shown version is behind and that nothing will send due now; how many."""
+    swept = await session.execute(
+        update(SessionRow)
+        .where(SessionRow.shown_version < SessionRow.version, SessionRow.sync_due_at.is_(None))
+        .values(sync_due_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return int(swept.rowcount)  # type: ignore[attr-defined]
+
+
+async def behind_count(session: AsyncSession) -> int:
+    """How many check runs GitHub does not show up to date (for tests, metrics and the demo)."""
+    rows = await session.execute(select(SessionRow.pk).where(SessionRow.shown_version < SessionRow.version))
+    return len(rows.all())

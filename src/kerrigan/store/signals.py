@@ -1,0 +1,62 @@
+"""Telling this process that a committed transaction changed what one of its loops waits for.
+
+A transaction that records a check run's new version, or frees or adds work for dispatch, marks its session
+(:func:`mark`); when it commits, the database fires those topics' listeners (the reconciler's and the
+dispatcher's ``wake``). Nothing fires for a transaction that rolls back. Other processes see the change on
+their next poll.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import Any, Final
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+
+_MARKS: Final = "kerrigan.signals"
+
+
+class Topic(enum.StrEnum):
+    """What changed."""
+
+    CHECK_RUNS = "check_runs"  # a session recorded a check-run version GitHub does not show yet
+    DISPATCH = "dispatch"  # work was queued, or a device or runner host became free
+
+
+class Signals:
+    """Listeners per topic, called after a commit that marked the topic."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[Topic, list[Callable[[], None]]] = {topic: [] for topic in Topic}
+
+    def listen(self, topic: Topic, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each commit that changes ``topic``; returns what stops it."""
+        self._listeners[topic].append(callback)
+        return lambda: self._listeners[topic].remove(callback)
+
+    def fire(self, *topics: Topic) -> None:
+        """Call the listeners of ``topics`` now."""
+        for topic in topics:
+            for callback in list(self._listeners[topic]):
+                callback()
+
+    def attach(self, session_class: type[Session]) -> None:
+        """Fire marked topics after commits of ``session_class``'s sessions; forget them on rollback."""
+
+        def committed(session: Session) -> None:
+            marks: set[Topic] = session.info.pop(_MARKS, set())
+            self.fire(*sorted(marks))
+
+        def rolled_back(session: Session, *_: Any) -> None:
+            session.info.pop(_MARKS, None)
+
+        event.listen(session_class, "after_commit", committed)
+        event.listen(session_class, "after_soft_rollback", rolled_back)
+
+
+def mark(session: AsyncSession, *topics: Topic) -> None:
+    """Fire ``topics`` once the transaction under way commits."""
+    session.sync_session.info.setdefault(_MARKS, set()).update(topics)

@@ -1,0 +1,122 @@
+"""Job transitions applied with everything that follows from them, in the caller's transaction.
+
+:func:`move_job` asks :mod:`kerrigan.core.lifecycle` whether the move is allowed (and refuses it with
+:class:`~kerrigan.core.lifecycle.TransitionError` if not), frees the device when the job stops holding one,
+stamps the end and its failure class; :func:`settle_session` then derives the session's state and conclusion
+from all its jobs and records the check run's next version. Both are written together, never as a side
+effect of talking to GitHub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.lifecycle import (
+    ENDED,
+    HOLDING_A_DEVICE,
+    FailureClass,
+    JobFacts,
+    JobState,
+    SessionState,
+    check_session_transition,
+    check_transition,
+    failure_class,
+    session_outcome,
+)
+from kerrigan.store.leases import release_lease
+from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.signals import Topic, mark
+
+# Moves a check run shows: a job starting or ending (leases and acceptances are not news on GitHub).
+VISIBLE = frozenset({JobState.RUNNING}) | ENDED
+
+
+async def move_job(
+    session: AsyncSession,
+    job: JobRow,
+    to: JobState,
+    at: datetime,
+    *,
+    reason: str | None = None,
+    detail: str | None = None,
+    exit_status: int | None = None,
+) -> None:
+    """Move ``job`` to ``to`` (the caller holds its row); the session is settled by :func:`settle_session`."""
+    before = JobState(job.state)
+    check_transition(before, to)
+    if before in HOLDING_A_DEVICE and to not in HOLDING_A_DEVICE and job.device_id is not None:
+        await release_lease(session, job.device_id)
+        mark(session, Topic.DISPATCH)
+    job.state = to
+    if reason is not None:
+        job.reason = reason
+    if detail is not None:
+        job.detail = detail[:500]
+    if exit_status is not None:
+        job.exit_status = exit_status
+    if to is JobState.QUEUED:
+        job.device_id = None
+        mark(session, Topic.DISPATCH)
+    if to in ENDED:
+        job.finished_at = at
+        klass = failure_class(to, job.reason, job.exit_status)
+        job.failure_class = klass.value if klass is not None else None
+
+
+def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:
+    """The check run should show ``row`` as it is now: its next version, due to be sent at once unless the
+    reconciler is backing off after GitHub failed (then the version waits for the backoff to end)."""
+    row.version += 1
+    row.version_at = at
+    if row.sync_due_at is None or row.sync_attempts == 0:
+        row.sync_due_at = at
+    mark(session, Topic.CHECK_RUNS)
+
+
+async def locked_session(session: AsyncSession, session_pk: int) -> SessionRow:
+    """The session row, locked for this transaction on PostgreSQL, so two jobs of one session ending at
+    once settle it one after the other (each reads the other's end)."""
+    row = await session.scalar(select(SessionRow).where(SessionRow.pk == session_pk).with_for_update())
+    if row is None:
+        raise LookupError(f"no session with key {session_pk}")
+    return row
+
+
+def job_facts(job: JobRow) -> JobFacts:
+    """What the session rule needs of a stored job."""
+    return JobFacts(
+        JobState(job.state),
+        started=job.started_at is not None,
+        failure_class=FailureClass(job.failure_class) if job.failure_class else None,
+    )
+
+
+async def settle_session(
+    session: AsyncSession, session_pk: int, at: datetime, *, news: bool = True
+) -> SessionRow:
+    """Derive the session's state and conclusion from its jobs; record a check-run version when that
+    changed or ``news`` says a job moved in a way the check run shows."""
+    row = await locked_session(session, session_pk)
+    jobs = (await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk))).all()
+    before = SessionState(row.state)
+    if before is SessionState.COMPLETED or not jobs:
+        return row  # decided already (its jobs' ends, or its resolution, completed it)
+    outcome = session_outcome([job_facts(job) for job in jobs])
+    check_session_transition(before, outcome.state)
+    conclusion = outcome.conclusion.value if outcome.conclusion else None
+    changed = (outcome.state, conclusion) != (before, row.conclusion)
+    row.state, row.conclusion = outcome.state, conclusion
+    if changed or news:
+        row.updated_at = at
+        record_version(session, row, at)
+    return row
+
+
+async def settle_sessions(session: AsyncSession, session_pks: Iterable[int], at: datetime) -> None:
+    """:func:`settle_session` for each session, in key order (the order every writer locks them in)."""
+    for pk in sorted(set(session_pks)):
+        await settle_session(session, pk, at)
