@@ -70,6 +70,7 @@ class Admission(Preparation):
             self._accepting.discard(job_id)
         if state != "accepted":
             del self.jobs[job_id]
+            self._revoke_tokens(job_id)
             log.info("job %s: not ours to run (%s)", job_id, state)
             return
         self.records.save(record)
@@ -83,7 +84,7 @@ class Admission(Preparation):
             log.warning("job %s: accept failed: %s", job_id, err)
             return None
         if isinstance(answer.get("github"), dict):
-            self._credentials[job_id] = answer["github"]
+            self._keep_credentials(job_id, answer["github"])
         return str(answer.get("state"))
 
     async def _accept_again(self, record: JobRecord) -> None:
@@ -96,6 +97,7 @@ class Admission(Preparation):
             record.state, record.ended_at, record.reported = "ended", self.clock(), True
             record.outcome = "lost"
             self.records.save(record)
+            self._revoke_tokens(record.id)
 
     def _admit_disk(self, workspace: str) -> dict[str, int] | None:
         """Disk admission (seed 003); the refusal's byte counts, or None to admit. Runs in a thread."""
@@ -174,6 +176,6 @@ class Admission(Preparation):
             True,
         )
         self.records.save(record)
-        self._credentials.pop(job_id, None)
+        self._revoke_tokens(job_id)
         self._changed.set()
         log.info("job %s: withdrawn (queue_wait_exceeded)", job_id)

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 RECONCILE_AFTER_S: Final = 5.0  # a job accepted this recently may not show in a heartbeat answer yet
 IDLE_POLL_S: Final = 1.0  # between polls that brought nothing new
 MAINTENANCE_INTERVAL_S: Final = 600.0
+REVOKE_AT_STOP_S: Final = 5.0  # tokens still not revoked then expire on their own within the hour
 
 
 class Agent(Recovery):
@@ -114,6 +115,8 @@ class Agent(Recovery):
         pending = [task for task in self._tasks.values() if not task.done()]
         if pending:
             await asyncio.wait(pending, timeout=self.settings.kill_grace_s * 2 + 20)
+        if self._revoking:  # the ended jobs' tokens, on their way to being revoked: a moment for them
+            await asyncio.wait(set(self._revoking), timeout=REVOKE_AT_STOP_S)
 
     # -- heartbeats and polls ----------------------------------------------------------------------
 

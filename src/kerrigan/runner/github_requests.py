@@ -5,8 +5,9 @@ GitHub did not answer (a dropped connection, a timeout), or answered with a serv
 is sent again after the wait :func:`kerrigan.core.github_retry.retry_after` gives, within a total budget;
 any other answer is GitHub's final word and is raised at once.
 
-Redirects are followed by aiohttp, which drops ``Authorization`` (and cookies) when the redirect leads to
-another origin (``codeload.github.com`` for a tarball), so a job's token only ever goes to the API.
+A job's token is revoked when the job ends (:func:`revoke_token`). Redirects are followed by aiohttp,
+which drops ``Authorization`` (and cookies) when the redirect leads to another origin
+(``codeload.github.com`` for a tarball), so a job's token only ever goes to the API.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 API_VERSION: Final = "2022-11-28"
 USER_AGENT: Final = f"kerrigan-runner/{kerrigan.__version__}"
 NO_ANSWER: Final = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError)
+TOKEN_GONE: Final = frozenset({204, 401})  # revoked now; already revoked or expired
+REVOKE_TIMEOUT: Final = aiohttp.ClientTimeout(total=30)
 
 T = TypeVar("T")
 
@@ -142,3 +145,25 @@ async def with_retries(
                 ) from err
             log.warning("%s: %s (%s); sending again in %.1f s", what, err, retry.reason, retry.delay_s)
             await sleep(retry.delay_s)
+
+
+async def revoke_token(http: aiohttp.ClientSession, api_url: str, token: str, budget: RetryBudget) -> bool:
+    """``DELETE /installation/token`` with the token itself: whether it is gone (204: revoked now; 401:
+    revoked or expired already). Passing failures are sent again within ``budget``; what is logged never
+    holds the token."""
+    url = f"{api_url.rstrip('/')}/installation/token"
+
+    async def once() -> None:
+        async with github_request(http, "DELETE", url, token, REVOKE_TIMEOUT) as response:
+            if response.status not in TOKEN_GONE:
+                raise await failure(response)
+
+    try:
+        await with_retries(once, budget, f"DELETE {url}")
+    except GitHubRequestError as err:
+        log.warning("DELETE %s: the token is not revoked (it expires on its own): %s", url, err)
+        return False
+    except aiohttp.ClientError as err:
+        log.warning("DELETE %s: the token is not revoked (it expires on its own): %s", url, describe(err))
+        return False
+    return True

@@ -16,11 +16,12 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 
 from kerrigan.core.cpus import CpuAllocator
+from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.server import ServerClient
 from kerrigan.runner.settings import AgentSettings
@@ -29,6 +30,8 @@ from kerrigan.runner.topology import read_topology
 from kerrigan.runner.workspaces import WorkspaceStore
 
 log = logging.getLogger(__name__)
+
+TOKEN_REVOKE_RETRY_S: Final = 30.0  # a token not revoked by then expires on its own within the hour
 
 
 class HostState:
@@ -52,6 +55,8 @@ class HostState:
         self.poll_timeout_s = 25.0
         self.capabilities: frozenset[str] = frozenset()  # what registration agreed on
         self._credentials: dict[str, dict[str, Any]] = {}  # job -> its GitHub token; in memory only
+        self._issued: dict[str, dict[str, str]] = {}  # job -> every token it was handed -> its API
+        self._revoking: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._processes: dict[str, asyncio.subprocess.Process] = {}
@@ -85,3 +90,25 @@ class HostState:
             self._changed.set()
 
         task.add_done_callback(done)
+
+    def _keep_credentials(self, job_id: str, github: dict[str, Any]) -> None:
+        """The token an accept handed out: the job fetches with it, and it is revoked when the job ends
+        (with any other one an earlier accept of the same job handed out)."""
+        self._credentials[job_id] = github
+        token, api_url = github.get("token"), github.get("api_url")
+        if token and api_url:
+            self._issued.setdefault(job_id, {})[str(token)] = str(api_url)
+
+    def _revoke_tokens(self, job_id: str) -> None:
+        """The job is over on this host: forget its tokens and revoke them at GitHub, beside whatever
+        follows (the end's report to the server never waits for GitHub)."""
+        self._credentials.pop(job_id, None)
+        for token, api_url in self._issued.pop(job_id, {}).items():
+            task = asyncio.create_task(self._revoke(job_id, api_url, token), name=f"kerrigan-revoke-{job_id}")
+            self._revoking.add(task)
+            task.add_done_callback(self._revoking.discard)
+
+    async def _revoke(self, job_id: str, api_url: str, token: str) -> None:
+        budget = RetryBudget(TOKEN_REVOKE_RETRY_S, self.settings.github_backoff_s)
+        if await revoke_token(self.http, api_url, token, budget):
+            log.info("job %s: its GitHub token is revoked", job_id)

@@ -106,6 +106,7 @@ class Processes(Reporting):
                     "lost",
                 )
                 self.records.save(record)
+                self._revoke_tokens(record.id)
                 return
             if answer.get("state") != "running":
                 # Withdrawn or cancelled before the start reached the server: its answer decides.
@@ -114,6 +115,7 @@ class Processes(Reporting):
                 record.state, record.ended_at, record.reported = "ended", self.clock(), True
                 record.outcome = "withdrawn" if state == "refused_before_start" else str(state)
                 self.records.save(record)
+                self._revoke_tokens(record.id)
                 return
             reason = self._stop_reasons.get(record.id)
             if reason is not None and reason != "withdrawn":  # stopped while starting: it never runs

@@ -77,7 +77,7 @@ class Reporting(HostState):
         record.state, record.ended_at = "ended", self.clock()
         record.exit_status, record.outcome, record.accounting = exit_status, outcome, accounting
         self.records.save(record)
-        self._credentials.pop(record.id, None)
+        self._revoke_tokens(record.id)
         if record.workspace:
             with contextlib.suppress(OSError, UnsafeWorkspaceError):
                 self.workspaces.mark_used(record.workspace, self.clock())
