@@ -1,0 +1,59 @@
+"""Issue comments and reactions to them."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from aiohttp import web
+
+from kerrigan.testing.github.auth import authorized_repository
+from kerrigan.testing.github.errors import GitHubError
+
+if TYPE_CHECKING:
+    from kerrigan.testing.github.server import GitHubStandIn
+
+COMMENT_LIMIT: Final = 65_536  # GitHub's documented maximum of a comment body, in characters
+REACTIONS: Final = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+
+
+async def create_comment(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """``POST /repos/{owner}/{repo}/issues/{issue_number}/comments``."""
+    repo = authorized_repository(github, request)
+    body = await request.json()
+    if not isinstance(body, dict) or not isinstance(body.get("body"), str) or not body["body"]:
+        raise GitHubError(422, 'Invalid request.\n\n"body" wasn\'t supplied.')
+    if len(body["body"]) > COMMENT_LIMIT:
+        raise GitHubError(422, f"Validation Failed: body is too long (maximum is {COMMENT_LIMIT} characters)")
+    comment: dict[str, Any] = {
+        "id": next(github.ids),
+        "repository": repo.full_name,
+        "issue": int(request.match_info["issue_number"]),
+        "body": body["body"],
+    }
+    github.comments.append(comment)
+    return web.json_response(comment, status=201)
+
+
+async def create_reaction(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """``POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions``."""
+    repo = authorized_repository(github, request)
+    body = await request.json()
+    if not isinstance(body, dict) or body.get("content") not in REACTIONS:
+        raise GitHubError(422, f"Invalid request.\n\ncontent must be one of {sorted(REACTIONS)}.")
+    reaction: dict[str, Any] = {
+        "id": next(github.ids),
+        "repository": repo.full_name,
+        "comment": int(request.match_info["comment_id"]),
+        "content": body["content"],
+    }
+    github.reactions.append(reaction)
+    return web.json_response(reaction, status=201)
+
+
+def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:
+    """Comments and reactions."""
+    router.add_post("/repos/{owner}/{repo}/issues/{issue_number}/comments", partial(create_comment, github))
+    router.add_post(
+        "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", partial(create_reaction, github)
+    )

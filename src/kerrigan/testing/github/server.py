@@ -1,0 +1,216 @@
+"""The stand-in server: its state, set-up methods, lifecycle, and the middleware that records every request
+and applies faults before the handlers run."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from aiohttp import web
+
+from kerrigan.testing.github import auth, checks, contents, issues, repositories
+from kerrigan.testing.github.auth import generate_app_key
+from kerrigan.testing.github.errors import GitHubError, error_response
+from kerrigan.testing.github.faults import Fault, Faults
+from kerrigan.testing.github.records import FakeRepository, RecordedRequest
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# The permissions Kerrigan's app.yml asks for: an installation grants these, tokens may narrow them.
+APP_PERMISSIONS: Final = {
+    "actions": "read",
+    "checks": "write",
+    "contents": "read",
+    "issues": "write",
+    "metadata": "read",
+    "pull_requests": "read",
+}
+DROPPED: Final = 0  # the status recorded for a request whose connection was closed unanswered
+
+
+class GitHubStandIn:
+    """The stand-in server; ``async with GitHubStandIn(...) as github:`` starts it on a free loopback port.
+
+    ``seed`` drives the faults injected with a probability.
+    """
+
+    def __init__(
+        self,
+        app_id: str = "4242",
+        public_key: str | None = None,
+        private_key: str | None = None,
+        *,
+        seed: int = 0,
+    ) -> None:
+        if public_key is None:
+            private_key, public_key = generate_app_key()
+        self.app_id = app_id
+        self.app_slug = "kerrigan"
+        self.public_key = public_key
+        self.private_key = private_key
+        self.app_permissions: dict[str, str] = dict(APP_PERMISSIONS)
+        self.installations: dict[int, str] = {}  # installation id -> account
+        self.repositories: dict[str, FakeRepository] = {}
+        self.tokens: dict[str, tuple[int, datetime]] = {}  # token -> (installation, expiry)
+        self.token_scopes: dict[str, frozenset[str]] = {}  # token -> the repository names it is limited to
+        self.token_lifetime = timedelta(hours=1)
+        # OAuth web flow (sign-in to Kerrigan's pages): the app's client credentials, codes, user tokens.
+        self.oauth_client_id = "Iv1.standin"
+        self.oauth_client_secret = secrets.token_hex(20)
+        self.oauth_codes: dict[str, tuple[str, str]] = {}  # code -> (login, redirect_uri)
+        self.user_tokens: dict[str, str] = {}  # token -> login
+        self.downloads: dict[str, tuple[str, str]] = {}  # one-time tarball keys -> (repository, ref)
+        self.check_runs: dict[int, dict[str, Any]] = {}
+        self.check_suites: dict[tuple[str, str], int] = {}  # (repository, head sha) -> suite id
+        self.comments: list[dict[str, Any]] = []
+        self.reactions: list[dict[str, Any]] = []
+        self.requests: list[RecordedRequest] = []
+        self.faults = Faults(random.Random(seed))  # noqa: S311 -- reproducible picks, not secrets
+        self.ids = itertools.count(1000)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # -- set-up ------------------------------------------------------------------------------------
+
+    def add_installation(self, installation_id: int, account: str) -> None:
+        """An installation of the App on ``account``."""
+        self.installations[installation_id] = account
+
+    def add_repository(self, full_name: str, installation_id: int) -> FakeRepository:
+        """A repository the installation covers."""
+        repo = FakeRepository(full_name, next(self.ids), installation_id)
+        self.repositories[full_name] = repo
+        return repo
+
+    def add_commit(self, full_name: str, sha: str, files: Mapping[str, str | bytes]) -> None:
+        """The repository's files at ``sha`` (``"*"``: at every commit not added on its own)."""
+        self.repositories[full_name].commits[sha] = {
+            path: content.encode() if isinstance(content, str) else content for path, content in files.items()
+        }
+
+    def add_pull(
+        self,
+        full_name: str,
+        number: int,
+        *,
+        head_sha: str,
+        base_ref: str = "main",
+        head_ref: str = "feature",
+        fork: str | None = None,
+    ) -> dict[str, Any]:
+        """A pull request; ``fork`` names the head repository when it is another one."""
+        base = {"ref": base_ref, "sha": "0" * 40, "repo": {"full_name": full_name}}
+        head = {"ref": head_ref, "sha": head_sha, "repo": {"full_name": fork or full_name}}
+        pull = {"id": next(self.ids), "number": number, "head": head, "base": base, "state": "open"}
+        self.repositories[full_name].pulls[number] = pull
+        return pull
+
+    def set_permission(self, full_name: str, login: str, permission: str) -> None:
+        """A collaborator's permission: admin, maintain, write, triage, read or none."""
+        self.repositories[full_name].permissions[login] = permission
+
+    def fail_next(
+        self,
+        method: str,
+        path_pattern: str,
+        status: int,
+        *,
+        headers: Mapping[str, str] | None = None,
+        times: int = 1,
+    ) -> Fault:
+        """Answer the next ``times`` matching requests with ``status`` (and ``headers``): a thin wrapper of
+        :meth:`Faults.inject`, whose message says the answer was injected."""
+        return self.faults.inject(
+            method, path_pattern, status=status, headers=headers, message=f"injected {status}", times=times
+        )
+
+    def runs_named(self, name: str) -> list[dict[str, Any]]:
+        """The check runs with this name, oldest first."""
+        return [run for run in self.check_runs.values() if run["name"] == name]
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> GitHubStandIn:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def start(self, port: int = 0) -> None:
+        """Listen on 127.0.0.1 (a free port unless one is given)."""
+        app = web.Application(middlewares=[self._middleware])
+        for concern in (auth, contents, checks, issues, repositories):
+            concern.add_routes(app.router, self)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{bound[1]}"
+
+    async def close(self) -> None:
+        """Stop listening."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            body = raw.decode(errors="replace")
+        status = DROPPED
+        try:
+            fault = self.faults.pick(request.method, request.path)
+            if fault is not None and fault.delay_s:
+                await asyncio.sleep(fault.delay_s)
+            if fault is not None and not fault.act_first:
+                if fault.drop:
+                    return _drop(request)
+                answer = fault.answer()
+                if answer is not None:
+                    status = answer.status
+                    return answer
+            response = await _handle(request, handler)
+            if fault is not None and fault.act_first:  # GitHub acted; the answer is lost or an error
+                if fault.drop:
+                    return _drop(request)
+                response = fault.answer() or response
+            status = response.status
+            return response
+        finally:
+            self.requests.append(
+                RecordedRequest(
+                    request.method, request.path, dict(request.query), dict(request.headers), body, status
+                )
+            )
+
+
+async def _handle(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except GitHubError as exc:
+        return exc.response()
+    except web.HTTPException as exc:  # aiohttp's own: no such route, method not allowed
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return error_response(exc.status, "Not Found" if exc.status == 404 else exc.reason, allow)
+    except json.JSONDecodeError:
+        return error_response(400, "Problems parsing JSON")
+
+
+def _drop(request: web.Request) -> web.Response:
+    """Close the connection without an answer: the client sees the server disconnect."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.Response(status=204)  # never sent: the transport is gone

@@ -1,0 +1,32 @@
+"""What GitHub sends to the App: signed deliveries."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from typing import Any
+
+
+def signed_headers(secret: str, event: str, body: bytes, delivery_id: str | None = None) -> dict[str, str]:
+    """The headers GitHub sends with a delivery of ``body``."""
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery_id or secrets.token_hex(16),
+        "X-Hub-Signature-256": "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(),
+        "Content-Type": "application/json",
+    }
+
+
+def push_payload(
+    repository: str, sha: str, *, installation: int = 1, ref: str = "refs/heads/main"
+) -> dict[str, Any]:
+    """The parts of a ``push`` delivery Kerrigan reads, for a push of ``sha`` to ``ref``."""
+    return {
+        "ref": ref,
+        "after": sha,
+        "deleted": False,
+        "installation": {"id": installation},
+        "repository": {"full_name": repository},
+        "sender": {"login": "octocat", "type": "User"},
+    }
