@@ -6,6 +6,7 @@ A missing or malformed setting raises :class:`ConfigError` with one line naming 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class Settings:
     public_read: bool = False
     workers: int | None = None  # worker processes; None: 0 (in-process) on SQLite, 1 on PostgreSQL
     runner_lease_s: int = 60  # a runner host's leases expire this long after its last heartbeat
+    delivery_lease_s: float = 30.0  # a worker's claim of a webhook delivery, renewed every third of it
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -114,11 +116,23 @@ class Settings:
                     f"{PREFIX}RUNNER_LEASE_S must be whole seconds from 2 to 3600, not {lease!r}"
                 )
             values["runner_lease_s"] = int(lease)
+        if (delivery_lease := get("DELIVERY_LEASE_S")) is not None:
+            values["delivery_lease_s"] = _positive_seconds("DELIVERY_LEASE_S", delivery_lease)
         if (public_read := get("PUBLIC_READ")) is not None:
             if public_read not in ("0", "1"):
                 raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")
             values["public_read"] = public_read == "1"
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _positive_seconds(name: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{PREFIX}{name} must be a positive number of seconds, not {value!r}")
+    return seconds
 
 
 def _private_key(text: str | None, path: str | None) -> str | None:

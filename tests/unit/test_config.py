@@ -17,6 +17,12 @@ def test_defaults_need_no_environment() -> None:
     assert settings.database_url == DEFAULT_DATABASE_URL
     assert (settings.host, settings.port, settings.public_url) == ("127.0.0.1", 8080, "http://127.0.0.1:8080")
     assert settings.workers is None
+    assert settings.delivery_lease_s == 30
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("45", 45.0), ("2.5", 2.5), (" 10 ", 10.0)])
+def test_the_delivery_lease_is_a_positive_number_of_seconds(value: str, seconds: float) -> None:
+    assert Settings.from_env({"KERRIGAN_DELIVERY_LEASE_S": value}).delivery_lease_s == seconds
 
 
 def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
@@ -34,6 +40,11 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
         ({"KERRIGAN_GITHUB_APP_ID": "abc"}, "KERRIGAN_GITHUB_APP_ID"),
         ({"KERRIGAN_WORKERS": "-1"}, "KERRIGAN_WORKERS"),
         ({"KERRIGAN_PUBLIC_READ": "yes"}, "KERRIGAN_PUBLIC_READ"),
+        ({"KERRIGAN_DELIVERY_LEASE_S": "0"}, "KERRIGAN_DELIVERY_LEASE_S"),
+        ({"KERRIGAN_DELIVERY_LEASE_S": "-30"}, "KERRIGAN_DELIVERY_LEASE_S"),
+        ({"KERRIGAN_DELIVERY_LEASE_S": "thirty"}, "KERRIGAN_DELIVERY_LEASE_S"),
+        ({"KERRIGAN_DELIVERY_LEASE_S": "nan"}, "KERRIGAN_DELIVERY_LEASE_S"),
+        ({"KERRIGAN_DELIVERY_LEASE_S": "inf"}, "KERRIGAN_DELIVERY_LEASE_S"),
         (
             {"KERRIGAN_GITHUB_PRIVATE_KEY": BROKEN_KEY},
             "KERRIGAN_GITHUB_PRIVATE_KEY",

@@ -1,9 +1,9 @@
 """``POST /webhooks/github``: verify, store, answer 202; then process from the store.
 
 The answer never waits for GitHub or the inventory: a valid delivery is stored and answered at once. A
-worker takes stored deliveries one at a time (a lease in the database), routes them, and marks them done,
-so a crash or restart resumes what was pending and nothing is lost or done twice. A repeated
-``X-GitHub-Delivery`` is answered 200 and not stored again.
+worker takes stored deliveries one at a time (a claim in the database, renewed while it works), routes
+them, and marks them done, so a crash or restart resumes what was pending and nothing is lost or done
+twice. A repeated ``X-GitHub-Delivery`` is answered 200 and not stored again.
 """
 
 from __future__ import annotations
@@ -26,11 +26,16 @@ from gidgethub.sansio import Event
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import (
+    Claim,
+    Delivery,
     NewDelivery,
     claim_delivery,
+    current_claim,
     fail_delivery,
     finish_delivery,
+    gives_up,
     record_deliveries,
+    renew_claim,
 )
 
 log = logging.getLogger(__name__)
@@ -148,7 +153,12 @@ class WebhookReceiver:
 
 
 class DeliveryWorker:
-    """Processes stored deliveries in order, one at a time, until cancelled."""
+    """Processes stored deliveries in order, one at a time, until cancelled.
+
+    Each delivery is claimed for ``lease_s`` seconds and the claim renewed every third of that while the
+    handler runs. When a renewal finds the claim taken over (it ran out, say while the process stalled, and
+    another worker claimed the delivery), the handler is cancelled and nothing more is written for it.
+    """
 
     def __init__(
         self,
@@ -157,12 +167,12 @@ class DeliveryWorker:
         *,
         wake: asyncio.Event | None = None,
         receiver: WebhookReceiver | None = None,
-        lease: timedelta = timedelta(minutes=2),
+        lease_s: float = 30.0,
         idle_poll_s: float = 5.0,
     ) -> None:
         self.app = app
         self.router = router
-        self.lease = lease
+        self.lease = timedelta(seconds=lease_s)
         self.idle_poll_s = idle_poll_s
         self._wake = wake or asyncio.Event()
         self.receiver = receiver
@@ -202,31 +212,95 @@ class DeliveryWorker:
             delivery = await claim_delivery(session, database.clock(), self.lease)
         if delivery is None:
             return False
-        event = Event(json.loads(delivery.payload), event=delivery.event, delivery_id=delivery.delivery_id)
+        handler = asyncio.create_task(self._handle(delivery), name=f"kerrigan-delivery-{delivery.pk}")
         try:
-            if self.router.fetch(event):
-                await self.router.dispatch(event, self.app)
-            else:
-                log.info(
-                    "delivery %s: %s/%s ignored (no router for it)",
+            held = await self._hold(delivery.claim, handler)
+        finally:
+            if not handler.done():  # this worker is being stopped
+                await _stop(handler)
+        if not held:
+            log.warning(
+                "delivery %s (%s): its claim was taken over by another worker; stopped processing it",
+                delivery.delivery_id,
+                delivery.event,
+            )
+            return True
+        try:
+            handler.result()
+        except Exception as exc:
+            async with database.writing(), database.sessions() as session, session.begin():
+                wrote = await fail_delivery(
+                    session, delivery.claim, database.clock(), repr(exc), delivery.attempts
+                )
+            if not wrote:
+                log.warning(
+                    "delivery %s (%s) failed on attempt %d after its claim was taken over by another "
+                    "worker: not recorded (%r)",
                     delivery.delivery_id,
                     delivery.event,
-                    delivery.action,
+                    delivery.attempts,
+                    exc,
                 )
-        except Exception as exc:
-            async with database.sessions() as session, session.begin():
-                gave_up = await fail_delivery(
-                    session, delivery.pk, database.clock(), repr(exc), delivery.attempts
-                )
+                return True
             log.exception(
                 "delivery %s (%s) failed on attempt %d%s",
                 delivery.delivery_id,
                 delivery.event,
                 delivery.attempts,
-                "; giving up" if gave_up else "; will retry",
+                "; giving up" if gives_up(delivery.attempts) else "; will retry",
             )
             return True
         async with database.writing(), database.sessions() as session, session.begin():
-            await finish_delivery(session, delivery.pk, database.clock())
-        self.processed += 1
+            wrote = await finish_delivery(session, delivery.claim, database.clock())
+        if wrote:
+            self.processed += 1
+        else:
+            log.warning(
+                "delivery %s (%s) was processed after its claim was taken over by another worker: "
+                "not marked done",
+                delivery.delivery_id,
+                delivery.event,
+            )
         return True
+
+    async def _handle(self, delivery: Delivery) -> None:
+        # The handler's task has its own copy of the context: the claim is current for it alone.
+        current_claim.set(delivery.claim)
+        event = Event(json.loads(delivery.payload), event=delivery.event, delivery_id=delivery.delivery_id)
+        if self.router.fetch(event):
+            await self.router.dispatch(event, self.app)
+        else:
+            log.info(
+                "delivery %s: %s/%s ignored (no router for it)",
+                delivery.delivery_id,
+                delivery.event,
+                delivery.action,
+            )
+
+    async def _hold(self, claim: Claim, handler: asyncio.Task[None]) -> bool:
+        """Renew ``claim`` every third of the lease until ``handler`` is done; ``False`` (and the handler
+        cancelled) when a renewal finds the claim taken over."""
+        database = self.app.database
+        every = self.lease.total_seconds() / 3
+        while True:
+            done, _ = await asyncio.wait({handler}, timeout=every)
+            if done:
+                return True
+            try:
+                async with database.writing(), database.sessions() as session, session.begin():
+                    renewed = await renew_claim(session, claim, database.clock(), self.lease)
+            except Exception:
+                # The claim still holds for the rest of the lease; the next renewal tries again.
+                log.exception("delivery %s: renewing its claim failed", claim.pk)
+                continue
+            if not renewed:
+                await _stop(handler)
+                return False
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """Cancel ``task`` and wait until it has ended (whatever it raised is no longer of interest)."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not report it as never retrieved

@@ -1,16 +1,21 @@
 """Webhook deliveries: stored before they are answered, then processed from the store.
 
 A delivery is claimed for a while (a lease) before it is processed, so a crashed worker's delivery is taken
-up again once the lease runs out, and two workers never process one delivery at the same time.
+up again once the lease runs out. Each claim writes a fresh random token (a fencing token): the worker
+renews its claim while it processes the delivery, and renewing, finishing and failing it write only where
+the row still carries that token, so a worker whose claim ran out and was taken over writes nothing more.
+Handlers check the same fence inside their own transactions with :func:`check_fence`.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -21,8 +26,16 @@ MAX_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """A worker's hold on one delivery: the row, and the token its claim wrote there."""
+
+    pk: int
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
 class Delivery:
-    """A stored webhook delivery."""
+    """A stored webhook delivery, as claimed by a worker."""
 
     pk: int
     delivery_id: str
@@ -30,6 +43,12 @@ class Delivery:
     action: str | None
     payload: str
     attempts: int
+    claim_token: str
+
+    @property
+    def claim(self) -> Claim:
+        """The claim this delivery was taken under."""
+        return Claim(self.pk, self.claim_token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +60,15 @@ class NewDelivery:
     action: str | None
     payload: str
     received_at: datetime
+
+
+class ClaimLostError(RuntimeError):
+    """The delivery's claim ran out and another worker took it: this one must write nothing more for it."""
+
+
+current_claim: ContextVar[Claim | None] = ContextVar("kerrigan_delivery_claim", default=None)
+"""The claim of the delivery being processed: set by the worker in its handler's task, read by
+:func:`check_fence`."""
 
 
 async def record_deliveries(connection: AsyncConnection, deliveries: Sequence[NewDelivery]) -> set[str]:
@@ -75,7 +103,9 @@ async def record_deliveries(connection: AsyncConnection, deliveries: Sequence[Ne
 
 
 async def claim_delivery(session: AsyncSession, now: datetime, lease: timedelta) -> Delivery | None:
-    """Take the oldest delivery due for processing, for ``lease``; ``None`` when none is due."""
+    """Take the oldest delivery due for processing, for ``lease``, under a fresh claim token; ``None`` when
+    none is due. A delivery whose claim ran out (its worker died or stalled) is due again; each claim counts
+    as an attempt."""
     due = or_(DeliveryRow.claimed_until.is_(None), DeliveryRow.claimed_until < now)
     ready = or_(DeliveryRow.next_attempt_at.is_(None), DeliveryRow.next_attempt_at <= now)
     for _ in range(3):
@@ -87,36 +117,92 @@ async def claim_delivery(session: AsyncSession, now: datetime, lease: timedelta)
         )
         if row is None:
             return None
+        token = secrets.token_hex(16)
         claimed = await session.execute(
             update(DeliveryRow)
             .where(DeliveryRow.pk == row.pk, DeliveryRow.processed_at.is_(None), due)
-            .values(claimed_until=now + lease, attempts=DeliveryRow.attempts + 1)
+            .values(claimed_until=now + lease, claim_token=token, attempts=DeliveryRow.attempts + 1)
             .execution_options(synchronize_session=False)
         )
         if claimed.rowcount == 1:  # type: ignore[attr-defined]
-            return Delivery(row.pk, row.delivery_id, row.event, row.action, row.payload, row.attempts + 1)
+            return Delivery(
+                row.pk, row.delivery_id, row.event, row.action, row.payload, row.attempts + 1, token
+            )
     return None
 
 
-async def finish_delivery(session: AsyncSession, pk: int, at: datetime) -> None:
-    """Mark a delivery processed."""
-    await session.execute(
+def _held(claim: Claim) -> ColumnElement[bool]:
+    return and_(DeliveryRow.pk == claim.pk, DeliveryRow.claim_token == claim.token)
+
+
+async def renew_claim(session: AsyncSession, claim: Claim, now: datetime, lease: timedelta) -> bool:
+    """Extend ``claim`` to ``now + lease``; ``False`` when it is no longer this worker's (taken over)."""
+    renewed = await session.execute(
         update(DeliveryRow)
-        .where(DeliveryRow.pk == pk)
-        .values(processed_at=at, claimed_until=None, error=None)
+        .where(_held(claim))
+        .values(claimed_until=now + lease)
+        .execution_options(synchronize_session=False)
     )
+    return bool(renewed.rowcount == 1)  # type: ignore[attr-defined]
 
 
-async def fail_delivery(session: AsyncSession, pk: int, at: datetime, error: str, attempts: int) -> bool:
-    """Record a failed attempt; retried with backoff until :data:`MAX_ATTEMPTS`. Whether it gives up."""
-    give_up = attempts >= MAX_ATTEMPTS
-    values: dict[str, object] = {"error": error[:4000], "claimed_until": None}
-    if give_up:
+async def finish_delivery(session: AsyncSession, claim: Claim, at: datetime) -> bool:
+    """Mark a delivery processed, if ``claim`` is still held; whether it wrote."""
+    finished = await session.execute(
+        update(DeliveryRow)
+        .where(_held(claim))
+        .values(processed_at=at, claimed_until=None, claim_token=None, error=None)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(finished.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def gives_up(attempts: int) -> bool:
+    """Whether a delivery that failed on attempt ``attempts`` is not tried again."""
+    return attempts >= MAX_ATTEMPTS
+
+
+async def fail_delivery(session: AsyncSession, claim: Claim, at: datetime, error: str, attempts: int) -> bool:
+    """Record a failed attempt, if ``claim`` is still held; whether it wrote. A failed delivery is retried
+    with backoff (2, 4, 8, ... seconds) until :data:`MAX_ATTEMPTS` (see :func:`gives_up`)."""
+    values: dict[str, object] = {"error": error[:4000], "claimed_until": None, "claim_token": None}
+    if gives_up(attempts):
         values["processed_at"] = at
     else:
         values["next_attempt_at"] = at + timedelta(seconds=2**attempts)
-    await session.execute(update(DeliveryRow).where(DeliveryRow.pk == pk).values(**values))
-    return give_up
+    failed = await session.execute(
+        update(DeliveryRow).where(_held(claim)).values(**values).execution_options(synchronize_session=False)
+    )
+    return bool(failed.rowcount == 1)  # type: ignore[attr-defined]
+
+
+async def check_fence(session: AsyncSession) -> None:
+    """Raise :class:`ClaimLostError` unless the delivery being processed (:data:`current_claim`) is still
+    claimed by this worker; nothing when no delivery is being processed.
+
+    It holds until the caller's transaction ends: on PostgreSQL the row is locked (``FOR UPDATE``), and on
+    SQLite the check is a write, which takes the database's one write lock. A takeover therefore cannot
+    commit between the check and the caller's commit. Call it in the transaction whose writes must not
+    happen once the claim is lost (the one that creates a delivery's sessions, say).
+    """
+    claim = current_claim.get()
+    if claim is None:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        token = await session.scalar(
+            select(DeliveryRow.claim_token).where(DeliveryRow.pk == claim.pk).with_for_update()
+        )
+        held = token == claim.token
+    else:
+        touched = await session.execute(
+            update(DeliveryRow)
+            .where(_held(claim))
+            .values(claim_token=DeliveryRow.claim_token)
+            .execution_options(synchronize_session=False)
+        )
+        held = touched.rowcount == 1  # type: ignore[attr-defined]
+    if not held:
+        raise ClaimLostError(f"the claim of delivery {claim.pk} was taken over by another worker")
 
 
 async def pending_count(session: AsyncSession) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from kerrigan.app import WORKER
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from tests.conftest import FakeClock
@@ -137,6 +139,13 @@ async def test_delivery_stored_while_no_worker_runs_is_processed_after_restart_a
     await again.settle()
     assert again.check_run_names() == [SMOKE]
     assert [d.processed for d in await stored_deliveries(db)] == [True, True]
+
+
+async def test_the_worker_claims_deliveries_for_the_configured_lease(
+    db: Database, github: GitHubStandIn, start_app: StartApp
+) -> None:
+    client = await start_app(settings_for(db, github, delivery_lease_s=7.5))
+    assert client.app[WORKER].lease == timedelta(seconds=7.5)
 
 
 def _unknown(event: str, action: str | None, **extra: Any) -> dict[str, Any]:
