@@ -103,7 +103,7 @@ class Dispatcher:
                     await move_job(session, job, JobState.QUEUED, now, reason=RUNNER_LOST)  # once more
                 else:
                     await move_job(session, job, JobState.FAILED, now, reason=RUNNER_LOST)
-                    settle.append(job.session_pk)
+                settle.append(job.session_pk)
                 log.warning("job %s lost its runner (device %s); %s", job_pk, device_id, job.state)
             await settle_sessions(session, settle, now)
         return tuple(job for _, job in lost)

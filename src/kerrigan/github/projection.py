@@ -1,8 +1,9 @@
 """A session's check run as a pure function of the session as stored (``store.check_runs.Projection``).
 
-Until a job starts or ends, GitHub shows the resolution (the body made when the session was resolved, kept
-with it); a session its resolution completed (an invalid manifest, a task no device can ever run) keeps
-showing it. After that the check run shows the jobs, with the session's own state and conclusion.
+Until a job starts, ends or is sent back to the queue for a reason, GitHub shows the resolution (the body
+made when the session was resolved, kept with it); a session its resolution completed (an invalid manifest,
+a task no device can ever run) keeps showing it. After that the check run shows the jobs, with the
+session's own state and conclusion.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def render(view: Projection, details_url: str) -> CheckRunBody:
     stored = view.resolution_body
     if stored is not None:
         resolved = body_from_json(stored)
-        jobs_moved = any(job.record.started_at or job.record.finished_at for job in view.jobs)
+        # A job started, ended, or was sent back to the queue for a reason (a full disk, a lost runner).
+        jobs_moved = any(
+            job.record.started_at or job.record.finished_at or job.record.reason for job in view.jobs
+        )
         if resolved.fields.get("status") == "completed" or not jobs_moved:
             return resolved
     progress = [

@@ -223,6 +223,7 @@ async def refuse(
         return Transition(JobState(job.state), changed=False)
     if reason in REQUEUE_REASONS and retry:
         await move_job(session, job, JobState.QUEUED, at, reason=reason, detail=detail)
+        await settle_session(session, job.session_pk, at)  # the check run says why it waits again
         return Transition(JobState.QUEUED, changed=True)
     await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason, detail=detail)
     await settle_session(session, job.session_pk, at)
