@@ -2,64 +2,29 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import jwt
 import pytest
 
 from kerrigan.testing.github import DROPPED, GitHubStandIn
+from tests.integration.conftest import mint_token, standin_app_jwt, token_auth
 from tests.integration.github.conftest import INSTALLATION, REPO, SHA
 
-API_HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
 OTHER_HEAD = "1" * 40
 
 
-def app_jwt(github: GitHubStandIn) -> str:
-    now = int(time.time())
-    assert github.private_key is not None
-    return jwt.encode({"iat": now - 60, "exp": now + 540, "iss": github.app_id}, github.private_key, "RS256")
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(headers={**API_HEADERS, "User-Agent": "standin-tests"}) as session:
-        yield session
-
-
-async def mint(http: aiohttp.ClientSession, github: GitHubStandIn, **body: Any) -> str:
-    async with http.post(
-        f"{github.url}/app/installations/{INSTALLATION}/access_tokens",
-        json=body,
-        headers={"Authorization": f"Bearer {app_jwt(github)}"},
-    ) as response:
-        assert response.status == 201, await response.text()
-        token: str = (await response.json())["token"]
-        return token
-
-
-@pytest.fixture
-async def token(http: aiohttp.ClientSession, github: GitHubStandIn) -> str:
-    return await mint(http, github)
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"token {token}"}
-
-
 async def create_run(
-    http: aiohttp.ClientSession,
+    api_session: aiohttp.ClientSession,
     github: GitHubStandIn,
-    token: str,
+    installation_token: str,
     name: str = "kerrigan / smoke",
     **extra: Any,
 ) -> aiohttp.ClientResponse:
-    async with http.post(
+    async with api_session.post(
         f"{github.url}/repos/{REPO}/check-runs",
         json={"name": name, "head_sha": SHA, "external_id": "session-1", **extra},
-        headers=auth(token),
+        headers=token_auth(installation_token),
     ) as response:
         await response.read()
         return response
@@ -69,11 +34,13 @@ async def create_run(
 
 
 async def test_a_status_fault_answers_instead_of_handling_with_github_body_and_headers(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     fault = github.faults.inject("POST", r"/check-runs$", status=429, headers={"Retry-After": "7"})
-    async with http.post(
-        f"{github.url}/repos/{REPO}/check-runs", json={"name": "n", "head_sha": SHA}, headers=auth(token)
+    async with api_session.post(
+        f"{github.url}/repos/{REPO}/check-runs",
+        json={"name": "n", "head_sha": SHA},
+        headers=token_auth(installation_token),
     ) as response:
         assert response.status == 429
         assert response.headers["Retry-After"] == "7"
@@ -85,11 +52,11 @@ async def test_a_status_fault_answers_instead_of_handling_with_github_body_and_h
 
 
 async def test_a_status_fault_carries_its_message(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("GET", r"/contents/", status=503, message="Service Unavailable, try later")
-    async with http.get(
-        f"{github.url}/repos/{REPO}/contents/.kerrigan?ref={SHA}", headers=auth(token)
+    async with api_session.get(
+        f"{github.url}/repos/{REPO}/contents/.kerrigan?ref={SHA}", headers=token_auth(installation_token)
     ) as response:
         assert (response.status, (await response.json())["message"]) == (
             503,
@@ -98,77 +65,79 @@ async def test_a_status_fault_carries_its_message(
 
 
 async def test_a_fault_applies_times_then_requests_are_handled_again(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     fault = github.faults.inject("POST", r"/check-runs$", status=502, times=2)
-    statuses = [(await create_run(http, github, token)).status for _ in range(3)]
+    statuses = [(await create_run(api_session, github, installation_token)).status for _ in range(3)]
     assert statuses == [502, 502, 201]
     assert fault.hits == 2
     assert len(github.check_runs) == 1
 
 
 async def test_a_fault_without_times_applies_to_every_matching_request(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     fault = github.faults.inject("POST", r"/check-runs$", status=500, times=None)
-    statuses = [(await create_run(http, github, token)).status for _ in range(5)]
+    statuses = [(await create_run(api_session, github, installation_token)).status for _ in range(5)]
     assert statuses == [500] * 5
     assert fault.hits == 5
 
 
 async def test_a_fault_leaves_other_methods_and_paths_alone(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("GET", r"/check-runs", status=500, times=None)
     github.faults.inject("POST", r"/comments$", status=500, times=None)
-    assert (await create_run(http, github, token)).status == 201
+    assert (await create_run(api_session, github, installation_token)).status == 201
 
 
 async def test_act_first_creates_the_check_run_and_then_answers_the_error(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("POST", r"/check-runs$", status=502, act_first=True)
-    assert (await create_run(http, github, token)).status == 502
+    assert (await create_run(api_session, github, installation_token)).status == 502
     [run] = github.check_runs.values()
     assert run["external_id"] == "session-1"
 
 
 async def test_a_drop_closes_the_connection_without_handling(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("POST", r"/check-runs$", drop=True)
     with pytest.raises(aiohttp.ServerDisconnectedError):
-        await create_run(http, github, token)
+        await create_run(api_session, github, installation_token)
     assert github.check_runs == {}
     assert github.requests[-1].status == DROPPED
 
 
 async def test_act_first_drop_creates_the_check_run_and_loses_the_answer(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("POST", r"/check-runs$", drop=True, act_first=True)
     with pytest.raises(aiohttp.ServerDisconnectedError):
-        await create_run(http, github, token)
+        await create_run(api_session, github, installation_token)
     assert len(github.check_runs) == 1
-    assert (await create_run(http, github, token)).status == 201  # the next connection works
+    assert (
+        await create_run(api_session, github, installation_token)
+    ).status == 201  # the next connection works
 
 
 async def test_a_delay_alone_still_handles_the_request(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     fault = github.faults.inject("POST", r"/check-runs$", delay_s=0.01)
-    assert (await create_run(http, github, token)).status == 201
+    assert (await create_run(api_session, github, installation_token)).status == 201
     assert fault.hits == 1
 
 
 async def test_a_delayed_request_times_out_at_the_client(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("GET", r"/check-runs/", delay_s=0.5)
     with pytest.raises(TimeoutError):
-        async with http.get(
+        async with api_session.get(
             f"{github.url}/repos/{REPO}/check-runs/1",
-            headers=auth(token),
+            headers=token_auth(installation_token),
             timeout=aiohttp.ClientTimeout(total=0.05),
         ):
             pass
@@ -195,20 +164,20 @@ async def test_a_probable_fault_picks_some_requests_the_same_way_for_the_same_se
 
 
 async def test_clear_forgets_the_faults(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.faults.inject("POST", r"/check-runs$", status=500, times=None)
     github.faults.clear()
-    assert (await create_run(http, github, token)).status == 201
+    assert (await create_run(api_session, github, installation_token)).status == 201
 
 
 async def test_fail_next_answers_the_status_the_next_times(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.fail_next("POST", r"/check-runs$", 503, headers={"Retry-After": "1"}, times=1)
-    first = await create_run(http, github, token)
+    first = await create_run(api_session, github, installation_token)
     assert (first.status, first.headers["Retry-After"]) == (503, "1")
-    assert (await create_run(http, github, token)).status == 201
+    assert (await create_run(api_session, github, installation_token)).status == 201
 
 
 @pytest.mark.parametrize(
@@ -231,9 +200,9 @@ def test_inject_refuses_a_fault_that_says_nothing_or_contradicts_itself(
 
 
 async def test_every_request_is_recorded_with_its_headers_body_and_status(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
-    await create_run(http, github, token)
+    await create_run(api_session, github, installation_token)
     recorded = github.requests[-1]
     assert (recorded.method, recorded.path, recorded.status) == ("POST", f"/repos/{REPO}/check-runs", 201)
     assert recorded.headers["Accept"] == "application/vnd.github+json"
@@ -243,9 +212,11 @@ async def test_every_request_is_recorded_with_its_headers_body_and_status(
 
 
 async def test_an_unknown_route_answers_githubs_not_found(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
-    async with http.get(f"{github.url}/repos/{REPO}/no-such-thing", headers=auth(token)) as response:
+    async with api_session.get(
+        f"{github.url}/repos/{REPO}/no-such-thing", headers=token_auth(installation_token)
+    ) as response:
         assert (response.status, (await response.json())["message"]) == (404, "Not Found")
 
 
@@ -253,65 +224,69 @@ async def test_an_unknown_route_answers_githubs_not_found(
 
 
 async def test_a_revoked_token_is_refused_with_bad_credentials(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
-    async with http.delete(f"{github.url}/installation/token", headers=auth(token)) as response:
+    async with api_session.delete(
+        f"{github.url}/installation/token", headers=token_auth(installation_token)
+    ) as response:
         assert response.status == 204
-    assert token not in github.tokens
-    response = await create_run(http, github, token)
+    assert installation_token not in github.tokens
+    response = await create_run(api_session, github, installation_token)
     assert response.status == 401
-    async with http.get(f"{github.url}/repos/{REPO}/check-runs/1", headers=auth(token)) as answer:
+    async with api_session.get(
+        f"{github.url}/repos/{REPO}/check-runs/1", headers=token_auth(installation_token)
+    ) as answer:
         assert (answer.status, (await answer.json())["message"]) == (401, "Bad credentials")
 
 
 async def test_revoking_one_token_leaves_the_installations_other_tokens_working(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
-    other = await mint(http, github)
-    async with http.delete(f"{github.url}/installation/token", headers=auth(other)):
+    other = await mint_token(api_session, github)
+    async with api_session.delete(f"{github.url}/installation/token", headers=token_auth(other)):
         pass
-    assert (await create_run(http, github, token)).status == 201
+    assert (await create_run(api_session, github, installation_token)).status == 201
 
 
 async def test_a_token_scoped_to_repositories_hides_the_others(
-    http: aiohttp.ClientSession, github: GitHubStandIn
+    api_session: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:
     github.add_repository("octo/other", INSTALLATION)
     github.add_commit("octo/other", SHA, {"README.md": "other"})
-    scoped = await mint(http, github, repositories=["other"])
-    assert (await create_run(http, github, scoped)).status == 404
+    scoped = await mint_token(api_session, github, repositories=["other"])
+    assert (await create_run(api_session, github, scoped)).status == 404
 
 
 async def test_a_token_for_a_repository_the_installation_lacks_is_refused(
-    http: aiohttp.ClientSession, github: GitHubStandIn
+    api_session: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:
-    async with http.post(
+    async with api_session.post(
         f"{github.url}/app/installations/{INSTALLATION}/access_tokens",
         json={"repositories": ["nowhere"]},
-        headers={"Authorization": f"Bearer {app_jwt(github)}"},
+        headers={"Authorization": f"Bearer {standin_app_jwt(github)}"},
     ) as response:
         assert response.status == 422
 
 
 async def test_a_token_asking_more_than_the_installation_grants_is_refused(
-    http: aiohttp.ClientSession, github: GitHubStandIn
+    api_session: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:
-    async with http.post(
+    async with api_session.post(
         f"{github.url}/app/installations/{INSTALLATION}/access_tokens",
         json={"permissions": {"contents": "write"}},
-        headers={"Authorization": f"Bearer {app_jwt(github)}"},
+        headers={"Authorization": f"Bearer {standin_app_jwt(github)}"},
     ) as response:
         assert response.status == 422
         assert "not granted" in (await response.json())["message"]
 
 
 async def test_a_token_narrowed_to_permissions_reports_them(
-    http: aiohttp.ClientSession, github: GitHubStandIn
+    api_session: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:
-    async with http.post(
+    async with api_session.post(
         f"{github.url}/app/installations/{INSTALLATION}/access_tokens",
         json={"repositories": ["firmware"], "permissions": {"contents": "read"}},
-        headers={"Authorization": f"Bearer {app_jwt(github)}"},
+        headers={"Authorization": f"Bearer {standin_app_jwt(github)}"},
     ) as response:
         body = await response.json()
     assert (body["permissions"], body["repository_selection"]) == ({"contents": "read"}, "selected")
@@ -321,21 +296,27 @@ async def test_a_token_narrowed_to_permissions_reports_them(
 
 
 async def list_runs(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str, ref: str = SHA, **query: str
+    api_session: aiohttp.ClientSession,
+    github: GitHubStandIn,
+    installation_token: str,
+    ref: str = SHA,
+    **query: str,
 ) -> tuple[dict[str, Any], str | None]:
-    async with http.get(
-        f"{github.url}/repos/{REPO}/commits/{ref}/check-runs", params=query, headers=auth(token)
+    async with api_session.get(
+        f"{github.url}/repos/{REPO}/commits/{ref}/check-runs",
+        params=query,
+        headers=token_auth(installation_token),
     ) as response:
         assert response.status == 200, await response.text()
         return await response.json(), response.headers.get("Link")
 
 
 async def test_listing_a_commits_check_runs_by_name_finds_the_external_id(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
-    await create_run(http, github, token, "kerrigan / smoke", external_id="session-7")
-    await create_run(http, github, token, "kerrigan / other", external_id="session-8")
-    body, link = await list_runs(http, github, token, check_name="kerrigan / smoke")
+    await create_run(api_session, github, installation_token, "kerrigan / smoke", external_id="session-7")
+    await create_run(api_session, github, installation_token, "kerrigan / other", external_id="session-8")
+    body, link = await list_runs(api_session, github, installation_token, check_name="kerrigan / smoke")
     assert body["total_count"] == 1
     assert [(run["name"], run["external_id"]) for run in body["check_runs"]] == [
         ("kerrigan / smoke", "session-7")
@@ -344,39 +325,39 @@ async def test_listing_a_commits_check_runs_by_name_finds_the_external_id(
 
 
 async def test_listing_latest_keeps_the_newest_run_of_each_name_and_all_keeps_every_one(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     for session in ("s1", "s2"):
-        await create_run(http, github, token, "kerrigan / smoke", external_id=session)
-    latest, _ = await list_runs(http, github, token)
-    every, _ = await list_runs(http, github, token, filter="all")
+        await create_run(api_session, github, installation_token, "kerrigan / smoke", external_id=session)
+    latest, _ = await list_runs(api_session, github, installation_token)
+    every, _ = await list_runs(api_session, github, installation_token, filter="all")
     assert [run["external_id"] for run in latest["check_runs"]] == ["s2"]
     assert [run["external_id"] for run in every["check_runs"]] == ["s2", "s1"]
 
 
 async def test_listing_filters_by_status_and_leaves_out_other_commits(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
-    await create_run(http, github, token, "a", status="in_progress")
-    await create_run(http, github, token, "b", status="completed", conclusion="success")
-    body, _ = await list_runs(http, github, token, status="completed")
+    await create_run(api_session, github, installation_token, "a", status="in_progress")
+    await create_run(api_session, github, installation_token, "b", status="completed", conclusion="success")
+    body, _ = await list_runs(api_session, github, installation_token, status="completed")
     assert [run["name"] for run in body["check_runs"]] == ["b"]
-    other, _ = await list_runs(http, github, token, ref=OTHER_HEAD)
+    other, _ = await list_runs(api_session, github, installation_token, ref=OTHER_HEAD)
     assert other == {"total_count": 0, "check_runs": []}
 
 
 async def test_listing_pages_with_link_headers(
-    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     for number in range(5):
-        await create_run(http, github, token, f"run {number}")
-    first, link = await list_runs(http, github, token, per_page="2")
+        await create_run(api_session, github, installation_token, f"run {number}")
+    first, link = await list_runs(api_session, github, installation_token, per_page="2")
     assert (first["total_count"], len(first["check_runs"])) == (5, 2)
     assert link is not None
     assert 'rel="next"' in link
     assert 'rel="last"' in link
     assert "page=3" in link
-    last, last_link = await list_runs(http, github, token, per_page="2", page="3")
+    last, last_link = await list_runs(api_session, github, installation_token, per_page="2", page="3")
     assert len(last["check_runs"]) == 1
     assert last_link is not None
     assert 'rel="next"' not in last_link
@@ -384,6 +365,8 @@ async def test_listing_pages_with_link_headers(
     names = {
         run["name"]
         for page in ("1", "2", "3")
-        for run in (await list_runs(http, github, token, per_page="2", page=page))[0]["check_runs"]
+        for run in (await list_runs(api_session, github, installation_token, per_page="2", page=page))[0][
+            "check_runs"
+        ]
     }
     assert names == {f"run {number}" for number in range(5)}

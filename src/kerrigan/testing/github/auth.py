@@ -115,6 +115,7 @@ async def create_access_token(github: GitHubStandIn, request: web.Request) -> we
     body: Any = json.loads(raw) if raw else {}
     if not isinstance(body, dict):
         raise GitHubError(400, "Problems parsing JSON")
+    github.check_body(request, body)
     names = body.get("repositories")
     if isinstance(names, list):
         account = github.installations[installation]

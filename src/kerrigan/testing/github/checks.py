@@ -139,6 +139,9 @@ async def create_check_run(github: GitHubStandIn, request: web.Request) -> web.R
     """``POST /repos/{owner}/{repo}/check-runs``."""
     repo = authorized_repository(github, request)
     body = await request.json()
+    if isinstance(body, dict) and not body.get("name"):
+        raise GitHubError(422, "name wasn't supplied.")
+    github.check_body(request, body)
     check_request(body, creating=True)
     check_run_id = next(github.ids)
     output = dict(body.get("output") or {})
@@ -168,6 +171,7 @@ async def update_check_run(github: GitHubStandIn, request: web.Request) -> web.R
     repo = authorized_repository(github, request)
     run = _run_of(github, repo, request)
     body = await request.json()
+    github.check_body(request, body)
     check_request(body, creating=False)
     for key in ("name", "status", "conclusion", "details_url", "external_id", "actions"):
         if key in body:

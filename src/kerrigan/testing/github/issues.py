@@ -21,6 +21,7 @@ async def create_comment(github: GitHubStandIn, request: web.Request) -> web.Res
     """``POST /repos/{owner}/{repo}/issues/{issue_number}/comments``."""
     repo = authorized_repository(github, request)
     body = await request.json()
+    github.check_body(request, body)
     if not isinstance(body, dict) or not isinstance(body.get("body"), str) or not body["body"]:
         raise GitHubError(422, 'Invalid request.\n\n"body" wasn\'t supplied.')
     if len(body["body"]) > COMMENT_LIMIT:
@@ -39,6 +40,7 @@ async def create_reaction(github: GitHubStandIn, request: web.Request) -> web.Re
     """``POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions``."""
     repo = authorized_repository(github, request)
     body = await request.json()
+    github.check_body(request, body)
     if not isinstance(body, dict) or body.get("content") not in REACTIONS:
         raise GitHubError(422, f"Invalid request.\n\ncontent must be one of {sorted(REACTIONS)}.")
     reaction: dict[str, Any] = {

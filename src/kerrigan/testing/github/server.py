@@ -19,6 +19,7 @@ from kerrigan.testing.github.auth import generate_app_key
 from kerrigan.testing.github.errors import GitHubError, error_response
 from kerrigan.testing.github.faults import Fault, Faults
 from kerrigan.testing.github.records import FakeRepository, RecordedRequest
+from kerrigan.testing.github.schema import check_request_body, github_description
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -37,7 +38,8 @@ DROPPED: Final = 0  # the status recorded for a request whose connection was clo
 class GitHubStandIn:
     """The stand-in server; ``async with GitHubStandIn(...) as github:`` starts it on a free loopback port.
 
-    ``seed`` drives the faults injected with a probability.
+    ``seed`` drives the faults injected with a probability; ``validate=False`` accepts request bodies GitHub's
+    description refuses (validation is also off when the description or jsonschema is missing).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class GitHubStandIn:
         private_key: str | None = None,
         *,
         seed: int = 0,
+        validate: bool = True,
     ) -> None:
         if public_key is None:
             private_key, public_key = generate_app_key()
@@ -71,6 +74,7 @@ class GitHubStandIn:
         self.comments: list[dict[str, Any]] = []
         self.reactions: list[dict[str, Any]] = []
         self.requests: list[RecordedRequest] = []
+        self.description = github_description() if validate else None
         self.faults = Faults(random.Random(seed))  # noqa: S311 -- reproducible picks, not secrets
         self.ids = itertools.count(1000)
         self._runner: web.AppRunner | None = None
@@ -129,6 +133,15 @@ class GitHubStandIn:
         return self.faults.inject(
             method, path_pattern, status=status, headers=headers, message=f"injected {status}", times=times
         )
+
+    @property
+    def validating(self) -> bool:
+        """Whether request bodies are checked against GitHub's description."""
+        return self.description is not None
+
+    def check_body(self, request: web.Request, body: Any) -> None:
+        """Refuse ``body`` with GitHub's 422 where GitHub's description refuses it (when validating)."""
+        check_request_body(self.description, request.method, request.path, body)
 
     def runs_named(self, name: str) -> list[dict[str, Any]]:
         """The check runs with this name, oldest first."""
