@@ -129,8 +129,25 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
         # other, and a commit appends to the log rather than rewriting a journal.
         async with engine.connect() as connection:
             await connection.exec_driver_sql("PRAGMA journal_mode=WAL")
-    async with engine.begin() as connection:
-        await connection.run_sync(_upgrade, revision)
+    if engine.dialect.name != "sqlite":
+        async with engine.begin() as connection:
+            await connection.run_sync(_upgrade, revision)
+        return
+    # SQLite changes a table's constraints by building a new table and dropping the old one: with foreign
+    # keys enforced, that drop would delete every row that refers to it (ON DELETE CASCADE). They are off
+    # while migrating (the pragma only takes outside a transaction) and checked once it is done.
+    async with engine.connect() as connection:
+        await connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        await connection.commit()
+        try:
+            async with connection.begin():
+                await connection.run_sync(_upgrade, revision)
+                broken = (await connection.exec_driver_sql("PRAGMA foreign_key_check")).all()
+                if broken:
+                    raise RuntimeError(f"the migration broke {len(broken)} references, first {broken[0]}")
+        finally:
+            await connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            await connection.commit()
 
 
 async def current_revision(engine: AsyncEngine) -> str | None:

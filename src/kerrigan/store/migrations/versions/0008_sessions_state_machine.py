@@ -87,6 +87,7 @@ def _carry_over() -> None:
             values["version"] = values["shown_version"] = 1
         if values:
             bind.execute(sa.update(sessions).where(sessions.c.pk == pk).values(**values))
+    _requirements_of_queued_jobs(bind, sessions)
     jobs = sa.table(
         "jobs",
         sa.column("state", sa.String),
@@ -125,6 +126,32 @@ def _carry_over() -> None:
             .where(condition, jobs.c.failure_class.is_(None))
             .values(failure_class=failure_class)
         )
+
+
+def _requirements_of_queued_jobs(bind: sa.Connection, sessions: sa.TableClause) -> None:
+    """Jobs not ended yet: their task's requirements, from their session's resolution."""
+    jobs = sa.table(
+        "jobs",
+        sa.column("pk", sa.Integer),
+        sa.column("session_pk", sa.Integer),
+        sa.column("task_id", sa.String),
+        sa.column("state", sa.String),
+        sa.column("requirements", sa.JSON),
+    )
+    waiting = bind.execute(
+        sa.select(jobs.c.pk, jobs.c.task_id, sessions.c.resolution)
+        .join(sessions, sessions.c.pk == jobs.c.session_pk)
+        .where(jobs.c.state.in_(("queued", "leased", "accepted", "running")))
+    )
+    for pk, task_id, resolution in waiting:
+        tasks = resolution.get("tasks", []) if isinstance(resolution, dict) else []
+        for task in tasks:
+            if (
+                isinstance(task, dict)
+                and task.get("id") == task_id
+                and isinstance(task.get("requested"), dict)
+            ):
+                bind.execute(sa.update(jobs).where(jobs.c.pk == pk).values(requirements=task["requested"]))
 
 
 def downgrade() -> None:
