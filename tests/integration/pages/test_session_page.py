@@ -363,3 +363,31 @@ async def test_a_finished_job_shows_where_it_ran_its_accounting_and_its_output_a
     assert "line 18\n</pre>" in oldest + "</pre>"
     assert "line 19" not in oldest
     assert "evicted on the runner host before it was uploaded" in text(oldest)
+
+
+async def test_a_check_run_github_refused_shows_githubs_answer_and_that_github_is_behind(
+    site: Site, browser: Open
+) -> None:
+    # GitHub refuses the create and the short body every time: the session is resolved all the same, and
+    # its page says what GitHub answered and that GitHub does not show it yet.
+    site.github.faults.inject(
+        "POST", r"/check-runs$", status=422, message="Invalid request: nope", times=None
+    )
+    await push(site, "typo.yml")
+
+    async def refused() -> Session | None:
+        async with site.database.sessions() as db:
+            found = await find_sessions(db, REPO, workflow="typo")
+        return found[-1] if found and found[-1].check_run_error else None
+
+    session = await wait_for(refused)
+    reader = await browser(READER)
+
+    status, page = await reader.get(f"/sessions/{session.id}")
+
+    assert status == 200
+    assert session.state is SessionState.COMPLETED  # typo.yml can never run: resolved all the same
+    shown = text(page.split('id="check-run-error"', 1)[1].split("</p>", 1)[0])
+    assert "GitHub refused version 1 of the check run (422: Invalid request: nope)" in shown
+    assert "GitHub shows an earlier state (version 0 of 1)" in text(page)
+    assert "not on GitHub yet" in text(page)

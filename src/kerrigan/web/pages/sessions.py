@@ -59,6 +59,10 @@ JOB_REASONS: Final = {
     "runner_full": "the runner host refused it: not enough CPUs",
     "runner_disk_full": "the runner host refused it: disk full",
     "invalid_claim": "the runner host refused its claim",
+    "not_started": "it ended on its runner host before its command started (see its output)",
+    "device_fault": "its command reported a device fault (exit status 75)",
+    "unschedulable": "no device can ever run it",
+    "session_unschedulable": "another task of its session can never run",
 }
 
 
@@ -469,7 +473,6 @@ async def session_page(request: web.Request) -> web.Response:
             "session": session,
             "short_id": session_id[:8],
             "repo_url": f"{github}/{session.repository}" if session.repository else None,
-            "scheduling": _dict(resolution.get("scheduling")),
             "errors": problems(_list(resolution.get("errors"))),
             "warnings": problems(_list(resolution.get("warnings"))),
             "resolved": bool(resolution),
