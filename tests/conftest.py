@@ -23,6 +23,18 @@ from kerrigan.store.database import Database, create_engine, upgrade
 from kerrigan.store.models import Base
 
 POSTGRES_ENV = "KERRIGAN_TEST_POSTGRES_URL"
+E2E = Path(__file__).resolve().parent / "e2e"
+BROWSER_FIXTURES = frozenset({"chromium", "tab"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow kinds carry a marker, so a quick local run can leave them out
+    (``python -m pytest -m "not e2e and not browser"``)."""
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+        if BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
 
 
 class FakeClock:

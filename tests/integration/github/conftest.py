@@ -34,6 +34,7 @@ from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import DeliveryRow
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import GitHubStandIn, RecordedRequest, signed_headers
+from kerrigan.testing.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "fixtures" / "manifests"
@@ -122,11 +123,7 @@ class Harness:
 
     async def wait_until(self, condition: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
         """Wait until ``condition()`` holds."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while not await condition():
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError("the condition did not come true before the timeout")
-            await asyncio.sleep(0.02)
+        await wait_until(condition, timeout=timeout)
 
     async def deliveries(self) -> list[StoredDelivery]:
         return await stored_deliveries(self.database)

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from kerrigan.store.leases import leased_devices
 from kerrigan.store.runners import create_runner_token
+from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import MANIFESTS, OTHER_SHA, REPO, Harness, push_payload
-
-
-async def eventually(check: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 async def test_a_check_run_goes_in_progress_when_a_job_starts_and_completes_with_the_results(
@@ -32,7 +22,7 @@ async def test_a_check_run_goes_in_progress_when_a_job_starts_and_completes_with
         async with harness.database.sessions() as session:
             return len(await leased_devices(session)) == 2
 
-    await eventually(two_leases)  # the dispatcher leases a device to each task
+    await wait_until(two_leases)  # the dispatcher leases a device to each task
     client = harness.client
     auth = {}
     async with harness.database.sessions() as session, session.begin():
@@ -53,7 +43,7 @@ async def test_a_check_run_goes_in_progress_when_a_job_starts_and_completes_with
     async def running() -> bool:
         return bool(harness.github.check_runs[run["id"]]["status"] == "in_progress")
 
-    await eventually(running)
+    await wait_until(running)
 
     for host in (first_host, second_host):
         job = offers[host]
@@ -68,7 +58,7 @@ async def test_a_check_run_goes_in_progress_when_a_job_starts_and_completes_with
     async def completed() -> bool:
         return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
 
-    await eventually(completed)
+    await wait_until(completed)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "success"
     assert "lab-a-01 ok" in final["output"]["summary"]
@@ -93,7 +83,7 @@ async def test_a_failing_job_fails_the_check_run(harness: Harness) -> None:
         async with harness.database.sessions() as session:
             return await leased_devices(session) == {"modalix-bluebox"}
 
-    await eventually(leased)
+    await wait_until(leased)
     async with harness.database.sessions() as session, session.begin():
         token = await create_runner_token(session, "lab-a-01", harness.database.clock())
     headers = {"Authorization": f"Bearer {token}"}
@@ -106,4 +96,4 @@ async def test_a_failing_job_fails_the_check_run(harness: Harness) -> None:
     async def failed() -> bool:
         return bool(harness.github.check_runs[run["id"]].get("conclusion") == "failure")
 
-    await eventually(failed)
+    await wait_until(failed)

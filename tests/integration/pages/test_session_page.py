@@ -6,7 +6,6 @@ lab and stores the session; a runner host drives a job over the runner protocol,
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
 import re
@@ -20,6 +19,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import signed_headers
+from kerrigan.testing.waiting import wait_until
 from kerrigan.web.pages.sessions import CHUNKS_PER_PAGE
 from tests.conftest import FakeClock
 from tests.integration.github.conftest import (
@@ -48,14 +48,6 @@ async def deliver(site: Site, event: str, payload: dict[str, Any]) -> None:
         assert response.status == 202
 
 
-async def wait_for(condition: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (found := await condition()):
-        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
-        await asyncio.sleep(0.02)
-    return found
-
-
 async def reported_session(site: Site, workflow: str) -> Session:
     """The session of ``workflow`` once its check run exists."""
 
@@ -64,7 +56,7 @@ async def reported_session(site: Site, workflow: str) -> Session:
             sessions = await find_sessions(db, REPO, workflow=workflow)
         return sessions[-1] if sessions and sessions[-1].check_run_id is not None else None
 
-    session: Session = await wait_for(found)
+    session: Session = await wait_until(found)
     return session
 
 
@@ -265,7 +257,7 @@ class Runner:
                 offers = (await response.json())["offers"]
             return str(offers[0]["id"]) if offers else None
 
-        job: str = await wait_for(polled)
+        job: str = await wait_until(polled)
         return job
 
 
@@ -333,7 +325,7 @@ async def test_a_finished_job_shows_where_it_ran_its_accounting_and_its_output_a
     async def completed() -> bool:
         return await session_state(site.database, "select-device") is SessionState.COMPLETED
 
-    await wait_for(completed)
+    await wait_until(completed)
     status, page = await reader.get(f"/sessions/{session.id}")
     assert status == 200
     assert 'http-equiv="refresh"' not in page
@@ -380,7 +372,7 @@ async def test_a_check_run_github_refused_shows_githubs_answer_and_that_github_i
             found = await find_sessions(db, REPO, workflow="typo")
         return found[-1] if found and found[-1].check_run_error else None
 
-    session = await wait_for(refused)
+    session = await wait_until(refused)
     reader = await browser(READER)
 
     status, page = await reader.get(f"/sessions/{session.id}")
