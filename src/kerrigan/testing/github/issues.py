@@ -7,14 +7,46 @@ from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
+from kerrigan.testing.github.accounts import user_body
 from kerrigan.testing.github.auth import authorized_repository
 from kerrigan.testing.github.errors import GitHubError
+from kerrigan.testing.github.records import HTML_URL, node_id, now_iso
 
 if TYPE_CHECKING:
     from kerrigan.testing.github.server import GitHubStandIn
 
 COMMENT_LIMIT: Final = 65_536  # GitHub's documented maximum of a comment body, in characters
 REACTIONS: Final = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+
+
+def comment_body(github: GitHubStandIn, comment: dict[str, Any]) -> dict[str, Any]:
+    """An ``issue-comment`` as GitHub answers it."""
+    api = f"{github.url}/repos/{comment['repository']}/issues"
+    html = f"{HTML_URL}/{comment['repository']}/issues/{comment['issue']}"
+    now = comment["created_at"]
+    return {
+        "id": comment["id"],
+        "node_id": node_id("IC", comment["id"]),
+        "url": f"{api}/comments/{comment['id']}",
+        "html_url": f"{html}#issuecomment-{comment['id']}",
+        "issue_url": f"{api}/{comment['issue']}",
+        "body": comment["body"],
+        "user": user_body(f"{github.app_slug}[bot]", kind="Bot"),
+        "created_at": now,
+        "updated_at": now,
+        "author_association": "NONE",
+    }
+
+
+def reaction_body(github: GitHubStandIn, reaction: dict[str, Any]) -> dict[str, Any]:
+    """A ``reaction`` as GitHub answers it."""
+    return {
+        "id": reaction["id"],
+        "node_id": node_id("REA", reaction["id"]),
+        "user": user_body(f"{github.app_slug}[bot]", kind="Bot"),
+        "content": reaction["content"],
+        "created_at": reaction["created_at"],
+    }
 
 
 async def create_comment(github: GitHubStandIn, request: web.Request) -> web.Response:
@@ -31,9 +63,10 @@ async def create_comment(github: GitHubStandIn, request: web.Request) -> web.Res
         "repository": repo.full_name,
         "issue": int(request.match_info["issue_number"]),
         "body": body["body"],
+        "created_at": now_iso(),
     }
     github.comments.append(comment)
-    return web.json_response(comment, status=201)
+    return web.json_response(comment_body(github, comment), status=201)
 
 
 async def create_reaction(github: GitHubStandIn, request: web.Request) -> web.Response:
@@ -48,9 +81,10 @@ async def create_reaction(github: GitHubStandIn, request: web.Request) -> web.Re
         "repository": repo.full_name,
         "comment": int(request.match_info["comment_id"]),
         "content": body["content"],
+        "created_at": now_iso(),
     }
     github.reactions.append(reaction)
-    return web.json_response(reaction, status=201)
+    return web.json_response(reaction_body(github, reaction), status=201)
 
 
 def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:

@@ -7,27 +7,188 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kerrigan.testing.github.accounts import user_body
+from kerrigan.testing.github.accounts import user_body, user_id
 from kerrigan.testing.github.auth import authorized_repository
 from kerrigan.testing.github.errors import GitHubError
+from kerrigan.testing.github.records import HTML_URL, node_id
 
 if TYPE_CHECKING:
     from kerrigan.testing.github.records import FakeRepository
     from kerrigan.testing.github.server import GitHubStandIn
 
 
+_REPOSITORY_URLS = (  # every *_url a repository object carries, as GitHub spells them (URI templates kept)
+    "archive_url:/{archive_format}{/ref}",
+    "assignees_url:/assignees{/user}",
+    "blobs_url:/git/blobs{/sha}",
+    "branches_url:/branches{/branch}",
+    "collaborators_url:/collaborators{/collaborator}",
+    "comments_url:/comments{/number}",
+    "commits_url:/commits{/sha}",
+    "compare_url:/compare/{base}...{head}",
+    "contents_url:/contents/{+path}",
+    "contributors_url:/contributors",
+    "deployments_url:/deployments",
+    "downloads_url:/downloads",
+    "events_url:/events",
+    "forks_url:/forks",
+    "git_commits_url:/git/commits{/sha}",
+    "git_refs_url:/git/refs{/sha}",
+    "git_tags_url:/git/tags{/sha}",
+    "hooks_url:/hooks",
+    "issue_comment_url:/issues/comments{/number}",
+    "issue_events_url:/issues/events{/number}",
+    "issues_url:/issues{/number}",
+    "keys_url:/keys{/key_id}",
+    "labels_url:/labels{/name}",
+    "languages_url:/languages",
+    "merges_url:/merges",
+    "milestones_url:/milestones{/number}",
+    "notifications_url:/notifications{?since,all,participating}",
+    "pulls_url:/pulls{/number}",
+    "releases_url:/releases{/id}",
+    "stargazers_url:/stargazers",
+    "statuses_url:/statuses/{sha}",
+    "subscribers_url:/subscribers",
+    "subscription_url:/subscription",
+    "tags_url:/tags",
+    "teams_url:/teams",
+    "trees_url:/git/trees{/sha}",
+)
+
+
+def repository_body(github: GitHubStandIn, full_name: str) -> dict[str, Any]:
+    """A ``repository`` object (a fork the stand-in does not hold gets an id of its own)."""
+    known = github.repositories.get(full_name)
+    number = known.id if known is not None else user_id(full_name)
+    owner, name = full_name.split("/", 1)
+    api = f"{github.url}/repos/{full_name}"
+    body: dict[str, Any] = {
+        "id": number,
+        "node_id": node_id("R", number),
+        "name": name,
+        "full_name": full_name,
+        "owner": user_body(owner, kind="Organization"),
+        "private": True,
+        "html_url": f"{HTML_URL}/{full_name}",
+        "description": None,
+        "fork": known is None,
+        "url": api,
+        "clone_url": f"{HTML_URL}/{full_name}.git",
+        "git_url": f"git://github.com/{full_name}.git",
+        "ssh_url": f"git@github.com:{full_name}.git",
+        "svn_url": f"{HTML_URL}/{full_name}",
+        "mirror_url": None,
+        "homepage": None,
+        "language": "C",
+        "license": None,
+        "default_branch": "main",
+        "size": 0,
+        "forks": 0,
+        "forks_count": 0,
+        "open_issues": 0,
+        "open_issues_count": 0,
+        "stargazers_count": 0,
+        "watchers": 0,
+        "watchers_count": 0,
+        "has_downloads": False,
+        "has_issues": True,
+        "has_projects": False,
+        "has_wiki": False,
+        "has_pages": False,
+        "archived": False,
+        "disabled": False,
+        "pushed_at": "2020-01-01T00:00:00Z",
+        "created_at": "2020-01-01T00:00:00Z",
+        "updated_at": "2020-01-01T00:00:00Z",
+    }
+    for entry in _REPOSITORY_URLS:
+        key, _, suffix = entry.partition(":")
+        body[key] = api + suffix
+    return body
+
+
+def pull_body(github: GitHubStandIn, repo: FakeRepository, pull: dict[str, Any]) -> dict[str, Any]:
+    """A ``pull-request`` as ``GET .../pulls/{pull_number}`` answers it (a superset of the simple one)."""
+    number = pull["number"]
+    api = f"{github.url}/repos/{repo.full_name}"
+    html = f"{HTML_URL}/{repo.full_name}/pull/{number}"
+
+    def end(side: dict[str, Any]) -> dict[str, Any]:
+        full_name = side["repo"]["full_name"]
+        return {
+            "label": f"{full_name.split('/', 1)[0]}:{side['ref']}",
+            "ref": side["ref"],
+            "sha": side["sha"],
+            "repo": repository_body(github, full_name),
+            "user": user_body(full_name.split("/", 1)[0]),
+        }
+
+    links = {
+        "self": f"{api}/pulls/{number}",
+        "html": html,
+        "issue": f"{api}/issues/{number}",
+        "comments": f"{api}/issues/{number}/comments",
+        "review_comments": f"{api}/pulls/{number}/comments",
+        "review_comment": f"{api}/pulls/comments{{/number}}",
+        "commits": f"{api}/pulls/{number}/commits",
+        "statuses": f"{api}/statuses/{pull['head']['sha']}",
+    }
+    return {
+        "id": pull["id"],
+        "node_id": node_id("PR", pull["id"]),
+        "number": number,
+        "state": pull["state"],
+        "locked": False,
+        "title": pull.get("title", f"Pull request {number}"),
+        "body": None,
+        "user": user_body(pull["head"]["repo"]["full_name"].split("/", 1)[0]),
+        "labels": [],
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "draft": False,
+        "head": end(pull["head"]),
+        "base": end(pull["base"]),
+        "url": links["self"],
+        "html_url": html,
+        "diff_url": f"{html}.diff",
+        "patch_url": f"{html}.patch",
+        "issue_url": links["issue"],
+        "comments_url": links["comments"],
+        "commits_url": links["commits"],
+        "review_comments_url": links["review_comments"],
+        "review_comment_url": links["review_comment"],
+        "statuses_url": links["statuses"],
+        "_links": {name: {"href": href} for name, href in links.items()},
+        "created_at": "2020-01-01T00:00:00Z",
+        "updated_at": "2020-01-01T00:00:00Z",
+        "closed_at": None,
+        "merged_at": None,
+        "merge_commit_sha": None,
+        "author_association": "CONTRIBUTOR",
+        "auto_merge": None,
+        "merged": False,
+        "mergeable": None,
+        "mergeable_state": "unknown",
+        "merged_by": None,
+        "maintainer_can_modify": False,
+        "comments": 0,
+        "review_comments": 0,
+        "commits": 1,
+        "additions": 0,
+        "deletions": 0,
+        "changed_files": 0,
+    }
+
+
 def pull_minimal(github: GitHubStandIn, repo: FakeRepository, pull: dict[str, Any]) -> dict[str, Any]:
     """A ``pull-request-minimal``, as check runs list them."""
 
     def side(end: dict[str, Any]) -> dict[str, Any]:
-        name = end["repo"]["full_name"]
-        other = github.repositories.get(name)
-        number = other.id if other is not None else repo.id
-        return {
-            "ref": end["ref"],
-            "sha": end["sha"],
-            "repo": {"id": number, "url": f"{github.url}/repos/{name}", "name": name.split("/", 1)[1]},
-        }
+        full_name = end["repo"]["full_name"]
+        short = {"id": repository_body(github, full_name)["id"], "url": f"{github.url}/repos/{full_name}"}
+        return {"ref": end["ref"], "sha": end["sha"], "repo": {**short, "name": full_name.split("/", 1)[1]}}
 
     return {
         "id": pull["id"],
@@ -42,7 +203,8 @@ async def pulls_for_commit(github: GitHubStandIn, request: web.Request) -> web.R
     """``GET /repos/{owner}/{repo}/commits/{commit_sha}/pulls``."""
     repo = authorized_repository(github, request)
     sha = request.match_info["commit_sha"]
-    return web.json_response([pull for pull in repo.pulls.values() if pull["head"]["sha"] == sha])
+    found = [pull_body(github, repo, pull) for pull in repo.pulls.values() if pull["head"]["sha"] == sha]
+    return web.json_response(found)
 
 
 async def pull(github: GitHubStandIn, request: web.Request) -> web.Response:
@@ -51,7 +213,7 @@ async def pull(github: GitHubStandIn, request: web.Request) -> web.Response:
     found = repo.pulls.get(int(request.match_info["pull_number"]))
     if found is None:
         raise GitHubError(404, "Not Found")
-    return web.json_response(found)
+    return web.json_response(pull_body(github, repo, found))
 
 
 async def permission(github: GitHubStandIn, request: web.Request) -> web.Response:
@@ -63,7 +225,8 @@ async def permission(github: GitHubStandIn, request: web.Request) -> web.Respons
     if role is None:
         raise GitHubError(404, f"{login} is not a user")
     legacy = {"maintain": "write", "triage": "read"}.get(role, role)
-    return web.json_response({"permission": legacy, "role_name": role, "user": user_body(login)})
+    user = {**user_body(login), "role_name": role}
+    return web.json_response({"permission": legacy, "role_name": role, "user": user})
 
 
 def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:
