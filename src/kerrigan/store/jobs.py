@@ -19,6 +19,7 @@ from kerrigan.core.lifecycle import (
     NOT_STARTED,
     QUEUE_WAIT_EXCEEDED,
     JobState,
+    TransitionError,
     ended_by_runner,
 )
 from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
@@ -331,6 +332,8 @@ async def finish(
     if job.state in ENDED:
         return Transition(JobState(job.state), changed=False)
     state, reason = ended_by_runner(exit_status, outcome, started=job.started_at is not None)
+    if job.state == JobState.LEASED:  # only a lost lease ends a job its host never took
+        raise TransitionError("job", job.state, state.value)
     await move_job(session, job, state, at, reason=reason, exit_status=exit_status)
     job.accounting = accounting
     await settle_session(session, job.session_pk, at)
