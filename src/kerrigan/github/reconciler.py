@@ -161,8 +161,10 @@ class Reconciler:
     def _due_in(self, seconds: float) -> datetime:
         return self.app.database.clock() + timedelta(seconds=seconds)
 
-    async def _retry_at(self, claim: Claim, due: datetime) -> None:
-        await self._write(claim, lambda s: check_runs.retry_later(s, claim, due, failed=True))
+    async def _retry_at(self, claim: Claim, due: datetime, attempts: int) -> None:
+        await self._write(
+            claim, lambda s: check_runs.retry_later(s, claim, due, failed=True, attempts=attempts)
+        )
 
     async def _write(self, claim: Claim, write: Callable[[AsyncSession], Awaitable[bool]]) -> None:
         database = self.app.database
@@ -180,8 +182,8 @@ class Reconciler:
             if delay is None:
                 return
             attempts += 1
-            if delay > self.wait_in_place_s:
-                await self._retry_at(claim, self._due_in(delay))
+            if delay > self.wait_in_place_s:  # the failures retried in place count for the backoff too
+                await self._retry_at(claim, self._due_in(delay), attempts)
                 return
             await asyncio.sleep(delay)
 

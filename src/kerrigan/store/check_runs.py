@@ -145,11 +145,14 @@ async def shown(session: AsyncSession, claim: Claim, version: int, now: datetime
     return True
 
 
-async def retry_later(session: AsyncSession, claim: Claim, at: datetime, *, failed: bool) -> bool:
-    """Give the claim back; try again at ``at`` (``failed``: after a failure, which counts for backoff)."""
+async def retry_later(
+    session: AsyncSession, claim: Claim, at: datetime, *, failed: bool, attempts: int | None = None
+) -> bool:
+    """Give the claim back; try again at ``at`` (``failed``: after a failure, which counts for backoff;
+    ``attempts``: the failures in a row so far, when this claim saw more than one)."""
     values: dict[str, object] = {"sync_due_at": at, "sync_claim": None, "sync_claimed_until": None}
     if failed:
-        values["sync_attempts"] = claim.attempts + 1
+        values["sync_attempts"] = attempts if attempts is not None else claim.attempts + 1
     return await _write(session, claim, **values)
 
 
