@@ -298,13 +298,14 @@ class Reconciler:
             answer
         )
         log.error("check run of session %s: %s", session.id, error)
-        if creating:
-            await self._write(claim, lambda s: check_runs.not_created(s, claim))
         short = render_short(view, self.app.details_url(session.id), refusal)
         installation_id = session.installation_id
         assert installation_id is not None
         try:
             if creating:
+                # The full create made nothing, but the short one's outcome may be unknown in turn: until
+                # it is known, a retry looks for it first (create_sent_version stays this version).
+                await self._write(claim, lambda s: check_runs.create_sent(s, claim, session.version))
                 created = await self._create(repo, short, installation_id, True)
                 await self._write(claim, lambda s: check_runs.adopted(s, claim, created))
             else:
@@ -316,13 +317,33 @@ class Reconciler:
             again = answer_of(exc)
             if again is None:
                 raise
+            retry = retry_after(
+                again.status,
+                again.headers,
+                again.message,
+                attempts + 1,
+                self._clock(),
+                base_s=self.backoff_base_s,
+                jitter=self._random.random(),
+            )
+            now = self.app.database.clock()
+            if retry is not None:  # no refusal: no answer, or wait; the session keeps the refusal meanwhile
+                log.warning(
+                    "check run of session %s: the short body went unanswered (%s); trying again in %.1f s",
+                    session.id,
+                    retry.reason,
+                    retry.delay_s,
+                )
+                await self._write(claim, lambda s: check_runs.refusal_noted(s, claim, now, error))
+                return retry.delay_s
             log.error(
                 "check run of session %s: the short body failed too (%s %s)",
                 session.id,
                 again.status,
                 again.message,
             )
-            now = self.app.database.clock()
+            if creating:  # GitHub refused it: it made nothing
+                await self._write(claim, lambda s: check_runs.not_created(s, claim))
             await self._write(
                 claim,
                 lambda s: check_runs.refused(

@@ -156,6 +156,12 @@ async def retry_later(
     return await _write(session, claim, **values)
 
 
+async def refusal_noted(session: AsyncSession, claim: Claim, now: datetime, error: str) -> bool:
+    """GitHub refused a version, and the short body sent instead is not through yet: keep GitHub's answer
+    on the session meanwhile (the claim stays held)."""
+    return await _write(session, claim, check_run_error=error[:ERROR_LIMIT], check_run_error_at=now)
+
+
 async def refused(
     session: AsyncSession,
     claim: Claim,
