@@ -186,6 +186,9 @@ class Reconciler:
                 await self._retry_at(claim, self._due_in(delay), attempts)
                 return
             await asyncio.sleep(delay)
+            # Still ours? One taken over meanwhile (its renewal may not have run yet) sends nothing more.
+            until = self._due_in(self.lease.total_seconds())
+            await self._write(claim, lambda s: check_runs.renew(s, claim, until))
 
     async def _attempt(self, claim: Claim, view: Projection, attempts: int) -> float | None:
         """One try at showing ``view``: ``None`` when done (shown, refused for good, or left to wait), else
