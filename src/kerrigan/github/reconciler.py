@@ -147,8 +147,14 @@ class Reconciler:
             )
         finally:
             renewing.cancel()
+            stopping = not sending.done()
+            if stopping:  # stopped (cancelled) while sending: the send stops too, its claim left to run out
+                sending.cancel()
             with contextlib.suppress(asyncio.CancelledError, ClaimLostError):
                 await renewing
+            if stopping:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await sending
 
     async def _renew(self, claim: Claim) -> None:
         database = self.app.database
