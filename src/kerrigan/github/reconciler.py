@@ -192,9 +192,13 @@ class Reconciler:
                 await self._retry_at(claim, self._due_in(delay), attempts)
                 return
             await asyncio.sleep(delay)
-            # Still ours? One taken over meanwhile (its renewal may not have run yet) sends nothing more.
-            until = self._due_in(self.lease.total_seconds())
-            await self._write(claim, lambda s: check_runs.renew(s, claim, until))
+            await self._still_ours(claim)
+
+    async def _still_ours(self, claim: Claim) -> None:
+        """Renew the claim, or raise :class:`ClaimLostError`: a check run taken over meanwhile (before the
+        renewal noticed) gets no more requests from this reconciler."""
+        until = self._due_in(self.lease.total_seconds())
+        await self._write(claim, lambda s: check_runs.renew(s, claim, until))
 
     async def _attempt(self, claim: Claim, view: Projection, attempts: int) -> float | None:
         """One try at showing ``view``: ``None`` when done (shown, refused for good, or left to wait), else
