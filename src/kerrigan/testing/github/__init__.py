@@ -4,12 +4,14 @@ It checks the App's JWT, hands out installation tokens (scoped to repositories a
 and revokes them, serves repository contents and tarballs at a commit (through a redirect, as GitHub does;
 a file starting ``#!`` is executable in the tarball), keeps check runs, comments and reactions, answers
 collaborator permissions and pulls, and refuses what GitHub would refuse. It records every request, and
-faults can be injected per route (``stand_in.faults.inject``) to exercise retries.
+faults can be injected per route (``stand_in.faults.inject``) to exercise retries; GitHub's rate limits are
+enforced when asked (``enforce_limits=True``), and GETs answer conditional requests with 304.
 """
 
 from kerrigan.testing.github.auth import generate_app_key
 from kerrigan.testing.github.errors import GitHubError
 from kerrigan.testing.github.faults import Fault, Faults
+from kerrigan.testing.github.limits import LimitedRequest, RateLimits
 from kerrigan.testing.github.records import FakeRepository, RecordedRequest
 from kerrigan.testing.github.server import DROPPED, GitHubStandIn
 from kerrigan.testing.github.webhooks import push_payload, signed_headers
@@ -21,6 +23,8 @@ __all__ = [
     "Faults",
     "GitHubError",
     "GitHubStandIn",
+    "LimitedRequest",
+    "RateLimits",
     "RecordedRequest",
     "generate_app_key",
     "push_payload",

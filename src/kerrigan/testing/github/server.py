@@ -4,6 +4,7 @@ and applies faults before the handlers run."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import random
@@ -14,10 +15,11 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kerrigan.testing.github import auth, checks, contents, issues, repositories
-from kerrigan.testing.github.auth import generate_app_key
+from kerrigan.testing.github import auth, checks, contents, issues, limits, repositories
+from kerrigan.testing.github.auth import generate_app_key, installation_of
 from kerrigan.testing.github.errors import GitHubError, error_response
 from kerrigan.testing.github.faults import Fault, Faults
+from kerrigan.testing.github.limits import LimitedRequest, RateLimits
 from kerrigan.testing.github.records import FakeRepository, RecordedRequest
 from kerrigan.testing.github.schema import check_request_body, github_description
 
@@ -39,7 +41,8 @@ class GitHubStandIn:
     """The stand-in server; ``async with GitHubStandIn(...) as github:`` starts it on a free loopback port.
 
     ``seed`` drives the faults injected with a probability; ``validate=False`` accepts request bodies GitHub's
-    description refuses (validation is also off when the description or jsonschema is missing).
+    description refuses (validation is also off when the description or jsonschema is missing);
+    ``enforce_limits=True`` applies GitHub's rate limits (see :attr:`limits`).
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class GitHubStandIn:
         *,
         seed: int = 0,
         validate: bool = True,
+        enforce_limits: bool = False,
     ) -> None:
         if public_key is None:
             private_key, public_key = generate_app_key()
@@ -75,6 +79,7 @@ class GitHubStandIn:
         self.reactions: list[dict[str, Any]] = []
         self.requests: list[RecordedRequest] = []
         self.description = github_description() if validate else None
+        self.limits = RateLimits(enabled=enforce_limits)
         self.faults = Faults(random.Random(seed))  # noqa: S311 -- reproducible picks, not secrets
         self.ids = itertools.count(1000)
         self._runner: web.AppRunner | None = None
@@ -135,6 +140,11 @@ class GitHubStandIn:
         )
 
     @property
+    def limited(self) -> list[LimitedRequest]:
+        """The requests refused for a rate limit, in order."""
+        return self.limits.limited
+
+    @property
     def validating(self) -> bool:
         """Whether request bodies are checked against GitHub's description."""
         return self.description is not None
@@ -159,7 +169,7 @@ class GitHubStandIn:
     async def start(self, port: int = 0) -> None:
         """Listen on 127.0.0.1 (a free port unless one is given)."""
         app = web.Application(middlewares=[self._middleware])
-        for concern in (auth, contents, checks, issues, repositories):
+        for concern in (auth, contents, checks, issues, limits, repositories):
             concern.add_routes(app.router, self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -185,21 +195,9 @@ class GitHubStandIn:
             body = raw.decode(errors="replace")
         status = DROPPED
         try:
-            fault = self.faults.pick(request.method, request.path)
-            if fault is not None and fault.delay_s:
-                await asyncio.sleep(fault.delay_s)
-            if fault is not None and not fault.act_first:
-                if fault.drop:
-                    return _drop(request)
-                answer = fault.answer()
-                if answer is not None:
-                    status = answer.status
-                    return answer
-            response = await _handle(request, handler)
-            if fault is not None and fault.act_first:  # GitHub acted; the answer is lost or an error
-                if fault.drop:
-                    return _drop(request)
-                response = fault.answer() or response
+            response = await self._limited(request, handler)
+            if response is None:
+                return _drop(request)
             status = response.status
             return response
         finally:
@@ -208,6 +206,62 @@ class GitHubStandIn:
                     request.method, request.path, dict(request.query), dict(request.headers), body, status
                 )
             )
+
+    async def _limited(self, request: web.Request, handler: Handler) -> web.StreamResponse | None:
+        """The answer within the rate limits (``None``: the connection is to be dropped)."""
+        installation = installation_of(self, request) if self.limits.enabled else None
+        if installation is None or request.path == "/rate_limit":  # asking what is left costs nothing
+            return await self._faulty(request, handler)
+        try:
+            self.limits.admit(installation, request.method, request.path)
+        except GitHubError as exc:
+            return exc.response()
+        response: web.StreamResponse | None = None
+        try:
+            response = await self._faulty(request, handler)
+        finally:
+            self.limits.settle(installation, DROPPED if response is None else response.status)
+        if response is not None:
+            response.headers.update(self.limits.headers(installation))
+        return response
+
+    async def _faulty(self, request: web.Request, handler: Handler) -> web.StreamResponse | None:
+        """The handler's answer, or what an injected fault makes of it (``None``: dropped)."""
+        fault = self.faults.pick(request.method, request.path)
+        if fault is not None and fault.delay_s:
+            await asyncio.sleep(fault.delay_s)
+        if fault is not None and not fault.act_first:
+            if fault.drop:
+                return None
+            answer = fault.answer()
+            if answer is not None:
+                return answer
+        response = conditional(request, await _handle(request, handler))
+        if fault is not None and fault.act_first:  # GitHub acted; the answer is lost or an error
+            if fault.drop:
+                return None
+            return fault.answer() or response
+        return response
+
+
+def etag_of(body: bytes, *, weak: bool) -> str:
+    """An entity tag for an answer's body, as GitHub makes them (weak for JSON)."""
+    return ('W/"%s"' if weak else '"%s"') % hashlib.sha256(body).hexdigest()
+
+
+def conditional(request: web.Request, response: web.StreamResponse) -> web.StreamResponse:
+    """GitHub's conditional requests: a GET's answer carries an ``ETag``, and ``If-None-Match`` naming it is
+    answered 304 with no body."""
+    if request.method != "GET" or response.status != 200 or not isinstance(response, web.Response):
+        return response
+    if not isinstance(response.body, bytes):
+        return response
+    etag = etag_of(response.body, weak=response.content_type == "application/json")
+    response.headers["ETag"] = etag
+    asked = {tag.strip().removeprefix("W/") for tag in request.headers.get("If-None-Match", "").split(",")}
+    if etag.removeprefix("W/") in asked:
+        return web.Response(status=304, headers={"ETag": etag})
+    return response
 
 
 async def _handle(request: web.Request, handler: Handler) -> web.StreamResponse:
