@@ -370,3 +370,39 @@ async def test_listing_pages_with_link_headers(
         ]
     }
     assert names == {f"run {number}" for number in range(5)}
+
+
+# -- check run semantics ---------------------------------------------------------------------------
+
+
+async def test_a_conclusion_completes_the_check_run_and_annotations_add_up(
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
+) -> None:
+    annotation = {"path": "a.c", "start_line": 1, "end_line": 1, "annotation_level": "notice", "message": "m"}
+    output = {"title": "t", "summary": "s", "annotations": [annotation]}
+    created = await create_run(api_session, github, installation_token, output=output)
+    run_id = next(iter(github.check_runs))
+    assert created.status == 201
+    async with api_session.patch(
+        f"{github.url}/repos/{REPO}/check-runs/{run_id}",
+        json={"conclusion": "failure", "output": output},
+        headers=token_auth(installation_token),
+    ) as response:
+        body = await response.json()
+    assert (body["status"], body["conclusion"]) == ("completed", "failure")
+    assert body["completed_at"] is not None
+    assert body["output"]["annotations_count"] == 2
+    assert "repository" not in body  # the stand-in's own bookkeeping stays out of GitHub's answer
+    assert github.check_runs[run_id]["updates"] == 1
+
+
+async def test_a_check_run_of_another_repository_is_not_found(
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
+) -> None:
+    github.add_repository("octo/other", INSTALLATION)
+    await create_run(api_session, github, installation_token)
+    run_id = next(iter(github.check_runs))
+    async with api_session.get(
+        f"{github.url}/repos/octo/other/check-runs/{run_id}", headers=token_auth(installation_token)
+    ) as response:
+        assert response.status == 404

@@ -31,6 +31,24 @@ def test_a_stand_in_told_not_to_validate_is_not_validating() -> None:
     assert not GitHubStandIn(public_key="unused", validate=False).validating
 
 
+def test_without_the_description_the_stand_in_does_not_validate(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, str(tmp_path / "missing.json"))
+    assert not GitHubStandIn(public_key="unused").validating
+
+
+async def test_without_validation_a_body_only_the_schema_refuses_is_accepted(
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
+) -> None:
+    github.description = None
+    body = {"name": "n", "head_sha": SHA, "external_id": 7}
+    status, _ = await post(
+        api_session, f"{github.url}/repos/{REPO}/check-runs", body, token_auth(installation_token)
+    )
+    assert status == 201
+
+
 async def post(
     api_session: aiohttp.ClientSession, url: str, body: Any, headers: dict[str, str]
 ) -> tuple[int, dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""The stand-in server: its state, set-up methods, lifecycle, and the middleware that records every request
-and applies faults before the handlers run."""
+"""The stand-in server: its state, set-up methods and lifecycle, and the middleware around every handler:
+it records the request, applies the rate limits (when enforced) and the injected faults, and answers
+conditional GETs."""
 
 from __future__ import annotations
 
