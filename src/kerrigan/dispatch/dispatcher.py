@@ -78,12 +78,12 @@ class Dispatcher:
         async with self.database.sessions() as session, session.begin():
             await extend_all_leases(session, self.database.clock(), self.lease_ttl)
         while True:
+            self._wake.clear()  # before the round: a wake during it means look again at once
             try:
                 await self.expire()
                 await self.dispatch_once()
             except Exception:
                 log.exception("dispatch round failed; trying again")
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
 

@@ -97,6 +97,7 @@ class Reconciler:
         loop = asyncio.get_running_loop()
         while True:
             worked = 0
+            self._wake.clear()  # before the round: a wake during it means look again at once
             try:
                 if loop.time() >= next_sweep:
                     await self.sweep()
@@ -105,7 +106,6 @@ class Reconciler:
             except Exception:
                 log.exception("check-run reconciler: a round failed; going on")
             if not worked:
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.poll_s)
 

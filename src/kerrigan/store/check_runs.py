@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, or_, select, update
+from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.sessions import Session
@@ -134,15 +134,22 @@ async def not_created(session: AsyncSession, claim: Claim) -> bool:
 
 
 async def shown(session: AsyncSession, claim: Claim, version: int, now: datetime) -> bool:
-    """GitHub shows ``version``: done unless a newer version came meanwhile (then it is due at once)."""
-    row = await session.get(SessionRow, claim.session_pk, with_for_update=True)
-    if row is None or row.sync_claim != claim.token:
-        return False
-    row.shown_version = max(row.shown_version, version)
-    row.sync_attempts = 0
-    row.sync_due_at = None if row.shown_version >= row.version else now
-    row.sync_claim, row.sync_claimed_until = None, None
-    return True
+    """GitHub shows ``version``: done unless a newer version came meanwhile (then it is due at once).
+
+    One statement, reading ``version`` as it is when it runs: a version recorded by another transaction
+    after this reconciler last read the row is never cleared as shown (on SQLite a read does not begin
+    the transaction, so a value read first and written back later could be stale).
+    """
+    shown_now = case((SessionRow.shown_version > version, SessionRow.shown_version), else_=version)
+    return await _write(
+        session,
+        claim,
+        shown_version=shown_now,
+        sync_attempts=0,
+        sync_due_at=case((SessionRow.version > shown_now, now), else_=None),
+        sync_claim=None,
+        sync_claimed_until=None,
+    )
 
 
 async def retry_later(
