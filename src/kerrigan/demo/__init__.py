@@ -32,6 +32,7 @@ from kerrigan.core.inventory_file import parse_inventory
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.store.audit import Change
+from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
@@ -212,7 +213,8 @@ async def _start_agents(url: str, server: str, folder: Path) -> list[asyncio.Tas
 
 
 async def _jobs_done(url: str, timeout: float = 60.0) -> None:
-    """Wait until no job holds a device and nothing has changed for a moment: what can run has run."""
+    """Wait until no job holds a device, GitHub shows every session as it is, and nothing has changed for a
+    moment: what can run has run."""
     database = Database.connect(url)
     try:
         loop = asyncio.get_running_loop()
@@ -222,9 +224,10 @@ async def _jobs_done(url: str, timeout: float = 60.0) -> None:
             async with database.sessions() as session:
                 states = tuple((await session.execute(select(JobRow.pk, JobRow.state))).all())
                 holding = any(state in HOLDING_A_DEVICE for _, state in states)
+                behind = await behind_count(session)
             if states != last:
                 last, steady_since = states, loop.time()
-            if not holding and loop.time() - steady_since > 2.5:
+            if not holding and not behind and loop.time() - steady_since > 2.5:
                 return
             await asyncio.sleep(0.1)
     finally:
