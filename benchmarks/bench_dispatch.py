@@ -39,12 +39,12 @@ from sqlalchemy.engine import make_url
 from kerrigan.core.dispatch_order import QueuedJob, plan_dispatch
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
+from kerrigan.core.lifecycle import JobState
 from kerrigan.core.manifest import Priority
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, create_engine, upgrade
 from kerrigan.store.inventory import apply_diff
-from kerrigan.store.leases import LEASED, QUEUED
 from kerrigan.store.models import DeviceLeaseRow, JobRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
@@ -166,7 +166,9 @@ async def finish_leased(database: Database) -> None:
     async with database.sessions() as session, session.begin():
         await session.execute(delete(DeviceLeaseRow))
         await session.execute(
-            update(JobRow).where(JobRow.state == LEASED).values(state="succeeded", finished_at=ended)
+            update(JobRow)
+            .where(JobRow.state == JobState.LEASED)
+            .values(state=JobState.SUCCEEDED, finished_at=ended)
         )
 
 
@@ -180,7 +182,7 @@ async def dispatch_rounds(url: str, lab: Inventory, sessions: int, rounds: int) 
         figures = []
         for _ in range(rounds):
             async with database.sessions() as session:
-                queued = await session.scalar(select(func.count()).where(JobRow.state == QUEUED))
+                queued = await session.scalar(select(func.count()).where(JobRow.state == JobState.QUEUED))
             start = time.perf_counter()
             done = await dispatcher.dispatch_once()
             figures.append(RoundFigure(queued or 0, len(done.granted), time.perf_counter() - start))
