@@ -303,6 +303,7 @@ def _runner(args: argparse.Namespace) -> int:
             sysfs_root=Path(args.sysfs_root),
             kill_grace_s=args.kill_grace_s,
             systemd_scope=args.systemd_scope,
+            github_retry_s=args.github_retry_s,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -355,6 +356,12 @@ def _add_runner_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--free-space-floor-bytes", type=int, default=128 << 30, help="refuse jobs below this (0: off)"
     )
     runner_cmd.add_argument("--kill-grace-s", type=float, default=10.0, help="SIGTERM to SIGKILL")
+    runner_cmd.add_argument(
+        "--github-retry-s",
+        type=float,
+        default=300.0,
+        help="how long a tarball download keeps retrying GitHub's passing errors before the job fails",
+    )
     runner_cmd.add_argument(
         "--systemd-scope",
         choices=("auto", "always", "never"),

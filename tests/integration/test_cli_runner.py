@@ -50,6 +50,10 @@ def test_topology_json_on_a_real_two_socket_machine() -> None:
             "kerrigan runner: max_weight must be 1 or more, got 0",
         ),
         (
+            ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t", "--github-retry-s", "-1"),
+            "kerrigan runner: github_retry_s must be 0 or more, not -1.0",
+        ),
+        (
             ("topology", "--sysfs-root", "/nonexistent/cpu"),
             "kerrigan runner: /nonexistent/cpu: cannot list the CPU folders",
         ),
