@@ -11,7 +11,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-DEFAULT_LIMIT_S = 300.0
+from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
+
+DEFAULT_LIMIT_S = float(DEFAULT_QUEUE_WAIT_LIMIT_S)  # the manifest's default
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from kerrigan.core.lifecycle import (
     TransitionError,
     ended_by_runner,
 )
+from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
 from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
 from kerrigan.store.transitions import move_job, settle_session
 
@@ -59,7 +60,7 @@ class Offer:
     installation_id: int | None = None
     workflow_run_id: int | None = None
     queue_wait_s: float = 0.0
-    queue_wait_limit_s: float = 300.0
+    queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
     priority: str = "normal"
 
 

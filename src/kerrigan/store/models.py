@@ -30,6 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 from kerrigan.core.inventory import DeviceState
+from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Strategy
 from kerrigan.core.sessions import SessionState
 
 NAMING_CONVENTION = {
@@ -227,9 +228,9 @@ class SessionRow(Base):
     delivery_id: Mapped[str | None] = mapped_column(String(64))
     workflow_run_id: Mapped[int | None] = mapped_column(BigInteger)
     # The manifest's scheduling block, typed: what dispatch reads (never parsed back out of ``resolution``).
-    strategy: Mapped[str] = mapped_column(String(16), default="spread")
-    max_devkits: Mapped[int] = mapped_column(Integer, default=1)
-    queue_wait_limit_s: Mapped[float] = mapped_column(Float, default=300.0)
+    strategy: Mapped[str] = mapped_column(String(16), default=Strategy.SPREAD.value)
+    max_devkits: Mapped[int] = mapped_column(Integer, default=DEFAULT_MAX_DEVKITS)
+    queue_wait_limit_s: Mapped[float] = mapped_column(Float, default=float(DEFAULT_QUEUE_WAIT_LIMIT_S))
     # The check run as a projection of this row: ``version`` counts the changes GitHub should show,
     # ``shown_version`` is the last one GitHub confirmed. The reconciler claims a row (``sync_claim``
     # until ``sync_claimed_until``) to send it, and comes back at ``sync_due_at`` while it is behind.
