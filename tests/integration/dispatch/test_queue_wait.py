@@ -138,7 +138,8 @@ async def accepted_job(client: Client, headers: dict[str, str], db: Database) ->
     await queue(db, SESSION, {"smoke": SOM_UART}, max_devkits=1)
     await limit(db, 30)
     await Dispatcher(db).dispatch_once()
-    polled = await (await client.get("/api/runner/v1/poll", headers=headers)).json()
+    # The app's own dispatcher may have taken the round: the long poll waits for its lease to commit.
+    polled = await (await client.get("/api/runner/v1/poll?wait=5", headers=headers)).json()
     [offer] = [o for o in polled["offers"] if o["device"] == "modalix-bluebox"] or polled["offers"]
     assert offer["queue_wait_remaining_s"] == 30
     await client.post(f"/api/runner/v1/jobs/{offer['id']}/accept", headers=headers)
