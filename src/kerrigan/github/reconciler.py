@@ -92,22 +92,40 @@ class Reconciler:
         self._wake.set()
 
     async def run(self) -> None:
-        """Reconcile until cancelled."""
+        """Reconcile until cancelled: up to :data:`BATCH` check runs in flight at once, each claimed as soon
+        as there is room (a slow check run does not hold up the others)."""
         next_sweep = 0.0
         loop = asyncio.get_running_loop()
-        while True:
-            worked = 0
-            self._wake.clear()  # before the round: a wake during it means look again at once
-            try:
-                if loop.time() >= next_sweep:
-                    await self.sweep()
-                    next_sweep = loop.time() + self.sweep_s
-                worked = await self.round()
-            except Exception:
-                log.exception("check-run reconciler: a round failed; going on")
-            if not worked:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_s)
+        inflight: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                self._wake.clear()  # before claiming: a wake while claiming means look again at once
+                claimed = 0
+                try:
+                    if loop.time() >= next_sweep:
+                        await self.sweep()
+                        next_sweep = loop.time() + self.sweep_s
+                    if len(inflight) < BATCH:
+                        for claim in await self._claim(BATCH - len(inflight)):
+                            task = asyncio.create_task(self._sync(claim))
+                            inflight.add(task)
+                            task.add_done_callback(inflight.discard)
+                            claimed += 1
+                except Exception:
+                    log.exception("check-run reconciler: claiming failed; going on")
+                if claimed and len(inflight) < BATCH:
+                    continue  # there may be more due
+                waiter = asyncio.ensure_future(self._wake.wait())
+                try:
+                    await asyncio.wait(
+                        {waiter, *inflight}, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    waiter.cancel()
+        finally:
+            for task in inflight:
+                task.cancel()
+            await asyncio.gather(*inflight, return_exceptions=True)
 
     async def sweep(self) -> int:
         """Make due every check run that is behind with nothing scheduled to send it."""
@@ -116,13 +134,17 @@ class Reconciler:
             return await check_runs.sweep(session, database.clock())
 
     async def round(self) -> int:
-        """Claim the check runs that are due and bring each up to date; how many were claimed."""
-        database = self.app.database
-        async with database.writing(), database.sessions() as session, session.begin():
-            claims = await check_runs.claim_due(session, database.clock(), self.lease, BATCH)
+        """Claim the check runs that are due and bring each up to date; how many were claimed (tests and
+        tools drive the reconciler one round at a time; :meth:`run` claims as room frees up)."""
+        claims = await self._claim(BATCH)
         if claims:
             await asyncio.gather(*(self._sync(claim) for claim in claims))
         return len(claims)
+
+    async def _claim(self, limit: int) -> list[Claim]:
+        database = self.app.database
+        async with database.writing(), database.sessions() as session, session.begin():
+            return await check_runs.claim_due(session, database.clock(), self.lease, limit)
 
     async def _sync(self, claim: Claim) -> None:
         renewing = asyncio.create_task(self._renew(claim))
