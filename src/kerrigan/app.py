@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import sys
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 
 WORKER = web.AppKey("worker", DeliveryWorker)
 RECONCILER = web.AppKey("reconciler", Reconciler)
+PROTOCOL = web.AppKey("protocol", RunnerProtocol)
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: int = 0) -> web.Application:
@@ -47,6 +50,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
     protocol = RunnerProtocol(database, lease_ttl_s=settings.runner_lease_s)
+    app[PROTOCOL] = protocol
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -93,6 +97,7 @@ async def _background(
         github = GitHubApp.connect(database, settings, http)
         protocol.credentials = github.job_credentials
         protocol.answer_of = answer_of
+        protocol.revoking = functools.partial(_count_revoke, github)
         reconciler = Reconciler(github)
         app[RECONCILER] = reconciler
         reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
@@ -122,6 +127,12 @@ async def _background(
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
             await process.wait()
+
+
+def _count_revoke(github: GitHubApp, installation_id: int) -> None:
+    """A runner revokes a job's token with a DELETE GitHub counts among the installation's content-creating
+    requests: count it in the budget the reconciler paces check runs by."""
+    github.client.budget.spend(installation_id, creating=True, now=time.time())
 
 
 async def tune_collector(app: web.Application | None = None) -> None:

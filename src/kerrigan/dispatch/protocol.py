@@ -121,8 +121,11 @@ class RunnerProtocol:
         self.answer_of: Callable[[BaseException], Answer | None] = lambda _exc: None
         self.mint_retry_s = mint_retry_s
         self.mint_backoff_s = mint_backoff_s
-        # job id -> the token minted when it was accepted (tokens live an hour; a job holds one while it runs)
-        self._minted: TTLCache[str, JobCredentials] = TTLCache(maxsize=10_000, ttl=50 * 60)
+        # job id -> (installation, the token minted when it was accepted): tokens live an hour
+        self._minted: TTLCache[str, tuple[int, JobCredentials]] = TTLCache(maxsize=10_000, ttl=50 * 60)
+        # Told the installation of each job token the runner revokes when its job ends (the app counts the
+        # runner's DELETE in that installation's GitHub budget, which the server's own requests share).
+        self.revoking: Callable[[int], None] | None = None
 
     def routes(self) -> list[web.RouteDef]:
         """The routes, to add under ``/api/runner/v1``."""
@@ -314,7 +317,7 @@ class RunnerProtocol:
             return None
         cached = self._minted.get(job_id)
         if cached is not None:
-            return cached
+            return cached[1]
         async with self.database.sessions() as session:
             found = await jobs.job_repository(session, job_id)
         if found is None:
@@ -359,12 +362,14 @@ class RunnerProtocol:
                 )
                 await asyncio.sleep(retry.delay_s)
                 continue
-            self._minted[job_id] = minted
+            self._minted[job_id] = (installation_id, minted)
             return minted
 
     def forget_token(self, job_id: str) -> None:
-        """The job ended: its token is not handed out again (the runner revokes it)."""
-        self._minted.pop(job_id, None)
+        """The job ended: its token is not handed out again, and the runner revokes it."""
+        minted = self._minted.pop(job_id, None)
+        if minted is not None and self.revoking is not None:
+            self.revoking(minted[0])
 
     async def _transition(
         self, request: web.Request, change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kerrigan.app import PROTOCOL
 from kerrigan.store.leases import leased_devices
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import get_session
 from kerrigan.testing.waiting import wait_until
-from tests.integration.github.conftest import MANIFESTS, OTHER_SHA, REPO, Harness, push_payload
+from tests.integration.github.conftest import INSTALLATION, MANIFESTS, OTHER_SHA, REPO, Harness, push_payload
 
 TOKENS = r"/app/installations/\d+/access_tokens$"
 
@@ -107,3 +108,26 @@ async def test_a_runner_ending_a_job_it_never_accepted_is_refused_and_nothing_ch
     async with harness.database.sessions() as db:
         session = await get_session(db, found.id)
     assert [job.state.value for job in session.jobs] == ["leased", "leased"]
+
+
+async def test_a_job_tokens_revocation_is_counted_in_its_installations_budget(harness: Harness) -> None:
+    # The runner's DELETE /installation/token is a content-creating request of the installation: the
+    # server counts it where it paces its own check-run requests.
+    counted: list[int] = []
+    protocol = harness.client.app[PROTOCOL]
+    original = protocol.revoking
+    assert original is not None
+
+    def revoking(installation_id: int) -> None:
+        counted.append(installation_id)
+        original(installation_id)
+
+    protocol.revoking = revoking
+    job, auth = await offered(harness)
+    await accept(harness, job, auth)
+    await accept(harness, job, auth)  # the same token: one revocation to come
+    client = harness.client
+    await client.post(f"/api/runner/v1/jobs/{job}/start", headers=auth)
+    await client.post(f"/api/runner/v1/jobs/{job}/finish", json={"exit_status": 0}, headers=auth)
+    await client.post(f"/api/runner/v1/jobs/{job}/finish", json={"exit_status": 0}, headers=auth)
+    assert counted == [INSTALLATION]
