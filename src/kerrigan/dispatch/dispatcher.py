@@ -75,7 +75,7 @@ class Dispatcher:
         First every lease gets a full lease time again: while the server was down no heartbeat could
         arrive, and that must not count against the runner hosts.
         """
-        async with self.database.sessions() as session, session.begin():
+        async with self.database.writing(), self.database.sessions() as session, session.begin():
             await extend_all_leases(session, self.database.clock(), self.lease_ttl)
         while True:
             self._wake.clear()  # before the round: a wake during it means look again at once
@@ -90,7 +90,7 @@ class Dispatcher:
     async def expire(self) -> tuple[int, ...]:
         """End the leases of hosts that stopped sending heartbeats; the jobs they held."""
         now = self.database.clock()
-        async with self.database.sessions() as session, session.begin():
+        async with self.database.writing(), self.database.sessions() as session, session.begin():
             await mark_silent_hosts_offline(session, now, self.lease_ttl)
             lost = await expired_leases(session, now)
             settle = []
@@ -111,7 +111,7 @@ class Dispatcher:
     async def dispatch_once(self) -> Round:
         """One round: lease free devices to the queued jobs that come first."""
         now = self.database.clock()
-        async with self.database.sessions() as session, session.begin():
+        async with self.database.writing(), self.database.sessions() as session, session.begin():
             snapshot = await read_queue(session, now, lock=True)
             if snapshot is None:
                 return Round((), None)

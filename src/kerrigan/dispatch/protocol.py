@@ -207,7 +207,7 @@ class RunnerProtocol:
                 raise ProtocolError(409, "no_common_version", str(exc), "protocol") from None
             resources, skipped = self._resources(host, body)
             devices = self._devices(body)
-            async with self.database.sessions() as session, session.begin():
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
                 report = await record_report(
                     session,
                     host,
@@ -262,7 +262,7 @@ class RunnerProtocol:
             if health is not None and not isinstance(health, dict):
                 raise ProtocolError(400, "invalid", "health must be an object", "health")
             now = self.database.clock()
-            async with self.database.sessions() as session, session.begin():
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
                 report = await record_report(
                     session, host, now, resources=resources, device_states=devices, health=health
                 )
@@ -378,7 +378,7 @@ class RunnerProtocol:
             host = await self._host(request)
             job_id = request.match_info["job_id"]
             try:
-                async with self.database.sessions() as session, session.begin():
+                async with self.database.writing(), self.database.sessions() as session, session.begin():
                     done = await change(session, job_id, host)
             except jobs.NotYoursError as exc:
                 raise ProtocolError(404, "not_found", str(exc)) from None
@@ -478,7 +478,7 @@ class RunnerProtocol:
                         "truncated_before_seq",
                     )
             try:
-                async with self.database.sessions() as session, session.begin():
+                async with self.database.writing(), self.database.sessions() as session, session.begin():
                     next_seq = await jobs.append_output(
                         session,
                         request.match_info["job_id"],
