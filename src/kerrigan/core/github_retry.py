@@ -58,13 +58,15 @@ def retry_after(
     base_s: float = BACKOFF_BASE_S,
     cap_s: float = BACKOFF_CAP_S,
     jitter: float = 0.5,
+    limits_in_a_row: int = 1,
 ) -> Retry | None:
     """How long to wait before sending a failed request again, or ``None`` when GitHub will not change its
     answer.
 
     ``status`` is ``None`` when no answer came (the connection dropped, or the request timed out);
     ``headers`` are the answer's (any case); ``message`` is its body's ``message``; ``attempt`` counts the
-    failures so far (1 for the first); ``now`` is the Unix time, against which ``x-ratelimit-reset`` counts.
+    failures so far (1 for the first); ``now`` is the Unix time, against which ``x-ratelimit-reset`` counts;
+    ``limits_in_a_row`` counts the secondary limits met one after another (60 s for the first, doubling).
     """
     lowered = {key.lower(): value for key, value in headers.items()}
     step = backoff(attempt, base_s=base_s, cap_s=cap_s, jitter=jitter)
@@ -78,8 +80,10 @@ def retry_after(
     if limit_status and lowered.get("x-ratelimit-remaining", "").strip() == "0" and reset is not None:
         return Retry(max(0.0, reset - now) + 1.0, f"{status}: rate limit spent until reset", limited=True)
     if status == 429 or (status == 403 and SECONDARY_LIMIT_WORDS in message.lower()):
-        # GitHub: "wait for at least one minute", and exponentially longer while it keeps happening.
-        delay = max(SECONDARY_LIMIT_MIN_S, SECONDARY_LIMIT_MIN_S * 2.0 ** min(max(attempt, 1) - 1, 6))
+        # GitHub: "wait for at least one minute", and exponentially longer while it keeps happening. What
+        # counts is limits in a row (the budget keeps that count per installation), not every failure: a few
+        # server errors before one limit do not make it a four-minute wait.
+        delay = SECONDARY_LIMIT_MIN_S * 2.0 ** min(max(limits_in_a_row, 1) - 1, 6)
         return Retry(
             min(delay, max(cap_s, SECONDARY_LIMIT_MIN_S)), f"{status}: secondary rate limit", limited=True
         )

@@ -143,7 +143,7 @@ class Budget:
             return
         fresh = now >= account.paused_until  # not the echo of a limit already being waited out
         attempt = account.strikes + 1 if fresh else max(account.strikes, 1)
-        retry = retry_after(status, lowered, message, attempt, now)
+        retry = retry_after(status, lowered, message, attempt, now, limits_in_a_row=attempt)
         if retry is None or not (retry.limited or "retry-after" in lowered):
             return
         if fresh and retry.limited:

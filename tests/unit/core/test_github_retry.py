@@ -33,14 +33,16 @@ def test_a_reset_in_the_past_still_waits_a_second() -> None:
 
 
 @pytest.mark.parametrize("status", [403, 429])
-def test_secondary_limit_without_headers_waits_at_least_a_minute_and_longer_each_time(status: int) -> None:
+def test_secondary_limit_without_headers_waits_a_minute_doubling_with_limits_in_a_row(status: int) -> None:
     message = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
     first = retry_after(status, {}, message, 1, NOW)
-    third = retry_after(status, {}, message, 3, NOW)
+    after_a_few_errors = retry_after(status, {}, message, 4, NOW)
+    still_limited = retry_after(status, {}, message, 4, NOW, limits_in_a_row=3)
     assert first is not None
-    assert third is not None
-    assert first.delay_s == SECONDARY_LIMIT_MIN_S
-    assert third.delay_s > first.delay_s
+    assert after_a_few_errors is not None
+    assert still_limited is not None
+    assert first.delay_s == after_a_few_errors.delay_s == SECONDARY_LIMIT_MIN_S
+    assert still_limited.delay_s == 4 * SECONDARY_LIMIT_MIN_S
     assert first.limited
 
 
