@@ -18,8 +18,8 @@ from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.sessions import Session
-from kerrigan.store.jobs import JobRecord, output_tail, session_jobs_of
-from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.jobs import JobRecord, output_tail, session_job_records
+from kerrigan.store.models import SessionRow
 from kerrigan.store.sessions import get_session
 
 ERROR_LIMIT = 4000  # characters of GitHub's answer kept on the session
@@ -107,14 +107,10 @@ async def projection(session: AsyncSession, claim: Claim) -> Projection:
     found = await get_session(session, claim.session_id)
     row = await session.get(SessionRow, claim.session_pk)
     assert row is not None
-    first = await session.scalar(select(JobRow.pk).where(JobRow.session_pk == claim.session_pk).limit(1))
     views: list[JobView] = []
-    if first is not None:
-        jobs = await session_jobs_of(session, first)
-        assert jobs is not None
-        for record in jobs[1]:
-            tail = await output_tail(session, record.pk) if record.finished_at is not None else ""
-            views.append(JobView(record, tail))
+    for record in await session_job_records(session, claim.session_pk):
+        tail = await output_tail(session, record.pk) if record.finished_at is not None else ""
+        views.append(JobView(record, tail))
     return Projection(found, tuple(views), row.check_run_resolution, row.create_sent_version)
 
 

@@ -367,16 +367,12 @@ class JobRecord:
     detail: str | None = None
 
 
-async def session_jobs_of(session: AsyncSession, job_pk: int) -> tuple[str, list[JobRecord]] | None:
-    """The session a job belongs to, and all of that session's jobs in task order."""
-    session_pk = await session.scalar(select(JobRow.session_pk).where(JobRow.pk == job_pk))
-    if session_pk is None:
-        return None
-    session_id = await session.scalar(select(SessionRow.id).where(SessionRow.pk == session_pk))
+async def session_job_records(session: AsyncSession, session_pk: int) -> list[JobRecord]:
+    """Every job of a session, in task order, as reports show them."""
     rows = (
         await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk).order_by(JobRow.pk))
     ).all()
-    return str(session_id), [
+    return [
         JobRecord(
             row.pk,
             row.task_id,

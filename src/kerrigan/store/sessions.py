@@ -168,19 +168,6 @@ async def get_session(session: AsyncSession, session_id: str) -> Session:
     return _session(row, await _jobs(session, row.pk))
 
 
-async def update_session(session: AsyncSession, session_id: str, at: datetime, **changes: Any) -> Session:
-    """Change fields of a session that are not its state (check_run_id and the like); states change
-    through :func:`resolve_session` and the job transitions."""
-    row = await _row(session, session_id)
-    for name, value in changes.items():
-        if not hasattr(SessionRow, name):
-            raise AttributeError(f"sessions have no field {name!r}")
-        setattr(row, name, value.value if isinstance(value, Conclusion) else value)
-    row.updated_at = at
-    await session.flush()
-    return _session(row, await _jobs(session, row.pk))
-
-
 async def find_sessions(
     session: AsyncSession,
     repository: str,
