@@ -386,9 +386,12 @@ async def test_without_a_token_the_job_fails_instead_of_running_stale_files(
 ) -> None:
     # GitHub refuses every installation token for a while: the offer's repository cannot be fetched,
     # and the job must not run whatever an earlier job left in its workspace.
-    await start_both(harness, agents)
+    # The agents start only once the fault is in place: a job accepted before it would have its token.
+    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
     [run] = await harness.push_commit(smoke_commit())
     harness.github.fail_next("POST", r"/access_tokens$", 403, times=100)
+    for host, token in hosts.items():
+        agents(host, token)
 
     await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
