@@ -90,6 +90,8 @@ class PoolRow(Base):
     labels: Mapped[dict[str, str]] = mapped_column(default=dict)
     tags: Mapped[list[str]] = mapped_column(default=list)
     owners: Mapped[list[str]] = mapped_column(default=list)
+    # Globs on owner/name; empty: every installed repository may use the pool.
+    repositories: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     updated_at: Mapped[datetime] = mapped_column(Timestamp)
@@ -344,6 +346,20 @@ class ApiTokenRow(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     last_used_at: Mapped[datetime | None] = mapped_column(Timestamp)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class SignInRow(Base):
+    """A browser's sign-in, kept on the server so that Sign out (or an admin) ends it for good; the cookie
+    holds a random id whose SHA-256 is ``id_hash``."""
+
+    __tablename__ = "signins"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    login: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
+    ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class AuditRow(Base):
