@@ -2,7 +2,7 @@
 
 The rules are DESIGN.md's "Labels and inventory": keys and tags are 1-63 characters of ``a-z 0-9 . _ -``
 (stored lowercase), values are 1-63 printable characters, and the ``kerrigan.`` prefix is reserved for the
-labels Kerrigan generates.
+labels Kerrigan generates (no key or tag a person writes may use it).
 """
 
 from __future__ import annotations
@@ -121,9 +121,17 @@ def validate_value(value: str, *, key: str | None = None) -> str:
 
 
 def validate_tag(tag: str) -> str:
-    """Return the normalised form of a tag, or raise :class:`LabelError`."""
+    """Return the normalised form of a tag, or raise :class:`LabelError`. The reserved prefix is refused
+    as for label keys: Kerrigan generates no tags, so a ``kerrigan.`` tag could only pass for one of its
+    own labels."""
     normalised = normalise_tag(tag)
     _check_name("tag", tag, normalised, "tag")
+    if normalised.startswith(RESERVED_PREFIX):
+        raise LabelError(
+            f"tag {tag!r} uses the reserved prefix {RESERVED_PREFIX!r}; "
+            "Kerrigan keeps that namespace for the labels it generates and it cannot be set by hand",
+            "tag",
+        )
     return normalised
 
 

@@ -232,6 +232,21 @@ def test_invalid_tag_is_refused(tag: str, message: str) -> None:
         validate_tag(tag)
 
 
+@pytest.mark.parametrize(
+    "tag", ["kerrigan.x", "kerrigan.pool_id", "Kerrigan.Board", "KERRIGAN.X", "kerrigan."]
+)
+def test_tag_with_reserved_prefix_is_refused_like_a_label_key(tag: str) -> None:
+    with pytest.raises(LabelError, match=re.escape("reserved prefix 'kerrigan.'")) as caught:
+        validate_tag(tag)
+    assert repr(tag) in str(caught.value)
+    assert caught.value.subject == "tag"
+
+
+@pytest.mark.parametrize("tag", ["kerrigan", "kerrigan_team", "kerriganx.y", "team.kerrigan.id"])
+def test_tag_that_only_resembles_the_reserved_prefix_is_accepted(tag: str) -> None:
+    assert validate_tag(tag) == tag
+
+
 def test_tag_error_names_the_tag() -> None:
     with pytest.raises(LabelError) as caught:
         validate_tag("UART Debug")
