@@ -39,6 +39,8 @@ class Explanation:
     manifest: ManifestResult
     tasks: tuple[TaskExplanation, ...]
     extra_errors: tuple[Problem, ...] = ()
+    repository: str | None = None
+    unchecked_pools: tuple[str, ...] = ()  # pools whose repositories were not applied: no repository given
 
     @property
     def errors(self) -> tuple[Problem, ...]:
@@ -56,13 +58,21 @@ class Explanation:
 
 
 def explain(
-    manifest: ManifestResult, inventory: Inventory, busy: frozenset[str] = frozenset()
+    manifest: ManifestResult,
+    inventory: Inventory,
+    busy: frozenset[str] = frozenset(),
+    *,
+    repository: str | None = None,
 ) -> Explanation:
-    """Resolve every task of a valid manifest and choose devices for the session."""
+    """Resolve every task of a valid manifest and choose devices for the session of ``repository``
+    (``owner/name``; ``None`` applies no pool's ``repositories``, and the explanation says so)."""
     workflow = manifest.workflow
+    unchecked = () if repository is not None else tuple(p.id for p in inventory.pools if p.repositories)
     if workflow is None:
-        return Explanation(manifest, ())
-    resolutions = [resolve(task.requirements, inventory, busy) for task in workflow.tasks]
+        return Explanation(manifest, (), repository=repository, unchecked_pools=unchecked)
+    resolutions = [
+        resolve(task.requirements, inventory, busy, repository=repository) for task in workflow.tasks
+    ]
     selected = select_devices(
         [res.eligible for res in resolutions],
         workflow.scheduling.strategy,
@@ -74,6 +84,8 @@ def explain(
             TaskExplanation(task, res, device)
             for task, res, device in zip(workflow.tasks, resolutions, selected, strict=True)
         ),
+        repository=repository,
+        unchecked_pools=unchecked,
     )
 
 
@@ -143,6 +155,8 @@ def explanation_json(
         "file": explanation.manifest.file,
         "errors": [problem.as_dict() for problem in explanation.errors],
         "warnings": [problem.as_dict() for problem in explanation.manifest.warnings],
+        "repository": explanation.repository,
+        "repositories_not_checked": list(explanation.unchecked_pools),
         "tasks": tasks,
     }
 
@@ -173,8 +187,19 @@ def render_text(explanation: Explanation, descriptions: Mapping[str, str] | None
     """What a person reads in a terminal; ``descriptions`` explain the approved label keys requested."""
     manifest = explanation.manifest
     lines = [f"workflow {manifest.name or '(unnamed)'}  ({manifest.file})"]
+    if explanation.repository is not None:
+        lines.append(f"repository {explanation.repository}")
     lines += [f"error: {problem}" for problem in explanation.errors]
     lines += [f"warning: {problem}" for problem in manifest.warnings]
+    unchecked = list(explanation.unchecked_pools)
+    if unchecked:
+        which = (
+            f"pool {unchecked[0]} admits" if len(unchecked) == 1 else f"pools {_device_list(unchecked)} admit"
+        )
+        lines.append(
+            "warning: repositories: not checked (no --repository given); "
+            f"{which} only the repositories listed"
+        )
     for item in explanation.tasks:
         lines.append("")
         lines += _task_text(item, descriptions or {})

@@ -13,10 +13,11 @@ here). A device's tags are its pool's tags plus its own.
 from __future__ import annotations
 
 import enum
+import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Final, Generic, TypeVar
 
 from kerrigan.core.labels import is_reserved, slugify
@@ -24,7 +25,7 @@ from kerrigan.core.labels import is_reserved, slugify
 T = TypeVar("T")
 
 
-POOL_FIELDS: Final = ("id", "name", "owners", "firmware", "labels", "tags")
+POOL_FIELDS: Final = ("id", "name", "owners", "repositories", "firmware", "labels", "tags")
 """The fields of a pool as the inventory file and the API write them."""
 
 DEVICE_FIELDS: Final = (
@@ -68,9 +69,58 @@ class Firmware:
     base_version: str | None = None
 
 
+MAX_REPOSITORY_GLOB: Final = 200
+MAX_POOL_REPOSITORIES: Final = 100
+"""At most this many globs per pool: each is tried against every session's repository."""
+_OWNER_PART = r"[A-Za-z0-9*?-]+"
+_NAME_PART = r"[A-Za-z0-9._*?-]+"
+_REPOSITORY_GLOB = re.compile(rf"{_OWNER_PART}/{_NAME_PART}")
+_REPOSITORY = re.compile(r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+")
+
+
+class RepositoryGlobError(ValueError):
+    """A pool's ``repositories`` entry, or a repository name, that is not well formed."""
+
+
+def validate_repository_glob(text: str) -> str:
+    """A glob on ``owner/name`` (``*`` and ``?`` match within one part), or :class:`RepositoryGlobError`."""
+    if not 1 <= len(text) <= MAX_REPOSITORY_GLOB or _REPOSITORY_GLOB.fullmatch(text) is None:
+        raise RepositoryGlobError(
+            f"{text[:MAX_REPOSITORY_GLOB]!r} is not a repository glob: owner/name, 1-{MAX_REPOSITORY_GLOB} "
+            "characters, the owner of letters, digits and '-', the name of letters, digits, '.', '_' "
+            "and '-', either with the wildcards * and ?"
+        )
+    return text
+
+
+def validate_repository(text: str) -> str:
+    """A repository's ``owner/name`` (no wildcards), or :class:`RepositoryGlobError`."""
+    if not 1 <= len(text) <= MAX_REPOSITORY_GLOB or _REPOSITORY.fullmatch(text) is None:
+        raise RepositoryGlobError(
+            f"{text[:MAX_REPOSITORY_GLOB]!r} is not a repository: owner/name, the owner of letters, "
+            "digits and '-', the name of letters, digits, '.', '_' and '-'"
+        )
+    return text
+
+
+@cache
+def _glob_pattern(glob: str) -> re.Pattern[str]:
+    body = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in glob)
+    return re.compile(body, re.IGNORECASE)
+
+
+def repository_matches(glob: str, repository: str) -> bool:
+    """Whether ``repository`` (``owner/name``) matches ``glob``, ignoring case as GitHub does."""
+    return _glob_pattern(glob).fullmatch(repository) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Pool:
-    """A set of devices that share labels, tags, a firmware policy and owners."""
+    """A set of devices that share labels, tags, a firmware policy and owners.
+
+    ``repositories`` are globs on ``owner/name``: when there are any, only sessions of the repositories they
+    match may use the pool's devices; without them every installed repository may.
+    """
 
     id: str
     name: str
@@ -78,6 +128,11 @@ class Pool:
     firmware: Firmware = Firmware()
     labels: Mapping[str, str] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    repositories: tuple[str, ...] = ()
+
+    def admits(self, repository: str) -> bool:
+        """Whether sessions of ``repository`` may use this pool's devices."""
+        return not self.repositories or any(repository_matches(g, repository) for g in self.repositories)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +267,7 @@ class InventoryIndex:
         self.devices: tuple[Device, ...] = inventory.devices
         self.pool_labels = {pool.id: effective_pool_labels(pool) for pool in inventory.pools}
         self.pool_ids = [device.pool_id for device in self.devices]
+        self.pools = Column.encode(self.pool_ids)
         self.hosts = Column.encode(device.host for device in self.devices)
         self.states = Column.encode(device.state for device in self.devices)
         self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)

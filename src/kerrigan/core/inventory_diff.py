@@ -132,6 +132,7 @@ def pool_field_changes(before: Pool, after: Pool) -> list[FieldChange]:
                 ("firmware.channel", before.firmware.channel, after.firmware.channel),
                 ("firmware.base_version", before.firmware.base_version, after.firmware.base_version),
                 ("owners", list(before.owners), list(after.owners)),
+                ("repositories", list(before.repositories), list(after.repositories)),
             ],
         )
     )

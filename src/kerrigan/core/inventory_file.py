@@ -15,13 +15,16 @@ import yaml
 
 from kerrigan.core.inventory import (
     DEVICE_FIELDS,
+    MAX_POOL_REPOSITORIES,
     POOL_FIELDS,
     Device,
     DeviceState,
     Firmware,
     Inventory,
     Pool,
+    RepositoryGlobError,
     RunnerHost,
+    validate_repository_glob,
 )
 from kerrigan.core.labels import (
     LabelError,
@@ -146,6 +149,21 @@ class _InventoryParser:
                     r.error(item, item_field, f"{login!r} is not a GitHub login")
                 elif login not in owners:
                     owners.append(login)
+        repositories: dict[str, str] = {}  # lowercase -> as written: GitHub names ignore case
+        if "repositories" in entries and not is_null(entries["repositories"][1]):
+            for item, item_field, glob in r.strings(
+                entries["repositories"][1], field + ".repositories", scalar_ok=False
+            ):
+                try:
+                    repositories.setdefault(validate_repository_glob(glob).lower(), glob)
+                except RepositoryGlobError as exc:
+                    r.error(item, item_field, str(exc))
+            if len(repositories) > MAX_POOL_REPOSITORIES:
+                r.error(
+                    entries["repositories"][1],
+                    field + ".repositories",
+                    f"{len(repositories)} globs; at most {MAX_POOL_REPOSITORIES}",
+                )
         firmware = Firmware()
         if "firmware" in entries and not is_null(entries["firmware"][1]):
             fw = r.mapping(entries["firmware"][1], field + ".firmware", ("channel", "base_version")) or {}
@@ -168,7 +186,9 @@ class _InventoryParser:
                 )
             else:
                 self.pool_lines[pool_id] = line_of(node)
-                self.pools.append(Pool(pool_id, name, tuple(owners), firmware, labels, tags))
+                self.pools.append(
+                    Pool(pool_id, name, tuple(owners), firmware, labels, tags, tuple(repositories.values()))
+                )
         if "devices" in entries and not is_null(entries["devices"][1]):
             items = r.sequence(entries["devices"][1], field + ".devices") or ()
             for index, item in enumerate(items):
@@ -354,6 +374,8 @@ def inventory_document(inventory: Inventory) -> dict[str, object]:
         doc: dict[str, object] = {"id": pool.id, "name": pool.name}
         if pool.owners:
             doc["owners"] = list(pool.owners)
+        if pool.repositories:
+            doc["repositories"] = list(pool.repositories)
         firmware = {
             key: value
             for key, value in (

@@ -5,8 +5,12 @@ A device is eligible when every requested label matches, every requested tag is 
 keys (``kerrigan.pool_*``, ``kerrigan.firmware_*``); a device in a rejected pool carries its pool's reasons
 too, so each device's list is complete.
 
-Reasons are worded as the seed words them and marked permanent ("never": labels, tags, a retired device)
-or transient ("not yet": maintenance, offline, host offline, busy).
+A pool that lists ``repositories`` admits only the sessions of those repositories: given the session's
+repository, every other pool is rejected (``repository octo/other may not use pool lab-a``), and so is each of
+its devices. Without a repository (``kerrigan explain`` with no ``--repository``) the lists are not applied.
+
+Reasons are worded as the seed words them and marked permanent ("never": labels, tags, a retired device, a
+pool the repository may not use) or transient ("not yet": maintenance, offline, host offline, busy).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
 
-from kerrigan.core.inventory import Device, DeviceState, Inventory, InventoryIndex
+from kerrigan.core.inventory import Device, DeviceState, Inventory, InventoryIndex, Pool
 from kerrigan.core.labels import is_pool_scoped
 from kerrigan.core.requirements import LabelRequirement, Requirements
 from kerrigan.core.yamlsource import suggest
@@ -36,6 +40,7 @@ class ReasonKind(enum.StrEnum):
     DEVICE_STATE = "device_state"
     HOST_OFFLINE = "host_offline"
     DEVICE_BUSY = "device_busy"
+    REPOSITORY_REFUSED = "repository_refused"
 
 
 class Outcome(enum.StrEnum):
@@ -219,9 +224,17 @@ _BUSY = Reason(ReasonKind.DEVICE_BUSY, "busy", "device busy", "device busy", per
 
 
 def resolve(
-    requested: Requirements, inventory: Inventory, busy: Collection[str] = frozenset()
+    requested: Requirements,
+    inventory: Inventory,
+    busy: Collection[str] = frozenset(),
+    *,
+    repository: str | None = None,
 ) -> TaskResolution:
     """Match ``requested`` against every device of ``inventory``; ``busy`` holds leased device ids.
+
+    ``repository`` is the session's ``owner/name``: pools whose ``repositories`` do not admit it are
+    rejected. ``None`` (nobody's session, as in ``kerrigan explain`` without ``--repository``) applies no
+    pool's list.
 
     Each rule is checked once per distinct value in the snapshot, not once per device: a rule becomes a
     column of reasons (or ``None``) over the devices, and a device's reasons are its row across them.
@@ -230,6 +243,9 @@ def resolve(
     book = _ReasonBook()
     ordered = sorted(requested.labels.values(), key=lambda req: not is_pool_scoped(req.key))
     columns: list[list[Reason | None]] = []
+    refused = _refused_pools(inventory.pools, repository)
+    if refused:
+        _add_column(columns, [refused.get(pool_id) for pool_id in index.pools.values], index.pools.codes)
     for req in ordered:
         allowed = req.allowed
         label_column = index.column(req.key)
@@ -270,7 +286,7 @@ def resolve(
     else:
         reasons = ((),) * len(index.devices)
     eligible = tuple(compress(index.devices, map(operator.not_, reasons)))
-    eligible_pools, rejected_pools = _pool_verdicts(ordered, inventory, book)
+    eligible_pools, rejected_pools = _pool_verdicts(ordered, inventory, book, refused)
     return TaskResolution(
         requested=requested,
         devices=index.devices,
@@ -305,16 +321,38 @@ def _host_offline(host: str) -> Reason:
     return Reason(ReasonKind.HOST_OFFLINE, host, text, text, permanent=False)
 
 
+def repository_refused(repository: str, pool_id: str) -> Reason:
+    """The reason a pool's ``repositories`` gives a session of ``repository``."""
+    return Reason(
+        ReasonKind.REPOSITORY_REFUSED,
+        pool_id,
+        f"repository {repository} may not use pool {pool_id}",
+        f"repository {repository} may not use their pool",
+        permanent=True,
+        got=pool_id,
+    )
+
+
+def _refused_pools(pools: Iterable[Pool], repository: str | None) -> dict[str, Reason]:
+    """The pools whose ``repositories`` do not admit ``repository``, each with its reason."""
+    if repository is None:
+        return {}
+    return {pool.id: repository_refused(repository, pool.id) for pool in pools if not pool.admits(repository)}
+
+
 def _pool_verdicts(
-    ordered: Iterable[LabelRequirement], inventory: Inventory, book: _ReasonBook
+    ordered: Iterable[LabelRequirement],
+    inventory: Inventory,
+    book: _ReasonBook,
+    refused: dict[str, Reason],
 ) -> tuple[tuple[str, ...], tuple[PoolVerdict, ...]]:
-    """Pool-level filtering on the pool-scoped keys."""
+    """Pool-level filtering on the repository and the pool-scoped keys."""
     pool_reqs = [(req, req.allowed) for req in ordered if is_pool_scoped(req.key)]
     eligible: list[str] = []
     rejected: list[PoolVerdict] = []
     for pool in inventory.pools:
         labels = inventory.index.pool_labels[pool.id]
-        failed: list[Reason] = []
+        failed: list[Reason] = [refused[pool.id]] if pool.id in refused else []
         for req, allowed in pool_reqs:
             got = labels.get(req.key)
             if got is None:
