@@ -14,15 +14,17 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
+from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import (
@@ -45,6 +47,10 @@ MAX_BODY: Final = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 BUSY_WINDOW_S: Final = 0.05
 PAUSE_S: Final = 0.02
 MAX_DEFER_S: Final = 1.0
+MAX_DEPTH: Final = 64  # GitHub's payloads nest a dozen levels at most
+MAX_KEPT: Final = 64 * 1024  # of a body that is not a payload, the part kept to look at
+_EVENT: Final = re.compile(r"[a-z_]{1,64}")
+_DELIVERY_ID: Final = re.compile(r"[!-~]{1,64}")  # a GUID from GitHub; printable ASCII at least
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -129,27 +135,68 @@ class WebhookReceiver:
         if not verify(self.secret, body, request.headers.get(SIGNATURE_HEADER)):
             return _error(401, f"missing or wrong {SIGNATURE_HEADER} (an HMAC-SHA256 of the body)")
         self._last_delivery = self._clock()  # only signed deliveries make the worker defer
-        event = request.headers.get("X-GitHub-Event")
-        delivery_id = request.headers.get("X-GitHub-Delivery")
-        if not event or not delivery_id or len(delivery_id) > 64:
+        event = request.headers.get("X-GitHub-Event", "")
+        delivery_id = request.headers.get("X-GitHub-Delivery", "")
+        if _EVENT.fullmatch(event) is None or _DELIVERY_ID.fullmatch(delivery_id) is None:
             return _error(400, "X-GitHub-Event and X-GitHub-Delivery are required")
         try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return _error(400, "the body is not JSON")
-        if not isinstance(payload, dict):
-            return _error(400, "the body is not a JSON object")
+            payload, action = read_payload(body)
+        except PayloadError as exc:
+            # GitHub signed it, so it came from GitHub (or whoever holds the secret): answering with an
+            # error would only invite a redelivery of the same body. It is recorded as failed, reason and all.
+            return await self._refuse(event, delivery_id, body, str(exc))
         if event == "ping":
             return web.json_response({"status": "pong", "zen": payload.get("zen")})
-        action = payload.get("action")
-        delivery = NewDelivery(
-            delivery_id, event, str(action) if action else None, body.decode("utf-8"), self.database.clock()
-        )
+        delivery = NewDelivery(delivery_id, event, action, body.decode("utf-8"), self.database.clock())
         stored = await self._store(delivery)
         if not stored:
             return web.json_response({"status": "already received", "delivery": delivery_id}, status=200)
         self.wake()
         return web.json_response({"status": "accepted", "delivery": delivery_id}, status=202)
+
+    async def _refuse(self, event: str, delivery_id: str, body: bytes, reason: str) -> web.Response:
+        log.warning(
+            "delivery %s (%s) is not a GitHub payload: %s; recorded as failed", delivery_id, event, reason
+        )
+        # Enough of the body to see what it was, as text the database takes.
+        shown = body[:MAX_KEPT].decode("utf-8", "replace").replace("\x00", "\ufffd")
+        await self._store(NewDelivery(delivery_id, event, None, shown, self.database.clock(), reason))
+        return web.json_response({"status": "failed", "delivery": delivery_id, "reason": reason}, status=202)
+
+
+def read_payload(body: bytes) -> tuple[dict[str, Any], str | None]:
+    """A delivery's body as a JSON object, and its ``action``; :class:`PayloadError` for a body that is not a
+    GitHub payload (not UTF-8, not JSON, nested deeper than :data:`MAX_DEPTH`, not an object)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PayloadError(f"the body is not UTF-8 (byte {exc.start})") from None
+    if nesting_exceeds(text, MAX_DEPTH):
+        raise PayloadError(f"the body is nested deeper than {MAX_DEPTH} levels")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, and integers of more than 4,300 digits
+        raise PayloadError(f"the body is not JSON: {exc}") from None
+    payload = Payload(data)  # raises for anything but an object
+    return data, payload.optional_string("action", max_length=64)
+
+
+_TOKENS: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+def nesting_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON ``text`` nests arrays and objects deeper than ``limit``, found without recursing (and
+    without parsing: strings are skipped, brackets counted)."""
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in ("]", "}"):
+            depth -= 1
+    return False
 
 
 class DeliveryWorker:
@@ -227,6 +274,21 @@ class DeliveryWorker:
             return True
         try:
             handler.result()
+        except PayloadError as exc:
+            # The payload lacks a field a route needs: no attempt could succeed, so it is not retried, and
+            # the reason says all there is to say (no traceback).
+            async with database.writing(), database.sessions() as session, session.begin():
+                wrote = await fail_delivery(
+                    session, delivery.claim, database.clock(), str(exc), delivery.attempts, permanent=True
+                )
+            log.warning(
+                "delivery %s (%s) failed: %s; not retried%s",
+                delivery.delivery_id,
+                delivery.event,
+                exc,
+                "" if wrote else " (and not recorded: its claim was taken over by another worker)",
+            )
+            return True
         except Exception as exc:
             async with database.writing(), database.sessions() as session, session.begin():
                 wrote = await fail_delivery(
@@ -266,7 +328,8 @@ class DeliveryWorker:
     async def _handle(self, delivery: Delivery) -> None:
         # The handler's task has its own copy of the context: the claim is current for it alone.
         current_claim.set(delivery.claim)
-        event = Event(json.loads(delivery.payload), event=delivery.event, delivery_id=delivery.delivery_id)
+        data, _ = read_payload(delivery.payload.encode("utf-8"))
+        event = Event(data, event=delivery.event, delivery_id=delivery.delivery_id)
         if self.router.fetch(event):
             await self.router.dispatch(event, self.app)
         else:

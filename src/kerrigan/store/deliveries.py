@@ -60,6 +60,9 @@ class NewDelivery:
     action: str | None
     payload: str
     received_at: datetime
+    error: str | None = None
+    """Why the delivery cannot be processed at all (its body is not a payload): stored as failed, never
+    claimed."""
 
 
 class ClaimLostError(RuntimeError):
@@ -91,6 +94,8 @@ async def record_deliveries(connection: AsyncConnection, deliveries: Sequence[Ne
                     "payload": d.payload,
                     "received_at": d.received_at,
                     "attempts": 0,
+                    "error": d.error,
+                    "processed_at": d.received_at if d.error is not None else None,
                 }
                 for d in deliveries
             ]
@@ -162,11 +167,20 @@ def gives_up(attempts: int) -> bool:
     return attempts >= MAX_ATTEMPTS
 
 
-async def fail_delivery(session: AsyncSession, claim: Claim, at: datetime, error: str, attempts: int) -> bool:
+async def fail_delivery(
+    session: AsyncSession,
+    claim: Claim,
+    at: datetime,
+    error: str,
+    attempts: int,
+    *,
+    permanent: bool = False,
+) -> bool:
     """Record a failed attempt, if ``claim`` is still held; whether it wrote. A failed delivery is retried
-    with backoff (2, 4, 8, ... seconds) until :data:`MAX_ATTEMPTS` (see :func:`gives_up`)."""
+    with backoff (2, 4, 8, ... seconds) until :data:`MAX_ATTEMPTS` (see :func:`gives_up`); a ``permanent``
+    failure (the payload itself is wrong, so no attempt could succeed) is not retried."""
     values: dict[str, object] = {"error": error[:4000], "claimed_until": None, "claim_token": None}
-    if gives_up(attempts):
+    if permanent or gives_up(attempts):
         values["processed_at"] = at
     else:
         values["next_attempt_at"] = at + timedelta(seconds=2**attempts)

@@ -13,6 +13,7 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.sessions import Session
+from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, approve, retry
@@ -21,25 +22,31 @@ from kerrigan.store.sessions import find_sessions, latest_per_workflow
 log = logging.getLogger(__name__)
 router = Router()
 
+MAX_COMMENT = 65536  # GitHub's limit on a comment's body
+MAX_NUMBER = 2**31 - 1  # sessions keep the pull request's number in a 32-bit column
+_LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
 COMMAND = re.compile(r"\A\s*/kerrigan\s+(?P<verb>retry|approve)\b[ \t]*(?P<argument>[^\n]*)")
 
 
 @router.register("issue_comment", action="created")
 async def on_comment(event: Event, app: GitHubApp) -> None:
     """Carry out a ``/kerrigan`` command on a pull request."""
-    data = event.data
-    issue = data.get("issue") or {}
-    comment = data.get("comment") or {}
-    match = COMMAND.match(str(comment.get("body") or ""))
+    data = Payload(event.data)
+    issue = data.object("issue")
+    comment = data.object("comment")
+    match = COMMAND.match(comment.optional_string("body", max_length=MAX_COMMENT) or "")
     installation, name = installation_id(data), repository_name(data)
-    sender = data.get("sender") or {}
-    if match is None or not issue.get("pull_request") or installation is None or name is None:
+    if match is None or not issue.has("pull_request") or installation is None or name is None:
         return
-    if sender.get("type") == "Bot":
+    sender = data.object("sender")
+    if sender.optional_string("type") == "Bot":
         return
+    login = sender.string("login", max_length=100)
+    if _LOGIN.fullmatch(login) is None:  # it goes into the permission call's path
+        raise PayloadError(f"payload field sender.login not a GitHub login ({login[:50]!r})")
+    number = issue.integer("number", maximum=MAX_NUMBER)
+    comment_id = comment.integer("id")
     repo = app.repository(installation, name)
-    login = str(sender.get("login"))
-    number = int(issue["number"])
     may_write, permission = await repo.permission(login)
     verb = match["verb"]
     if not may_write:
@@ -63,7 +70,7 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
             )
             await repo.comment(number, f"@{login} there is no {what} to retry at `{sha[:12]}`.")
             return
-    await repo.react(int(comment["id"]), "rocket")
+    await repo.react(comment_id, "rocket")
 
 
 async def _retry(

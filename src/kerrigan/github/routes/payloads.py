@@ -1,19 +1,30 @@
-"""Reading the few fields the routers need from webhook payloads."""
+"""Reading the few fields every router needs from webhook payloads."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Final
+
+from kerrigan.github.payload import Payload, PayloadError
+
+# GitHub's owner and repository names; anything else would reach GitHub's API as another path.
+_FULL_NAME: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 
 
-def installation_id(data: dict[str, Any]) -> int | None:
+def installation_id(data: Payload) -> int | None:
     """The installation a delivery came through (``None`` when the payload has none)."""
-    installation = data.get("installation") or {}
-    value = installation.get("id")
-    return int(value) if value is not None else None
+    installation = data.optional_object("installation")
+    return installation.integer("id") if installation is not None else None
 
 
-def repository_name(data: dict[str, Any]) -> str | None:
-    """``owner/name`` of the repository a delivery is about."""
-    repository = data.get("repository") or {}
-    name = repository.get("full_name")
-    return str(name) if name else None
+def repository_name(data: Payload) -> str | None:
+    """``owner/name`` of the repository a delivery is about (``None`` when the payload has none)."""
+    repository = data.optional_object("repository")
+    if repository is None:
+        return None
+    name = repository.optional_string("full_name")
+    if not name:
+        return None
+    if _FULL_NAME.fullmatch(name) is None:
+        raise PayloadError(f"payload field repository.full_name not owner/name ({name[:50]!r})")
+    return name

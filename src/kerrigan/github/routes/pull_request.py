@@ -3,23 +3,26 @@ base branch. A fork's pull request waits for ``/kerrigan approve`` before anythi
 
 from __future__ import annotations
 
-from typing import Any
-
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.triggers import PullRequest
+from kerrigan.github.payload import Payload
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
 
 router = Router()
 
+MAX_NUMBER = 2**31 - 1  # sessions keep the pull request's number in a 32-bit column
 
-def is_fork(pull: dict[str, Any]) -> bool:
+
+def is_fork(pull: Payload) -> bool:
     """Whether the pull request's head lives in another repository (or one since deleted)."""
-    head_repo = (pull.get("head") or {}).get("repo")
-    base_repo = (pull.get("base") or {}).get("repo") or {}
-    return head_repo is None or head_repo.get("full_name") != base_repo.get("full_name")
+    head_repo = pull.object("head").optional_object("repo")
+    base = pull.optional_object("base")
+    base_repo = base.optional_object("repo") if base is not None else None
+    base_name = base_repo.optional_string("full_name") if base_repo is not None else None
+    return head_repo is None or head_repo.optional_string("full_name") != base_name
 
 
 @router.register("pull_request", action="opened")
@@ -27,17 +30,18 @@ def is_fork(pull: dict[str, Any]) -> bool:
 @router.register("pull_request", action="reopened")
 async def on_pull_request(event: Event, app: GitHubApp) -> None:
     """Start the workflows this pull request runs (or set them waiting for approval)."""
-    data = event.data
+    data = Payload(event.data)
     installation, name = installation_id(data), repository_name(data)
     if installation is None or name is None:
         return
-    pull = data["pull_request"]
+    pull = data.object("pull_request")
+    head = pull.object("head")
     trigger = Trigger(
-        sha=str(pull["head"]["sha"]),
-        event=PullRequest(str(pull["base"]["ref"])),
+        sha=head.sha("sha"),
+        event=PullRequest(pull.object("base").string("ref", max_length=255)),
         event_name="pull_request",
-        ref=str(pull["head"].get("ref") or ""),
-        pull_request=int(pull["number"]),
+        ref=head.optional_string("ref", max_length=255) or "",
+        pull_request=pull.integer("number", maximum=MAX_NUMBER),
         awaiting_approval=is_fork(pull),
         delivery_id=event.delivery_id,
     )

@@ -8,6 +8,7 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.triggers import Push, branch_of
+from kerrigan.github.payload import Payload
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
 
@@ -18,19 +19,16 @@ router = Router()
 @router.register("push")
 async def on_push(event: Event, app: GitHubApp) -> None:
     """Start the workflows this push runs."""
-    data = event.data
-    branch = branch_of(data.get("ref"))
+    data = Payload(event.data)
+    ref = data.optional_string("ref", max_length=255)
+    branch = branch_of(ref)
     installation, name = installation_id(data), repository_name(data)
-    if data.get("deleted") or branch is None or installation is None or name is None:
-        log.info(
-            "push %s to %s starts nothing (tag, deletion or no installation)",
-            event.delivery_id,
-            data.get("ref"),
-        )
+    if data.optional_boolean("deleted") or branch is None or installation is None or name is None:
+        log.info("push %s to %s starts nothing (tag, deletion or no installation)", event.delivery_id, ref)
         return
     repo = app.repository(installation, name)
     trigger = Trigger(
-        sha=str(data["after"]),
+        sha=data.sha("after"),
         event=Push(branch),
         event_name="push",
         ref=branch,

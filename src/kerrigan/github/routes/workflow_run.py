@@ -6,6 +6,7 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.triggers import WorkflowRun
+from kerrigan.github.payload import Payload
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
 
@@ -15,22 +16,23 @@ router = Router()
 @router.register("workflow_run")
 async def on_workflow_run(event: Event, app: GitHubApp) -> None:
     """Start the workflows that wait on this run's workflow and action."""
-    data = event.data
+    data = Payload(event.data)
     installation, name = installation_id(data), repository_name(data)
-    run = data.get("workflow_run") or {}
-    if installation is None or name is None or not run.get("head_sha"):
+    run = data.optional_object("workflow_run")
+    if installation is None or name is None or run is None or not run.has("head_sha"):
         return
-    branch = run.get("head_branch")
-    head_repository = (run.get("head_repository") or {}).get("full_name")
+    branch = run.optional_string("head_branch", max_length=255)
+    head_repository = run.optional_object("head_repository")
+    head_name = head_repository.optional_string("full_name") if head_repository is not None else None
     trigger = Trigger(
-        sha=str(run["head_sha"]),
-        event=WorkflowRun(str(run.get("name", "")), str(data.get("action", "")), branch),
+        sha=run.sha("head_sha"),
+        event=WorkflowRun(run.optional_string("name") or "", data.optional_string("action") or "", branch),
         event_name="workflow_run",
         ref=branch,
         # A run of a fork's commit carries the fork's code: it waits for /kerrigan approve like the fork's
         # pull request does.
-        awaiting_approval=head_repository is not None and head_repository != name,
+        awaiting_approval=head_name is not None and head_name != name,
         delivery_id=event.delivery_id,
-        workflow_run_id=run["id"] if isinstance(run.get("id"), int) else None,
+        workflow_run_id=run.optional_integer("id"),
     )
     await start_workflows(app, app.repository(installation, name), trigger)
