@@ -99,6 +99,7 @@ def _pool(row: PoolRow) -> Pool:
         firmware=Firmware(row.firmware_channel, row.firmware_base_version),
         labels=dict(row.labels),
         tags=frozenset(row.tags),
+        repositories=tuple(row.repositories),
     )
 
 
@@ -269,6 +270,7 @@ async def create_pool(session: AsyncSession, pool: Pool, change: Change) -> Stor
 def _write_pool(row: PoolRow, pool: Pool) -> None:
     row.name = pool.name
     row.owners = list(pool.owners)
+    row.repositories = list(pool.repositories)
     row.firmware_channel = pool.firmware.channel
     row.firmware_base_version = pool.firmware.base_version
     row.labels = dict(sorted(pool.labels.items()))

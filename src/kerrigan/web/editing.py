@@ -25,7 +25,15 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.inventory import Device, DeviceState, Firmware, Pool
+from kerrigan.core.inventory import (
+    MAX_POOL_REPOSITORIES,
+    Device,
+    DeviceState,
+    Firmware,
+    Pool,
+    RepositoryGlobError,
+    validate_repository_glob,
+)
 from kerrigan.core.labels import LabelError, validate_tag, validate_value
 from kerrigan.core.roles import Principal, UnapprovedKeyError, check_label, may_administer, may_edit_labels
 from kerrigan.store.audit import Change
@@ -48,7 +56,7 @@ from kerrigan.web.state import DATABASE, writing
 LABEL_FIELDS = frozenset({"labels", "tags"})
 """What pool owners may change; everything else is for System Admins."""
 
-POOL_PATCH_FIELDS = ("name", "owners", "firmware", "labels", "tags")
+POOL_PATCH_FIELDS = ("name", "owners", "repositories", "firmware", "labels", "tags")
 DEVICE_PATCH_FIELDS = ("pool", "board", "target_type", "os_type", "host", "labels", "tags")
 
 
@@ -67,7 +75,10 @@ def check_edit(principal: Principal, pool: Pool, fields: Iterable[str], what: st
         raise forbidden(principal, f"edit {what}: only System Admins and owners of pool {pool.id} may")
     if fields - LABEL_FIELDS and not may_administer(principal):
         names = ", ".join(sorted(fields - LABEL_FIELDS))
-        raise forbidden(principal, f"change {names} of {what}: owners edit only labels and tags")
+        raise forbidden(
+            principal,
+            f"change {names} of {what}: owners edit only labels and tags; System Admins edit {names}",
+        )
 
 
 def check_pool_edit(principal: Principal, pool: Pool, fields: Iterable[str]) -> None:
@@ -145,6 +156,24 @@ def edited_tags(tags: frozenset[str], tag: str, add: bool) -> frozenset[str]:
 # -- whole fields from a body ----------------------------------------------------------------------
 
 
+def repository_globs(value: Any, field: str) -> tuple[str, ...]:
+    """A pool's ``repositories``: a list of globs on ``owner/name``, each kept once (ignoring case); the
+    error's field is the list or the entry (``repositories[1]``)."""
+    if not isinstance(value, list):
+        raise bad_request(f"{field} must be a list of owner/name globs", field=field)
+    if len(value) > MAX_POOL_REPOSITORIES:
+        raise bad_request(f"{field} has {len(value)} globs; at most {MAX_POOL_REPOSITORIES}", field=field)
+    kept: dict[str, str] = {}
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise bad_request(f"{field}[{index}] must be a string", field=f"{field}[{index}]")
+        try:
+            kept.setdefault(validate_repository_glob(item).lower(), item)
+        except RepositoryGlobError as exc:
+            raise bad_request(str(exc), field=f"{field}[{index}]", code="invalid_repository") from None
+    return tuple(kept.values())
+
+
 def pool_from(body: Mapping[str, Any], pool: Pool) -> Pool:
     """``pool`` with the fields ``body`` gives (the API's JSON, or what a page's form stands for)."""
     changes: dict[str, Any] = {}
@@ -152,6 +181,8 @@ def pool_from(body: Mapping[str, Any], pool: Pool) -> Pool:
         changes["name"] = bodies.string(body["name"], "name")
     if "owners" in body:
         changes["owners"] = bodies.logins(body["owners"], "owners")
+    if "repositories" in body:
+        changes["repositories"] = repository_globs(body["repositories"], "repositories")
     if "firmware" in body:
         firmware = body["firmware"]
         if not isinstance(firmware, dict) or set(firmware) - {"channel", "base_version"}:
@@ -225,7 +256,8 @@ class Editor:
     if_match: str | None = None
 
     async def update_pool(self, pool_id: str, body: Mapping[str, Any]) -> StoredPool:
-        """Change a pool's name, owners, firmware (admins), labels or tags (admins and owners)."""
+        """Change a pool's name, owners, repositories, firmware (admins), labels or tags (admins and
+        owners)."""
         stored = await get_pool(self.session, pool_id, lock=True)
         check_pool_edit(self.principal, stored.pool, body)
         pool = pool_from(body, stored.pool)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 from kerrigan.core.manifest import parse_manifest
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
@@ -20,28 +21,44 @@ DEFAULT_PATH = ".kerrigan/workflows/manifest.yml"
 
 @routes.post("/explain")
 async def explain_manifest(request: web.Request) -> web.Response:
-    """The manifest comes as ``{"manifest": "<yaml>", "path": "..."}`` or as the raw YAML body.
+    """The manifest comes as ``{"manifest": "<yaml>", "path": "...", "repository": "owner/name"}`` or as
+    the raw YAML body; with ``repository`` (also ``?repository=`` on a raw body) the pools' ``repositories``
+    lists are applied for a session of that repository.
 
     The answer is the ``kerrigan explain`` JSON with status 200, also for an invalid manifest (its errors
     are in the document); ``exit_code`` carries what the command would exit with.
     """
     await reader(request)
+    repository: str | None = request.query.get("repository")
     if request.content_type == "application/json":
-        body = await bodies.json_object(request, ("manifest", "path"))
+        body = await bodies.json_object(request, ("manifest", "path", "repository"))
         text = bodies.required(body, "manifest")
         if not isinstance(text, str):
             raise bad_request("manifest must be the manifest's YAML text", field="manifest")
         path = bodies.string(body.get("path", DEFAULT_PATH), "path", max_length=500)
+        repository = body.get("repository", repository)
     else:
         if request.content_length is not None and request.content_length > bodies.MAX_BODY:
             raise bad_request(f"the manifest is over {bodies.MAX_BODY} bytes", field="manifest")
         text = await bodies.body_text(request)
         path = DEFAULT_PATH
+    if repository is not None:
+        repository = _repository(repository)
     manifest = parse_manifest(text, path)
     async with request.config_dict[DATABASE].sessions() as session:
         inventory = await load_inventory(session)
         descriptions = await label_keys(session)
-    explanation = explain(manifest, inventory)
+    explanation = explain(manifest, inventory, repository=repository)
     document = explanation_json(explanation, descriptions)
     document["exit_code"] = explanation.exit_code
     return web.json_response(document)
+
+
+def _repository(value: object) -> str:
+    """The ``repository`` a request names: an ``owner/name``, or a 400 naming the field."""
+    if not isinstance(value, str):
+        raise bad_request("repository must be a string: owner/name", field="repository")
+    try:
+        return validate_repository(value)
+    except RepositoryGlobError as exc:
+        raise bad_request(str(exc), field="repository", code="invalid_repository") from None

@@ -1,9 +1,9 @@
 """``/api/v1/pools`` and ``/api/v1/devices``: read, create, update, delete; labels, tags and states.
 
 Reads carry an ``ETag``; writes honour ``If-Match`` (412 when stale) and answer with the new ``ETag``.
-Roles are the seed's: admins edit everything, pool owners edit labels and tags of their own pools and the
-devices in them, everyone else reads. The edits themselves are :mod:`kerrigan.web.editing`, which the pool
-and device pages share.
+Roles are the seed's: admins edit everything (a pool's ``repositories`` included), pool owners edit labels
+and tags of their own pools and the devices in them, everyone else reads. The edits themselves are
+:mod:`kerrigan.web.editing`, which the pool and device pages share.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def pools_read(request: web.Request) -> web.Response:
 
 @routes.patch("/pools/{pool_id}")
 async def pools_update(request: web.Request) -> web.Response:
-    """Change a pool's name, owners, firmware (admins), labels or tags (admins and owners)."""
+    """Change a pool's name, owners, repositories, firmware (admins), labels or tags (admins and owners)."""
     principal = await signed_in(request)
     body = await bodies.json_object(request, editing.POOL_PATCH_FIELDS)
     async with writing(request) as session:

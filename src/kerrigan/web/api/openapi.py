@@ -17,6 +17,18 @@ _STRING: Final = {"type": "string"}
 _NULLABLE_STRING: Final = {"type": ["string", "null"]}
 _STRINGS: Final = {"type": "array", "items": _STRING}
 _LABEL_MAP: Final = {"type": "object", "additionalProperties": _STRING}
+_REPOSITORY_GLOBS: Final = {
+    "type": "array",
+    "items": {
+        "type": "string",
+        "minLength": 3,
+        "maxLength": 200,
+        "pattern": "^[A-Za-z0-9*?-]+/[A-Za-z0-9._*?-]+$",
+    },
+    "maxItems": 100,
+    "description": "globs on owner/name (* and ?, case-insensitive) of the repositories whose sessions "
+    "may use the pool; empty: every installed repository. System Admins change it.",
+}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -58,6 +70,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "id": _STRING,
             "name": _STRING,
             "owners": _STRINGS,
+            "repositories": _REPOSITORY_GLOBS,
             "firmware": _ref("Firmware"),
             "labels": _ref("Labels"),
             "tags": _STRINGS,
@@ -65,7 +78,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "version": {"type": "integer", "minimum": 1},
             "device_states": {"type": "object", "additionalProperties": {"type": "integer"}},
         },
-        required=["id", "name", "owners", "firmware", "labels", "tags", "devices", "version"],
+        required=["id", "name", "owners", "repositories", "firmware", "labels", "tags", "devices", "version"],
     ),
     "PoolList": _object({"pools": {"type": "array", "items": _ref("Pool")}}),
     "Device": _object(
@@ -90,6 +103,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "id": _STRING,
             "name": _STRING,
             "owners": _STRINGS,
+            "repositories": _REPOSITORY_GLOBS,
             "firmware": _ref("Firmware"),
             "labels": _LABEL_MAP,
             "tags": _STRINGS,
@@ -100,6 +114,7 @@ SCHEMAS: Final[dict[str, Any]] = {
         {
             "name": _STRING,
             "owners": _STRINGS,
+            "repositories": _REPOSITORY_GLOBS,
             "firmware": _ref("Firmware"),
             "labels": _LABEL_MAP,
             "tags": _STRINGS,
@@ -168,7 +183,18 @@ SCHEMAS: Final[dict[str, Any]] = {
         }
     ),
     "RunnerHostList": _object({"hosts": {"type": "array", "items": _ref("RunnerHost")}}),
-    "ExplainRequest": _object({"manifest": _STRING, "path": _STRING}, required=["manifest"]),
+    "ExplainRequest": _object(
+        {
+            "manifest": _STRING,
+            "path": _STRING,
+            "repository": {
+                "type": "string",
+                "description": "owner/name of the repository whose session this would be: pools whose "
+                "repositories do not admit it are rejected; without it no pool's list is applied",
+            },
+        },
+        required=["manifest"],
+    ),
     "Problem": _object(
         {
             "path": _STRING,
@@ -236,6 +262,8 @@ SCHEMAS: Final[dict[str, Any]] = {
             "file": _STRING,
             "errors": {"type": "array", "items": _ref("Problem")},
             "warnings": {"type": "array", "items": _ref("Problem")},
+            "repository": _NULLABLE_STRING,
+            "repositories_not_checked": _STRINGS,
             "tasks": {"type": "array", "items": _ref("ExplainTask")},
             "exit_code": {"enum": [0, 1, 2]},
         }
@@ -439,6 +467,15 @@ def document() -> dict[str, Any]:
                 "post": _op(
                     "resolve a manifest against the stored inventory",
                     {"200": _json("Explanation", "the kerrigan explain document"), **_READ_ERRORS},
+                    parameters=[
+                        {
+                            "name": "repository",
+                            "in": "query",
+                            "required": False,
+                            "schema": _STRING,
+                            "description": "owner/name, for a raw YAML body (a JSON body's repository wins)",
+                        }
+                    ],
                     requestBody={
                         "required": True,
                         "content": {

@@ -31,6 +31,7 @@ def pool_json(stored: StoredPool, states: Mapping[str, int] | None = None) -> di
         "id": pool.id,
         "name": pool.name,
         "owners": list(pool.owners),
+        "repositories": list(pool.repositories),
         "firmware": _firmware(pool),
         "labels": {
             "explicit": dict(sorted(pool.labels.items())),
