@@ -25,6 +25,7 @@ from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
 from kerrigan.store.database import Clock, Database, check_schema, utc_now
 from kerrigan.web.api import create_api
+from kerrigan.web.headers import install_security_headers
 from kerrigan.web.pages import setup_pages
 from kerrigan.web.state import DATABASE, SETTINGS
 
@@ -44,6 +45,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     Everything stops with the application.
     """
     app = web.Application(client_max_size=MAX_BODY)
+    install_security_headers(app)
     app[SETTINGS] = settings
     database = Database.connect(settings.database_url, clock)
     app[DATABASE] = database
