@@ -6,6 +6,11 @@ Sign-in is the GitHub App's OAuth web flow: ``/login/github`` sends the browser 
 token; ``GET {GITHUB_API_URL}/user`` names the login. The session is an encrypted cookie (Fernet, keyed by
 ``KERRIGAN_SESSION_SECRET``), HttpOnly and SameSite=Lax, Secure when the public URL is https. Every form
 carries the session's CSRF token, and every POST is checked against it.
+
+A sign-in is a row on the server (:mod:`kerrigan.store.signins`): the cookie carries its random id, and
+every request that needs the user reads the row, so Sign out (which ends it) signs out every copy of the
+cookie, on every replica. Where the browser goes after signing in is a path on this site only
+(:mod:`kerrigan.core.redirects`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import json
 import logging
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -25,13 +32,16 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from kerrigan import __version__
 from kerrigan.config import Settings
+from kerrigan.core.redirects import local_path
 from kerrigan.core.roles import Principal
-from kerrigan.web.state import SETTINGS
+from kerrigan.store.signins import create_signin, end_signin, purge_signins, signed_in_login
+from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 log = logging.getLogger(__name__)
 
 COOKIE_NAME = "kerrigan_session"
 SESSION_MAX_AGE_S = 8 * 60 * 60
+MAX_LOGIN_LENGTH = 100  # the column's width; GitHub's own limit is 39
 HTTP = web.AppKey("signin_http", aiohttp.ClientSession)
 GITHUB_API_VERSION = "2022-11-28"  # the same as kerrigan.github.client's (the web layer may not import it)
 
@@ -149,13 +159,33 @@ def sign_in_configured(settings: Settings) -> bool:
     return bool(settings.github_client_id and settings.github_client_secret)
 
 
+@dataclass(frozen=True, slots=True)
+class _SignedIn:
+    principal: Principal | None
+
+
+# Kept for one request only: a sign-out on another replica must count from the next request on.
+_SIGNED_IN = web.RequestKey("signed_in", _SignedIn)
+
+
 async def page_principal(request: web.Request) -> Principal | None:
-    """The signed-in user of this browser, or None."""
+    """The signed-in user of this browser, or None: the cookie's sign-in must exist on the server, not have
+    ended (Sign out) and not have expired."""
+    if _SIGNED_IN in request:
+        return request[_SIGNED_IN].principal
     session = await get_session(request)
-    login = session.get("login")
-    if not isinstance(login, str):
-        return None
-    return Principal(login, admin=login.lower() in request.config_dict[SETTINGS].admins)
+    signin_id = session.get("signin")
+    principal = None
+    if isinstance(signin_id, str):
+        database = request.config_dict[DATABASE]
+        async with database.sessions() as db:
+            login = await signed_in_login(db, signin_id, database.clock())
+        if login is None:
+            session.pop("signin")  # ended or expired: the cookie stops naming it
+        else:
+            principal = Principal(login, admin=login.lower() in request.config_dict[SETTINGS].admins)
+    request[_SIGNED_IN] = _SignedIn(principal)
+    return principal
 
 
 async def page_reader(request: web.Request) -> Principal | None:
@@ -197,13 +227,6 @@ async def check_csrf(request: web.Request, form: Any) -> None:
         raise Forbidden("the form is stale or was not sent from this site: reload the page and try again")
 
 
-def _safe_next(value: str | None) -> str:
-    """Only a path on this site (no scheme, no host, no //): never an open redirect."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
-        return "/pools"
-    return value
-
-
 async def login_github(request: web.Request) -> web.Response:
     """Send the browser to GitHub's authorize page with a fresh state."""
     settings = request.config_dict[SETTINGS]
@@ -212,7 +235,7 @@ async def login_github(request: web.Request) -> web.Response:
     session = await get_session(request)
     state = secrets.token_urlsafe(24)
     session["oauth_state"] = state
-    session["next"] = _safe_next(request.query.get("next"))
+    session["next"] = local_path(request.query.get("next"))
     query = urlencode(
         {
             "client_id": settings.github_client_id,
@@ -254,12 +277,18 @@ async def auth_callback(request: web.Request) -> web.Response:
     ) as response:
         user = await response.json(content_type=None)
     login = user.get("login") if isinstance(user, dict) else None
-    if not isinstance(login, str):
+    if not isinstance(login, str) or not 0 < len(login) <= MAX_LOGIN_LENGTH:
         raise Forbidden("GitHub did not say who you are")
-    next_page = _safe_next(session.get("next"))
-    session.renew(login=login)  # nothing from before the sign-in carries over (no fixation)
+    next_page = session.get("next")
+    database = request.config_dict[DATABASE]
+    async with writing(request) as db:
+        now = database.clock()
+        # Sign-ins are few: clearing out the old ones here costs one indexed delete per sign-in.
+        await purge_signins(db, now)
+        signin_id = await create_signin(db, login, now, timedelta(seconds=SESSION_MAX_AGE_S))
+    session.renew(signin=signin_id)  # nothing from before the sign-in carries over (no fixation)
     log.info("%s signed in", login)
-    return redirect(next_page)
+    return redirect(local_path(next_page if isinstance(next_page, str) else None))
 
 
 async def logout(request: web.Request) -> web.Response:
@@ -267,5 +296,10 @@ async def logout(request: web.Request) -> web.Response:
     form = await request.post()
     await check_csrf(request, form)
     session = await get_session(request)
+    signin_id = session.get("signin")
+    if isinstance(signin_id, str):
+        database = request.config_dict[DATABASE]
+        async with writing(request) as db:
+            await end_signin(db, signin_id, database.clock())
     session.end()
     return redirect("/login")
