@@ -15,6 +15,8 @@ System Admins only:
 
 - ``POST /pools/{pool_id}/firmware`` (``channel``, ``base_version``; empty means none)
 - ``POST /pools/{pool_id}/owners`` (``owners``: GitHub logins separated by commas or spaces)
+- ``POST /pools/{pool_id}/repositories`` (``repositories``: globs on ``owner/name``, one a line; none lets
+  every installed repository use the pool)
 
 A success redirects back to the editor with a notice. A broken rule re-renders the editor with status 400,
 the rule next to the field and what was typed kept, and changes nothing. A user who may not make the edit
@@ -50,6 +52,7 @@ STATES = tuple(DeviceState)
 
 _FIRMWARE_FIELDS = {"firmware.channel": "channel", "firmware.base_version": "base_version"}
 _OWNERS_FIELDS = {"owners": "owners"}
+_REPOSITORIES_FIELDS = {"repositories": "repositories"}
 
 
 # -- the list --------------------------------------------------------------------------------------
@@ -157,7 +160,7 @@ async def _editor_page(
             principal,
             pool,
             labels=pool.labels,
-            admin_forms={"firmware", "owners"},
+            admin_forms={"firmware", "owners", "repositories"},
             approved=approved,
             error=error,
             base=f"/pools/{pool.id}",
@@ -227,4 +230,26 @@ async def set_owners(request: web.Request) -> web.Response:
         typed={"owners": owners},
         fields=_OWNERS_FIELDS,
         notice=f"Owners of pool {pool_id} saved.",
+    )
+
+
+@routes.post("/pools/{pool_id}/repositories")
+async def set_repositories(request: web.Request) -> web.Response:
+    """Set which repositories may use the pool (admins): globs on ``owner/name``, one a line (blank lines
+    are skipped); none lets every installed repository."""
+    posted = await PostedForm.read(request)
+    pool_id, typed = request.match_info["pool_id"], posted.text("repositories")
+    globs = [line.strip() for line in typed.splitlines() if line.strip()]
+
+    async def edit(editor: Editor) -> object:
+        return await editor.update_pool(pool_id, {"repositories": globs})
+
+    return await POOL.edit_from_page(
+        request,
+        posted,
+        edit,
+        form="repositories",
+        typed={"repositories": typed},
+        fields=_REPOSITORIES_FIELDS,
+        notice=f"Repositories that may use pool {pool_id} saved.",
     )
