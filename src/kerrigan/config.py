@@ -17,10 +17,13 @@ from urllib.parse import urlsplit
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
+from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, MAX_COUNT
+
 PREFIX: Final = "KERRIGAN_"
 DEFAULT_DATABASE_URL: Final = "sqlite+aiosqlite:///./kerrigan.db"
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 _DATABASE_SCHEMES: Final = ("sqlite+aiosqlite", "postgresql+asyncpg")
+OUTPUT_MAX_LEAST: Final = 1024  # below a kilobyte not even an error message would fit
 
 
 class ConfigError(ValueError):
@@ -55,6 +58,7 @@ class Settings:
     workers: int | None = None  # worker processes; None: 0 (in-process) on SQLite, 1 on PostgreSQL
     runner_lease_s: int = 60  # a runner host's leases expire this long after its last heartbeat
     delivery_lease_s: float = 30.0  # a worker's claim of a webhook delivery, renewed every third of it
+    output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES  # a job's output stored; the rest is cut, and marked
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -118,6 +122,14 @@ class Settings:
             values["runner_lease_s"] = int(lease)
         if (delivery_lease := get("DELIVERY_LEASE_S")) is not None:
             values["delivery_lease_s"] = _positive_seconds("DELIVERY_LEASE_S", delivery_lease)
+        if (output_max := get("OUTPUT_MAX_BYTES")) is not None:
+            digits = output_max.isascii() and output_max.isdigit() and len(output_max) <= 20
+            if not digits or not OUTPUT_MAX_LEAST <= int(output_max) <= MAX_COUNT:
+                raise ConfigError(
+                    f"{PREFIX}OUTPUT_MAX_BYTES must be whole bytes from {OUTPUT_MAX_LEAST} to {MAX_COUNT}, "
+                    f"not {output_max[:40]!r}"
+                )
+            values["output_max_bytes"] = int(output_max)
         if (public_read := get("PUBLIC_READ")) is not None:
             if public_read not in ("0", "1"):
                 raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")

@@ -3,6 +3,12 @@
 Each runner host authenticates with its own bearer token (``kerrigan runners create HOST``). Resource
 values arrive keyed by name and are resolved through the server's own catalog; unknown names are logged as
 warnings and skipped, never failing the message (seed 001). A heartbeat renews the host's device leases.
+
+A runner host is not trusted to send anything at all: a call carries at most ``MAX_BODY_BYTES`` (413 past
+it), and every field is range-checked (:mod:`kerrigan.core.runner_fields`) before anything is stored, a
+field out of range answered 400 naming it, the job left as it was. A job's output is stored up to
+``output_max_bytes`` (``KERRIGAN_OUTPUT_MAX_BYTES``); the answer to the chunk that crosses it, and to every
+later one, carries ``"output_cut": true`` so the runner stops sending.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from aiohttp import web
 from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core import runner_fields as fields
+from kerrigan.core.cpus import parse_cpu_list
 from kerrigan.core.github_retry import retry_after
 from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.lifecycle import TransitionError
 from kerrigan.core.resources import Skipped, initial_values, update_values
+from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, MAX_BODY_BYTES, FieldError, size_text
 from kerrigan.core.runner_protocol import (
     LEASE_TTL_S,
     POLL_TIMEOUT_S,
@@ -74,6 +83,10 @@ class ProtocolError(Exception):
         self.status, self.code, self.message, self.field = status, code, message, field
 
 
+def _invalid(exc: FieldError) -> ProtocolError:
+    return ProtocolError(400, "invalid", exc.message, exc.field)
+
+
 def _error(exc: ProtocolError) -> web.Response:
     body = {"error": {"code": exc.code, "message": exc.message, "field": exc.field}}
     return web.json_response(body, status=exc.status)
@@ -113,9 +126,11 @@ class RunnerProtocol:
         *,
         mint_retry_s: float = MINT_RETRY_S,
         mint_backoff_s: float = 0.5,
+        output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES,
     ) -> None:
         self.database = database
         self.lease_ttl_s = lease_ttl_s
+        self.output_max_bytes = output_max_bytes
         self.catalog = server_catalog()
         self.credentials: Credentials | None = None
         self.answer_of: Callable[[BaseException], Answer | None] = lambda _exc: None
@@ -156,13 +171,38 @@ class RunnerProtocol:
         return host
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
+        """The JSON object sent, read no further than ``MAX_BODY_BYTES``, with valid text and numbers."""
+        too_large = ProtocolError(
+            413,
+            "too_large",
+            f"a runner protocol call carries at most {size_text(MAX_BODY_BYTES)} ({MAX_BODY_BYTES} bytes)",
+        )
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            raise too_large
+        raw = bytearray()
+        async for piece in request.content.iter_chunked(64 * 1024):
+            raw += piece
+            if len(raw) > MAX_BODY_BYTES:  # a chunked body names no length: count as it comes
+                raise too_large
         try:
-            body = json.loads(await request.read())
+            body = json.loads(raw)
         except (UnicodeDecodeError, ValueError, RecursionError):
             raise ProtocolError(400, "invalid_json", "the body is not a JSON object") from None
         if not isinstance(body, dict):
             raise ProtocolError(400, "invalid_json", "the body is not a JSON object")
+        try:
+            fields.check_document(body)
+        except FieldError as exc:
+            raise _invalid(exc) from None
         return body
+
+    @staticmethod
+    def _job_id(request: web.Request) -> str:
+        """The job id in the path, in the database's range (a 404 is for ids that could exist)."""
+        try:
+            return str(fields.job_id(request.match_info["job_id"]))
+        except FieldError as exc:
+            raise _invalid(exc) from None
 
     def _resources(
         self, host: str, body: dict[str, Any], known: Mapping[str, int] | None = None
@@ -171,6 +211,13 @@ class RunnerProtocol:
         raw = body.get("resources", {})
         if not isinstance(raw, dict):
             raise ProtocolError(400, "invalid", "resources must be an object of name: value", "resources")
+        try:
+            fields.sized(raw, "resources", 256)
+            for name, value in raw.items():
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    fields.whole(value, f"resources.{name}")  # other kinds of value are skipped, as ever
+        except FieldError as exc:
+            raise _invalid(exc) from None
         held, _ = initial_values(self.catalog, known or {})
         values, skipped = update_values(held, self.catalog, raw)
         for item in skipped:
@@ -186,6 +233,10 @@ class RunnerProtocol:
             raise ProtocolError(
                 400, "invalid", f"devices must map device ids to one of {sorted(DEVICE_STATES)}", "devices"
             )
+        try:
+            fields.sized(raw, "devices")
+        except FieldError as exc:
+            raise _invalid(exc) from None
         return dict(raw)
 
     async def register(self, request: web.Request) -> web.Response:
@@ -195,11 +246,20 @@ class RunnerProtocol:
             body = await self._body(request)
             versions = body.get("protocol", [])
             capabilities = body.get("capabilities", [])
-            if not isinstance(versions, list) or not all(isinstance(v, int) for v in versions):
+            if (
+                not isinstance(versions, list)
+                or len(versions) > 16
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in versions)
+                or not all(1 <= v <= fields.MAX_ID for v in versions)
+            ):
                 raise ProtocolError(
                     400, "invalid", "protocol must list the versions the runner speaks", "protocol"
                 )
-            if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+            if (
+                not isinstance(capabilities, list)
+                or len(capabilities) > 64
+                or not all(isinstance(c, str) and 0 < len(c) <= fields.MAX_NAME for c in capabilities)
+            ):
                 raise ProtocolError(400, "invalid", "capabilities must be a list of names", "capabilities")
             try:
                 agreed = negotiate(versions, capabilities)
@@ -253,11 +313,17 @@ class RunnerProtocol:
             devices = {**known.device_states, **self._devices(body)}
             waiting = body.get("waiting", {})
             if not isinstance(waiting, dict) or not all(
-                isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0 for ms in waiting.values()
+                isinstance(ms, int) and not isinstance(ms, bool) and 0 <= ms <= fields.MAX_COUNT
+                for ms in waiting.values()
             ):
                 raise ProtocolError(
                     400, "invalid", "waiting maps job ids to milliseconds waited on the host", "waiting"
                 )
+            try:
+                fields.sized(waiting, "waiting")
+                waiting = {str(fields.job_id(job)): ms for job, ms in waiting.items()}
+            except FieldError as exc:
+                raise ProtocolError(400, "invalid", f"waiting: {exc.message}", "waiting") from None
             health = body.get("health")
             if health is not None and not isinstance(health, dict):
                 raise ProtocolError(400, "invalid", "health must be an object", "health")
@@ -279,7 +345,7 @@ class RunnerProtocol:
         try:
             host = await self._host(request)
             wait_text = request.query.get("wait", "0")
-            if not wait_text.isascii() or not wait_text.isdigit():
+            if not wait_text.isascii() or not wait_text.isdigit() or len(wait_text) > 6:
                 raise ProtocolError(400, "invalid", "wait must be whole seconds", "wait")
             deadline = asyncio.get_running_loop().time() + min(int(wait_text), POLL_TIMEOUT_S)
             async with self.database.sessions() as session:
@@ -376,7 +442,7 @@ class RunnerProtocol:
     ) -> web.Response:
         try:
             host = await self._host(request)
-            job_id = request.match_info["job_id"]
+            job_id = self._job_id(request)
             try:
                 async with self.database.writing(), self.database.sessions() as session, session.begin():
                     done = await change(session, job_id, host)
@@ -409,8 +475,13 @@ class RunnerProtocol:
         try:
             body = await self._body(request) if request.can_read_body else {}
             cpus = body.get("cpus")
-            if cpus is not None and not isinstance(cpus, str):
-                raise ProtocolError(400, "invalid", "cpus is a kernel CPU list such as '2-3,6'", "cpus")
+            if cpus is not None:
+                try:
+                    parse_cpu_list(fields.text(cpus, "cpus", 500))
+                except ValueError:
+                    raise ProtocolError(
+                        400, "invalid", "cpus is a kernel CPU list such as '2-3,6'", "cpus"
+                    ) from None
         except ProtocolError as exc:
             return _error(exc)
         return await self._transition(
@@ -437,9 +508,18 @@ class RunnerProtocol:
                     raise ProtocolError(
                         400, "invalid", "runner_disk_full carries free_bytes and floor_bytes", "free_bytes"
                     )
+                try:
+                    fields.whole(free, "free_bytes")
+                    fields.whole(floor, "floor_bytes")
+                except FieldError as exc:
+                    raise _invalid(exc) from None
                 detail = f"{free} bytes free, floor {floor} bytes"
             if not isinstance(detail, str):
                 raise ProtocolError(400, "invalid", "detail must be text", "detail")
+            try:
+                fields.text(detail, "detail")
+            except FieldError as exc:
+                raise _invalid(exc) from None
             retry = body.get("retry", True)
             if not isinstance(retry, bool):
                 raise ProtocolError(400, "invalid", "retry must be true or false", "retry")
@@ -457,16 +537,23 @@ class RunnerProtocol:
         try:
             host = await self._host(request)
             body = await self._body(request)
+            job_id = self._job_id(request)
             seq, offset, data = body.get("seq"), body.get("offset"), body.get("data")
             truncated = body.get("truncated_before_seq")
             if not isinstance(seq, int) or not isinstance(offset, int) or not isinstance(data, str):
                 raise ProtocolError(400, "invalid", "a chunk is {seq, offset, data}", "seq")
-            if "\x00" in data:
-                raise ProtocolError(400, "invalid", "output text cannot hold NUL characters", "data")
             if truncated is not None and not isinstance(truncated, int):
                 raise ProtocolError(
                     400, "invalid", "truncated_before_seq is a chunk number", "truncated_before_seq"
                 )
+            try:
+                fields.sequence(seq)
+                fields.whole(offset, "offset")
+                fields.chunk_data(data)
+                if truncated is not None:
+                    fields.sequence(truncated, "truncated_before_seq")
+            except FieldError as exc:
+                raise _invalid(exc) from None
             if truncated is not None:
                 async with self.database.sessions() as session:
                     known = await host_report(session, host)
@@ -479,14 +566,15 @@ class RunnerProtocol:
                     )
             try:
                 async with self.database.writing(), self.database.sessions() as session, session.begin():
-                    next_seq = await jobs.append_output(
+                    appended = await jobs.append_output(
                         session,
-                        request.match_info["job_id"],
+                        job_id,
                         host,
                         seq=seq,
                         byte_offset=offset,
                         data=data,
                         truncated_before_seq=truncated,
+                        max_bytes=self.output_max_bytes,
                     )
             except jobs.NotYoursError as exc:
                 raise ProtocolError(404, "not_found", str(exc)) from None
@@ -500,7 +588,9 @@ class RunnerProtocol:
                 )
         except ProtocolError as exc:
             return _error(exc)
-        return web.json_response({"next_seq": next_seq})
+        if appended.cut:  # the runner stops sending: nothing more of this job's output is stored
+            return web.json_response({"next_seq": appended.next_seq, "output_cut": True})
+        return web.json_response({"next_seq": appended.next_seq})
 
     async def finish(self, request: web.Request) -> web.Response:
         """The job ended with an exit status (and accounting, when the runner has it)."""
@@ -513,6 +603,12 @@ class RunnerProtocol:
                 raise ProtocolError(400, "invalid", "exit_status must be a whole number", "exit_status")
             if accounting is not None and not isinstance(accounting, dict):
                 raise ProtocolError(400, "invalid", "accounting must be an object", "accounting")
+            try:
+                fields.exit_status(status)
+                if accounting is not None:
+                    fields.figures(accounting, "accounting")
+            except FieldError as exc:
+                raise _invalid(exc) from None
             if outcome is not None and outcome not in jobs.OUTCOMES:
                 raise ProtocolError(
                     400, "invalid", f"outcome must be one of {sorted(jobs.OUTCOMES)}", "outcome"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,12 +23,14 @@ from kerrigan.core.lifecycle import (
     ended_by_runner,
 )
 from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
+from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, cut_notice, fitting
 from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
 from kerrigan.store.transitions import move_job, settle_session
 
 __all__ = ["ENDED", "NOT_STARTED", "QUEUE_WAIT_EXCEEDED", "JobState"]
 
 OUTCOMES = frozenset({"cancelled", "timed_out"})
+CUT_SEQ: Final = -1  # the chunk number of the server's notice that a job's output was cut
 REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})
 
 
@@ -282,6 +284,15 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
     return ended
 
 
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What storing a chunk left: the next chunk number expected, and whether the job's output was cut
+    (the server stores no more of it: the runner may stop sending)."""
+
+    next_seq: int
+    cut: bool = False
+
+
 async def append_output(
     session: AsyncSession,
     job_id: str,
@@ -291,26 +302,54 @@ async def append_output(
     byte_offset: int,
     data: str,
     truncated_before_seq: int | None = None,
-) -> int:
+    max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES,
+) -> Appended:
     """Store a chunk of output; the next sequence number expected. A repeat is acknowledged again.
 
     A runner that no longer has the chunks the server expects (it evicted them after 24 hours) says so
     with ``truncated_before_seq`` equal to ``seq``: the gap is recorded as a visible notice, never skipped
-    silently.
+    silently. Output past ``max_bytes`` (counted in the runner's byte offsets) is not stored: the part of
+    the chunk that fits is, then the cut notice, at seq ``CUT_SEQ`` (no runner chunk has a negative number,
+    so the notice cannot be forged by output). Later chunks are acknowledged in order and dropped.
     """
     job = await _job(session, job_id, host)
+    cut_at = await _cut_at(session, job.pk)
     if seq < job.next_seq:
-        return job.next_seq
-    if truncated_before_seq is not None and truncated_before_seq == seq and seq > job.next_seq:
-        notice = f"[output chunks {job.next_seq}..{seq - 1} were evicted on the runner before upload]\n"
-        session.add(JobLogRow(job_pk=job.pk, seq=job.next_seq, byte_offset=job.log_bytes, data=notice))
+        return Appended(job.next_seq, cut_at is not None)
+    if (
+        truncated_before_seq is not None
+        and truncated_before_seq == seq
+        and seq > job.next_seq
+        and byte_offset >= job.log_bytes  # a jump over evicted chunks goes forwards only
+    ):
+        if cut_at is None:
+            notice = f"[output chunks {job.next_seq}..{seq - 1} were evicted on the runner before upload]\n"
+            session.add(JobLogRow(job_pk=job.pk, seq=job.next_seq, byte_offset=job.log_bytes, data=notice))
         job.next_seq, job.log_bytes = seq, byte_offset
     if seq > job.next_seq or byte_offset != job.log_bytes:
         raise LogGapError(job.next_seq)
-    session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data))
+    size = len(data.encode())
+    cut = cut_at is not None
+    if not cut and job.log_bytes + size > max_bytes:
+        kept = fitting(data, max_bytes - job.log_bytes)
+        if kept:
+            session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=kept))
+        where = byte_offset + len(kept.encode())
+        session.add(JobLogRow(job_pk=job.pk, seq=CUT_SEQ, byte_offset=where, data=cut_notice(max_bytes)))
+        cut = True
+    elif not cut:
+        session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data))
     job.next_seq += 1
-    job.log_bytes += len(data.encode())
-    return job.next_seq
+    job.log_bytes += size
+    return Appended(job.next_seq, cut)
+
+
+async def _cut_at(session: AsyncSession, job_pk: int) -> int | None:
+    """Where the job's output was cut (the bytes stored before the cut notice), or None."""
+    found = await session.scalar(
+        select(JobLogRow.byte_offset).where(JobLogRow.job_pk == job_pk, JobLogRow.seq == CUT_SEQ)
+    )
+    return int(found) if found is not None else None
 
 
 async def finish(
@@ -390,8 +429,17 @@ async def session_job_records(session: AsyncSession, session_pk: int) -> list[Jo
 
 
 async def output_tail(session: AsyncSession, job_pk: int, chunks: int = 20) -> str:
-    """The last chunks of a job's output, joined."""
+    """The last chunks of a job's output, joined; the cut notice last when its output was cut."""
     rows = await session.execute(
-        select(JobLogRow.data).where(JobLogRow.job_pk == job_pk).order_by(JobLogRow.seq.desc()).limit(chunks)
+        select(JobLogRow.data)
+        .where(JobLogRow.job_pk == job_pk, JobLogRow.seq >= 0)
+        .order_by(JobLogRow.seq.desc())
+        .limit(chunks)
     )
-    return "".join(reversed([str(data) for (data,) in rows]))
+    tail = "".join(reversed([str(data) for (data,) in rows]))
+    notice = await session.scalar(
+        select(JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq == CUT_SEQ)
+    )
+    if notice is None:
+        return tail
+    return tail + ("" if not tail or tail.endswith("\n") else "\n") + str(notice)
