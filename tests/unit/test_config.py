@@ -18,6 +18,11 @@ def test_defaults_need_no_environment() -> None:
     assert (settings.host, settings.port, settings.public_url) == ("127.0.0.1", 8080, "http://127.0.0.1:8080")
     assert settings.workers is None
     assert settings.delivery_lease_s == 30
+    assert settings.output_max_bytes == 64 * 1024 * 1024
+
+
+def test_the_output_cap_is_whole_bytes() -> None:
+    assert Settings.from_env({"KERRIGAN_OUTPUT_MAX_BYTES": "1048576"}).output_max_bytes == 1024 * 1024
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("45", 45.0), ("2.5", 2.5), (" 10 ", 10.0)])
@@ -45,6 +50,10 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
         ({"KERRIGAN_DELIVERY_LEASE_S": "thirty"}, "KERRIGAN_DELIVERY_LEASE_S"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "nan"}, "KERRIGAN_DELIVERY_LEASE_S"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "inf"}, "KERRIGAN_DELIVERY_LEASE_S"),
+        ({"KERRIGAN_OUTPUT_MAX_BYTES": "64MiB"}, "KERRIGAN_OUTPUT_MAX_BYTES"),
+        ({"KERRIGAN_OUTPUT_MAX_BYTES": "100"}, "KERRIGAN_OUTPUT_MAX_BYTES"),
+        ({"KERRIGAN_OUTPUT_MAX_BYTES": "²"}, "KERRIGAN_OUTPUT_MAX_BYTES"),
+        ({"KERRIGAN_OUTPUT_MAX_BYTES": "9" * 5000}, "KERRIGAN_OUTPUT_MAX_BYTES"),
         (
             {"KERRIGAN_GITHUB_PRIVATE_KEY": BROKEN_KEY},
             "KERRIGAN_GITHUB_PRIVATE_KEY",
