@@ -3,26 +3,45 @@
 Tarballs are cached per repository and commit under ``<work dir>/sources``, so a second job on the same
 commit downloads nothing; jobs that need the same one at once share a single download. GitHub's passing
 failures (no answer, 5xx, rate limits) are waited out within a budget; a final answer (404, 401) fails at
-once. A cached tarball not
-used for 24 hours is deleted. Extraction uses the tar ``data`` filter: no absolute paths, no ``..``, no
-links out of the workspace, no device files, no set-id bits.
+once. A cached tarball not used for 24 hours is deleted.
+
+Unpacking is Kerrigan's own, whatever the Python version: the standard library's ``data`` filter is not
+used, since CVE-2025-4517 gets past it on Pythons without the fixes of June 2025 (3.11.13, 3.12.11, 3.13.4).
+Every member is checked by :mod:`kerrigan.core.unpacking` before it is written; the tarball is read as a
+stream and its contents counted against the limits as they are written, not from headers alone. Files are
+created relative to an open folder, one path part at a time, never following a link and never over an
+existing file; symbolic links are made last, once every one of them is known to stay inside the workspace. A
+refused tarball leaves the workspace empty and is dropped from the cache; the job fails with the refusal as
+its error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import shutil
+import stat
 import tarfile
 import time
 import zlib
-from pathlib import Path, PurePosixPath
-from typing import Final
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Final
 
 import aiohttp
 
+from kerrigan.core.unpacking import (
+    FOLDER_MODE,
+    Kind,
+    Member,
+    Placement,
+    TarballCheck,
+    TarballRefusedError,
+    UnpackLimits,
+)
 from kerrigan.runner.github_requests import (
     GitHubRequestError,
     RetryBudget,
@@ -39,6 +58,12 @@ DEFAULT_RETRY: Final = RetryBudget(300.0)
 # A stalled connection counts as a lost answer (and is tried again); a whole download may take long.
 DOWNLOAD_TIMEOUT: Final = aiohttp.ClientTimeout(total=600, sock_connect=30, sock_read=60)
 _CHUNK: Final = 1 << 16
+_COPY_CHUNK: Final = 1 << 20
+# The latest time a file's mtime is taken from its header; past it (or before 1970) the file keeps the time
+# it was written, so a hostile header cannot make os.utime overflow.
+_LATEST_MTIME: Final = 1 << 33
+_NOFOLLOW_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SourceError(Exception):
@@ -141,24 +166,167 @@ def empty_folder(folder: Path) -> None:
             entry.unlink()
 
 
-def unpack(tarball: Path, into: Path) -> None:
-    """Empty ``into`` and unpack the tarball there, without its single top-level folder."""
+def unpack(tarball: Path, into: Path, limits: UnpackLimits = UnpackLimits()) -> None:  # noqa: B008 -- frozen
+    """Empty ``into`` and unpack the tarball there, without its single top-level folder, checking every
+    member first; a refused or corrupt tarball leaves ``into`` empty and is dropped from the cache."""
     empty_folder(into)
+    check = TarballCheck(limits)
     try:
-        with tarfile.open(tarball, "r:*") as archive:
-            members = []
-            for member in archive.getmembers():
-                parts = PurePosixPath(member.name).parts
-                if len(parts) <= 1:
-                    continue  # the top-level folder GitHub wraps the tree in (owner-repo-sha/)
-                member.name = str(PurePosixPath(*parts[1:]))
-                if member.islnk():  # a hard link names its target by its path in the archive
-                    target = PurePosixPath(member.linkname).parts
-                    member.linkname = str(PurePosixPath(*target[1:])) if len(target) > 1 else ""
-                members.append(member)
-            archive.extractall(into, members=members, filter="data")
-    except (tarfile.TarError, OSError, EOFError, KeyError, ValueError, zlib.error) as err:
+        # A stream ("r|"), not random access: headers and contents are read once, in order, and counted
+        # as they come, so a bomb is stopped where it passes a limit rather than read whole first.
+        with tarfile.open(tarball, "r|*") as archive, _Workspace(into) as workspace:
+            for info in archive:
+                placement = check.admit(_member(info))
+                if placement is None:
+                    continue
+                if placement.kind is Kind.FILE:
+                    contents = archive.extractfile(info)
+                    assert contents is not None  # a regular file always has contents, if empty
+                    workspace.file(placement, contents, check, info.mtime)
+                elif placement.kind is Kind.FOLDER:
+                    workspace.folder(placement.path)
+                elif placement.kind is Kind.HARD_LINK:
+                    workspace.hard_link(placement)
+            for link in check.links():
+                workspace.symlink(link)
+    except TarballRefusedError as err:
+        _discard(tarball, into)
+        raise SourceError(str(err)) from None
+    except (tarfile.TarError, OSError, EOFError, ValueError, OverflowError, zlib.error) as err:
         # A truncated or corrupt download: drop it from the cache so the next job fetches it again.
-        with contextlib.suppress(OSError):
-            tarball.unlink()
+        _discard(tarball, into)
         raise SourceError(f"cannot unpack {tarball.name}: {err or type(err).__name__}") from err
+
+
+def _discard(tarball: Path, into: Path) -> None:
+    """Nothing half-written is left for the job, and the tarball is fetched again next time."""
+    with contextlib.suppress(OSError):
+        tarball.unlink()
+    with contextlib.suppress(OSError):
+        empty_folder(into)
+
+
+def _member(info: tarfile.TarInfo) -> Member:
+    """A member's header as the core's rules read it."""
+    if info.issparse():  # before isreg(), which a sparse file also is: its header size is not its size
+        kind = Kind.SPARSE_FILE
+    elif info.isreg():
+        kind = Kind.FILE
+    elif info.isdir():
+        kind = Kind.FOLDER
+    elif info.issym():
+        kind = Kind.SYMLINK
+    elif info.islnk():
+        kind = Kind.HARD_LINK
+    elif info.ischr():
+        kind = Kind.CHARACTER_DEVICE
+    elif info.isblk():
+        kind = Kind.BLOCK_DEVICE
+    elif info.isfifo():
+        kind = Kind.FIFO
+    else:
+        kind = Kind.OTHER
+    return Member(info.name, kind, size=info.size, mode=info.mode, linkname=info.linkname)
+
+
+class _Workspace:
+    """The workspace being filled, reached through open folders one path part at a time.
+
+    Every part is opened with ``O_NOFOLLOW`` relative to the folder above it, so no link, wherever it came
+    from, is followed on the way; new files are created with ``O_EXCL``, so none is written over. The folder
+    a member lands in is kept open for the next member, which is usually in the same folder.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._root = os.open(root, _NOFOLLOW_DIR)
+        self._cached: tuple[tuple[str, ...], int] | None = None
+
+    def __enter__(self) -> _Workspace:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._forget()
+        os.close(self._root)
+
+    def folder(self, path: tuple[str, ...]) -> None:
+        """A folder (an existing one is kept)."""
+        os.close(self._open_folder(path, create=True))
+
+    def file(self, placement: Placement, contents: IO[bytes], check: TarballCheck, mtime: float) -> None:
+        """A new file with ``contents``, each chunk counted before it is written."""
+        parent = self._parent(placement.path, create=True)
+        fd = os.open(placement.path[-1], _NEW_FILE, 0o600, dir_fd=parent)
+        try:
+            while chunk := contents.read(_COPY_CHUNK):
+                check.count_bytes(len(chunk))
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view) :]
+            os.fchmod(fd, placement.mode)  # the mode without the umask's say, as git has it
+            if 0 <= mtime < _LATEST_MTIME:
+                os.utime(fd, (mtime, mtime))
+        finally:
+            os.close(fd)
+
+    def hard_link(self, placement: Placement) -> None:
+        """A hard link to a file unpacked earlier."""
+        source = self._open_folder(placement.linked[:-1], create=False)
+        try:
+            parent = self._parent(placement.path, create=True)
+            os.link(
+                placement.linked[-1],
+                placement.path[-1],
+                src_dir_fd=source,
+                dst_dir_fd=parent,
+                follow_symlinks=False,
+            )
+        finally:
+            os.close(source)
+
+    def symlink(self, placement: Placement) -> None:
+        """A symbolic link, made once every link is known to stay inside."""
+        os.symlink(placement.target, placement.path[-1], dir_fd=self._parent(placement.path, create=True))
+
+    def _parent(self, path: tuple[str, ...], *, create: bool) -> int:
+        """The open folder ``path`` is in (kept open for the next member)."""
+        folder = path[:-1]
+        if self._cached is not None and self._cached[0] == folder:
+            return self._cached[1]
+        fd = self._open_folder(folder, create=create)
+        self._forget()
+        self._cached = (folder, fd)
+        return fd
+
+    def _forget(self) -> None:
+        if self._cached is not None:
+            os.close(self._cached[1])
+            self._cached = None
+
+    def _open_folder(self, path: tuple[str, ...], *, create: bool) -> int:
+        """``path`` opened as a folder, part by part, never through a link; missing folders are made when
+        ``create``."""
+        fd = os.dup(self._root)
+        try:
+            for part in path:
+                try:
+                    below = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    os.mkdir(part, 0o700, dir_fd=fd)
+                    below = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+                    os.fchmod(below, FOLDER_MODE)
+                except OSError as err:
+                    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                        kind = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+                        what = "a link" if stat.S_ISLNK(kind) else "not a folder"
+                        raise OSError(err.errno, f"{'/'.join(path)}: {part!r} is {what}") from err
+                    raise
+                os.close(fd)
+                fd = below
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
