@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from kerrigan import __version__
 from kerrigan.config import ConfigError, Settings
 from kerrigan.core.explain import EXIT_INVALID, explain, explanation_json, invalid_input, render_text
+from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import inventory_document, parse_inventory
 from kerrigan.core.manifest import parse_manifest
@@ -47,12 +48,18 @@ def _read(path: str, what: str) -> str:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    repository: str | None = args.repository
+    if repository is not None:
+        try:
+            validate_repository(repository)
+        except RepositoryGlobError as exc:
+            raise UsageError(f"--repository: {exc}") from None
     inventory_result = parse_inventory(_read(args.inventory, "inventory"), args.inventory)
     manifest = parse_manifest(_read(args.manifest, "manifest"), args.manifest)
     if inventory_result.inventory is None:
         explanation = invalid_input(manifest, inventory_result.errors)
     else:
-        explanation = explain(manifest, inventory_result.inventory)
+        explanation = explain(manifest, inventory_result.inventory, repository=repository)
     if args.format == "json":
         json.dump(explanation_json(explanation), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -396,6 +403,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument("--inventory", required=True, metavar="INVENTORY", help="inventory file (YAML)")
     explain_cmd.add_argument("manifest", metavar="MANIFEST", help="workflow manifest (YAML)")
     explain_cmd.add_argument("--format", choices=("text", "json"), default="text")
+    explain_cmd.add_argument(
+        "--repository",
+        metavar="OWNER/NAME",
+        help="explain for a session of this repository: pools whose repositories list does not admit it "
+        "are rejected (without it, no pool's list is applied)",
+    )
     explain_cmd.set_defaults(handler=_explain)
 
     demo_cmd = commands.add_parser(

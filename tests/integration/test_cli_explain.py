@@ -230,3 +230,109 @@ def test_yaml_syntax_error_is_placed_on_its_line(tmp_path: Path) -> None:
     (error,) = json.loads(done.stdout)["errors"]
     assert error["message"].startswith("not valid YAML")
     assert error["line"] == 3
+
+
+# -- which repositories may use a pool: --repository (issue 11) ---------------------------------------
+
+RESTRICTED_LAB = """\
+pools:
+  - id: lab-a
+    repositories: [octo-lab/*, octo-lab/firmware]
+    labels: {sdk: "2.2.0"}
+    devices:
+      - {id: a1, board: modalix, host: lab-a-01}
+  - id: lab-b
+    labels: {sdk: "2.1.1"}
+    devices:
+      - {id: b1, board: modalix, host: lab-b-01}
+"""
+SDK_MANIFEST = """\
+name: smoke
+on: [push]
+scheduling:
+  labels: {sdk: "2.2.0"}
+tasks:
+  - id: smoke
+    run: ./smoke.sh
+"""
+
+
+def restricted(tmp_path: Path) -> tuple[Path, Path]:
+    """An inventory whose lab-a admits octo-lab's repositories only, and a manifest only lab-a can run."""
+    inventory, manifest = tmp_path / "lab.yml", tmp_path / "smoke.yml"
+    inventory.write_text(RESTRICTED_LAB, encoding="utf-8")
+    manifest.write_text(SDK_MANIFEST, encoding="utf-8")
+    return inventory, manifest
+
+
+def test_repository_the_pool_does_not_admit_is_never_with_the_reason_in_text(tmp_path: Path) -> None:
+    inventory, manifest = restricted(tmp_path)
+    done = kerrigan("explain", "--inventory", inventory, manifest, "--repository", "octo/other")
+    assert done.returncode == 1
+    assert "task smoke: unschedulable" in done.stdout
+    assert "rejected pool     lab-a: repository octo/other may not use pool lab-a" in done.stdout
+    assert "repository octo/other may not use their pool  [never]" in done.stdout
+    assert "not checked" not in done.stdout
+
+
+def test_repository_the_pool_does_not_admit_is_in_the_json(tmp_path: Path) -> None:
+    inventory, manifest = restricted(tmp_path)
+    done = kerrigan(
+        "explain", "--inventory", inventory, manifest, "--repository", "octo/other", "--format", "json"
+    )
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert (report["repository"], report["repositories_not_checked"]) == ("octo/other", [])
+    [task] = report["tasks"]
+    assert task["rejected_pools"] == [
+        {"pool": "lab-a", "reasons": ["repository octo/other may not use pool lab-a"]}
+    ]
+    assert task["rejected_devices"][0] == {
+        "device": "a1",
+        "pool": "lab-a",
+        "reasons": ["repository octo/other may not use pool lab-a"],
+        "never": True,
+    }
+
+
+@pytest.mark.parametrize("repository", ["octo-lab/firmware", "Octo-Lab/Tools"])
+def test_repository_a_glob_admits_gets_the_pools_devices(tmp_path: Path, repository: str) -> None:
+    inventory, manifest = restricted(tmp_path)
+    done = kerrigan("explain", "--inventory", inventory, manifest, "--repository", repository)
+    assert done.returncode == 0
+    assert "selected          a1" in done.stdout
+
+
+def test_without_repository_the_lists_are_not_applied_and_the_output_says_so_once(tmp_path: Path) -> None:
+    inventory, manifest = restricted(tmp_path)
+    done = kerrigan("explain", "--inventory", inventory, manifest)
+    assert done.returncode == 0
+    warning = (
+        "warning: repositories: not checked (no --repository given); "
+        "pool lab-a admits only the repositories listed"
+    )
+    assert done.stdout.count("not checked") == 1
+    assert warning in done.stdout
+    report = json.loads(kerrigan("explain", "--inventory", inventory, manifest, "--format", "json").stdout)
+    assert (report["repository"], report["repositories_not_checked"]) == (None, ["lab-a"])
+
+
+@pytest.mark.parametrize("repository", ["octo/*", "octo", "octo/a/b", ""])
+def test_malformed_repository_is_one_line_and_exit_2(tmp_path: Path, repository: str) -> None:
+    inventory, manifest = restricted(tmp_path)
+    done = kerrigan("explain", "--inventory", inventory, manifest, "--repository", repository)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("kerrigan explain: --repository: ")
+    assert "is not a repository" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_bad_glob_in_the_inventory_is_placed_on_its_line(tmp_path: Path) -> None:
+    inventory, manifest = restricted(tmp_path)
+    inventory.write_text(RESTRICTED_LAB.replace("octo-lab/firmware", "octo lab/firmware"), encoding="utf-8")
+    done = kerrigan("explain", "--inventory", inventory, manifest, "--format", "json")
+    assert done.returncode == 2
+    [error] = json.loads(done.stdout)["errors"]
+    assert (error["field"], error["line"]) == ("pools[0].repositories[1]", 3)
+    assert "is not a repository glob" in error["message"]
