@@ -20,6 +20,7 @@ The ranges, as docs/runner.md states them:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -170,6 +171,19 @@ def size_text(count: int) -> str:
 def cut_notice(limit: int) -> str:
     """What the output shows where the server stopped storing it."""
     return f"[output cut at {size_text(limit)} ({OUTPUT_MAX_SETTING})]\n"
+
+
+_CUT_NOTICE: Final = re.compile(
+    r"\[(output cut at [0-9.]+ (?:bytes|KiB|MiB|GiB) \(KERRIGAN_OUTPUT_MAX_BYTES\))\]"
+)
+
+
+def cut_of(output_tail: str) -> str | None:
+    """``output cut at 64 MiB (KERRIGAN_OUTPUT_MAX_BYTES)`` when the tail ends with the cut notice (the store
+    puts it last), else None."""
+    lines = output_tail.rstrip("\n").rsplit("\n", 1)
+    found = _CUT_NOTICE.fullmatch(lines[-1])
+    return found[1] if found else None
 
 
 def fitting(data: str, room: int) -> str:

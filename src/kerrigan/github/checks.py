@@ -15,6 +15,7 @@ from kerrigan.core.explain import Explanation, TaskExplanation
 from kerrigan.core.lifecycle import ENDED, Conclusion, SessionState
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
+from kerrigan.core.runner_fields import cut_of
 from kerrigan.core.yamlsource import Problem
 
 SUMMARY_LIMIT: Final = 65_535
@@ -447,9 +448,12 @@ def progress_body(
     for job in jobs:
         if job.output_tail:
             tail = "\n".join(job.output_tail.splitlines()[-TAIL_LINES:]).replace("```", "'''")
+            # Shown on the folded line too: what the job printed past the cap is not in the tail.
+            cut = cut_of(job.output_tail)
             lines += [
                 "",
-                f"<details><summary>{_cell(job.task_id)}: last lines of output</summary>",
+                f"<details><summary>{_cell(job.task_id)}: last lines of output"
+                f"{f' ({_cell(cut)})' if cut else ''}</summary>",
                 "",
                 "```",
                 tail,

@@ -1,11 +1,16 @@
-"""Reporting a job: its output cut into numbered pages and uploaded in order, then its end."""
+"""Reporting a job: its output cut into numbered pages and uploaded in order, then its end.
+
+The server stores a job's output up to its ``KERRIGAN_OUTPUT_MAX_BYTES``; once it answers ``output_cut``
+the agent sends no more of it (a mark in the job's folder says so across restarts) and keeps the whole
+``output.log`` on the host until the job's record expires, for whoever needs what the server did not keep.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Final
 
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
@@ -14,13 +19,17 @@ from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
 log = logging.getLogger(__name__)
 
+OUTPUT_CUT_MARK: Final = "output-cut"  # in the job's folder: the server stores no more of its output
+
 
 class Reporting(HostState):
     """Output pages and the end of a job, sent to the server."""
 
     async def _upload(self, record: JobRecord, final: bool = False, retry_s: float = 120.0) -> bool:
         """Cut new output into pages and send the pages the server has not acknowledged, in order;
-        whether all were sent."""
+        whether all were sent (or need not be: the server cut the job's output)."""
+        if self._output_cut(record):
+            return True
         if await asyncio.to_thread(self.records.cut_pages, record, final):
             self.records.save(record)
         while record.uploaded < record.next_page:
@@ -57,7 +66,22 @@ class Reporting(HostState):
                 return False
             record.uploaded = int(answer.get("next_seq", record.uploaded + 1))
             self.records.save(record)
+            if answer.get("output_cut") is True:
+                self._mark_output_cut(record)
+                return True
         return True
+
+    def _output_cut(self, record: JobRecord) -> bool:
+        return (self.records.folder(record.id) / OUTPUT_CUT_MARK).exists()
+
+    def _mark_output_cut(self, record: JobRecord) -> None:
+        (self.records.folder(record.id) / OUTPUT_CUT_MARK).touch()
+        log.warning(
+            "job %s: the server stores no more of its output (its KERRIGAN_OUTPUT_MAX_BYTES); no more is "
+            "sent, and the whole output stays in %s until the job's record expires",
+            record.id,
+            self.records.output_path(record.id),
+        )
 
     async def _end(
         self,
@@ -73,7 +97,8 @@ class Reporting(HostState):
         # All output reaches the server before the end does: the check run shows the last lines.
         while not await self._upload(record, final=True) and not record.reported:
             await asyncio.sleep(5.0)
-        self.records.drop_output(record)
+        if not self._output_cut(record):  # a cut job's log is the only whole copy of its output
+            self.records.drop_output(record)
         record.state, record.ended_at = "ended", self.clock()
         record.exit_status, record.outcome, record.accounting = exit_status, outcome, accounting
         self.records.save(record)

@@ -1,0 +1,36 @@
+"""The check run's job output: a job whose output was cut says so where the folded tail is shown."""
+
+from __future__ import annotations
+
+from kerrigan.core.lifecycle import Conclusion, SessionState
+from kerrigan.core.runner_fields import cut_notice
+from kerrigan.github.checks import JobProgress, SessionContext, progress_body
+
+CONTEXT = SessionContext("1111-2222", "http://kerrigan/sessions/1111-2222", "a" * 40, "push")
+
+
+def summary(*jobs: JobProgress) -> str:
+    body = progress_body("hil-smoke", CONTEXT, jobs, SessionState.COMPLETED, Conclusion.SUCCESS)
+    text: str = body.fields["output"]["summary"]
+    return text
+
+
+def test_a_cut_output_is_marked_on_its_folded_line_and_as_its_last_line() -> None:
+    tail = "y\n" * 30 + cut_notice(64 * 1024 * 1024)
+    shown = summary(JobProgress("smoke-som", "succeeded", exit_status=0, output_tail=tail))
+    marked = "smoke-som: last lines of output (output cut at 64 MiB (KERRIGAN_OUTPUT_MAX_BYTES))"
+    assert f"<summary>{marked}</summary>" in shown
+    block = shown.split("```\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines()[-1] == "[output cut at 64 MiB (KERRIGAN_OUTPUT_MAX_BYTES)]"
+    assert len(block.splitlines()) == 20
+
+
+def test_output_that_only_mentions_the_notice_earlier_is_not_marked() -> None:
+    tail = cut_notice(1024) + "and then more\n"
+    shown = summary(JobProgress("boot-som", "succeeded", exit_status=0, output_tail=tail))
+    assert "<summary>boot-som: last lines of output</summary>" in shown
+
+
+def test_an_uncut_output_has_the_plain_folded_line() -> None:
+    shown = summary(JobProgress("boot-som", "succeeded", exit_status=0, output_tail="booted\n"))
+    assert "<summary>boot-som: last lines of output</summary>" in shown
