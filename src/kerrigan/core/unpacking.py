@@ -232,9 +232,12 @@ class TarballCheck:
 
     def _hard_link_target(self, member: Member, shown: str) -> tuple[str, ...]:
         # A hard link names its target by its name in the tarball, top folder included.
-        parts = self._parts(member.linkname, shown)
-        target = parts[1:] if parts[0] == self._top else ()
-        if not target or self._kinds.get(target) not in (Kind.FILE, Kind.HARD_LINK):
+        if not member.linkname:
+            raise TarballRefusedError(f"member {shown!r} is a hard link with no target")
+        parts = tuple(part for part in member.linkname.split("/") if part not in ("", "."))
+        target = parts[1:] if parts and parts[0] == self._top else ()
+        named = not member.linkname.startswith("/") and ".." not in parts and "\0" not in member.linkname
+        if not named or not target or self._kinds.get(target) not in (Kind.FILE, Kind.HARD_LINK):
             raise TarballRefusedError(
                 f"member {shown!r} is a hard link to {member.linkname!r}, which is not a file earlier in "
                 "the tarball"
@@ -253,7 +256,7 @@ class TarballCheck:
         if done is not None:
             return done
         shown = "/".join(path)
-        if path in resolving or len(resolving) >= MAX_LINK_HOPS:
+        if path in resolving or len(resolving) > MAX_LINK_HOPS:
             raise TarballRefusedError(
                 f"member {shown!r} starts a loop of links or a chain of more than {MAX_LINK_HOPS}"
             )

@@ -602,8 +602,8 @@ def test_unpack_refuses_a_loop_of_links(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("linkname", "error"),
     [
-        pytest.param("top/../outside/keep.txt", r"has '\.\.' in its name", id="dot-dot"),
-        pytest.param("ABSOLUTE", "has an absolute name", id="absolute"),
+        pytest.param("top/../outside/keep.txt", "which is not a file earlier in the tarball", id="dot-dot"),
+        pytest.param("ABSOLUTE", "which is not a file earlier in the tarball", id="absolute"),
         pytest.param("top/missing", "which is not a file earlier in the tarball", id="missing"),
         pytest.param("top/src", "which is not a file earlier in the tarball", id="a-folder"),
         pytest.param("top/link", "which is not a file earlier in the tarball", id="a-symlink"),
