@@ -9,8 +9,9 @@ pages and uploaded as it comes; the end is reported with the exit status and the
 
 Heartbeats renew the host's leases and carry its resources (by name), device states, the jobs waiting on
 the host for capacity (so the server can ask to withdraw one whose queue-wait budget ran out) and its
-health. Cancel and withdraw requests arrive on the poll. A restarted agent finds its job records, registers
-the CPU sets of jobs still running and follows them to their end.
+health (with how jobs are isolated: :mod:`kerrigan.runner.isolation`). Cancel and withdraw requests arrive
+on the poll. A restarted agent finds its job records, registers the CPU sets of jobs still running and
+follows them to their end, and empties the cgroups of jobs that ended while it was away.
 """
 
 from __future__ import annotations
@@ -55,8 +56,11 @@ class Agent(Recovery):
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
         :class:`ServerRefused`.
         """
-        self.settings.work_dir.mkdir(parents=True, exist_ok=True)
-        self.settings.work_dir.chmod(0o700)  # job records and workspaces are the agent's alone
+        self._lay_out_work_dir()
+        if self.isolation.isolated and not self.isolation.missing:
+            log.info("%s", self.isolation.summary())
+        else:
+            log.warning("%s", self.isolation.summary())
         registration = await self._register()
         self.lease_ttl_s = registration.lease_ttl_s
         self.poll_timeout_s = registration.poll_timeout_s
@@ -84,6 +88,18 @@ class Agent(Recovery):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.stop()
+
+    def _lay_out_work_dir(self) -> None:
+        """The agent's state (job records, results, output, cached tarballs) in folders only it may enter.
+        Where jobs run as their own users they must pass through the work dir to their workspace and area
+        (0711: passed through, never listed); each of those is its job user's own, mode 0700."""
+        work = self.settings.work_dir
+        work.mkdir(parents=True, exist_ok=True)
+        isolated = self.isolation.users is not None
+        work.chmod(0o711 if isolated else 0o700)
+        for name, mode in (("jobs", 0o700), ("sources", 0o700), ("workspaces", 0o711), ("job-areas", 0o711)):
+            (work / name).mkdir(exist_ok=True)
+            (work / name).chmod(mode if isolated else 0o700)
 
     async def _register(self) -> Registration:
         while True:
@@ -186,6 +202,7 @@ class Agent(Recovery):
         report = health_report(finished, self.clock(), self.refusals)
         report["running"] = sum(1 for record in self.jobs.values() if record.state == "running")
         report["waiting"] = sum(1 for record in self.jobs.values() if record.state in ("accepted", "waiting"))
+        report["isolation"] = self.isolation.report()
         return report
 
     async def _poll(self) -> None:

@@ -16,12 +16,15 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
 
 from kerrigan.core.cpus import CpuAllocator
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
+from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
+from kerrigan.runner.isolation.users import allocate, ids_in_use
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.server import ServerClient
 from kerrigan.runner.settings import AgentSettings
@@ -38,8 +41,15 @@ class HostState:
     """The host's jobs, their tasks and tokens, and the clients the agent works through."""
 
     def __init__(
-        self, settings: AgentSettings, http: aiohttp.ClientSession, clock: Callable[[], float] = time.time
+        self,
+        settings: AgentSettings,
+        http: aiohttp.ClientSession,
+        clock: Callable[[], float] = time.time,
+        facts: HostFacts | None = None,
     ) -> None:
+        """``facts``: what the host allows for isolating jobs (read from the host when not given); raises
+        :class:`~kerrigan.runner.isolation.probe.IsolationUnavailableError` under ``isolation: require`` when
+        jobs cannot run apart."""
         self.settings = settings
         self.http = http
         self.clock = clock
@@ -48,6 +58,18 @@ class HostState:
         self.workspaces = WorkspaceStore(settings.work_dir)
         self.sources = SourceCache(settings.work_dir, http, settings.github_retry)
         self.allocator = CpuAllocator(read_topology(settings.sysfs_root))
+        key = agent_key(settings.work_dir)
+        self.isolation: Isolation = choose(
+            facts if facts is not None else read_host_facts(key),
+            settings.isolation,
+            settings.job_users,
+            settings.systemd_scope,
+            key,
+        )
+        # Ids the host gives to its own users and groups are never a job's.
+        self._taken_ids = (
+            ids_in_use(Path("/etc/passwd"), Path("/etc/group")) if self.isolation.users else frozenset()
+        )
         self.jobs: dict[str, JobRecord] = {}
         self.devices: dict[str, str] = {}
         self.refusals: dict[str, int] = {}
@@ -77,6 +99,19 @@ class HostState:
         with contextlib.suppress(OSError, ValueError):
             values["memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return values
+
+    def allocate_user(self, record: JobRecord) -> int | None:
+        """The job's own uid (kept on its record), when jobs run as their own users."""
+        if self.isolation.users is None:
+            return None
+        if record.user is None:
+            live = {
+                r.user
+                for r in self.jobs.values()
+                if r.user is not None and r is not record and (r.state != "ended" or r.cgroup is not None)
+            }
+            record.user = allocate(self.isolation.users, live, self._taken_ids)
+        return record.user
 
     def _spawn(self, job_id: str, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work, name=f"kerrigan-job-{job_id}")

@@ -3,7 +3,14 @@
 The agent starts it as the leader of a new process group (and session), pinned to the job's CPUs, with the
 command's output going to the job's log file. The launcher:
 
+- joins the job's cgroup (writes its pid into each ``--cgroup-procs`` file) before anything else, so the
+  command and all it starts are in it;
 - pins itself to ``--cpus`` (its children inherit it) when given;
+- with ``--private-tmp AREA``, moves into a mount namespace of its own where ``AREA``'s folders cover
+  ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (:mod:`kerrigan.runner.isolation.mounts`; the ``--keep`` folders
+  keep their paths);
+- with ``--user UID``, runs the command as that user and group, without supplementary groups; the launcher
+  itself stays root, so the command can neither signal it nor touch the result file;
 - becomes a *child subreaper*, so processes the command leaves behind are re-parented to it, not to init;
 - runs the command, waits for it, then ends everything the command left running (SIGTERM, then SIGKILL
   after ``--grace-s``), so nothing outlives the job and holds its device;
@@ -27,6 +34,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from kerrigan.runner.isolation.mounts import MountError, private_tmp
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -110,19 +119,61 @@ class Reaper:
             time.sleep(0.05)
 
 
+class LaunchError(Exception):
+    """The job cannot be given what it must run in (its cgroup, its /tmp); nothing of it ran."""
+
+
+def _enter(args: argparse.Namespace) -> int:
+    """Join the job's cgroup, pin to its CPUs and cover /tmp; a descriptor of the result's folder, opened
+    before a private /tmp may cover the work dir (as in tests)."""
+    for procs in args.cgroup_procs:
+        try:
+            Path(procs).write_text(str(os.getpid()), encoding="ascii")
+        except OSError as err:  # never run a job outside the cgroup that is to end it
+            raise LaunchError(f"cannot join the job's cgroup {procs}: {err.strerror}") from err
+    if args.cpus:
+        os.sched_setaffinity(0, {int(cpu) for cpu in args.cpus.split(",")})
+    result_dir = os.open(args.result.parent, os.O_RDONLY | os.O_DIRECTORY)
+    if args.private_tmp is not None:
+        try:
+            here = str(Path.cwd())
+            private_tmp(args.private_tmp, [here, *args.keep])
+            os.chdir(here)  # the folder kept at its path, not the one the mount covers
+        except (MountError, OSError) as err:
+            os.close(result_dir)
+            raise LaunchError(f"cannot give the job a private /tmp: {err}") from err
+    return result_dir
+
+
+def _write_result(result_dir: int, name: str, result: dict[str, float]) -> None:
+    """Written beside the result and renamed, so it is whole or absent."""
+    staged = name + ".tmp"
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600, dir_fd=result_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(result))
+    os.replace(staged, name, src_dir_fd=result_dir, dst_dir_fd=result_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command as described above; its exit status."""
     parser = argparse.ArgumentParser(prog="python -m kerrigan.runner.launch")
     parser.add_argument("--result", type=Path, required=True)
     parser.add_argument("--cpus", default="", help="CPU ids to pin to, comma-separated")
     parser.add_argument("--grace-s", type=float, default=10.0)
+    parser.add_argument("--cgroup-procs", action="append", default=[], help="a cgroup.procs file to join")
+    parser.add_argument("--user", type=int, help="the uid (and gid) the command runs as")
+    parser.add_argument("--private-tmp", type=Path, help="the job's area whose folders cover /tmp")
+    parser.add_argument("--keep", action="append", default=[], help="a folder that keeps its path")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    if args.cpus:
-        os.sched_setaffinity(0, {int(cpu) for cpu in args.cpus.split(",")})
+    try:
+        result_dir = _enter(args)
+    except (LaunchError, OSError) as err:
+        sys.stderr.write(f"kerrigan: {err}\n")
+        return 127
     # A handler (not SIG_IGN, which exec would pass on to the command) keeps the launcher alive to account;
     # the SIGTERM the group got starts the grace period, after which the launcher SIGKILLs what is left.
     terminated: list[float] = []
@@ -137,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         return 127
     if child == 0:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.close(result_dir)
         try:
+            if args.user is not None:
+                os.setgroups([])
+                os.setgid(args.user)
+                os.setuid(args.user)
             os.execvp(command[0], command)  # noqa: S606 -- the agent passes ``sh -c`` when it wants a shell
         except OSError as err:
             sys.stderr.write(f"kerrigan: cannot run {command[0]!r}: {err.strerror}\n")
@@ -153,9 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     wall_s = time.monotonic() - started
     reaper.end_leftovers(args.grace_s)
     result = {"exit_status": exit_status, "cpu_s": reaper.cpu_s, "wall_s": wall_s}
-    staged = args.result.with_name(args.result.name + ".tmp")
-    staged.write_text(json.dumps(result), encoding="utf-8")
-    staged.replace(args.result)
+    _write_result(result_dir, args.result.name, result)
     return exit_status if exit_status >= 0 else 128 - exit_status
 
 

@@ -1,10 +1,12 @@
-"""Preparing a job: its workspace emptied and filled with the repository at the job's commit."""
+"""Preparing a job: its workspace emptied and filled with the repository at the job's commit, then given
+to the job's own user (mode 0700) where jobs run as their own users."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+from kerrigan.runner.isolation.users import NoJobUserError, give_to
 from kerrigan.runner.processes import Processes
 from kerrigan.runner.records import JobRecord
 from kerrigan.runner.sources import SourceError, empty_folder, unpack
@@ -23,6 +25,8 @@ class Preparation(Processes):
         github = self._credentials.get(record.id, {})
         assert record.workspace is not None
         try:
+            uid = self.allocate_user(record)
+            self.records.save(record)  # the uid is on record before it owns anything
             path = self.workspaces.mark_used(record.workspace, self.clock())
             if offer.get("repository") and offer.get("sha"):
                 if not github.get("token"):
@@ -33,7 +37,9 @@ class Preparation(Processes):
                 await asyncio.to_thread(unpack, tarball, path)
             else:  # nothing to fetch: still no files from an earlier job
                 await asyncio.to_thread(empty_folder, path)
-        except (SourceError, OSError, UnsafeWorkspaceError) as err:
+            if uid is not None:  # unpacked as root, then the job's own and no one else's
+                await asyncio.to_thread(give_to, path, uid)
+        except (SourceError, OSError, UnsafeWorkspaceError, NoJobUserError) as err:
             log.warning("job %s: %s", record.id, err)
             await self._end(record, None, self._stop_reasons.pop(record.id, None), note=f"kerrigan: {err}\n")
             return

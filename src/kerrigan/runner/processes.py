@@ -1,8 +1,10 @@
 """A job's process: started pinned to its CPUs under the launcher, followed to its end, stopped.
 
-The command runs as ``/bin/sh -c`` under :mod:`kerrigan.runner.launch` in its own process group (and a
-``systemd-run --scope`` where systemd can pin it); its environment is the agent's own without any
-``KERRIGAN_*`` setting, plus the job's.
+The command runs as ``/bin/sh -c`` under :mod:`kerrigan.runner.launch` in its own process group; its
+environment is the agent's own without any ``KERRIGAN_*`` setting, plus the job's. Where the host allows it
+(:mod:`kerrigan.runner.isolation`) it runs as the job's own user with a private ``/tmp`` in the job's own
+cgroup, which is emptied (everything in it killed) and removed before the job's end is reported, so nothing
+of a job holds its device when the next one gets it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
+from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
+from kerrigan.runner.isolation.mounts import AREA_FOLDERS
+from kerrigan.runner.isolation.users import give_to
 from kerrigan.runner.records import JobRecord
 from kerrigan.runner.reporting import Reporting
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
@@ -32,22 +37,7 @@ OUTPUT_INTERVAL_S: Final = 0.5
 OUTPUT_RETRY_S: Final = 10.0  # while a job runs, an output call gives up sooner so timeouts stay on time
 
 
-def _systemd_prefix(mode: str, job_id: str, cpus: tuple[int, ...]) -> list[str]:
-    """``systemd-run --scope`` with ``AllowedCPUs=`` where systemd can do it (cgroup pinning)."""
-    available = shutil.which("systemd-run") is not None and Path("/run/systemd/system").is_dir()
-    wanted = mode == "always" or (mode == "auto" and available and os.geteuid() == 0)
-    if not wanted or not cpus:
-        return []
-    return [
-        "systemd-run",
-        "--scope",
-        "--quiet",
-        "--collect",
-        f"--unit=kerrigan-job-{job_id}-{os.getpid()}",
-        "-p",
-        f"AllowedCPUs={format_cpu_list(cpus)}",
-        "--",
-    ]
+JOB_USER_NAME: Final = "kerrigan-job"  # USER and LOGNAME of a job run as its own user (no passwd entry)
 
 
 def job_environment(
@@ -126,6 +116,7 @@ class Processes(Reporting):
             await self._launch(record, cpus)
         except Exception as err:
             log.exception("job %s: could not start", record.id)
+            await self._empty_cgroup(record)
             self.allocator.release(record.id)
             await self._end(record, None, None, note=f"kerrigan: the job could not be started: {err}\n")
             return
@@ -135,6 +126,10 @@ class Processes(Reporting):
         assert record.workspace is not None
         workspace = self.workspaces.mark_used(record.workspace, self.clock())
         command = str(record.offer.get("command") or "")
+        backend = self.isolation.cgroups
+        memory = self.memory_cap(record.claim)
+        record.cgroup = await asyncio.to_thread(backend.create, record.id, cpus, memory)
+        self.records.save(record)  # on record before anything joins it: a restarted agent empties it
         launcher = [
             sys.executable,
             "-m",
@@ -145,13 +140,20 @@ class Processes(Reporting):
             ",".join(map(str, cpus)),
             "--grace-s",
             str(self.settings.kill_grace_s),
-            "--",
-            "/bin/sh",
-            "-c",
-            command or "echo 'kerrigan: the task has no command' >&2; exit 2",
         ]
-        argv = _systemd_prefix(self.settings.systemd_scope, record.id, cpus) + launcher
+        for procs in backend.join_files(record.cgroup):
+            launcher += ["--cgroup-procs", procs]
         env = job_environment(record.offer | {"github": self._credentials.get(record.id)}, cpus, os.environ)
+        if record.user is not None:
+            area = await asyncio.to_thread(self._make_area, record.id, record.user)
+            home = area / "home"
+            launcher += ["--user", str(record.user), "--keep", str(home)]
+            env.update({"HOME": str(home), "USER": JOB_USER_NAME, "LOGNAME": JOB_USER_NAME})
+            if self.isolation.private_tmp:
+                launcher += ["--private-tmp", str(area)]
+                env["TMPDIR"] = "/tmp"  # noqa: S108 -- the job's own, in its mount namespace
+        launcher += ["--", "/bin/sh", "-c", command or "echo 'kerrigan: the task has no command' >&2; exit 2"]
+        argv = backend.prefix(record.cgroup, cpus, memory) + launcher
         with self.records.output_path(record.id).open("ab") as output:
             process = await asyncio.create_subprocess_exec(
                 *argv,
@@ -168,6 +170,39 @@ class Processes(Reporting):
         self.records.save(record)
         log.info("job %s: started on CPUs %s (pid %s)", record.id, format_cpu_list(cpus), process.pid)
 
+    def memory_cap(self, claim: int) -> int | None:
+        """The memory cap of a job claiming ``claim`` vCPUs, where the host can enforce one."""
+        total = self.isolation.memory_total
+        if total is None or not self.isolation.cgroups.memory_cap:
+            return None
+        return memory_cap(total, claim, self.allocator.limit, os.sysconf("SC_PAGE_SIZE"))
+
+    def area(self, job_id: str) -> Path:
+        """The job's own folders: its home and what covers its /tmp, /var/tmp and /dev/shm."""
+        return self.settings.work_dir / "job-areas" / job_id
+
+    def _make_area(self, job_id: str, uid: int) -> Path:
+        area = self.area(job_id)
+        shutil.rmtree(area, ignore_errors=True)  # a crashed agent's, of an earlier attempt
+        for name in ("home", *AREA_FOLDERS):
+            (area / name).mkdir(parents=True, exist_ok=True)
+        give_to(area, uid)
+        return area
+
+    async def _empty_cgroup(self, record: JobRecord) -> None:
+        """Kill whatever of the job is left in its cgroup, wait until it is empty and remove it (and the
+        job's area): before the end is reported, so the device is free when the next job gets it."""
+        if record.cgroup is not None:
+            try:
+                await asyncio.to_thread(empty, record.cgroup)
+            except CgroupError as err:
+                log.error("job %s: its cgroup would not empty: %s", record.id, err)
+                return  # kept on record: the next maintenance or restart tries again
+            record.cgroup = None
+            self.records.save(record)
+        if record.user is not None:
+            await asyncio.to_thread(shutil.rmtree, self.area(record.id), True)
+
     async def _follow(self, record: JobRecord) -> None:
         """Upload output until the job's process ends (or is stopped), then report the end."""
         timeout_s = record.offer.get("timeout_s")
@@ -178,6 +213,7 @@ class Processes(Reporting):
                 self._stop(record.id, "timed_out")
             await asyncio.sleep(OUTPUT_INTERVAL_S)
         self._processes.pop(record.id, None)
+        await self._empty_cgroup(record)
         self.allocator.release(record.id)
         result = self._result(record)
         outcome = self._stop_reasons.pop(record.id, None)

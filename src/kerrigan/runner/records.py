@@ -43,6 +43,12 @@ class JobRecord:
     cpus: list[int] = field(default_factory=list)
     pid: int | None = None
     pid_started: int | None = None  # the process's start time, so a reused pid is not mistaken for it
+    user: int | None = (
+        None  # the uid (and gid) the job runs as; held until the job ended and its cgroup is gone
+    )
+    cgroup: dict[str, Any] | None = (
+        None  # the job's cgroup (isolation.cgroups), until it is emptied and removed
+    )
     exit_status: int | None = None
     outcome: str | None = None  # cancelled, timed_out, withdrawn or lost
     accounting: dict[str, Any] | None = None
@@ -105,6 +111,7 @@ class JobRecords:
     def save(self, record: JobRecord) -> None:
         """Write the record whole (never a token: the offer's credentials are kept in memory only)."""
         folder = self.folder(record.id)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # records and results are the agent's alone
         (folder / "pages").mkdir(parents=True, exist_ok=True)
         document = asdict(record)
         document["offer"] = {key: value for key, value in record.offer.items() if key != "github"}

@@ -9,6 +9,8 @@ from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.github_retry import BACKOFF_BASE_S
 from kerrigan.core.host_capacity import HostLimits
 from kerrigan.runner.github_requests import RetryBudget
+from kerrigan.runner.isolation.probe import ISOLATION_MODES
+from kerrigan.runner.isolation.users import DEFAULT_JOB_USERS, UserRange
 from kerrigan.runner.topology import SYSFS_CPU_ROOT
 
 
@@ -26,10 +28,14 @@ class AgentSettings:
     kill_grace_s: float = 10.0
     heartbeat_s: float | None = None  # None: a quarter of the lease time the server gives
     systemd_scope: str = "auto"  # auto (when root under systemd), always or never
+    isolation: str = "auto"  # auto (what the host allows), require (refuse to start without it) or off
+    job_users: UserRange = field(default_factory=lambda: UserRange.parse(DEFAULT_JOB_USERS))
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
 
     def __post_init__(self) -> None:
+        if self.isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATION_MODES)}, not {self.isolation!r}")
         if self.github_retry_s < 0:
             raise ValueError(f"github_retry_s must be 0 or more, not {self.github_retry_s}")
         if self.github_backoff_s <= 0:

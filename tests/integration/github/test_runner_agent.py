@@ -102,6 +102,12 @@ async def completed(harness: Harness, run: dict[str, Any], timeout: float = 30) 
     await harness.wait_until(done, timeout=timeout)
 
 
+def markers(tmp_path: Path, name: str) -> list[Path]:
+    """The files named ``name`` jobs wrote in their workspaces (the one place outside their private /tmp
+    a job user may write and the test may read)."""
+    return sorted(tmp_path.glob(f"*/workspaces/*/{name}"))
+
+
 def smoke_commit(smoke: str = SMOKE, boot: str = BOOT) -> dict[str, str]:
     return manifest_files("hil-smoke.yml") | {"scripts/smoke.sh": smoke, "scripts/boot.sh": boot}
 
@@ -190,13 +196,15 @@ async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancel
     harness: Harness, agents: AgentFactory, tmp_path: Path
 ) -> None:
     await start_both(harness, agents, kill_grace_s=1.0)
-    marker = tmp_path / "children"
-    # Both scripts leave a child behind that ignores SIGTERM; cancelling must still end everything.
-    hang = f"#!/bin/sh\n(trap '' TERM; sleep 300) & echo $! >> {marker}\necho started\nsleep 300\n"
+    # Both scripts leave a child behind that ignores SIGTERM; cancelling must still end everything. The
+    # jobs run as their own users with a private /tmp: each writes its child's pid in its workspace.
+    hang = "#!/bin/sh\n(trap '' TERM; sleep 300) & echo $! >> children\necho started\nsleep 300\n"
     [run] = await harness.push_commit(smoke_commit(smoke=hang, boot=hang))
 
     async def both_running() -> bool:
-        return [row.state for row in await job_rows(harness)] == ["running", "running"] and marker.exists()
+        return [row.state for row in await job_rows(harness)] == ["running", "running"] and len(
+            markers(tmp_path, "children")
+        ) == 2
 
     await harness.wait_until(both_running, timeout=30)
     [session] = await harness.sessions()
@@ -208,7 +216,7 @@ async def test_a_cancelled_session_stops_the_whole_process_group_and_ends_cancel
     await completed(harness, run)
     assert harness.github.check_runs[run["id"]]["conclusion"] == "cancelled"
     assert [row.state for row in await job_rows(harness)] == ["cancelled", "cancelled"]
-    for pid in marker.read_text().split():
+    for pid in [pid for path in markers(tmp_path, "children") for pid in path.read_text().split()]:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
@@ -407,13 +415,12 @@ async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_repor
     # heartbeat the agent learns it no longer holds it and stops it, and reports nothing over the
     # server's decision.
     await start_both(harness, agents, kill_grace_s=0.5)
-    marker = tmp_path / "pids"
-    hang = f"#!/bin/sh\necho $$ >> {marker}\nsleep 300\n"
+    hang = "#!/bin/sh\necho $$ >> pids\nsleep 300\n"  # in the job's workspace
     await harness.push_commit(smoke_commit(smoke=hang, boot=hang))
 
     async def both_running() -> bool:
         rows = await job_rows(harness)
-        started = marker.read_text().split() if marker.exists() else []
+        started = [pid for path in markers(tmp_path, "pids") for pid in path.read_text().split()]
         return [row.state for row in rows] == ["running", "running"] and len(started) == 2
 
     await harness.wait_until(both_running, timeout=30)
@@ -427,7 +434,7 @@ async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_repor
         assert row is not None
         row.state, row.reason = "failed", "runner_lost"
 
-    pids = [int(pid) for pid in marker.read_text().split()]
+    pids = [int(pid) for path in markers(tmp_path, "pids") for pid in path.read_text().split()]
 
     async def one_stopped() -> bool:
         return sum(1 for pid in pids if not Path(f"/proc/{pid}").exists()) == 1
@@ -470,7 +477,10 @@ async def test_records_on_disk_never_hold_the_github_token_and_bad_offers_do_not
     assert records
     for record in records:
         assert "ghs_" not in record.read_text(encoding="utf-8")
-    assert all((tmp_path / host).stat().st_mode & 0o777 == 0o700 for host in hosts)
+    # The jobs pass through the work dir to their workspaces; the agent's records are its own.
+    work_mode = 0o711 if started[0].isolation.users is not None else 0o700
+    assert all((tmp_path / host).stat().st_mode & 0o777 == work_mode for host in hosts)
+    assert all((tmp_path / host / "jobs").stat().st_mode & 0o777 == 0o700 for host in hosts)
 
 
 async def test_health_counts_admission_refusals_without_acceptance(harness: Harness, tmp_path: Path) -> None:

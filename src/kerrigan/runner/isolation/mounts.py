@@ -1,0 +1,90 @@
+"""A job's private ``/tmp``: a mount namespace of its own, made by the launcher while it is still root.
+
+The launcher unshares its mount namespace (``unshare(CLONE_NEWNS)``; Python 3.11 has no ``os.unshare``),
+makes every mount in it private (so nothing it mounts leaks back to the host, nor the host's later mounts
+in), and binds the job's own folders over ``/tmp``, ``/var/tmp`` and ``/dev/shm``. A path the job needs that
+those mounts hide (its workspace, its home: in tests the work dir is under ``/tmp``) is bound again at the
+same path inside the new ``/tmp``, so it keeps its name. Only the standard library is used.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+CLONE_NEWNS: Final = 0x00020000
+MS_BIND: Final = 4096
+MS_REC: Final = 16384
+MS_PRIVATE: Final = 1 << 18
+HIDDEN_BY_PRIVATE_TMP: Final = ("/tmp", "/var/tmp", "/dev/shm")  # noqa: S108 -- the folders being replaced
+AREA_FOLDERS: Final = ("tmp", "var-tmp", "shm")  # the job's own, in its area, in the same order
+
+
+class MountError(OSError):
+    """A namespace or mount call the kernel refused; the message names the call and the paths."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise MountError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def unshare_mounts() -> None:
+    """Give this process a mount namespace of its own in which no mount propagates either way."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
+def bind(source: str, target: str) -> None:
+    """Bind ``source`` over ``target`` (a folder over a folder) in this mount namespace."""
+    _check(
+        _libc().mount(os.fsencode(source), os.fsencode(target), None, MS_BIND | MS_REC, None),
+        f"mount --bind {source} {target}",
+    )
+
+
+def hidden(path: str) -> bool:
+    """Whether a private ``/tmp`` would hide ``path``."""
+    return any(path == top or path.startswith(top + "/") for top in HIDDEN_BY_PRIVATE_TMP)
+
+
+def private_tmp(area: Path, keep: Sequence[str]) -> None:
+    """Bind ``area``'s ``tmp``, ``var-tmp`` and ``shm`` over ``/tmp``, ``/var/tmp`` and ``/dev/shm``, in a
+    new mount namespace; each folder of ``keep`` those hide is bound again at its own path."""
+    unshare_mounts()
+    # Opened in the new namespace (a bind's source must be one of its mounts) before anything is covered:
+    # a folder under /tmp (the area itself, in tests) is still reachable through its descriptor after.
+    flags = os.O_RDONLY | os.O_DIRECTORY
+    own = {
+        top: os.open(area / name, flags)
+        for top, name in zip(HIDDEN_BY_PRIVATE_TMP, AREA_FOLDERS, strict=True)
+    }
+    kept = {path: os.open(path, flags) for path in keep if hidden(path)}
+    try:
+        for top, fd in own.items():
+            if Path(top).is_dir():
+                bind(f"/proc/self/fd/{fd}", top)
+        for path, fd in kept.items():
+            _mkdirs(path)
+            bind(f"/proc/self/fd/{fd}", path)
+    finally:
+        for fd in [*own.values(), *kept.values()]:
+            os.close(fd)
+
+
+def _mkdirs(path: str) -> None:
+    """Make ``path`` in the job's new ``/tmp``: root's folders that the job may pass through, not list."""
+    current = Path("/")
+    for part in Path(path).parts[1:]:
+        current /= part
+        if not current.exists():
+            current.mkdir(mode=0o711)

@@ -1,0 +1,90 @@
+"""The unprivileged users jobs run as: numeric ids from a configured range, one per live job.
+
+A job's uid (and a gid of the same number) is taken from ``job_users`` (default 61000-61183: below
+systemd's DynamicUser range, 61184-65519, and above its home-directory range) when the job is accepted,
+recorded in its job record, and free again once the job ended and its cgroup is empty: a restarted agent
+reads the records, so two live jobs never share an id. An id that ``/etc/passwd`` or ``/etc/group`` gives
+to someone is never used.
+
+No passwd entries are made: jobs run with numeric ids, ``HOME`` a folder of their own in their area and
+``USER``/``LOGNAME`` ``kerrigan-job``. A tool that insists on looking its user up (``ssh``, ``whoami``) says
+the user is unknown; creating entries would change the host's user database at every start and leave it
+behind after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+DEFAULT_JOB_USERS: Final = "61000-61183"
+_RANGE = re.compile(r"([0-9]{1,10})-([0-9]{1,10})")
+
+
+class NoJobUserError(Exception):
+    """Every id of the range is held by a live job."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserRange:
+    """The ids jobs may run as, ``first`` to ``last`` inclusive."""
+
+    first: int
+    last: int
+
+    @classmethod
+    def parse(cls, text: str) -> UserRange:
+        """``FIRST-LAST``; a ValueError naming ``job_users`` otherwise."""
+        match = _RANGE.fullmatch(text.strip())
+        if match is None:
+            raise ValueError(f"job_users: expected FIRST-LAST (e.g. {DEFAULT_JOB_USERS}), got {text!r}")
+        first, last = int(match[1]), int(match[2])
+        if not 1000 <= first <= last < 2**31 - 1:
+            raise ValueError(f"job_users: {text!r} must be ids from 1000 up, the first not above the last")
+        return cls(first, last)
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+
+def ids_in_use(*files: Path) -> frozenset[int]:
+    """The numeric ids the host's user and group databases give out (the third field of each line)."""
+    found: set[int] = set()
+    for path in files:
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split(":")
+            if len(fields) > 2 and fields[2].isdigit():
+                found.add(int(fields[2]))
+    return frozenset(found)
+
+
+def allocate(users: UserRange, live: Collection[int], taken: Collection[int] = frozenset()) -> int:
+    """The lowest id of the range no live job holds and the host does not give out."""
+    for uid in range(users.first, users.last + 1):
+        if uid not in live and uid not in taken:
+            return uid
+    raise NoJobUserError(f"every job user of {users} is held by a running job")
+
+
+def give_to(path: Path, uid: int, mode: int = 0o700) -> None:
+    """Make ``path`` and everything in it the job user's (links themselves, never their targets), and
+    ``path`` itself ``mode``."""
+    os.lchown(path, uid, uid)
+    for folder, names in _walk(path):
+        for name in names:
+            os.lchown(Path(folder, name), uid, uid)
+    path.chmod(mode)
+
+
+def _walk(path: Path) -> Iterable[tuple[str, list[str]]]:
+    # os.walk does not follow links to folders by default: a link in the workspace is changed, not entered.
+    for folder, folders, files in os.walk(path):
+        yield folder, folders + files
