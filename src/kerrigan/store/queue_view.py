@@ -183,9 +183,12 @@ def _queued_job(
     if requested is None:
         return None
     ready = (record.ready_at or now).timestamp()
-    key = json.dumps(requested.as_dict(), sort_keys=True)  # jobs of one workflow share requirements
+    # Jobs of one workflow share requirements; the repository matters only where a pool lists repositories.
+    repository = record.repository if any(pool.repositories for pool in inventory.pools) else None
+    key = json.dumps([repository and repository.lower(), requested.as_dict()], sort_keys=True)
     if key not in matched:
-        matched[key] = tuple(device.id for device in resolve(requested, inventory).eligible)
+        eligible = resolve(requested, inventory, repository=repository).eligible
+        matched[key] = tuple(device.id for device in eligible)
     candidates = matched[key]
     try:
         priority = Priority(record.priority)

@@ -136,3 +136,40 @@ async def test_a_job_whose_runner_went_silent_is_queued_again_once_then_fails(
 async def test_nothing_queued_is_a_quiet_round(db: Database) -> None:
     result = await Dispatcher(db, lease_ttl_s=timedelta(seconds=60).total_seconds()).dispatch_once()
     assert (result.granted, result.plan) == ((), None)
+
+
+async def admit_only(db: Database, pool_id: str, *globs: str) -> None:
+    """Give ``pool_id`` a repositories list, as an admin's edit would."""
+    import dataclasses
+
+    from kerrigan.store.inventory import load_inventory
+
+    async with db.sessions() as session, session.begin():
+        before = await load_inventory(session)
+        pools = tuple(
+            dataclasses.replace(pool, repositories=globs) if pool.id == pool_id else pool
+            for pool in before.pools
+        )
+        after = dataclasses.replace(before, pools=pools)
+        await apply_diff(session, after, diff_inventories(before, after), Change("t", db.clock()))
+
+
+async def test_a_pool_that_does_not_admit_the_repository_never_leases_it_a_device(db: Database) -> None:
+    # The list is applied at dispatch too, not only when the session was resolved: one added after the
+    # session was queued holds.
+    await lab(db)
+    await queue(db, "77777777-7777-7777-7777-777777777777", {"smoke": SOM_UART}, repository="octo/other")
+    await admit_only(db, "sdk-2-2-som", "octo-lab/*")
+    result = await Dispatcher(db).dispatch_once()
+    assert not result.granted
+    assert await leases_by_task(db) == {}
+
+
+async def test_a_repository_a_pool_admits_by_glob_is_leased_its_devices(db: Database) -> None:
+    await lab(db)
+    await admit_only(db, "sdk-2-2-som", "Octo-Lab/*")
+    session_id = "88888888-8888-8888-8888-888888888888"
+    await queue(db, session_id, {"smoke": SOM_UART}, repository="octo-lab/firmware")
+    await Dispatcher(db).dispatch_once()
+    assert set((await leases_by_task(db)).values()) <= {"modalix-bluebox", "modalix-redbox"}
+    assert len(await leases_by_task(db)) == 1
