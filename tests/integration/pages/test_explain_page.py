@@ -159,3 +159,29 @@ async def test_a_post_without_this_sessions_csrf_token_is_refused(site: Site, br
             page = await response.text()
         assert "the form is stale or was not sent from this site" in page
         assert "did you mean" not in page
+
+
+async def test_the_chosen_repository_is_held_against_the_pools_repositories(
+    site: Site, browser: Open
+) -> None:
+    import dataclasses
+
+    from kerrigan.core.inventory_diff import diff_inventories
+    from kerrigan.store.audit import Change
+    from kerrigan.store.inventory import apply_diff
+
+    ran = builders.session("55555555-5555-5555-5555-555555555555", (), repository="octo/lab-tools")
+    async with site.database.sessions() as db, db.begin():
+        await create_session(db, ran, site.database.clock())
+        before = await load_inventory(db)
+        pools = tuple(dataclasses.replace(pool, repositories=("octo-lab/*",)) for pool in before.pools)
+        after = dataclasses.replace(before, pools=pools)
+        await apply_diff(db, after, diff_inventories(before, after), Change("t", site.database.clock()))
+    reader = await browser(READER)
+    text_ = manifest("task-refinement.yml")
+
+    _, page = await reader.post("/explain", {"manifest": text_, "repository": "octo/lab-tools"})
+    assert "repository octo/lab-tools may not use pool" in text(page)
+
+    _, unchecked = await reader.post("/explain", {"manifest": text_})
+    assert "may not use pool" not in text(unchecked)
