@@ -334,8 +334,17 @@ async def append_output(
         kept = fitting(data, max_bytes - job.log_bytes)
         if kept:
             session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=kept))
+        before = kept or await session.scalar(
+            select(JobLogRow.data)
+            .where(JobLogRow.job_pk == job.pk, JobLogRow.seq >= 0)
+            .order_by(JobLogRow.seq.desc())
+            .limit(1)
+        )
+        notice = cut_notice(max_bytes)
+        if before and not before.endswith("\n"):  # the notice is a line of its own
+            notice = "\n" + notice
         where = byte_offset + len(kept.encode())
-        session.add(JobLogRow(job_pk=job.pk, seq=CUT_SEQ, byte_offset=where, data=cut_notice(max_bytes)))
+        session.add(JobLogRow(job_pk=job.pk, seq=CUT_SEQ, byte_offset=where, data=notice))
         cut = True
     elif not cut:
         session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data))
@@ -440,6 +449,4 @@ async def output_tail(session: AsyncSession, job_pk: int, chunks: int = 20) -> s
     notice = await session.scalar(
         select(JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq == CUT_SEQ)
     )
-    if notice is None:
-        return tail
-    return tail + ("" if not tail or tail.endswith("\n") else "\n") + str(notice)
+    return tail + str(notice) if notice is not None else tail

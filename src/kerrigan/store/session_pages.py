@@ -1,5 +1,10 @@
-"""Reads for the session and explain pages: a session's jobs with all the page shows of them, one page of a
-job's output, the facts of the devices a resolution names, and the repositories Kerrigan knows."""
+"""Reads for the session and explain pages: a session's jobs with all the page shows of them, the tail of a
+job's output and one page of it, the facts of the devices a resolution names, and the repositories Kerrigan
+knows.
+
+Output is read in bounded pieces whatever a job printed: a page is a few chunks (each at most
+``kerrigan.core.runner_fields.MAX_CHUNK_BYTES``), a tail a few kilobytes. The server's cut notice (chunk
+``jobs.CUT_SEQ``) is not output: it is read apart and shown as the mark it is."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.sessions import Conclusion, SessionState
+from kerrigan.store.jobs import CUT_SEQ
 from kerrigan.store.models import (
     DeviceRow,
     InstallationRow,
@@ -54,6 +60,8 @@ class JobDetails:
     cancel_requested: bool
     withdraw_requested: bool
     chunks: int  # output chunks stored
+    output_bytes: int = 0  # bytes of output the runner host sent
+    output_cut: str | None = None  # the server's cut notice, when it stored no more of the output
 
 
 async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetails]:
@@ -67,13 +75,20 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
         )
     ).all()
     counts: dict[int, int] = {}
+    cuts: dict[int, str] = {}
     if rows:
         counted = await session.execute(
             select(JobLogRow.job_pk, func.count())
-            .where(JobLogRow.job_pk.in_([row.pk for row in rows]))
+            .where(JobLogRow.job_pk.in_([row.pk for row in rows]), JobLogRow.seq >= 0)
             .group_by(JobLogRow.job_pk)
         )
         counts = {int(pk): int(count) for pk, count in counted}
+        notices = await session.execute(
+            select(JobLogRow.job_pk, JobLogRow.data).where(
+                JobLogRow.job_pk.in_([row.pk for row in rows]), JobLogRow.seq == CUT_SEQ
+            )
+        )
+        cuts = {int(pk): str(data) for pk, data in notices}
     return [
         JobDetails(
             pk=row.pk,
@@ -96,6 +111,8 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
             cancel_requested=row.cancel_requested_at is not None,
             withdraw_requested=row.withdraw_requested_at is not None,
             chunks=counts.get(row.pk, 0),
+            output_bytes=row.log_bytes,
+            output_cut=cuts.get(row.pk),
         )
         for row in rows
     ]
@@ -140,20 +157,70 @@ async def output_page(
     rows = (
         await session.execute(
             select(JobLogRow.seq, JobLogRow.data)
-            .where(JobLogRow.job_pk == job_pk)
+            .where(JobLogRow.job_pk == job_pk, JobLogRow.seq >= 0)
             .order_by(JobLogRow.seq)
             .offset((chosen - 1) * per_page)
             .limit(per_page + 1)  # the next page's first chunk tells whether the last one here is a notice
         )
     ).all()
-    chunks = []
-    for index, (seq, data) in enumerate(rows[:per_page]):
-        following = rows[index + 1][0] if index + 1 < len(rows) else None
-        evicted = (
-            following is not None and following > seq + 1 and _EVICTED_NOTICE.fullmatch(str(data)) is not None
-        )
-        chunks.append(OutputChunk(int(seq), str(data), evicted))
+    chunks = _chunks(
+        [(int(seq), str(data)) for seq, data in rows[:per_page]],
+        rows[per_page][0] if len(rows) > per_page else None,
+    )
     return OutputPage(job_pk, chosen, pages, per_page, total_chunks, tuple(chunks))
+
+
+def _chunks(rows: list[tuple[int, str]], after: int | None) -> list[OutputChunk]:
+    """Chunks in order, the server's eviction notices told apart from output that reads the same: a notice
+    is followed by a jump in the chunk numbers (the chunks it stands for were never stored)."""
+    chunks = []
+    for index, (seq, data) in enumerate(rows):
+        following = rows[index + 1][0] if index + 1 < len(rows) else after
+        evicted = (
+            following is not None and following > seq + 1 and _EVICTED_NOTICE.fullmatch(data) is not None
+        )
+        chunks.append(OutputChunk(seq, data, evicted))
+    return chunks
+
+
+@dataclass(frozen=True, slots=True)
+class OutputTail:
+    """The end of a job's output, at most ``limit`` bytes of it; ``earlier`` when more came before."""
+
+    chunks: tuple[OutputChunk, ...]
+    earlier: bool
+
+
+_TAIL_BATCH: Final = 8
+_TAIL_BATCHES: Final = 32  # a flood of tiny chunks shows less of the tail, not a scan of them all
+
+
+async def output_tail(session: AsyncSession, job_pk: int, total_chunks: int, limit: int) -> OutputTail:
+    """The last ``limit`` bytes of a job's output at most, starting on a line where one starts in them."""
+    newest_first: list[tuple[int, str]] = []
+    size, before = 0, None
+    for _ in range(_TAIL_BATCHES):
+        query = select(JobLogRow.seq, JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq >= 0)
+        if before is not None:
+            query = query.where(JobLogRow.seq < before)
+        batch = (await session.execute(query.order_by(JobLogRow.seq.desc()).limit(_TAIL_BATCH))).all()
+        for seq, data in batch:
+            if size >= limit:
+                break
+            newest_first.append((int(seq), str(data)))
+            size += len(str(data).encode())
+        if size >= limit or len(batch) < _TAIL_BATCH:
+            break
+        before = int(batch[-1][0])
+    rows = newest_first[::-1]
+    trimmed = size > limit
+    if trimmed:  # keep the end of the oldest chunk read, from the start of a line where there is one
+        seq, data = rows[0]
+        encoded = data.encode()
+        kept = encoded[size - limit :].decode("utf-8", "ignore")
+        line = kept.find("\n")
+        rows[0] = (seq, kept[line + 1 :] if 0 <= line < len(kept) - 1 else kept)
+    return OutputTail(tuple(_chunks(rows, None)), trimmed or len(rows) < total_chunks)
 
 
 @dataclass(frozen=True, slots=True)

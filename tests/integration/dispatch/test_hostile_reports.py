@@ -277,7 +277,8 @@ async def test_output_past_the_cap_is_not_stored_and_the_cut_is_marked_and_answe
     crossing = cap // len(chunk)  # the chunk that crosses the cap
     assert answers[crossing - 1] == {"next_seq": crossing}
     assert answers[crossing:] == [{"next_seq": seq + 1, "output_cut": True} for seq in range(crossing, 70)]
-    assert await stored(db, job) == (cap, "[output cut at 640 KiB (KERRIGAN_OUTPUT_MAX_BYTES)]\n")
+    # Cut mid-line: the notice starts a line of its own.
+    assert await stored(db, job) == (cap, "\n[output cut at 640 KiB (KERRIGAN_OUTPUT_MAX_BYTES)]\n")
     # A repeat after the cut still says so; the end is reported as ever.
     assert (await host.post(f"/jobs/{job}/output", {"seq": 0, "offset": 0, "data": chunk}))[1] == {
         "next_seq": 70,
@@ -301,4 +302,4 @@ async def test_the_default_cap_is_64_mib(db: Database, aiohttp_client: Callable[
     async with db.sessions() as session:
         chunks = await jobs.output(session, job)
     assert chunks[-1] == (5, "0123456789")
-    assert (await stored(db, job))[1] == "[output cut at 64 MiB (KERRIGAN_OUTPUT_MAX_BYTES)]\n"
+    assert (await stored(db, job))[1] == "\n[output cut at 64 MiB (KERRIGAN_OUTPUT_MAX_BYTES)]\n"

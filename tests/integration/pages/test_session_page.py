@@ -278,9 +278,9 @@ async def session_state(database: Database, workflow: str) -> SessionState:
     return session.state
 
 
-async def test_a_finished_job_shows_where_it_ran_its_accounting_and_its_output_a_page_at_a_time(
-    site: Site, browser: Open, clock: FakeClock
-) -> None:
+async def finished_job(site: Site, browser: Open, clock: FakeClock) -> tuple[Session, Any, str]:
+    """A session whose one job ran on lab-a-01 and printed 23 chunks (0, an eviction notice, 5..25); the
+    session, a reader's browser, and the job's id."""
     await push(site, "select-device.yml")  # one task, on modalix-bluebox (lab-a-01)
     session = await reported_session(site, "select-device")
     reader = await browser(READER)
@@ -326,6 +326,16 @@ async def test_a_finished_job_shows_where_it_ran_its_accounting_and_its_output_a
         return await session_state(site.database, "select-device") is SessionState.COMPLETED
 
     await wait_until(completed)
+    return session, reader, job
+
+
+EVICTED = '<span class="truncated">[output chunks 1..4 were evicted on the runner before upload]\n</span>'
+
+
+async def test_a_finished_job_shows_where_it_ran_its_accounting_and_the_end_of_its_output(
+    site: Site, browser: Open, clock: FakeClock
+) -> None:
+    session, reader, job = await finished_job(site, browser, clock)
     status, page = await reader.get(f"/sessions/{session.id}")
     assert status == 200
     assert 'http-equiv="refresh"' not in page
@@ -336,25 +346,41 @@ async def test_a_finished_job_shows_where_it_ran_its_accounting_and_its_output_a
     )
     assert "./scripts/bring-up.sh" in page
 
-    # 23 chunks stored (0, the notice, 5..25): the newest page by default, older ones a link away.
-    assert CHUNKS_PER_PAGE == 16
-    newest = page.split(f'id="job-{job}"', 1)[1]
-    output = text(newest.split('<pre class="output">', 1)[1].split("</pre>", 1)[0])
-    assert output == " ".join(f"line {seq}" for seq in range(19, 26))
-    assert "page 2 of 2" in text(newest)
-    older = f"/sessions/{session.id}?job={job}&amp;page=1#job-{job}"
-    assert f'href="{older}"' in newest
+    # A few hundred bytes: the end of the output shown on the session page is all of it.
+    section = page.split(f'id="job-{job}"', 1)[1].split("</section>", 1)[0]
+    inline = section.split('<pre class="output">', 1)[1].split("</pre>", 1)[0]
+    assert inline.startswith(f"boot: first line\n{EVICTED}after the gap\n")
+    assert inline.endswith("line 24\nline 25\n")
+    assert "evicted on the runner host before it was uploaded" in text(section)
+    assert "All of it" not in text(section)
 
-    _, first = await reader.get(html.unescape(older))
-    oldest = first.split(f'id="job-{job}"', 1)[1].split("</pre>", 1)[0]
-    assert (
-        '<span class="truncated">[output chunks 1..4 were evicted on the runner before upload]\n</span>'
-        in oldest
-    )
-    assert "boot: first line\n<span" in oldest
-    assert "line 18\n</pre>" in oldest + "</pre>"
-    assert "line 19" not in oldest
-    assert "evicted on the runner host before it was uploaded" in text(oldest)
+
+async def test_a_jobs_output_pages_link_first_previous_next_and_last(
+    site: Site, browser: Open, clock: FakeClock
+) -> None:
+    session, reader, job = await finished_job(site, browser, clock)
+    assert CHUNKS_PER_PAGE == 4
+    pages = f"/sessions/{session.id}/jobs/{job}/output"
+    _, newest = await reader.get(pages)  # the newest page by default
+    assert text(newest.split('<pre class="output">', 1)[1].split("</pre>", 1)[0]) == "line 23 line 24 line 25"
+    assert "page 6 of 6" in text(newest)
+    assert f'href="{pages}?page=1" rel="first"' in newest
+    assert f'href="{pages}?page=5" rel="prev"' in newest
+    assert 'rel="next"' not in newest
+
+    _, first = await reader.get(f"{pages}?page=1")
+    oldest = first.split('<pre class="output">', 1)[1].split("</pre>", 1)[0]
+    assert oldest == f"boot: first line\n{EVICTED}after the gap\nline 6\n"
+    assert f'href="{pages}?page=2" rel="next"' in first
+    assert f'href="{pages}?page=6" rel="last"' in first
+    assert "evicted on the runner host before it was uploaded" in text(first)
+
+    # A link to the page of output the session page used to show leads to that page.
+    _, redirected = await reader.get(f"/sessions/{session.id}?job={job}&page=1")
+    assert "page 1 of 6" in text(redirected)
+    # Another session's job, or no job at all, is not found.
+    assert (await reader.get(f"/sessions/{session.id}/jobs/999999/output"))[0] == 404
+    assert (await reader.get(f"/sessions/{session.id}/jobs/²/output"))[0] == 404
 
 
 async def test_a_check_run_github_refused_shows_githubs_answer_and_that_github_is_behind(

@@ -4,9 +4,11 @@ The resolution shown is the one stored with the session (the ``kerrigan explain`
 was when the session was resolved), task by task: what was requested, which pools and devices were
 eligible, the histogram of reasons marked never or not yet, the nearest misses, and every rejected device
 with every reason in a table that sorts and filters (``?q=`` filters on the server, so it works without
-JavaScript). Then the jobs, each with a page of its output (``?job=<pk>&page=<n>``, the newest by
-default). While the session runs, the page reloads itself every few seconds (a ``<meta>`` refresh: the
-CSP allows no inline script).
+JavaScript). Then the jobs, each with the end of its output (at most ``TAIL_BYTES``, less when a session has
+many jobs, so the page stays small whatever they printed) and a link to its output a page at a time
+(``/sessions/{id}/jobs/{job}/output?page=<n>``, each page at most ``CHUNKS_PER_PAGE`` chunks). While the
+session runs, the page reloads itself every few seconds (a ``<meta>`` refresh: the CSP allows no inline
+script).
 
 The view models here are built from the JSON shape, so the explain page renders its live resolution with
 the same partial (``session_task.html``).
@@ -23,14 +25,17 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
+from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.session_pages import (
     DeviceFacts,
     JobDetails,
-    OutputPage,
+    OutputTail,
     device_facts,
     output_page,
+    output_tail,
+    page_count,
     session_jobs,
 )
 from kerrigan.store.sessions import get_session, queue_position
@@ -41,7 +46,11 @@ from kerrigan.web.state import DATABASE, SETTINGS
 
 routes = web.RouteTableDef()
 
-CHUNKS_PER_PAGE: Final = 16  # a chunk is at most 64 KiB (one runner page): a page of output is ≤ 1 MiB
+CHUNKS_PER_PAGE: Final = 4  # a chunk is at most MAX_CHUNK_BYTES: a page of output is at most 1 MiB
+PAGE_BYTES_AT_MOST: Final = CHUNKS_PER_PAGE * MAX_CHUNK_BYTES
+TAIL_BYTES: Final = 64 * 1024  # of each job's output on the session page
+SESSION_TAIL_BYTES: Final = 512 * 1024  # of all its jobs' output: many jobs show less each
+LEAST_TAIL_BYTES: Final = 4 * 1024
 REFRESH_S: Final = 5
 MAX_QUERY: Final = 200
 
@@ -343,13 +352,29 @@ _WAITING_STATES: Final = frozenset({"queued", "leased"})
 
 @dataclass(frozen=True, slots=True)
 class JobView:
-    """A job with its output page; ``session_ended`` when its session is completed."""
+    """A job with the end of its output; ``session_ended`` when its session is completed."""
 
     job: JobDetails
     duration: str | None
     accounting: AccountingView | None
-    output: OutputPage
+    output: OutputTail
     session_ended: bool = False
+    tail_bytes: int = TAIL_BYTES
+
+    @property
+    def pages(self) -> int:
+        """How many pages its whole output fills."""
+        return page_count(self.job.chunks, CHUNKS_PER_PAGE)
+
+    @property
+    def output_size(self) -> str:
+        """How much output the runner host sent, for people."""
+        return size_text(self.job.output_bytes)
+
+    @property
+    def tail_size(self) -> str:
+        """How much of the end of it the session page shows, for people."""
+        return size_text(self.tail_bytes)
 
     @property
     def state(self) -> str:
@@ -387,7 +412,26 @@ def _duration(started: datetime | None, finished: datetime | None, now: datetime
 
 
 def _page_number(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() and len(value) < 10 else None
+    return (
+        int(value) if value is not None and value.isascii() and value.isdigit() and len(value) < 10 else None
+    )
+
+
+def cut_text(notice: str | None) -> str | None:
+    """The cut notice as the start of a sentence: ``Output cut at 64 MiB (KERRIGAN_OUTPUT_MAX_BYTES)``."""
+    words = notice.strip().strip("[]") if notice else ""
+    return words[:1].upper() + words[1:] if words else None
+
+
+def tail_bytes(jobs: int) -> int:
+    """How much of each job's output the session page shows: a session's page stays small however many."""
+    return max(LEAST_TAIL_BYTES, min(TAIL_BYTES, SESSION_TAIL_BYTES // max(jobs, 1)))
+
+
+def output_path(session_id: str, job_pk: int, page: int | None = None) -> str:
+    """Where a job's output is, a page at a time (the newest without ``page``)."""
+    path = f"/sessions/{quote(session_id)}/jobs/{job_pk}/output"
+    return path + (f"?page={page}" if page is not None else "")
 
 
 # -- the page --------------------------------------------------------------------------------------
@@ -436,12 +480,11 @@ async def session_page(request: web.Request) -> web.Response:
             if session.state is SessionState.QUEUED and not session.awaiting_approval
             else None
         )
-        outputs = [
-            await output_page(
-                db, job.pk, job.chunks, chosen_page if job.pk == chosen_job else None, CHUNKS_PER_PAGE
-            )
-            for job in jobs
-        ]
+        if chosen_job is not None and any(job.pk == chosen_job for job in jobs):
+            # A page of output used to be shown here (``?job=&page=``): links to it still lead to it.
+            raise web.HTTPFound(output_path(session_id, chosen_job, chosen_page))
+        each = tail_bytes(len(jobs))
+        outputs = [await output_tail(db, job.pk, job.chunks, each) for job in jobs]
     now = database.clock()
     tasks = [
         task_view(raw, facts, query_text if only_task in (None, raw.get("id")) else "")
@@ -454,6 +497,7 @@ async def session_page(request: web.Request) -> web.Response:
             accounting_view(job.accounting),
             output,
             session_ended=session.state is SessionState.COMPLETED,
+            tail_bytes=each,
         )
         for job, output in zip(jobs, outputs, strict=True)
     ]
@@ -463,8 +507,8 @@ async def session_page(request: web.Request) -> web.Response:
     def link(fragment: str = "", **changes: str | None) -> str:
         return _link(path, request.query, fragment, **changes)
 
-    def output_link(job_pk: int, page: int) -> str:
-        return link(f"job-{job_pk}", job=str(job_pk), page=str(page))
+    def output_link(job_pk: int, page: int | None = None) -> str:
+        return output_path(session_id, job_pk, page)
 
     return await render(
         request,
@@ -484,10 +528,51 @@ async def session_page(request: web.Request) -> web.Response:
             "refresh": _refresh(session, request.query),
             "refresh_off": request.query.get("refresh") == "0",
             "filter_action": path,
-            "filter_keep": {
-                key: request.query[key] for key in ("job", "page", "refresh") if key in request.query
-            },
+            "filter_keep": {key: request.query[key] for key in ("refresh",) if key in request.query},
             "link": link,
             "output_link": output_link,
+            "cut_text": cut_text,
+        },
+    )
+
+
+@routes.get("/sessions/{session_id}/jobs/{job_id}/output")
+async def job_output(request: web.Request) -> web.Response:
+    """A job's output a page at a time (``?page=<n>``, 1 the oldest, the newest by default), each page at
+    most ``CHUNKS_PER_PAGE`` chunks, with links to the first, previous, next and last pages."""
+    await page_reader(request)
+    session_id = request.match_info["session_id"]
+    job_pk = _page_number(request.match_info["job_id"])
+    database = request.config_dict[DATABASE]
+    async with database.sessions() as db:
+        try:
+            session = await get_session(db, session_id)
+        except NotFoundError:
+            raise ApiError(404, "not_found", f"There is no session {session_id}.") from None
+        job = next((job for job in await session_jobs(db, session_id) if job.pk == job_pk), None)
+        if job is None:
+            raise ApiError(
+                404, "not_found", f"Session {session_id} has no job {request.match_info['job_id']}."
+            )
+        page = await output_page(
+            db, job.pk, job.chunks, _page_number(request.query.get("page")), CHUNKS_PER_PAGE
+        )
+
+    def page_link(number: int) -> str:
+        return output_path(session_id, job.pk, number)
+
+    return await render(
+        request,
+        "session_output.html",
+        {
+            "session": session,
+            "short_id": session_id[:8],
+            "session_link": f"/sessions/{quote(session_id)}",
+            "job": job,
+            "output": page,
+            "output_size": size_text(job.output_bytes),
+            "page_size": size_text(PAGE_BYTES_AT_MOST),
+            "cut": cut_text(job.output_cut),
+            "page_link": page_link,
         },
     )
