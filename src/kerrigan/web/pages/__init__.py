@@ -14,6 +14,7 @@ import jinja2
 from aiohttp import web
 
 from kerrigan.config import Settings
+from kerrigan.core.redirects import local_path
 from kerrigan.web import signin
 from kerrigan.web.pages import audit, devices, explain, pools, queue, sessions
 from kerrigan.web.pages.rendering import filters, page_errors, render
@@ -30,7 +31,7 @@ async def login_page(request: web.Request) -> web.Response:
         "login.html",
         {
             "configured": signin.sign_in_configured(settings),
-            "next": request.query.get("next", "/pools"),
+            "next": local_path(request.query.get("next"), "/pools"),
             "github_url": settings.github_url,
         },
     )
