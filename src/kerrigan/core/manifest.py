@@ -29,9 +29,10 @@ from kerrigan.core.requirements import (
     TagRequirement,
     refine,
 )
-from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
+from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of, quote
 
 MAX_TASKS: Final = 256
+MAX_NODES: Final = 100_000  # keys and values, aliases expanded: far beyond 256 tasks written out in full
 DEFAULT_MAX_DEVKITS: Final = 1
 DEFAULT_QUEUE_WAIT_LIMIT_S: Final = 300
 DEFAULT_VCPUS: Final = 2
@@ -183,7 +184,7 @@ class _ManifestParser:
         r = self.reader
         name: str | None = None
         workflow: Workflow | None = None
-        root = r.compose(text, "manifest")
+        root = r.compose(text, "manifest", max_nodes=MAX_NODES)
         top = r.mapping(root, "", _TOP_KEYS) if root is not None else None
         if root is not None and top is not None:
             name = self._name(root, top)
@@ -224,7 +225,7 @@ class _ManifestParser:
                     r.error(
                         item,
                         item_field,
-                        f"unknown event {event!r}; expected one of {', '.join(_EVENTS)}",
+                        f"unknown event {quote(event)}; expected one of {', '.join(_EVENTS)}",
                     )
                 else:
                     events[event] = None
@@ -284,7 +285,7 @@ class _ManifestParser:
                     r.error(
                         item,
                         item_field,
-                        f"must be one of {', '.join(_WORKFLOW_RUN_TYPES)}, not {text!r}",
+                        f"must be one of {', '.join(_WORKFLOW_RUN_TYPES)}, not {quote(text)}",
                     )
                 else:
                     found.append(text)
@@ -299,7 +300,7 @@ class _ManifestParser:
         if "types" in config:
             for item, item_field, text in self.reader.strings(config["types"][1], "on.merge_group.types"):
                 if text != "checks_requested":
-                    self.reader.error(item, item_field, f"must be checks_requested, not {text!r}")
+                    self.reader.error(item, item_field, f"must be checks_requested, not {quote(text)}")
 
     # -- scheduling --------------------------------------------------------------------------------
 
@@ -384,15 +385,14 @@ class _ManifestParser:
         if is_null(node):
             r.error(node, field, f"label {key!r} needs a value (a string, or a list meaning any of)")
             return ()
-        values: list[str] = []
+        values: dict[str, None] = {}  # a set that keeps the order written
         for item, item_field, text in r.strings(node, field, allow_empty=True):
             try:
                 value = validate_value(text, key=key)
             except LabelError as exc:
                 r.error(item, item_field, str(exc))
                 continue
-            if value not in values:
-                values.append(value)
+            values[value] = None
         return tuple(values)
 
     def _tags(self, entry: tuple[yaml.Node, yaml.Node] | None, field: str) -> tuple[TagRequirement, ...]:
@@ -533,7 +533,8 @@ class _ManifestParser:
                 r.error(
                     config["id"][1],
                     field + ".id",
-                    f"{task_id!r} is not a valid id: 1-63 of lowercase letters, digits, '.', '_' and '-'",
+                    f"{quote(task_id)} is not a valid id: "
+                    "1-63 of lowercase letters, digits, '.', '_' and '-'",
                 )
                 task_id = None
         task_type = TaskType.COMMAND

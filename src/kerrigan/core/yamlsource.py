@@ -19,6 +19,8 @@ _Loader: Final[type[yaml.SafeLoader]] = getattr(yaml, "CSafeLoader", yaml.SafeLo
 _NULL_TAG: Final = "tag:yaml.org,2002:null"
 _INT_TAG: Final = "tag:yaml.org,2002:int"
 _DECIMAL: Final = re.compile(r"[-+]?[0-9]+")
+_MAX_DIGITS: Final = 18  # a bound of any field has fewer; a number of more is out of range, whatever it is
+_SHOWN: Final = 60  # characters of a value quoted in a message
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +98,12 @@ class SourceReader:
 
     # -- documents ---------------------------------------------------------------------------------
 
-    def compose(self, text: str, what: str) -> yaml.Node | None:
-        """Parse ``text`` into a single node tree, or record why it is not valid YAML."""
+    def compose(self, text: str, what: str, *, max_nodes: int | None = None) -> yaml.Node | None:
+        """Parse ``text`` into a single node tree, or record why it is not valid YAML.
+
+        With ``max_nodes``, a document of more nodes than that, counting each alias as the nodes it stands
+        for, is refused: a few lines of aliases can otherwise stand for billions of values.
+        """
         try:
             nodes = list(yaml.compose_all(text, Loader=_Loader))
         except yaml.MarkedYAMLError as exc:
@@ -113,12 +119,31 @@ class SourceReader:
         except UnicodeError:
             self.errors.append(Problem(self.file, 1, 1, "", "not valid YAML: the text is not valid Unicode"))
             return None
+        except RecursionError:
+            # libyaml stops at 1,000 levels itself; the pure-Python loader (where libyaml is absent) recurses.
+            self.errors.append(Problem(self.file, 1, 1, "", "not valid YAML: nested too deeply"))
+            return None
         nodes = [node for node in nodes if node is not None]
         if not nodes:
             self.errors.append(Problem(self.file, 1, 1, "", f"the {what} is empty"))
             return None
         if len(nodes) > 1:
             self.error(nodes[1], "", f"a {what} holds one YAML document; this file has {len(nodes)}")
+        if max_nodes is not None:
+            size, loop = expanded_size(nodes[0], max_nodes)
+            if loop is not None:
+                self.error(
+                    loop, "", f"this alias stands for a part of the {what} that holds it: no end to it"
+                )
+                return None
+            if size > max_nodes:
+                self.error(
+                    nodes[0],
+                    "",
+                    f"the {what} holds more than {max_nodes:,} keys and values "
+                    "(counting what each alias stands for)",
+                )
+                return None
         return nodes[0]
 
     # -- shapes ------------------------------------------------------------------------------------
@@ -140,12 +165,12 @@ class SourceReader:
             child = join_field(field, key)
             if key in entries:
                 first = entries[key][0].start_mark.line + 1
-                self.error(key_node, child, f"duplicate key {key!r} (first set on line {first})")
+                self.error(key_node, child, f"duplicate key {quote(key)} (first set on line {first})")
                 continue
             if allowed_set is not None and key not in allowed_set:
-                hint = suggest(key, allowed_set)
+                hint = suggest(key, allowed_set) if len(key) <= _SHOWN else None
                 known = ", ".join(sorted(allowed_set))
-                message = f"unknown key {key!r}"
+                message = f"unknown key {quote(key)}"
                 message += f"; did you mean {hint!r}?" if hint else f"; expected one of: {known}"
                 self.error(key_node, child, message)
                 continue
@@ -169,8 +194,8 @@ class SourceReader:
             return None
         return str(node.value)
 
-    def integer(self, node: yaml.Node, field: str, *, minimum: int, maximum: int | None = None) -> int | None:
-        """A whole number within bounds."""
+    def integer(self, node: yaml.Node, field: str, *, minimum: int, maximum: int) -> int | None:
+        """A whole number within bounds (every field has both: what the system can hold is finite)."""
         if (
             not isinstance(node, yaml.ScalarNode)
             or node.tag != _INT_TAG
@@ -178,10 +203,18 @@ class SourceReader:
         ):
             self.error(node, field, f"must be a whole number, not {describe(node)}")
             return None
-        value = int(str(node.value))
-        if value < minimum or (maximum is not None and value > maximum):
-            bounds = f"at least {minimum}" if maximum is None else f"{minimum} to {maximum}"
-            self.error(node, field, f"must be {bounds}, not {value}")
+        text = str(node.value)
+        digits = text.lstrip("+-").lstrip("0")
+        if len(digits) > _MAX_DIGITS:
+            # Far beyond any bound, and perhaps beyond what int() converts (4,300 digits): never converted.
+            if text.startswith("-"):
+                self.error(node, field, f"{shorten_number(text)} is too small: at least {minimum}")
+            else:
+                self.error(node, field, f"{shorten_number(text)} is too large: at most {maximum}")
+            return None
+        value = int(text)
+        if value < minimum or value > maximum:
+            self.error(node, field, f"must be {minimum} to {maximum}, not {value}")
             return None
         return value
 
@@ -190,7 +223,7 @@ class SourceReader:
         value = self.string(node, field)
         options = list(choices)
         if value is not None and value not in options:
-            self.error(node, field, f"must be one of {', '.join(options)}, not {value!r}")
+            self.error(node, field, f"must be one of {', '.join(options)}, not {quote(value)}")
             return None
         return value
 
@@ -224,7 +257,58 @@ def describe(node: yaml.Node) -> str:
         return "a list"
     if is_null(node):
         return "nothing (null)"
-    return f"{node.value!r}"
+    return quote(str(node.value))
+
+
+def quote(text: str) -> str:
+    """``text`` quoted for a message, cut short when long (a value may be megabytes)."""
+    if len(text) <= _SHOWN:
+        return repr(text)
+    return f"{text[: _SHOWN - 20]!r}… ({len(text)} characters)"
+
+
+def shorten_number(text: str) -> str:
+    """A long number as ``999…9 (5000 digits)``."""
+    sign = "-" if text.startswith("-") else ""
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) <= _MAX_DIGITS:
+        return sign + (digits or "0")
+    return f"{sign}{digits[:3]}…{digits[-1]} ({len(digits)} digits)"
+
+
+def expanded_size(root: yaml.Node, limit: int) -> tuple[int, yaml.Node | None]:
+    """How many nodes ``root`` stands for with its aliases expanded (``limit + 1`` for more than ``limit``),
+    and the node through which an alias leads back into itself (``None`` when none does).
+
+    No recursion: the tree may be deep.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            on_path.discard(id(node))
+            sizes[id(node)] = min(limit + 1, 1 + sum(sizes[id(child)] for child in _children(node)))
+            continue
+        if id(node) in sizes:
+            continue
+        on_path.add(id(node))
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                return limit + 1, child
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)], None
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def line_of(node: yaml.Node) -> int:
