@@ -212,7 +212,7 @@ class SourceReader:
             else:
                 self.error(node, field, f"{shorten_number(text)} is too large: at most {maximum}")
             return None
-        value = int(text)
+        value = int(digits or "0") * (-1 if text.startswith("-") else 1)
         if value < minimum or value > maximum:
             self.error(node, field, f"must be {minimum} to {maximum}, not {value}")
             return None
