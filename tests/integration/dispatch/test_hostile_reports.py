@@ -146,9 +146,13 @@ async def test_a_jump_of_2_to_the_70_over_evicted_chunks_is_a_400(
 ) -> None:
     host = await host_on(db, await runner_app(db, aiohttp_client), ("log_pages",))
     job = await host.running_job(db)
-    chunk = {"seq": 0, "offset": 0, "data": "x", "truncated_before_seq": 2**70}
-    refused(await host.post(f"/jobs/{job}/output", chunk), "truncated_before_seq")
-    refused(await host.post(f"/jobs/{job}/output", {"seq": 0, "offset": 2**70, "data": "x"}), "offset")
+    assert (await host.post(f"/jobs/{job}/output", {"seq": 0, "offset": 0, "data": "boot\n"}))[0] == 200
+    jump = {"seq": 2**70, "offset": 5, "data": "x", "truncated_before_seq": 2**70}
+    refused(await host.post(f"/jobs/{job}/output", jump), "seq")
+    refused(await host.post(f"/jobs/{job}/output", jump | {"seq": 1}), "truncated_before_seq")
+    refused(await host.post(f"/jobs/{job}/output", {"seq": 1, "offset": 2**70, "data": "x"}), "offset")
+    row = await job_row(db, job)
+    assert (row.next_seq, row.log_bytes) == (1, 5)
 
 
 async def test_a_lone_surrogate_in_output_is_a_400_naming_data_and_nothing_is_stored(
