@@ -21,6 +21,7 @@ _INT_TAG: Final = "tag:yaml.org,2002:int"
 _DECIMAL: Final = re.compile(r"[-+]?[0-9]+")
 _MAX_DIGITS: Final = 18  # a bound of any field has fewer; a number of more is out of range, whatever it is
 _SHOWN: Final = 60  # characters of a value quoted in a message
+MAX_MESSAGE: Final = 500  # characters of a problem's message
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ class SourceReader:
     def _problem(self, node: yaml.Node | None, field: str, message: str) -> Problem:
         line = node.start_mark.line + 1 if node is not None else 1
         column = node.start_mark.column + 1 if node is not None else 1
-        return Problem(self.file, line, column, field, message)
+        return Problem(self.file, line, column, field, _cut(message))
 
     def error(self, node: yaml.Node | None, field: str, message: str) -> None:
         """Record an error at ``node``."""
@@ -82,7 +83,7 @@ class SourceReader:
 
     def error_at(self, line: int, field: str, message: str) -> None:
         """Record an error at a line already known (the start of the line)."""
-        self.errors.append(Problem(self.file, line, 1, field, message))
+        self.errors.append(Problem(self.file, line, 1, field, _cut(message)))
 
     def warning(self, node: yaml.Node | None, field: str, message: str) -> None:
         """Record a warning (a deprecation) at ``node``."""
@@ -265,6 +266,13 @@ def quote(text: str) -> str:
     if len(text) <= _SHOWN:
         return repr(text)
     return f"{text[: _SHOWN - 20]!r}… ({len(text)} characters)"
+
+
+def _cut(message: str) -> str:
+    # A message may quote what was written, and that may be megabytes; a check-run annotation holds 64 KB.
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return f"{message[: MAX_MESSAGE - 40]}… (cut short: {len(message)} characters)"
 
 
 def shorten_number(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kerrigan.core.manifest import MAX_NODES, parse_manifest
-from kerrigan.core.yamlsource import SourceReader, expanded_size, shorten_number
+from kerrigan.core.yamlsource import MAX_MESSAGE, SourceReader, expanded_size, shorten_number
 
 FILE = ".kerrigan/workflows/hostile.yml"
 HEAD = "name: hostile\non: push\n"
@@ -209,3 +209,10 @@ def test_expanded_size_counts_aliases_without_recursing() -> None:
     node = reader.compose("[" * 900 + "]" * 900, "document")
     assert node is not None
     assert expanded_size(node, 10_000) == (900, None)
+
+
+def test_a_message_that_quotes_a_long_tag_is_cut_short() -> None:
+    [(line, field, message)] = errors(HEAD + "scheduling: {tags: [" + "t" * 3000 + "]}\n" + TASK)
+    assert (line, field) == (3, "scheduling.tags[0]")
+    assert len(message) <= MAX_MESSAGE
+    assert message.endswith("(cut short: 3047 characters)")
