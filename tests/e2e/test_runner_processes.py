@@ -27,6 +27,8 @@ from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
 from kerrigan.core.sessions import Session
+from kerrigan.runner.isolation.cgroups import empty
+from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.inventory import apply_diff
@@ -69,11 +71,12 @@ tasks:
     vcpus: 1
 """
 
-# On commits starting with b the flash hangs, after writing its process group id for the clean-up.
+# On commits starting with b the flash hangs (the test finds it by its job record, as root: the job runs as
+# its own user with a private /tmp where the host allows it).
 FLASH = """#!/bin/sh
 echo "flashing $KERRIGAN_DEVICE_ID"
 case "$GITHUB_SHA" in
-  b*) cut -d' ' -f5 /proc/$$/stat > "$PGID_FILE"; sleep 300 ;;
+  b*) echo hanging; sleep 300 ;;
 esac
 echo "flashed"
 """
@@ -125,8 +128,8 @@ async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
 
 
 @contextlib.asynccontextmanager
-async def runner(lab: Lab, pgid_file: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = {**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.token, "PGID_FILE": str(pgid_file)}
+async def runner(lab: Lab) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = {**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.token}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -152,6 +155,23 @@ async def runner(lab: Lab, pgid_file: Path) -> AsyncIterator[asyncio.subprocess.
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def hanging_job(lab: Lab) -> JobRecord | None:
+    """The running flash job of a b-commit, from the runner's records, once its command has started."""
+    for record in JobRecords(lab.folder / "rig-01").load_all():
+        if (
+            record.state == "running"
+            and record.pid is not None
+            and record.offer.get("sha", "").startswith("b")
+        ):
+            output = JobRecords(lab.folder / "rig-01").output_path(record.id)
+            pages = list((output.parent / "pages").glob("*.log"))
+            if any("hanging" in page.read_text() for page in pages) or (
+                output.exists() and "hanging" in output.read_text()
+            ):
+                return record
+    return None
 
 
 async def push(lab: Lab, sha: str) -> None:
@@ -185,8 +205,7 @@ async def jobs_of(lab: Lab) -> list[JobRow]:
 async def test_a_push_runs_on_a_runner_process_and_a_killed_runner_ends_the_check_run_runner_lost(
     lab: Lab,
 ) -> None:
-    pgid_file = lab.folder / "hung-job.pgid"
-    async with runner(lab, pgid_file) as agent:
+    async with runner(lab) as agent:
         first = "a" * 40
         await push(lab, first)
         finished = await session_at(lab, first, timeout=60)
@@ -207,7 +226,7 @@ async def test_a_push_runs_on_a_runner_process_and_a_killed_runner_ends_the_chec
         second = "b" * 40
         await push(lab, second)
         deadline = time.monotonic() + 60
-        while not pgid_file.exists():
+        while (hung := hanging_job(lab)) is None:
             assert time.monotonic() < deadline, "the hanging job never started"
             await asyncio.sleep(0.1)
         agent.kill()
@@ -215,8 +234,9 @@ async def test_a_push_runs_on_a_runner_process_and_a_killed_runner_ends_the_chec
         killed_at = time.monotonic()
         lost = await session_at(lab, second, timeout=LEASE_S + 20)
         waited = time.monotonic() - killed_at
-    with contextlib.suppress(ProcessLookupError, ValueError):
-        os.killpg(int(pgid_file.read_text().strip()), signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(hung.pid, signal.SIGKILL)  # the agent is gone: what it ran is ours to end
+    empty(hung.cgroup)
     assert lost.conclusion is not None
     assert lost.conclusion.value == "failure"
     hung = [row for row in await jobs_of(lab) if row.task_id == "flash" and row.state == "failed"]

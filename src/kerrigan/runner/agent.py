@@ -57,10 +57,7 @@ class Agent(Recovery):
         :class:`ServerRefused`.
         """
         self._lay_out_work_dir()
-        if self.isolation.isolated and not self.isolation.missing:
-            log.info("%s", self.isolation.summary())
-        else:
-            log.warning("%s", self.isolation.summary())
+        self.announce_isolation()
         registration = await self._register()
         self.lease_ttl_s = registration.lease_ttl_s
         self.poll_timeout_s = registration.poll_timeout_s
@@ -88,6 +85,13 @@ class Agent(Recovery):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.stop()
+
+    def announce_isolation(self) -> None:
+        """One line at start: how jobs run apart here, a warning naming what is missing when they do not."""
+        if self.isolation.isolated and not self.isolation.missing:
+            log.info("%s", self.isolation.summary())
+        else:
+            log.warning("%s", self.isolation.summary())
 
     def _lay_out_work_dir(self) -> None:
         """The agent's state (job records, results, output, cached tarballs) in folders only it may enter.
@@ -124,13 +128,16 @@ class Agent(Recovery):
 
     async def stop(self) -> None:
         """Stop taking work; stop the jobs under way (their process groups get SIGTERM, SIGKILL after the
-        grace period) and report them cancelled."""
+        grace period) and report them cancelled; empty the cgroups of any still not ended by then."""
         self._stopping = True
         for job_id in list(self.jobs):
             self._stop(job_id, "cancelled")
         pending = [task for task in self._tasks.values() if not task.done()]
         if pending:
             await asyncio.wait(pending, timeout=self.settings.kill_grace_s * 2 + 20)
+        for record in list(self.jobs.values()):  # a job still being followed: nothing of it outlives us
+            if record.cgroup is not None and record.state != "waiting":
+                await self._empty_cgroup(record)
         if self._revoking:  # the ended jobs' tokens, on their way to being revoked: a moment for them
             await asyncio.wait(set(self._revoking), timeout=REVOKE_AT_STOP_S)
 

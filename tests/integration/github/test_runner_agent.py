@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -27,6 +29,7 @@ from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token, host_report
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files
 from tests.unit.runner.test_topology import write_sysfs
 
@@ -604,3 +607,53 @@ async def test_a_gap_the_server_reports_is_filled_by_sending_again_from_where_it
 
 async def _non_empty(read: Callable[[], Awaitable[list[Any]]]) -> bool:
     return bool(await read())
+
+
+ESCAPE = (
+    "#!/bin/sh\n"
+    "setsid sleep 987654 &\n"  # out of the job's session and process group
+    "echo launched\n"
+    "sleep 300\n"
+)
+
+
+def escapees() -> list[int]:
+    """The escaped processes still alive."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            if cmdline.read_bytes().split(b"\0")[:2] == [b"sleep", b"987654"]:
+                found.append(int(cmdline.parent.name))
+    return found
+
+
+async def test_an_escaping_job_dies_whole_before_its_end_is_reported_when_its_launcher_died(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    hosts = await tokens(harness, "lab-a-01")
+    agent = agents("lab-a-01", hosts["lab-a-01"])
+    if agent.isolation.cgroups.name is None:
+        pytest.skip(f"no cgroup for jobs on this machine: {', '.join(agent.isolation.missing)}")
+    await harness.push_commit(smoke_commit(smoke=ESCAPE, boot=ESCAPE))
+
+    async def launched() -> tuple[int, int] | None:
+        for row in await job_rows(harness):
+            record = agent.jobs.get(str(row.pk))
+            if row.state != "running" or record is None or record.pid is None or not escapees():
+                continue
+            async with harness.database.sessions() as session:
+                if any("launched" in data for _, data in await output(session, row.pk)):
+                    return row.pk, record.pid
+        return None
+
+    found = await wait_until(launched, timeout=30)
+    job, launcher = found
+    os.kill(launcher, signal.SIGKILL)  # the launcher dies: its subreaper cannot end the escapee
+
+    async def ended() -> tuple[list[int]] | None:
+        rows = {row.pk: row for row in await job_rows(harness)}
+        # Looked at in this order: once the server has the end, what the job left must already be gone.
+        return (escapees(),) if rows[job].state not in ("leased", "accepted", "running") else None
+
+    assert await wait_until(ended, timeout=30) == ([],)
+    assert agent.jobs[str(job)].cgroup is None  # emptied and removed

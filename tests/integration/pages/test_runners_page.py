@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+import pytest
 
 from kerrigan.core.accounting import FinishedJob, health_report
 from kerrigan.store.database import Database
@@ -19,7 +20,7 @@ from kerrigan.store.leases import Grant, grant_leases, take_queued_jobs
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from kerrigan.web.pages.queue import health_view, resource_values
+from kerrigan.web.pages.queue import health_view, isolation_line, resource_values
 from tests.conftest import FakeClock
 from tests.integration.pages.conftest import READER, Site, needs_chromium, on_sqlite_only
 
@@ -84,7 +85,8 @@ def health(clock: FakeClock) -> dict[str, Any]:
         now,
         {"runner_disk_full": 3, "runner_full": 1},
     )
-    return report | {"running": 1, "waiting": 0}
+    isolation = {"users": True, "tmp": True, "cgroup": "cgroup-v1", "memory_cap": True, "missing": []}
+    return report | {"running": 1, "waiting": 0, "isolation": isolation}
 
 
 def section(page: str, host: str) -> str:
@@ -139,6 +141,7 @@ async def test_a_registered_host_shows_its_resources_claims_cpu_sets_and_health(
     assert "usb-probe not on this host in the inventory present" in text
     # Health: refusals, the underused reservation, and each repository's reserved vCPU-seconds.
     assert "1 running, 0 waiting on the host" in text
+    assert "Isolation jobs isolated: users, private /tmp, cgroup v1, memory cap" in text
     assert "runner_disk_full 3, runner_full 1" in text
     assert "77 octo/firmware soak 8 1800 s 12.0%" in text
     assert "octo/firmware 14,600 2 2 vCPUs: 1, 8 vCPUs: 1 0" in text
@@ -187,6 +190,40 @@ def test_resource_values_follow_the_servers_catalog_and_show_bytes_as_gib() -> N
         ("memory_bytes", "1.5 GiB", "bytes"),
         ("gpu_count", "1", ""),  # stored by an older server: shown, marked unknown
     ]
+
+
+@pytest.mark.parametrize(
+    ("report", "line", "isolated"),
+    [
+        (
+            {"users": True, "tmp": True, "cgroup": "cgroup-v2", "memory_cap": True, "missing": []},
+            "jobs isolated: users, private /tmp, cgroup v2, memory cap",
+            True,
+        ),
+        (
+            {
+                "users": True,
+                "tmp": True,
+                "cgroup": "cgroup-v1",
+                "memory_cap": False,
+                "missing": ["no v1 memory"],
+            },
+            "jobs isolated: users, private /tmp, cgroup v1 (missing: no v1 memory)",
+            True,
+        ),
+        (
+            {"users": False, "tmp": False, "cgroup": None, "missing": ["not root"]},
+            "jobs NOT isolated: not root",
+            False,
+        ),
+        ({"users": "yes", "cgroup": 7, "missing": "nope"}, "jobs NOT isolated: isolation is off", False),
+        ("not an object", None, False),
+    ],
+)
+def test_the_agents_isolation_is_shown_in_one_line_read_defensively(
+    report: Any, line: str | None, isolated: bool
+) -> None:
+    assert isolation_line(report) == (line, isolated)
 
 
 def test_a_health_report_in_an_unexpected_shape_is_read_as_far_as_it_goes() -> None:

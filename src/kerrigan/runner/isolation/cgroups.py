@@ -277,8 +277,9 @@ def _pids(folder: Path) -> list[int]:
 
 
 def _write(path: Path, value: str) -> None:
-    # One write() per value: cgroup files act on each write, and buffered text might split it.
-    fd = os.open(path, os.O_WRONLY)
+    # One write() per value: cgroup files act on each write, and buffered text might split it. (O_CREAT
+    # does nothing on cgroupfs, which makes its files itself; it lets a test stand plain folders in for it.)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         os.write(fd, value.encode())
     finally:

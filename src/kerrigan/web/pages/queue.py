@@ -280,6 +280,25 @@ class Health:
     admission_refusals: tuple[tuple[str, int], ...]
     running: int | None
     waiting: int | None
+    isolation: str | None = None  # "jobs isolated: users, private /tmp, cgroup-v1", or NOT and why
+    isolated: bool = False
+
+
+def isolation_line(report: Any) -> tuple[str | None, bool]:
+    """The agent's ``isolation`` object as one line, and whether jobs run apart; (None, False) when an
+    older agent sent none."""
+    if not isinstance(report, Mapping):
+        return None, False
+    listed = report.get("missing")
+    missing = [item for item in listed if isinstance(item, str)] if isinstance(listed, list) else []
+    cgroup = report.get("cgroup") if isinstance(report.get("cgroup"), str) else None
+    if report.get("users") is True and report.get("tmp") is True and cgroup:
+        got = ["users", "private /tmp", cgroup.replace("cgroup-", "cgroup ")]
+        if report.get("memory_cap") is True:
+            got.append("memory cap")
+        line = f"jobs isolated: {', '.join(got)}"
+        return (f"{line} (missing: {', '.join(missing)})" if missing else line), True
+    return f"jobs NOT isolated: {', '.join(missing) or 'isolation is off'}", False
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,12 +376,15 @@ def health_view(report: Mapping[str, Any] | None) -> Health | None:
         else ()
     )
     running, waiting = _number(report.get("running")), _number(report.get("waiting"))
+    isolation, isolated = isolation_line(report.get("isolation"))
     return Health(
         tuple(underused),
         tuple(repositories),
         admission,
         int(running) if running is not None else None,
         int(waiting) if waiting is not None else None,
+        isolation,
+        isolated,
     )
 
 

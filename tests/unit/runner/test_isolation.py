@@ -1,0 +1,164 @@
+"""Choosing how jobs run apart from what a host offers; job users; the memory cap of a claim."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from kerrigan.core.cpus import format_cpu_list
+from kerrigan.runner.agent import Agent, AgentSettings
+from kerrigan.runner.isolation.cgroups import memory_cap
+from kerrigan.runner.isolation.probe import (
+    HostFacts,
+    IsolationUnavailableError,
+    cgroup_mounts,
+    choose,
+    memory_total,
+    own_cgroups,
+)
+from kerrigan.runner.isolation.users import NoJobUserError, UserRange, allocate, ids_in_use
+from kerrigan.runner.records import JobRecord
+from tests.unit.runner.test_topology import SNAPSHOTS
+
+USERS = UserRange(61000, 61183)
+GIB = 1 << 30
+V1_HOST = HostFacts(
+    root=True,
+    cgroup_v1={name: Path(f"/sys/fs/cgroup/{name}") for name in ("freezer", "memory", "cpuset", "pids")},
+    memory_total=64 * GIB,
+)
+
+
+def test_a_host_that_is_not_root_runs_jobs_as_today_and_says_so() -> None:
+    found = choose(HostFacts(root=False, memory_total=GIB), "auto", USERS, "auto", "k")
+    assert not found.isolated
+    assert found.report() == {
+        "users": False,
+        "tmp": False,
+        "cgroup": None,
+        "memory_cap": False,
+        "cpu_set": False,
+        "missing": ["not root"],
+    }
+    assert found.summary() == "jobs NOT isolated: not root"
+
+
+def test_require_refuses_a_host_that_cannot_isolate_naming_what_is_missing() -> None:
+    with pytest.raises(IsolationUnavailableError, match=r"isolation: require, but .*: not root"):
+        choose(HostFacts(root=False), "require", USERS, "auto", "k")
+    with pytest.raises(IsolationUnavailableError, match="no usable cgroup"):
+        choose(HostFacts(root=True), "require", USERS, "never", "k")
+
+
+@pytest.mark.parametrize(
+    ("facts", "systemd_scope", "backend"),
+    [
+        (V1_HOST, "auto", "cgroup-v1"),
+        (HostFacts(root=True, cgroup_v2=Path("/sys/fs/cgroup/kerrigan.service")), "auto", "cgroup-v2"),
+        (HostFacts(root=True, systemd=True, cgroup_v1=V1_HOST.cgroup_v1), "auto", "systemd"),
+        (HostFacts(root=True, systemd=True, cgroup_v1=V1_HOST.cgroup_v1), "never", "cgroup-v1"),
+    ],
+)
+def test_the_cgroup_backend_is_the_best_the_host_offers(
+    facts: HostFacts, systemd_scope: str, backend: str
+) -> None:
+    found = choose(facts, "auto", USERS, systemd_scope, "k")
+    assert found.isolated
+    assert found.cgroups.name == backend
+
+
+def test_off_runs_jobs_as_the_agents_user_keeping_the_systemd_scope() -> None:
+    found = choose(HostFacts(root=True, systemd=True), "off", USERS, "auto", "k")
+    assert (found.users, found.private_tmp, found.cgroups.name) == (None, False, "systemd")
+    assert found.summary() == "jobs NOT isolated: isolation is off"
+
+
+def test_this_machines_mount_table_and_cgroups_are_read() -> None:
+    mounts = (
+        "tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"
+        "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n"
+        "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,relatime,cpu,cpuacct 0 0\n"
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n"
+    )
+    found = cgroup_mounts(mounts)
+    assert [(str(point), kind) for point, kind, _ in found] == [
+        ("/sys/fs/cgroup/memory", "cgroup"),
+        ("/sys/fs/cgroup/cpu,cpuacct", "cgroup"),
+        ("/sys/fs/cgroup/unified", "cgroup2"),
+    ]
+    assert "cpuacct" in found[1][2]
+    own = own_cgroups("4:memory:/process_api/9c5d\n1:cpu,cpuacct:/\n0::/\n")
+    assert own == {"memory": "/process_api/9c5d", "cpu": "/", "cpuacct": "/", "": "/"}
+    assert memory_total("MemTotal:       24683584 kB\nMemFree: 1 kB\n") == 24683584 * 1024
+    assert memory_total("nothing here") is None
+
+
+def test_job_users_are_one_per_live_job_and_never_the_hosts_own(tmp_path: Path) -> None:
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0::/root:/bin/sh\nci:x:61000:61000::/home/ci:/bin/sh\nbad line\n")
+    taken = ids_in_use(passwd, tmp_path / "no-group-file")
+    assert taken == {0, 61000}
+    assert allocate(USERS, live={61001}, taken=taken) == 61002
+    with pytest.raises(NoJobUserError, match="61000-61001"):
+        allocate(UserRange(61000, 61001), live={61001}, taken=taken)
+
+
+@pytest.mark.parametrize("text", ["", "61000", "5-4", "0-100", "61000-61999x", "6100000000000-6100000000001"])
+def test_a_bad_job_users_range_is_refused_naming_the_setting(text: str) -> None:
+    with pytest.raises(ValueError, match="job_users"):
+        UserRange.parse(text)
+
+
+def test_a_bad_isolation_setting_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="isolation must be one of auto, require, off"):
+        AgentSettings("http://127.0.0.1:9", "kgr_x", "h", tmp_path, isolation="sometimes")
+
+
+@pytest.mark.skipif(not (SNAPSHOTS / "epyc7402").is_dir(), reason=f"no sysfs snapshots at {SNAPSHOTS}")
+async def test_isolated_four_vcpus_enforce_cpu_set_and_memory_max(tmp_path: Path) -> None:
+    # Seed 003: the memory cap follows the claim. The allocation on a 48-vCPU EPYC snapshot; the cgroup
+    # files written in a stand-in cgroupfs (plain folders), since this machine has neither the CPUs nor
+    # the memory; tests/e2e/test_job_isolation.py has the kernel enforce a claim that fits.
+    fake_cgroups = {name: tmp_path / "cgroup" / name for name in ("freezer", "memory", "cpuset", "pids")}
+    for folder in fake_cgroups.values():
+        folder.mkdir(parents=True)
+    (fake_cgroups["cpuset"] / "cpuset.mems").write_text("0\n")
+    facts = HostFacts(root=True, cgroup_v1=fake_cgroups, memory_total=256 * GIB + 123)
+    settings = AgentSettings(
+        "http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work", sysfs_root=SNAPSHOTS / "epyc7402"
+    )
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=facts)
+    vcpus = agent.allocator.limit
+    cpus = agent.allocator.allocate("7", 4)
+    cap = agent.memory_cap(4)
+    entry = agent.isolation.cgroups.create("7", cpus, cap)
+
+    assert len(cpus) == 4
+    assert cap == (256 * GIB + 123) * 4 // vcpus // 4096 * 4096
+    assert cap is not None
+    assert cap % 4096 == 0
+    folders = {name: Path(path) for name, path in entry["paths"].items()}
+    assert (folders["cpuset"] / "cpuset.cpus").read_text() == format_cpu_list(cpus)
+    assert int((folders["memory"] / "memory.limit_in_bytes").read_text()) == cap
+
+
+async def test_the_health_report_and_the_start_say_how_jobs_are_isolated(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = AgentSettings("http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work")
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=HostFacts(root=False, memory_total=GIB))
+        agent.jobs["3"] = JobRecord("3", {"claim": {"vcpus": 1}})
+        with caplog.at_level(logging.INFO, logger="kerrigan.runner.agent"):
+            agent._lay_out_work_dir()
+            agent.announce_isolation()
+    assert agent.health()["isolation"]["missing"] == ["not root"]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "jobs NOT isolated: not root"
+    ]
+    assert (tmp_path / "work").stat().st_mode & 0o777 == 0o700  # nobody else runs jobs here: the agent's own
+    assert memory_cap(GIB, 1, 3, 4096) == GIB // 3 // 4096 * 4096
