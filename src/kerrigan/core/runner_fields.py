@@ -12,8 +12,9 @@ The ranges, as docs/runner.md states them:
 - ``exit_status``: ``EXIT_STATUS_MIN``..``EXIT_STATUS_MAX`` (0-255 is the command's status, -1 unknown, -N the
   signal N that killed it, as the agent reports it);
 - ``seq``, ``truncated_before_seq``: 0..``MAX_SEQ`` (32-bit, with room for the next chunk's number);
-- ``offset`` and other byte counts, milliseconds and resource values: 0..``MAX_COUNT`` (2**53 - 1, the
-  integers JSON carries exactly); accounting figures: finite and non-negative;
+- ``offset``, milliseconds waited: 0..``MAX_COUNT`` (2**53 - 1, the integers JSON carries exactly);
+  resource values and a refusal's ``free_bytes``/``floor_bytes``: 0..``MAX_RESOURCE`` (2**63 - 1, what the
+  database's BIGINT holds); accounting figures: finite, 0..``MAX_COUNT``;
 - ``data``: text of at most ``MAX_CHUNK_BYTES`` in UTF-8, without NUL; a whole call: ``MAX_BODY_BYTES``.
 """
 
@@ -27,6 +28,7 @@ from typing import Any, Final
 MAX_ID: Final = 2**31 - 1
 MAX_SEQ: Final = 2**31 - 2
 MAX_COUNT: Final = 2**53 - 1
+MAX_RESOURCE: Final = 2**63 - 1
 EXIT_STATUS_MIN: Final = -64  # SIGRTMAX on Linux
 EXIT_STATUS_MAX: Final = 255
 # The agent cuts pages of 64 KiB of bytes (kerrigan.runner.records.PAGE_BYTES); bytes that are not UTF-8

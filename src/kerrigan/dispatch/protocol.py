@@ -215,7 +215,8 @@ class RunnerProtocol:
             fields.sized(raw, "resources", 256)
             for name, value in raw.items():
                 if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                    fields.whole(value, f"resources.{name}")  # other kinds of value are skipped, as ever
+                    # other kinds of value are skipped, as ever
+                    fields.whole(value, f"resources.{name}", high=fields.MAX_RESOURCE)
         except FieldError as exc:
             raise _invalid(exc) from None
         held, _ = initial_values(self.catalog, known or {})
@@ -509,8 +510,8 @@ class RunnerProtocol:
                         400, "invalid", "runner_disk_full carries free_bytes and floor_bytes", "free_bytes"
                     )
                 try:
-                    fields.whole(free, "free_bytes")
-                    fields.whole(floor, "floor_bytes")
+                    fields.whole(free, "free_bytes", high=fields.MAX_RESOURCE)
+                    fields.whole(floor, "floor_bytes", high=fields.MAX_RESOURCE)
                 except FieldError as exc:
                     raise _invalid(exc) from None
                 detail = f"{free} bytes free, floor {floor} bytes"

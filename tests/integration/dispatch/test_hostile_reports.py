@@ -197,6 +197,7 @@ async def test_a_poll_wait_of_thousands_of_digits_is_a_400(host: Host) -> None:
     [
         ({"protocol": [2**70]}, "protocol"),
         ({"protocol": [1], "resources": {"vcpus": 2**70}}, "resources.vcpus"),
+        ({"protocol": [1], "resources": {"free_disk_bytes": 2**63}}, "resources.free_disk_bytes"),
         ({"protocol": [1], "devices": {f"d{n}": "present" for n in range(5000)}}, "devices"),
         ({"protocol": [1], "capabilities": ["x" * 1000]}, "capabilities"),
     ],
