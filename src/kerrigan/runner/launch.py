@@ -9,7 +9,7 @@ command's output going to the job's log file. The launcher:
 - with ``--private-tmp AREA``, moves into a mount namespace of its own where ``AREA``'s folders cover
   ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (:mod:`kerrigan.runner.isolation.mounts`; the ``--keep`` folders
   keep their paths);
-- with ``--user UID``, runs the command as that user and group, without supplementary groups; the launcher
+- with ``--user UID``, runs the command as that user and group, with only the ``--groups`` given; the launcher
   itself stays root, so the command can neither signal it nor touch the result file;
 - becomes a *child subreaper*, so processes the command leaves behind are re-parented to it, not to init;
 - runs the command, waits for it, then ends everything the command left running (SIGTERM, then SIGKILL
@@ -145,6 +145,14 @@ def _enter(args: argparse.Namespace) -> int:
     return result_dir
 
 
+def _become(uid: int | None, groups: str) -> None:
+    """Drop root for the job's own user, its gid the same number, with only ``groups`` beside it."""
+    if uid is not None:
+        os.setgroups([int(gid) for gid in groups.split(",") if gid])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
 def _write_result(result_dir: int, name: str, result: dict[str, float]) -> None:
     """Written beside the result and renamed, so it is whole or absent."""
     staged = name + ".tmp"
@@ -162,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grace-s", type=float, default=10.0)
     parser.add_argument("--cgroup-procs", action="append", default=[], help="a cgroup.procs file to join")
     parser.add_argument("--user", type=int, help="the uid (and gid) the command runs as")
+    parser.add_argument("--groups", default="", help="its supplementary gids, comma-separated")
     parser.add_argument("--private-tmp", type=Path, help="the job's area whose folders cover /tmp")
     parser.add_argument("--keep", action="append", default=[], help="a folder that keeps its path")
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -190,10 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.close(result_dir)
         try:
-            if args.user is not None:
-                os.setgroups([])
-                os.setgid(args.user)
-                os.setuid(args.user)
+            _become(args.user, args.groups)
             os.execvp(command[0], command)  # noqa: S606 -- the agent passes ``sh -c`` when it wants a shell
         except OSError as err:
             sys.stderr.write(f"kerrigan: cannot run {command[0]!r}: {err.strerror}\n")

@@ -148,6 +148,7 @@ class Processes(Reporting):
             area = await asyncio.to_thread(self._make_area, record.id, record.user)
             home = area / "home"
             launcher += ["--user", str(record.user), "--keep", str(home)]
+            launcher += ["--groups", ",".join(map(str, self.settings.job_groups))]
             env.update({"HOME": str(home), "USER": JOB_USER_NAME, "LOGNAME": JOB_USER_NAME})
             if self.isolation.private_tmp:
                 launcher += ["--private-tmp", str(area)]

@@ -30,6 +30,7 @@ class AgentSettings:
     systemd_scope: str = "auto"  # auto (when root under systemd), always or never
     isolation: str = "auto"  # auto (what the host allows), require (refuse to start without it) or off
     job_users: UserRange = field(default_factory=lambda: UserRange.parse(DEFAULT_JOB_USERS))
+    job_groups: tuple[int, ...] = ()  # supplementary gids jobs get (dialout, plugdev: the devices they drive)
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
 
