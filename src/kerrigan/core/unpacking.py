@@ -38,6 +38,9 @@ GIB: Final = 1 << 30
 # host's disk or inode table: a repository that reaches them is a mistake or an attack.
 DEFAULT_MAX_BYTES: Final = 4 * GIB
 DEFAULT_MAX_FILES: Final = 200_000
+# What the tar stream may hold per member besides its contents: its header, a pax header for a long name or
+# link target, padding. Tarfile reads a pax header whole, so the stream itself is limited too.
+HEADER_ALLOWANCE: Final = 4 * KIB
 MAX_LINK_HOPS: Final = 40  # Linux's MAXSYMLINKS: a longer chain would not resolve on disk either
 FILE_MODE: Final = 0o644
 EXECUTABLE_MODE: Final = 0o755
@@ -117,12 +120,15 @@ class TarballCheck:
     """The checks of one tarball, member by member in the tarball's order, then its links once it is read.
 
     :meth:`admit` each member before writing it, :meth:`count_bytes` each chunk of contents before writing
-    it, and :meth:`links` at the end: the symbolic links to create, all resolved inside the workspace.
+    it, and :meth:`links` at the end: the symbolic links to create, all resolved inside the workspace. The
+    uncompressed tar stream as it is read goes to :meth:`count_stream`, which bounds what a reader holds
+    before a member is even seen (a huge pax header).
     """
 
     limits: UnpackLimits = field(default_factory=UnpackLimits)
     members: int = 0
     bytes: int = 0
+    streamed: int = 0
     _top: str | None = None
     _kinds: dict[tuple[str, ...], Kind] = field(default_factory=dict)
     _links: dict[tuple[str, ...], Placement] = field(default_factory=dict)
@@ -162,6 +168,13 @@ class TarballCheck:
         if self.bytes + size > self.limits.max_bytes:
             raise self._too_big()
         self.bytes += size
+
+    def count_stream(self, size: int) -> None:
+        """Count ``size`` more bytes of the uncompressed tar stream: the contents the limit allows and, per
+        member it allows, :data:`HEADER_ALLOWANCE` (with one more member's worth for the end of the tar)."""
+        self.streamed += size
+        if self.streamed > self.limits.max_bytes + (self.limits.max_files + 1) * HEADER_ALLOWANCE:
+            raise self._too_big()
 
     def _too_big(self) -> TarballRefusedError:
         return TarballRefusedError(

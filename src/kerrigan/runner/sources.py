@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gzip
+import io
 import logging
 import os
 import shutil
@@ -29,7 +31,7 @@ import time
 import zlib
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import aiohttp
 
@@ -174,7 +176,11 @@ def unpack(tarball: Path, into: Path, limits: UnpackLimits = UnpackLimits()) -> 
     try:
         # A stream ("r|"), not random access: headers and contents are read once, in order, and counted
         # as they come, so a bomb is stopped where it passes a limit rather than read whole first.
-        with tarfile.open(tarball, "r|*") as archive, _Workspace(into) as workspace:
+        with (
+            _Uncompressed(tarball, check) as stream,
+            tarfile.open(fileobj=stream, mode="r|") as archive,
+            _Workspace(into) as workspace,
+        ):
             for info in archive:
                 placement = check.admit(_member(info))
                 if placement is None:
@@ -204,6 +210,33 @@ def _discard(tarball: Path, into: Path) -> None:
         tarball.unlink()
     with contextlib.suppress(OSError):
         empty_folder(into)
+
+
+class _Uncompressed(io.RawIOBase):
+    """The tarball's tar stream (gunzipped when it is gzipped, as GitHub's are), counted as it is read."""
+
+    def __init__(self, tarball: Path, check: TarballCheck) -> None:
+        self._raw = tarball.open("rb")
+        self._check = check
+        self._source: io.BufferedIOBase = self._raw
+        if self._raw.read(2) == b"\x1f\x8b":
+            self._source = gzip.GzipFile(fileobj=self._raw, mode="rb")
+        self._raw.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._source.read(len(buffer))
+        self._check.count_stream(len(data))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if self._source is not self._raw:
+            self._source.close()
+        self._raw.close()
+        super().close()
 
 
 def _member(info: tarfile.TarInfo) -> Member:

@@ -8,6 +8,7 @@ from kerrigan.core.unpacking import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
     GIB,
+    HEADER_ALLOWANCE,
     MAX_LINK_HOPS,
     Kind,
     Member,
@@ -379,3 +380,10 @@ def test_a_hard_link_to_a_file_earlier_in_the_tarball_is_kept() -> None:
 def test_a_hard_link_to_anything_but_an_earlier_file_is_refused(target: str, message: str) -> None:
     members = [file("src/a"), link("link", "src/a"), Member("top/copy", Kind.HARD_LINK, linkname=target)]
     assert refusal(*members, file("later")).startswith(message)
+
+
+def test_the_tar_stream_may_hold_the_contents_limit_and_a_header_allowance_per_member() -> None:
+    check = TarballCheck(UnpackLimits(max_bytes=10_000, max_files=2))
+    check.count_stream(10_000 + 3 * HEADER_ALLOWANCE)  # two members and the end of the tar
+    with pytest.raises(TarballRefusedError, match="unpacks to more than 10000 bytes"):
+        check.count_stream(1)

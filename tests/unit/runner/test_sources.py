@@ -718,6 +718,29 @@ def test_unpack_stops_20000_tiny_files_at_the_file_limit(tmp_path: Path) -> None
     refused(path, tmp_path / "workspace", "the repository's tarball has more than 1000 files", limits)
 
 
+def test_unpack_stops_a_huge_pax_header_before_tarfile_reads_it_whole(tmp_path: Path) -> None:
+    # tarfile reads a member's pax header into memory in one piece: the stream it reads is counted.
+    path = tmp_path / "pax.tar.gz"
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as archive:
+        archive.addfile(member("top", tarfile.DIRTYPE, mode=0o755))
+        info = member("top/a.txt")
+        info.pax_headers = {"comment": "x" * (1 << 20)}
+        archive.addfile(info, io.BytesIO(b""))
+    limits = UnpackLimits(max_bytes=1000, max_files=10)
+    refused(path, tmp_path / "workspace", "unpacks to more than 1000 bytes", limits)
+
+
+def test_unpack_takes_an_uncompressed_tarball_too(tmp_path: Path) -> None:
+    path = tmp_path / "plain.tar"
+    with tarfile.open(path, "w") as archive:
+        archive.addfile(member("top", tarfile.DIRTYPE, mode=0o755))
+        info = member("top/a.txt")
+        info.size = 2
+        archive.addfile(info, io.BytesIO(b"a\n"))
+    unpack(path, tmp_path / "workspace")
+    assert (tmp_path / "workspace" / "a.txt").read_text() == "a\n"
+
+
 def test_unpack_within_the_limits_keeps_everything(tmp_path: Path) -> None:
     tarball = build_tarball(
         tmp_path / "t.tar.gz", (member("top/a/b.txt"), b"1234"), (member("top/c"), b"5678")
