@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 SOURCE_RETENTION_S: Final = 24 * 60 * 60
 DEFAULT_RETRY: Final = RetryBudget(300.0)
+DEFAULT_LIMITS: Final = UnpackLimits()  # 4 GiB and 200,000 members: see kerrigan.core.unpacking
 # A stalled connection counts as a lost answer (and is tried again); a whole download may take long.
 DOWNLOAD_TIMEOUT: Final = aiohttp.ClientTimeout(total=600, sock_connect=30, sock_read=60)
 _CHUNK: Final = 1 << 16
@@ -168,7 +169,7 @@ def empty_folder(folder: Path) -> None:
             entry.unlink()
 
 
-def unpack(tarball: Path, into: Path, limits: UnpackLimits = UnpackLimits()) -> None:  # noqa: B008 -- frozen
+def unpack(tarball: Path, into: Path, limits: UnpackLimits = DEFAULT_LIMITS) -> None:
     """Empty ``into`` and unpack the tarball there, without its single top-level folder, checking every
     member first; a refused or corrupt tarball leaves ``into`` empty and is dropped from the cache."""
     empty_folder(into)
