@@ -51,7 +51,9 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[DATABASE] = database
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
-    protocol = RunnerProtocol(database, lease_ttl_s=settings.runner_lease_s)
+    protocol = RunnerProtocol(
+        database, lease_ttl_s=settings.runner_lease_s, output_max_bytes=settings.output_max_bytes
+    )
     app[PROTOCOL] = protocol
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

@@ -29,8 +29,7 @@ HOST = "lab-a-01"
 async def runner_app(db: Database, aiohttp_client: Callable[..., Any], **overrides: Any) -> Client:
     settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False), **overrides)
     app = create_app(settings, clock=db.clock)
-    # The app hands the protocol its settings' cap; set here too, so the test does not depend on it.
-    app[PROTOCOL].output_max_bytes = settings.output_max_bytes
+    assert app[PROTOCOL].output_max_bytes == settings.output_max_bytes
     client: Client = await aiohttp_client(app)
     return client
 

@@ -29,7 +29,7 @@ PRINTED = 3_000_000  # twelve times the cap
 
 async def capped_harness(db: Database, github: GitHubStandIn, aiohttp_client: Callable[..., Any]) -> Harness:
     app = create_app(settings_for(db, github, output_max_bytes=CAP), clock=db.clock)
-    app[PROTOCOL].output_max_bytes = CAP  # what the app hands the protocol from its settings
+    assert app[PROTOCOL].output_max_bytes == CAP  # KERRIGAN_OUTPUT_MAX_BYTES reaches the protocol
     return Harness(await aiohttp_client(app), github, db)
 
 
