@@ -86,9 +86,9 @@ class Settings:
         if (host := get("HOST")) is not None:
             values["host"] = host
         if (port := get("PORT")) is not None:
-            if not port.isdigit() or not 0 < int(port) < 65536:
-                raise ConfigError(f"{PREFIX}PORT must be a port number from 1 to 65535, not {port!r}")
-            values["port"] = int(port)
+            if (number := _whole_number(port, 1, 65535)) is None:
+                raise ConfigError(f"{PREFIX}PORT must be a port number from 1 to 65535, not {port[:40]!r}")
+            values["port"] = number
         for name, attribute in (
             ("PUBLIC_URL", "public_url"),
             ("GITHUB_API_URL", "github_api_url"),
@@ -107,34 +107,45 @@ class Settings:
         ):
             if (value := get(name)) is not None:
                 values[attribute] = value
-        if (app_id := values.get("github_app_id")) is not None and not str(app_id).isdigit():
-            raise ConfigError(f"{PREFIX}GITHUB_APP_ID must be a number, not {app_id!r}")
+        app_id = values.get("github_app_id")
+        if app_id is not None and _whole_number(str(app_id), 1, 2**63 - 1) is None:
+            raise ConfigError(f"{PREFIX}GITHUB_APP_ID must be a number, not {str(app_id)[:40]!r}")
         values["github_private_key"] = _private_key(get("GITHUB_PRIVATE_KEY"), get("GITHUB_PRIVATE_KEY_PATH"))
         if (workers := get("WORKERS")) is not None:
-            if not workers.isdigit() or int(workers) > 32:
-                raise ConfigError(f"{PREFIX}WORKERS must be a whole number from 0 to 32, not {workers!r}")
-            values["workers"] = int(workers)
-        if (lease := get("RUNNER_LEASE_S")) is not None:
-            if not lease.isdigit() or not 2 <= int(lease) <= 3600:
+            if (number := _whole_number(workers, 0, 32)) is None:
                 raise ConfigError(
-                    f"{PREFIX}RUNNER_LEASE_S must be whole seconds from 2 to 3600, not {lease!r}"
+                    f"{PREFIX}WORKERS must be a whole number from 0 to 32, not {workers[:40]!r}"
                 )
-            values["runner_lease_s"] = int(lease)
+            values["workers"] = number
+        if (lease := get("RUNNER_LEASE_S")) is not None:
+            if (number := _whole_number(lease, 2, 3600)) is None:
+                raise ConfigError(
+                    f"{PREFIX}RUNNER_LEASE_S must be whole seconds from 2 to 3600, not {lease[:40]!r}"
+                )
+            values["runner_lease_s"] = number
         if (delivery_lease := get("DELIVERY_LEASE_S")) is not None:
             values["delivery_lease_s"] = _positive_seconds("DELIVERY_LEASE_S", delivery_lease)
         if (output_max := get("OUTPUT_MAX_BYTES")) is not None:
-            digits = output_max.isascii() and output_max.isdigit() and len(output_max) <= 20
-            if not digits or not OUTPUT_MAX_LEAST <= int(output_max) <= MAX_COUNT:
+            if (number := _whole_number(output_max, OUTPUT_MAX_LEAST, MAX_COUNT)) is None:
                 raise ConfigError(
                     f"{PREFIX}OUTPUT_MAX_BYTES must be whole bytes from {OUTPUT_MAX_LEAST} to {MAX_COUNT}, "
                     f"not {output_max[:40]!r}"
                 )
-            values["output_max_bytes"] = int(output_max)
+            values["output_max_bytes"] = number
         if (public_read := get("PUBLIC_READ")) is not None:
             if public_read not in ("0", "1"):
                 raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")
             values["public_read"] = public_read == "1"
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _whole_number(text: str, low: int, high: int) -> int | None:
+    """``text`` as a whole number from ``low`` to ``high``, or None: only ASCII digits count (``str.isdigit``
+    takes ``²``, which ``int`` refuses) and never so many that ``int`` would refuse them."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        return None
+    number = int(text)
+    return number if low <= number <= high else None
 
 
 def _positive_seconds(name: str, value: str) -> float:

@@ -40,6 +40,10 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
         ({"KERRIGAN_DATABASE_URL": "mysql://x"}, "KERRIGAN_DATABASE_URL"),
         ({"KERRIGAN_PORT": "eighty"}, "KERRIGAN_PORT"),
         ({"KERRIGAN_PORT": "70000"}, "KERRIGAN_PORT"),
+        ({"KERRIGAN_PORT": "²"}, "KERRIGAN_PORT"),  # str.isdigit() says yes, int() says no
+        ({"KERRIGAN_PORT": "9" * 5000}, "KERRIGAN_PORT"),  # more digits than int() takes
+        ({"KERRIGAN_WORKERS": "³"}, "KERRIGAN_WORKERS"),
+        ({"KERRIGAN_RUNNER_LEASE_S": "1" * 5000}, "KERRIGAN_RUNNER_LEASE_S"),
         ({"KERRIGAN_ADMINS": "not a login"}, "KERRIGAN_ADMINS"),
         ({"KERRIGAN_PUBLIC_URL": "ftp://x"}, "KERRIGAN_PUBLIC_URL"),
         ({"KERRIGAN_GITHUB_APP_ID": "abc"}, "KERRIGAN_GITHUB_APP_ID"),

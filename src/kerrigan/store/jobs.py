@@ -139,7 +139,7 @@ async def observe_runner_waits(
     whose queue-wait budget ran out. The ids newly asked for."""
     asked = []
     for job_id, waited_ms in waiting.items():
-        if not job_id.isdigit():
+        if not (job_id.isascii() and job_id.isdigit()):
             continue
         found = (
             await session.execute(
@@ -175,7 +175,7 @@ async def _job(session: AsyncSession, job_id: str, host: str) -> JobRow:
 
 async def job_repository(session: AsyncSession, job_id: str) -> tuple[int | None, str] | None:
     """The installation and repository of a job's session."""
-    if not job_id.isdigit():
+    if not (job_id.isascii() and job_id.isdigit()):
         return None
     found = (
         await session.execute(
