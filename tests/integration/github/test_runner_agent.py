@@ -22,7 +22,7 @@ import pytest
 
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.host_capacity import HostLimits
-from kerrigan.runner.agent import Agent, AgentSettings
+from kerrigan.runner.agent import Agent, AgentSettings, process_start_time
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.workspaces import WorkspaceStore
 from kerrigan.store.jobs import output
@@ -612,23 +612,14 @@ async def _non_empty(read: Callable[[], Awaitable[list[Any]]]) -> bool:
 ESCAPE = (
     "#!/bin/sh\n"
     "setsid sleep 987654 &\n"  # out of the job's session and process group
+    "echo $! > escapee\n"  # in its workspace
     "echo launched\n"
     "sleep 300\n"
 )
 
 
-def escapees() -> list[int]:
-    """The escaped processes still alive."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            if cmdline.read_bytes().split(b"\0")[:2] == [b"sleep", b"987654"]:
-                found.append(int(cmdline.parent.name))
-    return found
-
-
 async def test_an_escaping_job_dies_whole_before_its_end_is_reported_when_its_launcher_died(
-    harness: Harness, agents: AgentFactory
+    harness: Harness, agents: AgentFactory, tmp_path: Path
 ) -> None:
     hosts = await tokens(harness, "lab-a-01")
     agent = agents("lab-a-01", hosts["lab-a-01"])
@@ -636,24 +627,27 @@ async def test_an_escaping_job_dies_whole_before_its_end_is_reported_when_its_la
         pytest.skip(f"no cgroup for jobs on this machine: {', '.join(agent.isolation.missing)}")
     await harness.push_commit(smoke_commit(smoke=ESCAPE, boot=ESCAPE))
 
-    async def launched() -> tuple[int, int] | None:
+    async def launched() -> tuple[int, int, int] | None:
         for row in await job_rows(harness):
             record = agent.jobs.get(str(row.pk))
-            if row.state != "running" or record is None or record.pid is None or not escapees():
+            if row.state != "running" or record is None or record.pid is None:
                 continue
             async with harness.database.sessions() as session:
                 if any("launched" in data for _, data in await output(session, row.pk)):
-                    return row.pk, record.pid
+                    [escapee] = markers(tmp_path, "escapee")
+                    return row.pk, record.pid, int(escapee.read_text())
         return None
 
-    found = await wait_until(launched, timeout=30)
-    job, launcher = found
+    job, launcher, escapee = await wait_until(launched, timeout=30)
+    assert process_start_time(escapee) is not None
     os.kill(launcher, signal.SIGKILL)  # the launcher dies: its subreaper cannot end the escapee
 
-    async def ended() -> tuple[list[int]] | None:
+    async def ended() -> tuple[bool] | None:
         rows = {row.pk: row for row in await job_rows(harness)}
         # Looked at in this order: once the server has the end, what the job left must already be gone.
-        return (escapees(),) if rows[job].state not in ("leased", "accepted", "running") else None
+        if rows[job].state in ("leased", "accepted", "running"):
+            return None
+        return (process_start_time(escapee) is None,)
 
-    assert await wait_until(ended, timeout=30) == ([],)
+    assert await wait_until(ended, timeout=30) == (True,)
     assert agent.jobs[str(job)].cgroup is None  # emptied and removed
