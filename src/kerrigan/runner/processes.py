@@ -198,7 +198,7 @@ class Processes(Reporting):
                 await asyncio.to_thread(empty, record.cgroup)
             except CgroupError as err:
                 log.error("job %s: its cgroup would not empty: %s", record.id, err)
-                return  # kept on record: the next maintenance or restart tries again
+                return  # kept on record: the agent's stop, or its next start, tries again
             record.cgroup = None
             self.records.save(record)
         if record.user is not None:
