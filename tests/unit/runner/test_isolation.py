@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import aiohttp
@@ -162,3 +163,32 @@ async def test_the_health_report_and_the_start_say_how_jobs_are_isolated(
     ]
     assert (tmp_path / "work").stat().st_mode & 0o777 == 0o700  # nobody else runs jobs here: the agent's own
     assert memory_cap(GIB, 1, 3, 4096) == GIB // 3 // 4096 * 4096
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another user needs root")
+def test_a_workspace_deeper_than_path_max_is_handed_over_whole_and_its_links_are_not_followed(
+    tmp_path: Path,
+) -> None:
+    from kerrigan.runner.isolation.users import give_to
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the agent's\n")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "escape").symlink_to(outside)
+    # 40 levels of 200-character names: about 8,000 characters, past PATH_MAX (4,096).
+    fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(40):
+            os.mkdir("d" * 200, dir_fd=fd)
+            deeper = os.open("d" * 200, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+        os.close(os.open("deep.txt", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+        give_to(workspace, 61234)
+        assert os.stat("deep.txt", dir_fd=fd).st_uid == 61234
+    finally:
+        os.close(fd)
+    assert os.lstat(workspace / "escape").st_uid == 61234
+    assert outside.stat().st_uid == 0
+    assert workspace.stat().st_mode & 0o777 == 0o700

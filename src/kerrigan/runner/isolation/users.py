@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -78,13 +78,9 @@ def give_to(path: Path, uid: int, mode: int = 0o700) -> None:
     """Make ``path`` and everything in it the job user's (links themselves, never their targets), and
     ``path`` itself ``mode``."""
     os.lchown(path, uid, uid)
-    for folder, names in _walk(path):
-        for name in names:
-            os.lchown(Path(folder, name), uid, uid)
+    # Through open folders, not path strings: a legal tree may be deeper than PATH_MAX. fwalk does not
+    # follow links to folders: a link in the workspace is changed, never entered.
+    for _folder, folders, files, folder_fd in os.fwalk(path):
+        for name in folders + files:
+            os.chown(name, uid, uid, dir_fd=folder_fd, follow_symlinks=False)
     path.chmod(mode)
-
-
-def _walk(path: Path) -> Iterable[tuple[str, list[str]]]:
-    # os.walk does not follow links to folders by default: a link in the workspace is changed, not entered.
-    for folder, folders, files in os.walk(path):
-        yield folder, folders + files
