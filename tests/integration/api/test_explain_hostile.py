@@ -1,0 +1,77 @@
+"""``POST /api/v1/explain`` on hostile manifests: its usual answer with the manifest's errors, never a 5xx.
+
+Generated manifests (hypothesis) are posted too: YAML shaped like a manifest with hostile leaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.integration.api.conftest import READER, Api
+from tests.unit.core.test_manifest_properties import manifests
+
+HEAD = "name: hostile\non: push\ntasks:\n  - id: smoke\n    run: ./smoke.sh\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        pytest.param(
+            HEAD + "    vcpus: " + "9" * 5000 + "\n",
+            6,
+            "999…9 (5000 digits) is too large: at most 256",
+            id="vcpus-5000-digits",
+        ),
+        pytest.param(
+            "name: hostile\non: push\ntasks:\n  - id: smoke\n    run: {a: 1}\n",
+            5,
+            "must be a string, not a mapping",
+            id="run-a-mapping",
+        ),
+        pytest.param(
+            "name: hostile\non: push\ntasks: {smoke: 1}\n",
+            3,
+            "must be a list, not a mapping",
+            id="tasks-a-mapping",
+        ),
+        pytest.param(
+            "name: hostile\non: push\ntasks: &t [*t]\n",
+            3,
+            "this alias stands for a part of the manifest that holds it: no end to it",
+            id="alias-loop",
+        ),
+    ],
+)
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "raw-yaml"])
+async def test_a_hostile_manifest_is_answered_200_with_the_error_on_its_line(
+    api: Api, text: str, line: int, message: str, as_json: bool
+) -> None:
+    if as_json:
+        reply = await api.call("POST", "/explain", who=READER, json={"manifest": text, "path": "hostile.yml"})
+    else:
+        reply = await api.call(
+            "POST", "/explain", who=READER, data=text.encode(), headers={"Content-Type": "application/yaml"}
+        )
+    assert reply.status == 200, reply.body
+    assert reply.body["exit_code"] == 2
+    assert [(e["line"], e["message"]) for e in reply.body["errors"]] == [(line, message)]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    # One server for every example: the fixture's server is not reset between them, and need not be.
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(text=manifests())
+async def test_no_generated_manifest_gets_a_5xx(api: Api, text: str) -> None:
+    reply = await api.call("POST", "/explain", who=READER, json={"manifest": text})
+    assert reply.status < 500, reply.body
+    body: Any = reply.body
+    if reply.status == 200:
+        assert body["exit_code"] in (0, 1, 2)
+        assert (body["exit_code"] == 2) == bool(body["errors"])
