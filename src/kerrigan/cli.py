@@ -282,6 +282,22 @@ def _runner_topology(args: argparse.Namespace) -> int:
     return 0
 
 
+def _group_ids(text: str) -> tuple[int, ...]:
+    """``dialout,plugdev`` (names or ids) as gids; a ValueError naming an unknown group."""
+    import grp
+
+    found = []
+    for name in filter(None, (part.strip() for part in text.split(","))):
+        if name.isascii() and name.isdigit():
+            found.append(int(name))
+            continue
+        try:
+            found.append(grp.getgrnam(name).gr_gid)
+        except KeyError:
+            raise ValueError(f"--job-groups: no group {name!r} on this host") from None
+    return tuple(found)
+
+
 def _runner(args: argparse.Namespace) -> int:
     if args.runner_command == "topology":
         return _runner_topology(args)
@@ -289,7 +305,10 @@ def _runner(args: argparse.Namespace) -> int:
 
     from kerrigan.core.disk import DiskPolicy
     from kerrigan.core.host_capacity import HostLimits
+    from kerrigan.core.unpacking import UnpackLimits
     from kerrigan.runner.agent import Agent, AgentSettings, not_dumpable
+    from kerrigan.runner.isolation.probe import IsolationUnavailableError
+    from kerrigan.runner.isolation.users import UserRange
     from kerrigan.runner.server import ServerRefused, ServerUnavailable
     from kerrigan.runner.topology import TopologyError
 
@@ -299,6 +318,12 @@ def _runner(args: argparse.Namespace) -> int:
         missing.append("--token (or KERRIGAN_RUNNER_TOKEN)")
     if missing:
         raise UsageError(f"missing {', '.join(missing)}")
+    for flag, number in (
+        ("--unpack-max-bytes", args.unpack_max_bytes),
+        ("--unpack-max-files", args.unpack_max_files),
+    ):
+        if number < 1:
+            raise UsageError(f"{flag} must be 1 or more, not {number}")
     try:
         settings = AgentSettings(
             server_url=args.server,
@@ -310,12 +335,18 @@ def _runner(args: argparse.Namespace) -> int:
             sysfs_root=Path(args.sysfs_root),
             kill_grace_s=args.kill_grace_s,
             systemd_scope=args.systemd_scope,
+            isolation=args.isolation,
+            job_users=UserRange.parse(args.job_users),
+            job_groups=_group_ids(args.job_groups),
+            unpack_limits=UnpackLimits(args.unpack_max_bytes, args.unpack_max_files),
             github_retry_s=args.github_retry_s,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    not_dumpable()  # jobs run as this user: they must not read the token from /proc/<agent>/environ
+    # Where jobs cannot run as users of their own they run as this one: then they must not read the token
+    # from /proc/<agent>/environ.
+    not_dumpable()
 
     async def work() -> int:
         async with aiohttp.ClientSession() as http:
@@ -323,6 +354,8 @@ def _runner(args: argparse.Namespace) -> int:
                 agent = Agent(settings, http)
             except TopologyError as exc:
                 raise UsageError(f"cannot read the CPU topology: {exc}") from None
+            except IsolationUnavailableError as exc:
+                raise UsageError(f"--isolation require: {exc}") from None
             task = asyncio.current_task()
             assert task is not None
             loop = asyncio.get_running_loop()
@@ -374,6 +407,34 @@ def _add_runner_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         choices=("auto", "always", "never"),
         default="auto",
         help="pin jobs with systemd-run --scope -p AllowedCPUs= (auto: when root under systemd)",
+    )
+    runner_cmd.add_argument(
+        "--isolation",
+        choices=("auto", "require", "off"),
+        default="auto",
+        help="run each job as its own user with a private /tmp in its own cgroup (auto: what the host "
+        "allows; require: refuse to start without it; off: as the agent's user)",
+    )
+    runner_cmd.add_argument(
+        "--job-users", default="61000-61183", metavar="FIRST-LAST", help="the uids jobs run as, one a job"
+    )
+    runner_cmd.add_argument(
+        "--job-groups",
+        default="",
+        metavar="GROUP,...",
+        help="supplementary groups jobs get, by name or id (e.g. dialout,plugdev for serial and USB)",
+    )
+    runner_cmd.add_argument(
+        "--unpack-max-bytes",
+        type=int,
+        default=4 << 30,
+        help="refuse a repository tarball that unpacks to more file bytes than this",
+    )
+    runner_cmd.add_argument(
+        "--unpack-max-files",
+        type=int,
+        default=200_000,
+        help="refuse a repository tarball of more files, folders and links than this",
     )
     runner_cmd.add_argument("--sysfs-root", default="/sys/devices/system/cpu", help=argparse.SUPPRESS)
     runner_cmd.set_defaults(handler=_runner, runner_command=None)

@@ -54,6 +54,18 @@ def test_topology_json_on_a_real_two_socket_machine() -> None:
             "kerrigan runner: github_retry_s must be 0 or more, not -1.0",
         ),
         (
+            ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t", "--job-users", "10-5"),
+            "kerrigan runner: job_users: '10-5' must be ids from 1000 up",
+        ),
+        (
+            ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t", "--job-groups", "nosuch"),
+            "kerrigan runner: --job-groups: no group 'nosuch' on this host",
+        ),
+        (
+            ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t", "--unpack-max-files", "0"),
+            "kerrigan runner: --unpack-max-files must be 1 or more, not 0",
+        ),
+        (
             ("topology", "--sysfs-root", "/nonexistent/cpu"),
             "kerrigan runner: /nonexistent/cpu: cannot list the CPU folders",
         ),

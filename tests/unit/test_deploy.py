@@ -545,7 +545,8 @@ EXPECTED = {
         "NoNewPrivileges": "yes",
     },
     "kerrigan-runner.service": {
-        "User": "kerrigan-runner",
+        # Root, so each job runs as a user of its own in its own cgroup; jobs never run as root.
+        "User": "root",
         "EnvironmentFile": "/etc/kerrigan/runner.env",
         "ExecStart": f"{BINARY} runner --server ${{KERRIGAN_SERVER_URL}} --host-id %H "
         "--work-dir /var/lib/kerrigan-runner",
@@ -555,7 +556,7 @@ EXPECTED = {
         "KillMode": "mixed",
         "TimeoutStopSec": "60",
         "Restart": "always",
-        "Delegate": "yes",  # it pins jobs to CPUs with cgroup AllowedCPUs
+        "Delegate": "yes",  # its jobs' cgroups: CPUs, memory cap, killed whole at the job's end
     },
 }
 

@@ -34,7 +34,7 @@ class Preparation(Processes):
                 tarball = await self.sources.fetch(
                     str(offer["repository"]), str(offer["sha"]), str(github["api_url"]), str(github["token"])
                 )
-                await asyncio.to_thread(unpack, tarball, path)
+                await asyncio.to_thread(unpack, tarball, path, self.settings.unpack_limits)
             else:  # nothing to fetch: still no files from an earlier job
                 await asyncio.to_thread(empty_folder, path)
             if uid is not None:  # unpacked as root, then the job's own and no one else's

@@ -8,6 +8,7 @@ from pathlib import Path
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.github_retry import BACKOFF_BASE_S
 from kerrigan.core.host_capacity import HostLimits
+from kerrigan.core.unpacking import UnpackLimits
 from kerrigan.runner.github_requests import RetryBudget
 from kerrigan.runner.isolation.probe import ISOLATION_MODES
 from kerrigan.runner.isolation.users import DEFAULT_JOB_USERS, UserRange
@@ -31,6 +32,7 @@ class AgentSettings:
     isolation: str = "auto"  # auto (what the host allows), require (refuse to start without it) or off
     job_users: UserRange = field(default_factory=lambda: UserRange.parse(DEFAULT_JOB_USERS))
     job_groups: tuple[int, ...] = ()  # supplementary gids jobs get (dialout, plugdev: the devices they drive)
+    unpack_limits: UnpackLimits = field(default_factory=UnpackLimits)  # bytes and members of a tarball
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
 
