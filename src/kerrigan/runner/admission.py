@@ -31,7 +31,7 @@ class Admission(Preparation):
     async def _offered(self, offer: dict[str, Any]) -> None:
         """Admit or refuse an offer."""
         job_id = str(offer.get("id", ""))
-        if not job_id.isdigit():
+        if not (job_id.isascii() and job_id.isdigit()):
             log.warning("ignoring an offer without a job id: %r", offer.get("id"))
             return
         known = self.jobs.get(job_id)

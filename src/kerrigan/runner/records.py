@@ -96,7 +96,7 @@ class JobRecords:
 
     def folder(self, job_id: str) -> Path:
         """The job's folder."""
-        if not job_id.isdigit():
+        if not (job_id.isascii() and job_id.isdigit()):
             raise ValueError(f"not a job id: {job_id!r}")
         return self.root / job_id
 

@@ -182,7 +182,7 @@ def memory_total(meminfo: str) -> int | None:
     for line in meminfo.splitlines():
         if line.startswith("MemTotal:"):
             fields = line.split()
-            if len(fields) >= 2 and fields[1].isdigit():
+            if len(fields) >= 2 and fields[1].isascii() and fields[1].isdigit():
                 return int(fields[1]) * 1024
     return None
 

@@ -61,7 +61,7 @@ def ids_in_use(*files: Path) -> frozenset[int]:
             continue
         for line in lines:
             fields = line.split(":")
-            if len(fields) > 2 and fields[2].isdigit():
+            if len(fields) > 2 and fields[2].isascii() and fields[2].isdigit():
                 found.add(int(fields[2]))
     return frozenset(found)
 
