@@ -75,3 +75,9 @@ async def test_no_generated_manifest_gets_a_5xx(api: Api, text: str) -> None:
     if reply.status == 200:
         assert body["exit_code"] in (0, 1, 2)
         assert (body["exit_code"] == 2) == bool(body["errors"])
+
+
+async def test_a_manifest_with_a_lone_surrogate_is_answered_200_with_the_error(api: Api) -> None:
+    reply = await api.call("POST", "/explain", who=READER, json={"manifest": HEAD + "    type: \ud800\n"})
+    assert reply.status == 200, reply.body
+    assert [e["message"] for e in reply.body["errors"]] == ["not valid YAML: the text is not valid Unicode"]
