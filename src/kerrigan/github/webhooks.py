@@ -4,6 +4,10 @@ The answer never waits for GitHub or the inventory: a valid delivery is stored a
 worker takes stored deliveries one at a time (a claim in the database, renewed while it works), routes
 them, and marks them done, so a crash or restart resumes what was pending and nothing is lost or done
 twice. A repeated ``X-GitHub-Delivery`` is answered 200 and not stored again.
+
+A signed body that is not a GitHub payload (not UTF-8, not JSON, nested deeper than :data:`MAX_DEPTH`, not
+an object) is answered 202 and stored as failed with the reason; a payload that lacks a field a route needs
+fails in the worker with :class:`~kerrigan.github.payload.PayloadError`. Neither is retried.
 """
 
 from __future__ import annotations
