@@ -10,7 +10,16 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from kerrigan.core.quoting import quote as _quote_cut
+
 MAX_LENGTH: Final = 63
+
+
+def _quote(text: str) -> str:
+    # Whole up to a few times the limit, so a near miss shows as written; cut short beyond (megabytes).
+    return _quote_cut(text, shown=4 * MAX_LENGTH)
+
+
 RESERVED_PREFIX: Final = "kerrigan."
 
 IMPLICIT_POOL_KEYS: Final = (
@@ -68,12 +77,12 @@ def _check_name(kind: str, raw: str, normalised: str, subject: str) -> None:
         raise LabelError(f"{kind} must not be empty", subject)
     if len(normalised) > MAX_LENGTH:
         raise LabelError(
-            f"{kind} {raw!r} is {len(normalised)} characters long; the limit is {MAX_LENGTH}", subject
+            f"{kind} {_quote(raw)} is {len(normalised)} characters long; the limit is {MAX_LENGTH}", subject
         )
     bad = _FORBIDDEN.search(normalised)
     if bad is not None:
         raise LabelError(
-            f"{kind} {raw!r} contains {bad.group()!r}; "
+            f"{kind} {_quote(raw)} contains {bad.group()!r}; "
             "only lowercase letters, digits, '.', '_' and '-' are allowed",
             subject,
         )
@@ -91,7 +100,7 @@ def validate_user_key(key: str) -> str:
     normalised = validate_key(key)
     if normalised.startswith(RESERVED_PREFIX):
         raise LabelError(
-            f"label key {key!r} uses the reserved prefix {RESERVED_PREFIX!r}; "
+            f"label key {_quote(key)} uses the reserved prefix {RESERVED_PREFIX!r}; "
             "Kerrigan generates those labels and they cannot be set by hand"
         )
     return normalised
@@ -102,7 +111,7 @@ def validate_requested_key(key: str) -> str:
     normalised = validate_key(key)
     if normalised.startswith(RESERVED_PREFIX) and normalised not in IMPLICIT_KEYS:
         raise LabelError(
-            f"label key {key!r} is not a label Kerrigan generates; "
+            f"label key {_quote(key)} is not a label Kerrigan generates; "
             f"the reserved keys are {', '.join(IMPLICIT_KEYS)}"
         )
     return normalised
@@ -110,13 +119,13 @@ def validate_requested_key(key: str) -> str:
 
 def validate_value(value: str, *, key: str | None = None) -> str:
     """Return ``value`` unchanged if it is a valid label value, or raise :class:`LabelError`."""
-    where = f" of label {key!r}" if key else ""
+    where = f" of label {_quote(key)}" if key else ""
     if not value:
         raise LabelError(f"value{where} must not be empty", "value")
     if len(value) > MAX_LENGTH:
         raise LabelError(f"value{where} is {len(value)} characters long; the limit is {MAX_LENGTH}", "value")
     if not value.isprintable():
-        raise LabelError(f"value{where} {value!r} contains a non-printable character", "value")
+        raise LabelError(f"value{where} {_quote(value)} contains a non-printable character", "value")
     return value
 
 
@@ -128,7 +137,7 @@ def validate_tag(tag: str) -> str:
     _check_name("tag", tag, normalised, "tag")
     if normalised.startswith(RESERVED_PREFIX):
         raise LabelError(
-            f"tag {tag!r} uses the reserved prefix {RESERVED_PREFIX!r}; "
+            f"tag {_quote(tag)} uses the reserved prefix {RESERVED_PREFIX!r}; "
             "Kerrigan keeps that namespace for the labels it generates and it cannot be set by hand",
             "tag",
         )

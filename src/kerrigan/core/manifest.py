@@ -22,6 +22,7 @@ from kerrigan.core.labels import (
     validate_user_key,
     validate_value,
 )
+from kerrigan.core.quoting import quote
 from kerrigan.core.requirements import (
     LabelRequirement,
     Origin,
@@ -29,7 +30,7 @@ from kerrigan.core.requirements import (
     TagRequirement,
     refine,
 )
-from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of, quote
+from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
 MAX_TASKS: Final = 256
 MAX_NODES: Final = 100_000  # keys and values, aliases expanded: far beyond 256 tasks written out in full

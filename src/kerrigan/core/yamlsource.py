@@ -15,12 +15,13 @@ from typing import Final
 
 import yaml
 
+from kerrigan.core.quoting import SHOWN, quote
+
 _Loader: Final[type[yaml.SafeLoader]] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _NULL_TAG: Final = "tag:yaml.org,2002:null"
 _INT_TAG: Final = "tag:yaml.org,2002:int"
 _DECIMAL: Final = re.compile(r"[-+]?[0-9]+")
 _MAX_DIGITS: Final = 18  # a bound of any field has fewer; a number of more is out of range, whatever it is
-_SHOWN: Final = 60  # characters of a value quoted in a message
 MAX_MESSAGE: Final = 500  # characters of a problem's message
 
 
@@ -169,7 +170,7 @@ class SourceReader:
                 self.error(key_node, child, f"duplicate key {quote(key)} (first set on line {first})")
                 continue
             if allowed_set is not None and key not in allowed_set:
-                hint = suggest(key, allowed_set) if len(key) <= _SHOWN else None
+                hint = suggest(key, allowed_set) if len(key) <= SHOWN else None
                 known = ", ".join(sorted(allowed_set))
                 message = f"unknown key {quote(key)}"
                 message += f"; did you mean {hint!r}?" if hint else f"; expected one of: {known}"
@@ -259,13 +260,6 @@ def describe(node: yaml.Node) -> str:
     if is_null(node):
         return "nothing (null)"
     return quote(str(node.value))
-
-
-def quote(text: str) -> str:
-    """``text`` quoted for a message, cut short when long (a value may be megabytes)."""
-    if len(text) <= _SHOWN:
-        return repr(text)
-    return f"{text[: _SHOWN - 20]!r}… ({len(text)} characters)"
 
 
 def _cut(message: str) -> str:
