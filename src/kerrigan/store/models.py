@@ -247,15 +247,25 @@ class SessionRow(Base):
     create_sent_version: Mapped[int | None] = mapped_column(Integer)  # a create whose outcome is unknown
     check_run_error: Mapped[str | None] = mapped_column(Text)
     check_run_error_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # Who ended it early (a login, or None when Kerrigan did) and why ("superseded by 3f2a1b0").
+    cancelled_by: Mapped[str | None] = mapped_column(String(100))
+    cancel_reason: Mapped[str | None] = mapped_column(String(500))
+    concurrency_group: Mapped[str | None] = mapped_column(String(300), index=True)
 
-    __table_args__ = (UniqueConstraint("delivery_id", "manifest_path"),)
+    __table_args__ = (
+        UniqueConstraint("delivery_id", "manifest_path"),
+        Index("ix_sessions_created_at", "created_at"),
+    )
 
 
 class JobRow(Base):
     """One task of a session, run on one device."""
 
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("session_pk", "task_id", "attempt"),)
+    __table_args__ = (
+        UniqueConstraint("session_pk", "task_id", "attempt"),
+        Index("ix_jobs_device_id_created_at", "device_id", "created_at"),  # a device's history
+    )
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True)
     session_pk: Mapped[int] = mapped_column(ForeignKey("sessions.pk", ondelete="CASCADE"), index=True)
@@ -286,6 +296,8 @@ class JobRow(Base):
     retry_of: Mapped[int | None] = mapped_column(ForeignKey("jobs.pk", ondelete="SET NULL"))
     # The task's requirements, resolved when the session was: {"labels": {key: [values]}, "tags": [...]}.
     requirements: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Devices this attempt must not be leased: those where earlier attempts failed for the infrastructure.
+    avoid_devices: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
 
 
 class JobLogRow(Base):
