@@ -1,0 +1,62 @@
+"""Cancelling a session: who asked and why are kept on it, its queued jobs end at once, its running ones
+are stopped by their runners (asked on the next poll), and its check run shows it.
+
+Every way to cancel (the check run's action, the session page, the API, the CLI, ``/kerrigan cancel``,
+a newer commit superseding an older one) ends here, in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.lifecycle import Conclusion, SessionState, check_session_transition
+from kerrigan.store.jobs import request_cancel
+from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.transitions import record_version
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """What a cancel did: ``changed`` is False when the session had ended already (``state`` says how),
+    or a cancel was asked before; ``ended`` are the jobs that ended now, ``stopping`` the running jobs
+    whose runners were asked to stop them."""
+
+    changed: bool
+    state: SessionState
+    conclusion: str | None
+    ended: tuple[int, ...] = ()
+    stopping: int = 0
+
+
+async def cancel_session(
+    session: AsyncSession, session_id: str, at: datetime, *, by: str | None, reason: str
+) -> Cancelled | None:
+    """Cancel the session ``session_id`` (None: there is none). ``by`` is the login who asked (None when
+    Kerrigan did, superseding it); ``reason`` is what the check run says, e.g. ``cancelled by hubot`` or
+    ``superseded by 3f2a1b0``. The first cancel's reason is kept."""
+    row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id).with_for_update())
+    if row is None:
+        return None
+    state = SessionState(row.state)
+    if state is SessionState.COMPLETED:
+        return Cancelled(False, state, row.conclusion)
+    asked_before = row.cancel_reason is not None
+    if not asked_before:
+        row.cancelled_by, row.cancel_reason = by, reason[:500]
+    ended = await request_cancel(session, session_id, at)
+    jobs = (await session.scalars(select(JobRow).where(JobRow.session_pk == row.pk))).all()
+    if not jobs:
+        # Nothing was ever queued (a fork's session awaiting approval): it ends here.
+        check_session_transition(state, SessionState.COMPLETED)
+        row.state, row.conclusion = SessionState.COMPLETED, Conclusion.CANCELLED.value
+        row.updated_at = at
+        record_version(session, row, at)
+    elif not ended and not asked_before:
+        row.updated_at = at
+        record_version(session, row, at)  # the check run says the cancel was asked while jobs stop
+    stopping = sum(1 for job in jobs if job.cancel_requested_at is not None and job.finished_at is None)
+    return Cancelled(not asked_before, SessionState(row.state), row.conclusion, tuple(ended), stopping)
