@@ -2,13 +2,20 @@
 
 Each job is started the way the agent starts it: the launcher, as root, joins the job's cgroup, gives it a
 private /tmp and runs the command as the job's own user. What this machine cannot do is skipped, naming it.
+
+The work dir is made outside /tmp (as the agent's, /var/lib/kerrigan-runner): under /tmp a job's private
+/tmp would hide another job's workspace by itself, and a refusal would prove nothing about its permissions.
+The second half is a hostile job's attempts (an approved fork's script): each holds, or was a hole fixed
+with the test that showed it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,11 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from kerrigan.runner.isolation.cgroups import empty, memory_cap
+from kerrigan.runner.isolation.cgroups import JOB_PIDS_MAX, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
 from kerrigan.runner.isolation.probe import Isolation, agent_key, choose, read_host_facts
-from kerrigan.runner.isolation.users import UserRange, give_to
+from kerrigan.runner.isolation.users import SHARED_WRITABLE, UserRange, give_to, remove_owned, take_back
 from kerrigan.runner.processes import process_start_time
+from kerrigan.runner.sources import empty_folder
+from kerrigan.runner.workspaces import WorkspaceStore
 
 USERS = UserRange(61000, 61183)
 
@@ -49,14 +58,20 @@ class Job:
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """A work dir laid out as the agent lays it out (jobs/ the agent's, workspaces passed through)."""
-    work = tmp_path / "work"
-    for name, mode in (("jobs", 0o700), ("workspaces", 0o711), ("job-areas", 0o711)):
-        (work / name).mkdir(parents=True)
-        (work / name).chmod(mode)
-    work.chmod(0o711)
-    return work
+def work() -> Iterator[Path]:
+    """A work dir laid out as the agent lays it out (jobs/ and sources/ the agent's, workspaces passed
+    through), outside /tmp."""
+    if os.geteuid() != 0:
+        pytest.skip("jobs run apart only when the agent is root; this test runs as a user")
+    work = Path(tempfile.mkdtemp(prefix="kerrigan-isolation-test-", dir="/var/lib"))
+    try:
+        for name, mode in (("jobs", 0o700), ("sources", 0o700), ("workspaces", 0o711), ("job-areas", 0o711)):
+            (work / name).mkdir(parents=True)
+            (work / name).chmod(mode)
+        work.chmod(0o711)
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture
@@ -71,6 +86,23 @@ def jobs(work: Path) -> Iterator[list[Job]]:
         if job.process.stdout is not None:
             job.process.stdout.close()
         empty(job.cgroup)
+    for uid in {job.uid for job in started}:  # what a hole let a job leave on the host
+        for folder in SHARED_WRITABLE:
+            remove_owned(Path(folder), uid)
+        for shmid in shm_segments(uid):
+            subprocess.run(["ipcrm", "-m", str(shmid)], check=False)
+
+
+def shm_segments(uid: int) -> list[int]:
+    """The host's System V shared memory segments ``uid`` owns (the host's IPC namespace: the test's)."""
+    lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    header = Path("/proc/sysvipc/shm").read_text().splitlines()[0].split()
+    found = []
+    for line in lines:
+        fields = dict(zip(header, line.split(), strict=False))
+        if fields.get("uid") == str(uid):
+            found.append(int(fields["shmid"]))
+    return found
 
 
 def start(
@@ -80,8 +112,11 @@ def start(
     job_id: str,
     script: str,
     env: dict[str, str] | None = None,
+    uid: int | None = None,
+    groups: str = "",
+    pids_max: int = JOB_PIDS_MAX,
 ) -> Job:
-    uid = USERS.first + int(job_id)
+    uid = USERS.first + int(job_id) if uid is None else uid
     workspace = work / "workspaces" / f"ws-{job_id}"
     workspace.mkdir()
     (workspace / "secret.txt").write_text(f"workspace secret of job {job_id}\n", encoding="utf-8")
@@ -94,11 +129,12 @@ def start(
     (work / "jobs" / job_id / "record.json").write_text('{"token": "kgr_runner"}', encoding="utf-8")
     result = work / "jobs" / job_id / "result.json"
     cpus = sorted(os.sched_getaffinity(0))[:1]
-    cgroup = isolation.cgroups.create(job_id, cpus, memory_cap(isolation.memory_total or 0, 1, 2, 4096))
+    cap = memory_cap(isolation.memory_total or 0, 1, 2, 4096)
+    cgroup = isolation.cgroups.create(job_id, cpus, cap, pids_max=pids_max)
     argv = [sys.executable, "-m", "kerrigan.runner.launch", "--result", str(result), "--grace-s", "1"]
     for procs in isolation.cgroups.join_files(cgroup):
         argv += ["--cgroup-procs", procs]
-    argv += ["--user", str(uid), "--private-tmp", str(area), "--keep", str(area / "home")]
+    argv += ["--user", str(uid), "--groups", groups, "--private-tmp", str(area), "--keep", str(area / "home")]
     argv += ["--", "/bin/sh", "-c", script]
     process = subprocess.Popen(
         argv,
@@ -146,32 +182,47 @@ def test_a_job_cannot_read_another_running_jobs_workspace_tmp_environ_or_the_age
     work: Path, jobs: list[Job]
 ) -> None:
     isolation = isolation_here(work)
+    (work / "sources" / "octo-firmware.tar.gz").write_text("the agent's cached tarball", encoding="utf-8")
     first = start(
         work,
         isolation,
         jobs,
         "1",
-        "echo 'tmp secret' > /tmp/first.txt; echo $$ > pid; sleep 300",
+        "echo 'tmp secret' > /tmp/first.txt; echo 'shm secret' > /dev/shm/first.txt;"
+        " echo $$ > pid; sleep 300",
         env={"GITHUB_TOKEN": "ghs_first_jobs_token"},
     )
     pid = int(wait_for(first.workspace / "pid"))
     probes = [
         ("workspace", f"cat {first.workspace}/secret.txt"),
+        ("workspace-list", f"ls {first.workspace}"),
         ("tmp", "cat /tmp/first.txt"),
+        ("shm", "cat /dev/shm/first.txt"),
+        ("area", f"ls {work}/job-areas/1/tmp"),
         ("environ", f"cat /proc/{pid}/environ"),
+        ("launcher-environ", f"cat /proc/{first.process.pid}/environ"),  # root, the job's token in it
+        ("agent-environ", f"cat /proc/{os.getpid()}/environ"),  # the runner token is in the agent's
+        ("agent-memory", f"head -c1 /proc/{os.getpid()}/mem"),
         ("records", f"cat {work}/jobs/1/record.json"),
         ("records-list", f"ls {work}/jobs"),
+        ("sources", f"cat {work}/sources/octo-firmware.tar.gz"),
+        ("sources-list", f"ls {work}/sources"),
+        ("work-list", f"ls {work}"),
     ]
     script = "".join(
         f"if {command} >/dev/null 2>&1; then echo '{name} READ'; else echo '{name} denied'; fi\n"
         for name, command in probes
     )
+    # The path is there to see, and refused: its permissions do it, not a mount that hides it.
+    script += f"cat {first.workspace}/secret.txt\n"
     second = start(work, isolation, jobs, "2", script)
     out, _ = second.process.communicate(timeout=30)
 
-    assert out.split("\n")[:-1] == [f"{name} denied" for name, _ in probes], out
+    assert out.split("\n")[: len(probes)] == [f"{name} denied" for name, _ in probes], out
+    assert "Permission denied" in out.split("\n")[len(probes)], out
     assert not Path("/tmp/first.txt").exists()
     assert (work / "job-areas" / "1" / "tmp" / "first.txt").read_text() == "tmp secret\n"
+    assert (work / "job-areas" / "1" / "shm" / "first.txt").read_text() == "shm secret\n"
 
 
 def test_a_jobs_tmp_is_its_own_and_its_workspace_keeps_its_path(work: Path, jobs: list[Job]) -> None:
@@ -224,3 +275,214 @@ def test_a_signal_from_the_job_cannot_reach_its_launcher(work: Path, jobs: list[
     assert "status 1" in out
     assert job.process.returncode == 0  # the launcher lived to report the command's own status
     assert job.result.exists()
+
+
+def probe_script(probes: list[tuple[str, str]]) -> str:
+    """A shell script that tries each command and says ``NAME READ`` or ``NAME denied``, one line each."""
+    return "".join(
+        f"if {command} >/dev/null 2>&1; then echo '{name} READ'; else echo '{name} denied'; fi\n"
+        for name, command in probes
+    )
+
+
+def test_a_job_cannot_move_itself_out_of_its_cgroup_nor_make_one(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    backend = isolation.cgroups
+    parents = [str(path) for path in getattr(backend, "parents", {}).values()]
+    parents += [str(backend.parent)] if hasattr(backend, "parent") else []
+    if not parents:
+        pytest.skip(f"the test knows the folders of cgroup-v1 and cgroup-v2, not of {backend.name}")
+    probes = []
+    for parent in [*parents, "/sys/fs/cgroup/unified", "/sys/fs/cgroup/freezer"]:
+        for name in ("cgroup.procs", "tasks"):
+            if Path(parent, name).exists():
+                probes.append((f"{parent}/{name}", f"sh -c 'echo $$ > {parent}/{name}'"))
+        probes.append((f"mkdir {parent}", f"mkdir {parent}/kerrigan-escape-{os.getpid()}"))
+    for parent in parents:  # its own cgroup's folders, root's: no child cgroup of its own either
+        probes.append((f"mkdir in own {parent}", f"mkdir {parent}/{backend.unit_name('1')}/child"))
+    for agent in ("/sys/fs/cgroup/freezer/release_agent", "/sys/fs/cgroup/unified/cgroup.subtree_control"):
+        if Path(agent).exists():
+            probes.append((agent, f"sh -c 'echo /x > {agent}'"))
+    job = start(work, isolation, jobs, "1", probe_script(probes) + "cat /proc/self/cgroup")
+    out, _ = job.process.communicate(timeout=30)
+
+    lines = out.split("\n")
+    assert lines[: len(probes)] == [f"{name} denied" for name, _ in probes], out
+    own = {
+        line.split(":", 2)[1]: line.split(":", 2)[2] for line in lines[len(probes) :] if line.count(":") >= 2
+    }
+    for controller in dict(dict(job.cgroup or {}).get("paths") or {}):
+        assert own[controller].endswith(f"/{backend.unit_name('1')}"), out
+    assert not any(Path(parent, f"kerrigan-escape-{os.getpid()}").exists() for parent in parents)
+
+
+def test_what_a_job_leaves_running_dies_with_it_double_forked_deaf_to_sigterm_or_stopped(
+    work: Path, jobs: list[Job]
+) -> None:
+    isolation = isolation_here(work)
+    script = (
+        "(setsid sh -c 'sleep 987001 & echo $! > double-forked' &);"
+        " sh -c 'trap \"\" TERM; echo $$ > deaf; exec sleep 987002' &"
+        " sleep 987003 & echo $! > stopped; kill -STOP $!;"
+        " while [ ! -s double-forked ] || [ ! -s deaf ]; do sleep 0.05; done"
+    )
+    job = start(work, isolation, jobs, "1", script)
+    job.process.communicate(timeout=30)  # the launcher ends what is left (SIGKILL after its grace period)
+
+    assert job.process.returncode == 0
+    pids = {name: int((job.workspace / name).read_text()) for name in ("double-forked", "deaf", "stopped")}
+    assert {name: process_start_time(pid) for name, pid in pids.items()} == dict.fromkeys(pids)
+    paths = dict(dict(job.cgroup or {}).get("paths") or {})
+    assert all(not Path(str(path), "cgroup.procs").read_text().split() for path in paths.values())
+
+
+def test_a_fork_bomb_fills_its_own_cgroups_pids_limit_and_dies_whole(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    if "pids" not in getattr(isolation.cgroups, "parents", {}):
+        pytest.skip("the test follows a cgroup v1 pids controller, which this machine's cgroups lack")
+    limit = 40
+    script = "exec 2>/dev/null; b() { b & b & }; b; sleep 300"
+    # Never started unbounded: the launcher waits on a pids.max the test checks first (below).
+    gate = "while [ ! -e $HOME/go ]; do sleep 0.05; done; "
+    job = start(work, isolation, jobs, "1", gate + script, pids_max=limit)
+    pids = Path(str(dict(dict(job.cgroup or {}).get("paths") or {})["pids"]))
+    assert (pids / "pids.max").read_text().strip() == str(limit)
+    (work / "job-areas" / "1" / "home" / "go").write_text("", encoding="utf-8")
+    deadline = time.monotonic() + 30
+    while "max 0" in (pids / "pids.events").read_text():
+        assert time.monotonic() < deadline, "the bomb never reached its limit"
+        time.sleep(0.05)
+
+    assert int((pids / "pids.current").read_text()) <= limit
+    job.process.kill()  # its launcher dies too: the agent's emptying of the cgroup is all there is
+    job.process.wait()
+    empty(job.cgroup)
+    assert not pids.exists()
+
+
+def test_the_launcher_drops_root_for_good(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    # A setuid-root program stands in for the host's (su, mount, pkexec and their bugs).
+    tools = work / "tools"
+    tools.mkdir(mode=0o755)
+    shutil.copy("/usr/bin/id", tools / "suid-id")
+    (tools / "suid-id").chmod(0o4755)
+    script = (
+        "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status;"
+        f" echo setuid $({tools}/suid-id -u) $({tools}/suid-id -g)"
+    )
+    job = start(work, isolation, jobs, "1", script, groups="20,5")
+    out, _ = job.process.communicate(timeout=30)
+
+    status = {line.split(":")[0]: line.split(":", 1)[1].split() for line in out.splitlines() if ":" in line}
+    uid = str(job.uid)
+    assert status["Uid"] == [uid] * 4, out  # real, effective, saved and filesystem
+    assert status["Gid"] == [uid] * 4, out
+    assert sorted(status["Groups"]) == ["20", "5"], out
+    for name in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(status[name][0], 16) == 0, out
+    assert status["NoNewPrivs"] == ["1"], out
+    assert f"setuid {uid} {uid}" in out  # a setuid-root program runs with the job's rights
+
+
+def test_the_job_gets_no_descriptor_of_the_launcher_or_the_agent(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    job = start(work, isolation, jobs, "1", "ls /proc/$$/fd")
+    out, _ = job.process.communicate(timeout=30)
+    assert out.split() == ["0", "1", "2"]
+
+
+def test_a_job_cannot_signal_its_launcher_the_agent_or_another_job(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    other = start(work, isolation, jobs, "1", "echo $$ > pid; sleep 300")
+    other_pid = int(wait_for(other.workspace / "pid"))
+    # kill -0 asks the kernel whether a signal would be allowed, and sends none.
+    targets = [("launcher", "$PPID"), ("agent", str(os.getpid())), ("other job", str(other_pid))]
+    targets.append(("other launcher", str(other.process.pid)))
+    script = "".join(
+        f"kill -0 {pid} 2>/dev/null && echo '{name} signalled' || echo '{name} denied'\n"
+        for name, pid in targets
+    )
+    job = start(work, isolation, jobs, "2", script + "kill -TERM 0; echo alive")
+    out, _ = job.process.communicate(timeout=30)
+
+    assert out.split("\n")[: len(targets)] == [f"{name} denied" for name, _ in targets], out
+    assert other.process.poll() is None  # the group's SIGTERM reached the sender's group only
+    assert process_start_time(other_pid) is not None
+    assert job.result.exists()
+
+
+def test_a_later_job_with_the_same_uid_finds_nothing_of_an_earlier_one(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    lock = Path(SHARED_WRITABLE[0], f"kerrigan-test-{os.getpid()}")
+    script = (
+        f"echo 'left in the workspace' > left.txt; echo 'left in the lock folder' > {lock};"
+        " ipcmk -M 4096 >/dev/null"
+    )
+    first = start(work, isolation, jobs, "1", script)
+    first.process.communicate(timeout=30)
+    assert first.process.returncode == 0
+    # What the agent does at the job's end, before its uid is free (Processes._empty_cgroup).
+    empty(first.cgroup)
+    take_back(first.workspace)
+    for folder in SHARED_WRITABLE:
+        remove_owned(Path(folder), first.uid)
+
+    probes = [
+        ("workspace", f"cat {first.workspace}/left.txt"),
+        ("plant", f"sh -c 'echo planted > {first.workspace}/planted'"),
+        ("lock", f"cat {lock}"),
+    ]
+    later = start(work, isolation, jobs, "2", probe_script(probes), uid=first.uid)
+    out, _ = later.process.communicate(timeout=30)
+
+    assert out.split("\n")[: len(probes)] == [f"{name} denied" for name, _ in probes], out
+    assert shm_segments(first.uid) == []  # a segment of its own went with its IPC namespace
+    assert not lock.exists()
+    assert (first.workspace / "left.txt").exists()  # kept for the next job of the workspace, root's now
+
+
+def test_links_a_job_leaves_in_its_workspace_do_not_turn_what_root_does_there_against_the_host(
+    work: Path, jobs: list[Job]
+) -> None:
+    isolation = isolation_here(work)
+    host = work / "host"  # the host's files, root's, that the job can name but not touch
+    host.mkdir(mode=0o755)
+    (host / "passwd").write_text("root:x:0:0\n", encoding="utf-8")
+    (host / "folder").mkdir()
+    (host / "folder" / "file").write_text("keep me\n", encoding="utf-8")
+    script = (
+        f"ln -s {host}/passwd file-link; ln -s {host}/folder folder-link; ln -s / root-link;"
+        f" mkdir nested; ln -s {host}/folder nested/deeper;"
+        f" if ln {host}/passwd hard-link 2>/dev/null; then echo 'hard link made';"
+        " else echo 'no hard link'; fi"
+    )
+    job = start(work, isolation, jobs, "1", script)
+    out, _ = job.process.communicate(timeout=30)
+    assert "no hard link" in out  # fs.protected_hardlinks: a job cannot link a file it may not write
+    empty(job.cgroup)
+
+    def host_untouched() -> None:
+        for path in (host, host / "passwd", host / "folder", host / "folder" / "file"):
+            assert (path.stat().st_uid, path.stat().st_gid) == (0, 0), path
+        assert (host / "passwd").read_text() == "root:x:0:0\n"
+        assert (host / "folder" / "file").read_text() == "keep me\n"
+        assert Path("/etc/passwd").stat().st_uid == 0
+
+    take_back(job.workspace)  # the job's end
+    host_untouched()
+    give_to(job.workspace, USERS.first + 7)  # handed to the next job's user
+    host_untouched()
+    assert os.lstat(job.workspace / "file-link").st_uid == USERS.first + 7
+    empty_folder(job.workspace)  # emptied for the next job's source
+    host_untouched()
+    assert list(job.workspace.iterdir()) == []
+
+    store = WorkspaceStore(work)  # evicted
+    store.mark_used(job.workspace.name, 0.0)
+    (job.workspace / "root-link").symlink_to("/")
+    (job.workspace / "nested").mkdir()
+    (job.workspace / "nested" / "deeper").symlink_to(host / "folder")
+    assert store.remove(job.workspace.name)
+    host_untouched()
+    assert not job.workspace.exists()

@@ -9,8 +9,9 @@ command's output going to the job's log file. The launcher:
 - with ``--private-tmp AREA``, moves into a mount namespace of its own where ``AREA``'s folders cover
   ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (:mod:`kerrigan.runner.isolation.mounts`; the ``--keep`` folders
   keep their paths);
-- with ``--user UID``, runs the command as that user and group, with only the ``--groups`` given; the launcher
-  itself stays root, so the command can neither signal it nor touch the result file;
+- with ``--user UID``, runs the command as that user and group, with only the ``--groups`` given, and with
+  *no new privileges* (a setuid or file-capability program runs with the job's rights, not root's); the
+  launcher itself stays root, so the command can neither signal it nor touch the result file;
 - becomes a *child subreaper*, so processes the command leaves behind are re-parented to it, not to init;
 - runs the command, waits for it, then ends everything the command left running (SIGTERM, then SIGKILL
   after ``--grace-s``), so nothing outlives the job and holds its device;
@@ -38,6 +39,7 @@ from pathlib import Path
 from kerrigan.runner.isolation.mounts import MountError, private_tmp
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
 
 
 def _become_subreaper() -> bool:
@@ -146,11 +148,17 @@ def _enter(args: argparse.Namespace) -> int:
 
 
 def _become(uid: int | None, groups: str) -> None:
-    """Drop root for the job's own user, its gid the same number, with only ``groups`` beside it."""
+    """Drop root for the job's own user, its gid the same number, with only ``groups`` beside it, for good:
+    no setuid-root or file-capability program the host has (``su``, ``mount``, a privilege-escalation bug in
+    one) can give the job more than its user has."""
     if uid is not None:
         os.setgroups([int(gid) for gid in groups.split(",") if gid])
         os.setgid(uid)
         os.setuid(uid)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(errno)}")
 
 
 def _write_result(result_dir: int, name: str, result: dict[str, float]) -> None:

@@ -26,10 +26,11 @@ from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
 from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
-from kerrigan.runner.isolation.users import give_to
+from kerrigan.runner.isolation.users import SHARED_WRITABLE, give_to, remove_owned, take_back
 from kerrigan.runner.records import JobRecord
 from kerrigan.runner.reporting import Reporting
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
+from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -192,17 +193,31 @@ class Processes(Reporting):
 
     async def _empty_cgroup(self, record: JobRecord) -> None:
         """Kill whatever of the job is left in its cgroup, wait until it is empty and remove it (and the
-        job's area): before the end is reported, so the device is free when the next job gets it."""
+        job's area): before the end is reported, so the device is free when the next job gets it. Its
+        workspace goes back to root and what it left in the host's shared folders goes, before its uid is
+        free: a later job with that uid gets nothing of this one's."""
         if record.cgroup is not None:
             try:
                 await asyncio.to_thread(empty, record.cgroup)
             except CgroupError as err:
                 log.error("job %s: its cgroup would not empty: %s", record.id, err)
                 return  # kept on record: the agent's stop, or its next start, tries again
+        if record.user is not None:
+            await asyncio.to_thread(self._take_back, record, record.user)
+        if record.cgroup is not None:
             record.cgroup = None
             self.records.save(record)
         if record.user is not None:
             await asyncio.to_thread(shutil.rmtree, self.area(record.id), True)
+
+    def _take_back(self, record: JobRecord, uid: int) -> None:
+        try:
+            if record.workspace is not None:
+                take_back(self.workspaces.path(record.workspace))
+            for folder in SHARED_WRITABLE:
+                remove_owned(Path(folder), uid)
+        except (OSError, UnsafeWorkspaceError) as err:
+            log.error("job %s: what it left could not be taken back from uid %s: %s", record.id, uid, err)
 
     async def _follow(self, record: JobRecord) -> None:
         """Upload output until the job's process ends (or is stopped), then report the end."""

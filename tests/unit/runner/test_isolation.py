@@ -192,3 +192,38 @@ def test_a_workspace_deeper_than_path_max_is_handed_over_whole_and_its_links_are
     assert os.lstat(workspace / "escape").st_uid == 61234
     assert outside.stat().st_uid == 0
     assert workspace.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another user and back needs root")
+async def test_at_a_jobs_end_its_workspace_goes_back_to_root_and_its_leftovers_in_shared_folders_go(
+    tmp_path: Path,
+) -> None:
+    # Before its uid is free: a later job given the same uid would otherwise read and plant files in what
+    # this one left (tests/e2e/test_job_isolation.py has the later job try).
+    from kerrigan.runner.isolation.users import SHARED_WRITABLE, give_to
+
+    fake_cgroups = {"freezer": tmp_path / "cgroup" / "freezer"}
+    fake_cgroups["freezer"].mkdir(parents=True)
+    settings = AgentSettings("http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work")
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=HostFacts(root=True, cgroup_v1=fake_cgroups, memory_total=GIB))
+    agent._lay_out_work_dir()
+    record = JobRecord("9", {"claim": {"vcpus": 1}}, state="ended", workspace="ws-9", user=61234)
+    workspace = agent.workspaces.mark_used("ws-9", 0.0)
+    (workspace / "left.txt").write_text("the job's\n")
+    give_to(workspace, 61234)
+    left = Path(SHARED_WRITABLE[0], f"kerrigan-unit-{os.getpid()}")
+    kept = Path(SHARED_WRITABLE[0], f"kerrigan-unit-{os.getpid()}-root")
+    left.write_text("the job's\n")
+    kept.write_text("root's\n")
+    os.chown(left, 61234, 61234)
+    try:
+        await agent._empty_cgroup(record)
+        assert not left.exists()
+        assert kept.exists()
+    finally:
+        left.unlink(missing_ok=True)
+        kept.unlink(missing_ok=True)
+    info = workspace.stat()
+    assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, 0, 0o700)
+    assert (workspace / "left.txt").stat().st_uid == 61234  # given whole to the next job's user, later

@@ -3,13 +3,17 @@
 One small interface, :class:`CgroupBackend`, with the implementation the host allows chosen at start
 (:mod:`.probe`):
 
-- ``systemd``: a transient scope unit (``systemd-run --scope`` with ``AllowedCPUs=`` and ``MemoryMax=``)
+- ``systemd``: a transient scope unit (``systemd-run --scope`` with ``AllowedCPUs=``, ``MemoryMax=`` and
+  ``TasksMax=``)
   where systemd is PID 1 and runs the agent; ended with ``systemctl kill --signal=SIGKILL``.
 - ``cgroup-v2``: a folder in the agent's own (delegated) cgroup v2 subtree with ``cpuset.cpus`` and
-  ``memory.max``; ended by writing ``cgroup.kill``.
+  ``memory.max`` (and ``pids.max``); ended by writing ``cgroup.kill``.
 - ``cgroup-v1``: a folder in the agent's own cgroup of each v1 controller there is (freezer, memory, cpuset,
-  pids) with ``memory.limit_in_bytes`` and ``cpuset.cpus``; ended by freezing it, SIGKILLing every process
-  in it and thawing it, so nothing forks its way out meanwhile.
+  pids) with ``memory.limit_in_bytes``, ``cpuset.cpus`` and ``pids.max``; ended by freezing it, SIGKILLing
+  every process in it and thawing it, so nothing forks its way out meanwhile.
+
+Every backend caps the job's processes and threads at :data:`JOB_PIDS_MAX` where the host has a pids
+controller: a fork bomb fills its own cgroup, not the host's process table.
 
 The launcher writes its own pid into the cgroup (its ``cgroup.procs`` files, which the agent passes it)
 before it starts the command, so the command and everything it starts are in it from the first instruction.
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 
 EMPTY_TIMEOUT_S: Final = 60.0  # a process stuck in the kernel (a hung USB device) may take this long
 V1_CONTROLLERS: Final = ("freezer", "memory", "cpuset", "pids")
+JOB_PIDS_MAX: Final = 4096  # processes and threads of one job: a parallel build's, far below the host's
 
 
 class CgroupError(OSError):
@@ -66,12 +71,18 @@ class CgroupBackend:
         """The job's cgroup (or unit) name."""
         return f"kerrigan-{self.key}-job-{job_id}"
 
-    def create(self, job_id: str, cpus: Sequence[int], memory_bytes: int | None) -> dict[str, Any] | None:
+    def create(
+        self, job_id: str, cpus: Sequence[int], memory_bytes: int | None, pids_max: int = JOB_PIDS_MAX
+    ) -> dict[str, Any] | None:
         """Make the job's cgroup; what the job record keeps of it (None: there is none)."""
         return None
 
     def prefix(
-        self, entry: Mapping[str, Any] | None, cpus: Sequence[int], memory_bytes: int | None
+        self,
+        entry: Mapping[str, Any] | None,
+        cpus: Sequence[int],
+        memory_bytes: int | None,
+        pids_max: int = JOB_PIDS_MAX,
     ) -> list[str]:
         """What goes before the launcher's command line (``systemd-run`` for a scope)."""
         return []
@@ -92,8 +103,11 @@ class CgroupV1(CgroupBackend):
         self.memory_cap = "memory" in parents
         self.cpu_set = "cpuset" in parents
 
-    def create(self, job_id: str, cpus: Sequence[int], memory_bytes: int | None) -> dict[str, Any]:
-        """One folder per controller, its CPU set and memory cap written before anything joins it."""
+    def create(
+        self, job_id: str, cpus: Sequence[int], memory_bytes: int | None, pids_max: int = JOB_PIDS_MAX
+    ) -> dict[str, Any]:
+        """One folder per controller, its CPU set, memory cap and process cap written before anything joins
+        it."""
         folders = {name: parent / self.unit_name(job_id) for name, parent in self.parents.items()}
         entry = {"backend": self.name, "paths": {name: str(path) for name, path in folders.items()}}
         empty(entry)  # a leftover of a crashed agent with the same job id: it is ours, and it goes
@@ -107,6 +121,8 @@ class CgroupV1(CgroupBackend):
                 _write(folders["cpuset"] / "cpuset.cpus", format_cpu_list(cpus))
             if "memory" in folders and memory_bytes is not None:
                 _write(folders["memory"] / "memory.limit_in_bytes", str(memory_bytes))
+            if "pids" in folders:
+                _write(folders["pids"] / "pids.max", str(pids_max))
         except OSError as err:
             with contextlib.suppress(OSError):
                 empty(entry)
@@ -143,8 +159,10 @@ class CgroupV2(CgroupBackend):
                 _write(leaf / "cgroup.procs", str(pid))
         _write(self.parent / "cgroup.subtree_control", " ".join(f"+{name}" for name in sorted(wanted)))
 
-    def create(self, job_id: str, cpus: Sequence[int], memory_bytes: int | None) -> dict[str, Any]:
-        """The job's folder with ``cpuset.cpus`` and ``memory.max``."""
+    def create(
+        self, job_id: str, cpus: Sequence[int], memory_bytes: int | None, pids_max: int = JOB_PIDS_MAX
+    ) -> dict[str, Any]:
+        """The job's folder with ``cpuset.cpus``, ``memory.max`` and ``pids.max``."""
         folder = self.parent / self.unit_name(job_id)
         entry = {"backend": self.name, "paths": {"unified": str(folder)}}
         empty(entry)
@@ -153,6 +171,8 @@ class CgroupV2(CgroupBackend):
             _write(folder / "cpuset.cpus", format_cpu_list(cpus))
             if memory_bytes is not None:
                 _write(folder / "memory.max", str(memory_bytes))
+            if (folder / "pids.max").exists():
+                _write(folder / "pids.max", str(pids_max))
         except OSError as err:
             with contextlib.suppress(OSError):
                 empty(entry)
@@ -171,16 +191,30 @@ class SystemdScope(CgroupBackend):
     memory_cap = True
     cpu_set = True
 
-    def create(self, job_id: str, cpus: Sequence[int], memory_bytes: int | None) -> dict[str, Any]:
+    def create(
+        self, job_id: str, cpus: Sequence[int], memory_bytes: int | None, pids_max: int = JOB_PIDS_MAX
+    ) -> dict[str, Any]:
         """Nothing is made yet: ``systemd-run`` makes the scope as it starts the launcher."""
         return {"backend": self.name, "unit": f"{self.unit_name(job_id)}.scope"}
 
     def prefix(
-        self, entry: Mapping[str, Any] | None, cpus: Sequence[int], memory_bytes: int | None
+        self,
+        entry: Mapping[str, Any] | None,
+        cpus: Sequence[int],
+        memory_bytes: int | None,
+        pids_max: int = JOB_PIDS_MAX,
     ) -> list[str]:
-        """``systemd-run --scope`` with the job's CPUs and memory cap."""
+        """``systemd-run --scope`` with the job's CPUs, memory cap and process cap."""
         unit = str((entry or {}).get("unit", ""))
-        argv = ["systemd-run", "--scope", "--quiet", "--collect", f"--unit={unit}"]
+        argv = [
+            "systemd-run",
+            "--scope",
+            "--quiet",
+            "--collect",
+            f"--unit={unit}",
+            "-p",
+            f"TasksMax={pids_max}",
+        ]
         if cpus:
             argv += ["-p", f"AllowedCPUs={format_cpu_list(cpus)}"]
         if memory_bytes is not None:
@@ -197,32 +231,33 @@ def empty(entry: Mapping[str, Any] | None, timeout_s: float = EMPTY_TIMEOUT_S) -
         _stop_unit(str(entry.get("unit", "")), timeout_s)
         return
     folders = [Path(path) for path in (entry.get("paths") or {}).values()]
-    freezer = (entry.get("paths") or {}).get("freezer")
+    freezer = Path(entry["paths"]["freezer"]) if (entry.get("paths") or {}).get("freezer") else None
     deadline = time.monotonic() + timeout_s
     while True:
+        if freezer is not None:  # frozen before it is read: nothing forks a process the kill would miss
+            _freeze(freezer, "FROZEN")
         pids = {pid for folder in folders for pid in _pids(folder)}
+        if pids:
+            _kill(folders, pids)
+        if freezer is not None:
+            _freeze(freezer, "THAWED")  # the SIGKILLs are acted on as the processes thaw
         if not pids:
             break
         if time.monotonic() > deadline:
             raise CgroupError(errno.EBUSY, f"{folders[0]} still holds processes {sorted(pids)}")
-        _kill(folders, pids, Path(freezer) if freezer else None)
         time.sleep(0.02)
     for folder in folders:
         _rmdir(folder, deadline)
 
 
-def _kill(folders: Sequence[Path], pids: set[int], freezer: Path | None) -> None:
+def _kill(folders: Sequence[Path], pids: set[int]) -> None:
     kill_file = folders[0] / "cgroup.kill"
     if kill_file.exists():  # cgroup v2 since Linux 5.14: the kernel kills the whole cgroup at once
         _write(kill_file, "1")
         return
-    if freezer is not None:  # frozen, nothing in it can fork a process the kill below would miss
-        _freeze(freezer, "FROZEN")
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    if freezer is not None:
-        _freeze(freezer, "THAWED")  # the SIGKILLs are acted on as the processes thaw
 
 
 def _freeze(freezer: Path, state: str) -> None:

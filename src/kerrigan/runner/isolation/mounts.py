@@ -4,7 +4,10 @@ The launcher unshares its mount namespace (``unshare(CLONE_NEWNS)``; Python 3.11
 makes every mount in it private (so nothing it mounts leaks back to the host, nor the host's later mounts
 in), and binds the job's own folders over ``/tmp``, ``/var/tmp`` and ``/dev/shm``. A path the job needs that
 those mounts hide (its workspace, its home: in tests the work dir is under ``/tmp``) is bound again at the
-same path inside the new ``/tmp``, so it keeps its name. Only the standard library is used.
+same path inside the new ``/tmp``, so it keeps its name. The job gets an IPC namespace of its own too
+(``CLONE_NEWIPC``): System V shared memory, semaphores and message queues are ``/dev/shm``'s older kin, and
+without it a segment one job leaves outlives it, readable by a later job with the same uid; a job's own go
+with its last process. Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWIPC: Final = 0x08000000
 MS_BIND: Final = 4096
 MS_REC: Final = 16384
 MS_PRIVATE: Final = 1 << 18
@@ -38,9 +42,10 @@ def _check(result: int, what: str) -> None:
 
 
 def unshare_mounts() -> None:
-    """Give this process a mount namespace of its own in which no mount propagates either way."""
+    """Give this process a mount namespace of its own in which no mount propagates either way, and an IPC
+    namespace of its own."""
     libc = _libc()
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 

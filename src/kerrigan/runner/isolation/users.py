@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import stat
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,3 +86,44 @@ def give_to(path: Path, uid: int, mode: int = 0o700) -> None:
         for name in folders + files:
             os.chown(name, uid, uid, dir_fd=folder_fd, follow_symlinks=False)
     path.chmod(mode)
+
+
+def take_back(path: Path) -> None:
+    """Make the folder ``path`` root's own (mode 0700) again, its contents unreachable: at the job's end,
+    before its uid is free for a later job, which must not read or plant files in what this one left.
+    Nothing happens to a folder that is gone; a link in its place is refused (``O_NOFOLLOW``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return
+    try:
+        os.fchown(fd, 0, 0)
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+SHARED_WRITABLE: Final = ("/run/lock",)  # the host's sticky folders a private /tmp does not cover
+
+
+def remove_owned(folder: Path, uid: int) -> list[str]:
+    """Delete what ``uid`` made directly in the shared folder ``folder`` (links themselves, never their
+    targets); the names removed. At the job's end: a later job with the same uid finds nothing of it."""
+    removed: list[str] = []
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return removed
+    try:
+        for entry in os.scandir(fd):
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != uid:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(entry.name, dir_fd=fd)  # fd-based on Linux: links inside are not followed
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+            removed.append(entry.name)
+    finally:
+        os.close(fd)
+    return removed
