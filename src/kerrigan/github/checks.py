@@ -28,6 +28,11 @@ RETRY_ACTION: Final = {
     "description": "Run this workflow again",
     "identifier": "retry",
 }
+CANCEL_ACTION: Final = {
+    "label": "Cancel",
+    "description": "Stop this session's jobs",
+    "identifier": "cancel",
+}
 
 
 def check_run_name(workflow: str) -> str:
@@ -310,6 +315,8 @@ def _body(
     if conclusion is not None:
         fields["conclusion"] = conclusion
         fields["actions"] = [RETRY_ACTION]
+    else:
+        fields["actions"] = [CANCEL_ACTION]  # queued or in progress: it can still be stopped
     return CheckRunBody(fields, more)
 
 
