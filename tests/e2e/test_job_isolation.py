@@ -486,3 +486,23 @@ def test_links_a_job_leaves_in_its_workspace_do_not_turn_what_root_does_there_ag
     assert store.remove(job.workspace.name)
     host_untouched()
     assert not job.workspace.exists()
+
+
+def test_a_job_sees_neither_another_jobs_command_line_nor_the_agents(work: Path, jobs: list[Job]) -> None:
+    isolation = isolation_here(work)
+    # A token in a command line (curl -H, git clone https://x-access-token:...@) is in /proc/PID/cmdline,
+    # which the host's /proc shows everyone.
+    first = start(work, isolation, jobs, "1", "sh -c 'echo $$ > pid; sleep 300; :' ghs_token_in_argv")
+    pid = int(wait_for(first.workspace / "pid"))
+    assert "ghs_token_in_argv" in Path(f"/proc/{pid}/cmdline").read_text()
+    probes = [
+        ("other job", f"cat /proc/{pid}/cmdline"),
+        ("other launcher", f"cat /proc/{first.process.pid}/cmdline"),
+        ("agent", f"cat /proc/{os.getpid()}/cmdline"),
+        ("listed", f"sh -c 'ls /proc | grep -qx {pid}'"),
+    ]
+    second = start(work, isolation, jobs, "2", probe_script(probes) + "cat /proc/$$/status | grep ^Uid")
+    out, _ = second.process.communicate(timeout=30)
+
+    assert out.split("\n")[: len(probes)] == [f"{name} denied" for name, _ in probes], out
+    assert f"Uid:\t{second.uid}" in out  # its own processes it still sees

@@ -8,7 +8,7 @@ command's output going to the job's log file. The launcher:
 - pins itself to ``--cpus`` (its children inherit it) when given;
 - with ``--private-tmp AREA``, moves into a mount namespace of its own where ``AREA``'s folders cover
   ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (:mod:`kerrigan.runner.isolation.mounts`; the ``--keep`` folders
-  keep their paths);
+  keep their paths), and a ``/proc`` where the job sees its own user's processes only;
 - with ``--user UID``, runs the command as that user and group, with only the ``--groups`` given, and with
   *no new privileges* (a setuid or file-capability program runs with the job's rights, not root's); the
   launcher itself stays root, so the command can neither signal it nor touch the result file;
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -36,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from kerrigan.runner.isolation.mounts import MountError, private_tmp
+from kerrigan.runner.isolation.mounts import MountError, private_proc, private_tmp
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
@@ -144,6 +145,14 @@ def _enter(args: argparse.Namespace) -> int:
         except (MountError, OSError) as err:
             os.close(result_dir)
             raise LaunchError(f"cannot give the job a private /tmp: {err}") from err
+        try:
+            private_proc()
+        except MountError as err:
+            if err.errno != errno.EINVAL:
+                os.close(result_dir)
+                raise LaunchError(f"cannot hide other users' processes from the job: {err}") from err
+            # A kernel before 5.8: said in the job's output, where whoever reads it finds out.
+            sys.stderr.write(f"kerrigan: other users' processes stay visible to this job: {err}\n")
     return result_dir
 
 
@@ -157,8 +166,8 @@ def _become(uid: int | None, groups: str) -> None:
         os.setuid(uid)
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(errno)}")
+            code = ctypes.get_errno()
+            raise OSError(code, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(code)}")
 
 
 def _write_result(result_dir: int, name: str, result: dict[str, float]) -> None:

@@ -7,7 +7,10 @@ those mounts hide (its workspace, its home: in tests the work dir is under ``/tm
 same path inside the new ``/tmp``, so it keeps its name. The job gets an IPC namespace of its own too
 (``CLONE_NEWIPC``): System V shared memory, semaphores and message queues are ``/dev/shm``'s older kin, and
 without it a segment one job leaves outlives it, readable by a later job with the same uid; a job's own go
-with its last process. Only the standard library is used.
+with its last process. :func:`private_proc` mounts a ``/proc`` of its own that shows the job its own
+user's processes only (``hidepid=invisible``, Linux 5.8): other jobs' command lines, which anyone may read
+in the host's ``/proc``, often carry a token (``curl -H "Authorization: ..."``, ``git clone
+https://x-access-token:...@``). Only the standard library is used.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ CLONE_NEWIPC: Final = 0x08000000
 MS_BIND: Final = 4096
 MS_REC: Final = 16384
 MS_PRIVATE: Final = 1 << 18
+MS_NOSUID: Final = 2
+MS_NODEV: Final = 4
+MS_NOEXEC: Final = 8
 HIDDEN_BY_PRIVATE_TMP: Final = ("/tmp", "/var/tmp", "/dev/shm")  # noqa: S108 -- the folders being replaced
 AREA_FOLDERS: Final = ("tmp", "var-tmp", "shm")  # the job's own, in its area, in the same order
 
@@ -84,6 +90,16 @@ def private_tmp(area: Path, keep: Sequence[str]) -> None:
     finally:
         for fd in [*own.values(), *kept.values()]:
             os.close(fd)
+
+
+def private_proc() -> None:
+    """Mount a ``/proc`` over the host's in this (private) mount namespace where a process sees only its own
+    user's processes; root, the launcher, still sees all. A kernel older than 5.8 refuses the option
+    (``EINVAL``): there ``hidepid`` would change the host's one ``/proc``, so it is not tried another way."""
+    _check(
+        _libc().mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, b"hidepid=invisible"),
+        "mount -t proc -o hidepid=invisible proc /proc",
+    )
 
 
 def _mkdirs(path: str) -> None:
