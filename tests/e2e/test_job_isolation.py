@@ -500,6 +500,9 @@ def test_a_job_sees_neither_another_jobs_command_line_nor_the_agents(work: Path,
         ("other launcher", f"cat /proc/{first.process.pid}/cmdline"),
         ("agent", f"cat /proc/{os.getpid()}/cmdline"),
         ("listed", f"sh -c 'ls /proc | grep -qx {pid}'"),
+        # A user namespace of its own (root in it) cannot lift the mount from /proc nor see past it.
+        ("unmounted in a user namespace", f"unshare -Urm sh -c 'umount /proc; cat /proc/{pid}/cmdline'"),
+        ("a new proc in a user namespace", f"unshare -Urpfm --mount-proc cat /proc/{pid}/cmdline"),
     ]
     second = start(work, isolation, jobs, "2", probe_script(probes) + "cat /proc/$$/status | grep ^Uid")
     out, _ = second.process.communicate(timeout=30)
