@@ -1,0 +1,424 @@
+"""What ran, where and when: sessions and jobs read newest first with keyset paging, and their retention.
+
+Pages are keyed on ``(created_at, pk)``, newest first, so a page never repeats or skips a row when new ones
+arrive, and the database walks an index (``ix_sessions_created_at``, ``ix_jobs_device_id_created_at``)
+instead of counting an offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from sqlalchemy import ColumnElement, and_, delete, exists, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
+
+from kerrigan.core.lifecycle import SessionState
+from kerrigan.store.jobs import CUT_SEQ
+from kerrigan.store.models import DeviceLeaseRow, DeviceRow, JobLogRow, JobRow, PoolRow, SessionRow
+
+T = TypeVar("T")
+
+OUTPUT_BATCH = 64
+"""Output chunks read per query while a log is streamed."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFilters:
+    """What a list of sessions is narrowed to; ``None`` leaves a field open."""
+
+    repository: str | None = None
+    branch: str | None = None
+    workflow: str | None = None
+    state: str | None = None
+    conclusion: str | None = None
+    device: str | None = None
+    since: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a page ended: the last row's ``created_at`` and primary key."""
+
+    created_at: datetime
+    pk: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobEntry:
+    """One job, one attempt of a task, as history shows it."""
+
+    id: int
+    session_id: str
+    task_id: str
+    state: str
+    attempt: int
+    retry_of: int | None
+    failure_class: str | None
+    reason: str | None
+    detail: str | None
+    device_id: str | None
+    host: str | None
+    exit_status: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    log_bytes: int
+    repository: str = ""
+    workflow: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    """One session as history lists it, with the devices its jobs ran on and when they ran."""
+
+    id: str
+    repository: str
+    branch: str | None
+    workflow: str
+    head_sha: str
+    event: str
+    state: str
+    conclusion: str | None
+    cancelled_by: str | None
+    cancel_reason: str | None
+    created_at: datetime
+    updated_at: datetime
+    pk: int
+    devices: tuple[str, ...] = ()
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    jobs: tuple[JobEntry, ...] = field(default=())
+
+    @property
+    def duration_s(self) -> float | None:
+        """From the first job's start to the last one's end, once the session completed."""
+        if self.state != SessionState.COMPLETED or self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """Rows of one page and where the next one starts (``None``: this was the last)."""
+
+    items: tuple[T, ...]
+    next: Position | None
+
+
+def _job_entry(row: JobRow, session_row: SessionRow) -> JobEntry:
+    return JobEntry(
+        id=row.pk,
+        session_id=session_row.id,
+        task_id=row.task_id,
+        state=row.state,
+        attempt=row.attempt,
+        retry_of=row.retry_of,
+        failure_class=row.failure_class,
+        reason=row.reason,
+        detail=row.detail,
+        device_id=row.device_id,
+        host=row.host,
+        exit_status=row.exit_status,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        log_bytes=row.log_bytes,
+        repository=session_row.repository,
+        workflow=session_row.workflow,
+    )
+
+
+def _session_entry(row: SessionRow, jobs: Sequence[JobRow], with_jobs: bool = False) -> SessionEntry:
+    starts = [job.started_at for job in jobs if job.started_at is not None]
+    ends = [job.finished_at for job in jobs if job.finished_at is not None]
+    devices = sorted({job.device_id for job in jobs if job.device_id is not None})
+    return SessionEntry(
+        id=row.id,
+        repository=row.repository,
+        branch=row.head_branch,
+        workflow=row.workflow,
+        head_sha=row.head_sha,
+        event=row.event,
+        state=row.state.value,
+        conclusion=row.conclusion,
+        cancelled_by=row.cancelled_by,
+        cancel_reason=row.cancel_reason,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        pk=row.pk,
+        devices=tuple(devices),
+        started_at=min(starts) if starts else None,
+        finished_at=max(ends) if ends else None,
+        jobs=tuple(_job_entry(job, row) for job in jobs) if with_jobs else (),
+    )
+
+
+def _after(
+    created_at: InstrumentedAttribute[datetime], pk: InstrumentedAttribute[int], position: Position
+) -> ColumnElement[bool]:
+    """Rows strictly after ``position`` in newest-first order."""
+    return or_(created_at < position.created_at, and_(created_at == position.created_at, pk < position.pk))
+
+
+async def list_sessions(
+    session: AsyncSession, filters: SessionFilters, *, limit: int, after: Position | None = None
+) -> Page[SessionEntry]:
+    """Sessions matching ``filters``, newest first, ``limit`` of them after ``after``."""
+    query = select(SessionRow)
+    for column, value in (
+        (SessionRow.repository, filters.repository),
+        (SessionRow.head_branch, filters.branch),
+        (SessionRow.workflow, filters.workflow),
+        (SessionRow.state, filters.state),
+        (SessionRow.conclusion, filters.conclusion),
+    ):
+        if value is not None:
+            query = query.where(column == value)
+    if filters.device is not None:
+        query = query.where(
+            exists().where(JobRow.session_pk == SessionRow.pk, JobRow.device_id == filters.device)
+        )
+    if filters.since is not None:
+        query = query.where(SessionRow.created_at >= filters.since)
+    if after is not None:
+        query = query.where(_after(SessionRow.created_at, SessionRow.pk, after))
+    query = query.order_by(SessionRow.created_at.desc(), SessionRow.pk.desc()).limit(limit + 1)
+    rows = list((await session.scalars(query)).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    jobs = await _jobs_of(session, [row.pk for row in rows])
+    items = tuple(_session_entry(row, jobs.get(row.pk, ())) for row in rows)
+    last = rows[-1] if rows else None
+    return Page(items, Position(last.created_at, last.pk) if more and last is not None else None)
+
+
+async def _jobs_of(session: AsyncSession, session_pks: Sequence[int]) -> dict[int, list[JobRow]]:
+    if not session_pks:
+        return {}
+    found: dict[int, list[JobRow]] = {}
+    rows = await session.scalars(
+        select(JobRow).where(JobRow.session_pk.in_(session_pks)).order_by(JobRow.task_id, JobRow.attempt)
+    )
+    for job in rows:
+        found.setdefault(job.session_pk, []).append(job)
+    return found
+
+
+async def session_detail(session: AsyncSession, session_id: str) -> SessionEntry | None:
+    """One session with every job of it, each attempt its own, in task and attempt order."""
+    row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id))
+    if row is None:
+        return None
+    jobs = await _jobs_of(session, [row.pk])
+    return _session_entry(row, jobs.get(row.pk, ()), with_jobs=True)
+
+
+async def job_detail(session: AsyncSession, job_id: int) -> JobEntry | None:
+    """One job, or ``None``."""
+    found = (
+        await session.execute(
+            select(JobRow, SessionRow)
+            .join(SessionRow, SessionRow.pk == JobRow.session_pk)
+            .where(JobRow.pk == job_id)
+        )
+    ).first()
+    return _job_entry(found[0], found[1]) if found is not None else None
+
+
+async def device_jobs(
+    session: AsyncSession, device_id: str, *, limit: int, after: Position | None = None
+) -> Page[JobEntry]:
+    """The jobs that ran (or were sent to run) on ``device_id``, newest first."""
+    query = (
+        select(JobRow, SessionRow)
+        .join(SessionRow, SessionRow.pk == JobRow.session_pk)
+        .where(JobRow.device_id == device_id)
+    )
+    if after is not None:
+        query = query.where(_after(JobRow.created_at, JobRow.pk, after))
+    query = query.order_by(JobRow.created_at.desc(), JobRow.pk.desc()).limit(limit + 1)
+    rows = list((await session.execute(query)).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = tuple(_job_entry(job, owner) for job, owner in rows)
+    last = rows[-1][0] if rows else None
+    return Page(items, Position(last.created_at, last.pk) if more and last is not None else None)
+
+
+async def output_chunks(session: AsyncSession, job_id: int) -> AsyncIterator[str]:
+    """A job's stored output in order, a few chunks per query (never the whole log at once); the notice
+    that the output was cut, if it was, comes last."""
+    after = -1
+    while True:
+        batch = list(
+            (
+                await session.execute(
+                    select(JobLogRow.seq, JobLogRow.data)
+                    .where(JobLogRow.job_pk == job_id, JobLogRow.seq > after)
+                    .order_by(JobLogRow.seq)
+                    .limit(OUTPUT_BATCH)
+                )
+            ).all()
+        )
+        for _, data in batch:
+            yield str(data)
+        if len(batch) < OUTPUT_BATCH:
+            break
+        after = int(batch[-1][0])
+    notice = await session.scalar(
+        select(JobLogRow.data).where(JobLogRow.job_pk == job_id, JobLogRow.seq == CUT_SEQ)
+    )
+    if notice is not None:
+        yield str(notice)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSummary:
+    """A device as ``/devices`` lists it: its state, the job it runs now, its last ended job and how
+    many of its ended jobs of the window succeeded."""
+
+    id: str
+    pool_id: str
+    host: str
+    state: str
+    state_reason: str
+    current: JobEntry | None
+    last: JobEntry | None
+    passed: int
+    ended: int
+
+    @property
+    def pass_rate(self) -> float | None:
+        """Succeeded over ended jobs (retried attempts left out), ``None`` without any."""
+        return self.passed / self.ended if self.ended else None
+
+
+_ENDED_COUNTED = ("succeeded", "failed", "timed_out")
+
+
+async def device_summaries(session: AsyncSession, since: datetime) -> list[DeviceSummary]:
+    """Every device, by id, with its current job (the one holding its lease), its last ended job and its
+    pass rate over the jobs that ended since ``since``."""
+    devices = (
+        await session.execute(
+            select(DeviceRow, PoolRow.id)
+            .join(PoolRow, PoolRow.pk == DeviceRow.pool_pk)
+            .order_by(DeviceRow.id)
+        )
+    ).all()
+    current: dict[str, JobEntry] = {}
+    for job, owner, device_id in (
+        await session.execute(
+            select(JobRow, SessionRow, DeviceLeaseRow.device_id)
+            .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+            .join(SessionRow, SessionRow.pk == JobRow.session_pk)
+        )
+    ).all():
+        current[device_id] = _job_entry(job, owner)
+    counts: dict[str, list[int]] = {}
+    rows = await session.execute(
+        select(JobRow.device_id, JobRow.state).where(
+            JobRow.device_id.is_not(None),
+            JobRow.finished_at >= since,
+            JobRow.state.in_(_ENDED_COUNTED),
+        )
+    )
+    for counted_device, state in rows:
+        tally = counts.setdefault(str(counted_device), [0, 0])
+        tally[0] += state == "succeeded"
+        tally[1] += 1
+    summaries = []
+    for device, pool_id in devices:
+        last_found = (
+            await session.execute(
+                select(JobRow, SessionRow)
+                .join(SessionRow, SessionRow.pk == JobRow.session_pk)
+                .where(JobRow.device_id == device.id, JobRow.finished_at.is_not(None))
+                .order_by(JobRow.created_at.desc(), JobRow.pk.desc())
+                .limit(1)
+            )
+        ).first()
+        passed, ended = counts.get(device.id, [0, 0])
+        summaries.append(
+            DeviceSummary(
+                id=device.id,
+                pool_id=str(pool_id),
+                host=device.host,
+                state=device.state.value,
+                state_reason=device.state_reason,
+                current=current.get(device.id),
+                last=_job_entry(last_found[0], last_found[1]) if last_found is not None else None,
+                passed=passed,
+                ended=ended,
+            )
+        )
+    return summaries
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What one retention pass deleted."""
+
+    sessions: int = 0
+    output_jobs: int = 0
+
+
+async def prune_history(
+    session: AsyncSession,
+    *,
+    sessions_before: datetime,
+    output_before: datetime,
+    batch: int = 500,
+) -> Pruned:
+    """Delete completed sessions created before ``sessions_before`` (their jobs and output with them), and
+    the output of jobs that ended before ``output_before`` (the jobs stay), ``batch`` rows per statement so
+    a large backlog never holds one long lock. A session still running is kept however old it is."""
+    sessions_deleted = 0
+    while True:
+        pks = list(
+            (
+                await session.scalars(
+                    select(SessionRow.pk)
+                    .where(
+                        SessionRow.created_at < sessions_before,
+                        SessionRow.state == SessionState.COMPLETED,
+                    )
+                    .limit(batch)
+                )
+            ).all()
+        )
+        if not pks:
+            break
+        job_pks = select(JobRow.pk).where(JobRow.session_pk.in_(pks))
+        # Children first and explicitly: a batch's statements stay small and none relies on the cascade.
+        await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(job_pks)))
+        await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
+        await session.execute(update(JobRow).where(JobRow.retry_of.in_(job_pks)).values(retry_of=None))
+        await session.execute(delete(JobRow).where(JobRow.session_pk.in_(pks)))
+        await session.execute(delete(SessionRow).where(SessionRow.pk.in_(pks)))
+        sessions_deleted += len(pks)
+        await session.commit()
+    output_jobs = 0
+    while True:
+        jobs = list(
+            (
+                await session.scalars(
+                    select(JobRow.pk)
+                    .where(
+                        JobRow.finished_at < output_before,
+                        exists().where(JobLogRow.job_pk == JobRow.pk),
+                    )
+                    .limit(batch)
+                )
+            ).all()
+        )
+        if not jobs:
+            break
+        await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(jobs)))
+        output_jobs += len(jobs)
+        await session.commit()
+    return Pruned(sessions_deleted, output_jobs)

@@ -1,0 +1,297 @@
+"""History: ``GET /api/v1/sessions`` (filtered, newest first, cursor paging), ``/sessions/{id}`` with its jobs
+and attempts, ``/jobs/{id}``, ``/jobs/{id}/output`` (the raw log) and ``/devices/{id}/jobs``.
+
+A list answers ``{"items": [...], "next_cursor": "..." | null}``. A cursor is opaque to clients and bound to
+the filters it was made for: sent with other filters, it is refused (400 naming ``cursor``) rather than
+silently paging a different list. An unknown query parameter is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from aiohttp import web
+from sqlalchemy import select
+
+from kerrigan.core.lifecycle import Conclusion, SessionState
+from kerrigan.store.history import (
+    JobEntry,
+    Position,
+    SessionEntry,
+    SessionFilters,
+    device_jobs,
+    job_detail,
+    list_sessions,
+    output_chunks,
+    session_detail,
+)
+from kerrigan.store.models import DeviceRow
+from kerrigan.web.auth import reader
+from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.state import DATABASE
+
+routes = web.RouteTableDef()
+
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 500
+SESSION_FILTERS: Final = ("repository", "branch", "workflow", "state", "conclusion", "device", "since")
+PAGING: Final = ("limit", "cursor")
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """A list request read and checked: its filters, page size and where it resumes."""
+
+    filters: SessionFilters
+    limit: int
+    after: Position | None
+    binding: str  # what a cursor of this query carries: a digest of its filters
+
+    def cursor(self, position: Position | None) -> str | None:
+        """The opaque cursor resuming this query after ``position``."""
+        if position is None:
+            return None
+        raw = json.dumps(
+            {"q": self.binding, "t": position.created_at.isoformat(), "p": position.pk}, separators=(",", ":")
+        )
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _binding(scope: str, filters: Mapping[str, str]) -> str:
+    canonical = json.dumps([scope, sorted(filters.items())], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def parse_since(text: str, field: str = "since") -> datetime:
+    """An ISO 8601 time with a zone (``2026-12-01T09:00:00Z``); anything else is a 400 naming ``field``."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise bad_request(
+            f"{field} must be an ISO 8601 time with a zone, like 2026-12-01T09:00:00Z (got {text[:40]!r})",
+            field=field,
+        ) from None
+    if value.tzinfo is None:
+        raise bad_request(f"{field} needs a zone, like 2026-12-01T09:00:00Z or +02:00", field=field)
+    return value
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_LIMIT
+    if re.fullmatch(r"[0-9]{1,4}", text) is None or not 1 <= int(text) <= MAX_LIMIT:
+        raise bad_request(f"limit must be a whole number from 1 to {MAX_LIMIT}", field="limit")
+    return int(text)
+
+
+def _position(cursor: str, binding: str) -> Position:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        bound, at, pk = raw["q"], datetime.fromisoformat(raw["t"]), int(raw["p"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise bad_request("cursor is not one this server gave out", field="cursor") from None
+    if bound != binding:
+        raise bad_request(
+            "cursor belongs to another query: page with the filters it came with, or start again without it",
+            field="cursor",
+        )
+    return Position(at, pk)
+
+
+def read_query(
+    query: Mapping[str, str], scope: str, allowed: Collection[str], *, ignore: Collection[str] = ()
+) -> ListQuery:
+    """Check a list's query string: only ``allowed`` filters (plus ``limit`` and ``cursor``), each once."""
+    given: dict[str, str] = {}
+    for name, value in query.items():
+        if name in ignore:
+            continue
+        if name not in allowed and name not in PAGING:
+            known = ", ".join((*allowed, *PAGING))
+            raise bad_request(f"unknown filter {name!r}; known: {known}", field=name)
+        if name in given:
+            raise bad_request(f"{name} may be given once", field=name)
+        given[name] = value
+    filters = {name: value for name, value in given.items() if name in allowed and value != ""}
+    state, conclusion = filters.get("state"), filters.get("conclusion")
+    if state is not None and state not in {s.value for s in SessionState}:
+        raise bad_request(f"state must be one of {', '.join(s.value for s in SessionState)}", field="state")
+    if conclusion is not None and conclusion not in {c.value for c in Conclusion}:
+        choices = ", ".join(c.value for c in Conclusion)
+        raise bad_request(f"conclusion must be one of {choices}", field="conclusion")
+    since = parse_since(filters["since"]) if "since" in filters else None
+    binding = _binding(scope, filters)
+    cursor = given.get("cursor")
+    return ListQuery(
+        filters=SessionFilters(
+            repository=filters.get("repository"),
+            branch=filters.get("branch"),
+            workflow=filters.get("workflow"),
+            state=state,
+            conclusion=conclusion,
+            device=filters.get("device"),
+            since=since,
+        ),
+        limit=_limit(given.get("limit")),
+        after=_position(cursor, binding) if cursor else None,
+        binding=binding,
+    )
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def job_json(job: JobEntry) -> dict[str, Any]:
+    """A job in the API: its attempt, where and when it ran, how it ended."""
+    return {
+        "id": job.id,
+        "session": job.session_id,
+        "repository": job.repository,
+        "workflow": job.workflow,
+        "task": job.task_id,
+        "state": job.state,
+        "attempt": job.attempt,
+        "retry_of": job.retry_of,
+        "failure_class": job.failure_class,
+        "reason": job.reason,
+        "detail": job.detail,
+        "device": job.device_id,
+        "host": job.host,
+        "exit_status": job.exit_status,
+        "created_at": _time(job.created_at),
+        "started_at": _time(job.started_at),
+        "finished_at": _time(job.finished_at),
+        "output_bytes": job.log_bytes,
+        "output_url": f"/api/v1/jobs/{job.id}/output",
+    }
+
+
+def session_json(entry: SessionEntry, *, with_jobs: bool = False) -> dict[str, Any]:
+    """A session in the API; with its jobs (every attempt) when asked."""
+    body: dict[str, Any] = {
+        "id": entry.id,
+        "repository": entry.repository,
+        "branch": entry.branch,
+        "workflow": entry.workflow,
+        "commit": entry.head_sha,
+        "event": entry.event,
+        "state": entry.state,
+        "conclusion": entry.conclusion,
+        "cancelled_by": entry.cancelled_by,
+        "cancel_reason": entry.cancel_reason,
+        "devices": list(entry.devices),
+        "created_at": _time(entry.created_at),
+        "updated_at": _time(entry.updated_at),
+        "started_at": _time(entry.started_at),
+        "finished_at": _time(entry.finished_at),
+        "duration_s": entry.duration_s,
+        "url": f"/sessions/{entry.id}",
+    }
+    if with_jobs:
+        body["jobs"] = [job_json(job) for job in entry.jobs]
+    return body
+
+
+def _etag(body: Mapping[str, Any]) -> str:
+    return '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20] + '"'
+
+
+def _read(request: web.Request, body: Mapping[str, Any]) -> web.Response:
+    """A read with an ETag; a client that already has this version gets a 304."""
+    etag = _etag(body)
+    if etag in {tag.strip() for tag in request.headers.get("If-None-Match", "").split(",")}:
+        return web.Response(status=304, headers={"ETag": etag})
+    return web.json_response(body, headers={"ETag": etag})
+
+
+def _job_id(request: web.Request) -> int:
+    text = request.match_info["job_id"]
+    if re.fullmatch(r"[0-9]{1,18}", text) is None:
+        raise ApiError(404, "not_found", f"no job {text[:40]!r}: job ids are whole numbers")
+    return int(text)
+
+
+@routes.get("/sessions")
+async def sessions_index(request: web.Request) -> web.Response:
+    """Sessions newest first, by ``repository``, ``branch``, ``workflow``, ``state``, ``conclusion``,
+    ``device`` (a job ran there) and ``since``; ``limit`` (1-500, default 50) and ``cursor``."""
+    await reader(request)
+    query = read_query(request.query, "sessions", SESSION_FILTERS)
+    async with request.config_dict[DATABASE].sessions() as session:
+        page = await list_sessions(session, query.filters, limit=query.limit, after=query.after)
+    return web.json_response(
+        {"items": [session_json(entry) for entry in page.items], "next_cursor": query.cursor(page.next)}
+    )
+
+
+@routes.get("/sessions/{session_id}")
+async def session_read(request: web.Request) -> web.Response:
+    """One session with its jobs, each attempt its own."""
+    await reader(request)
+    session_id = request.match_info["session_id"]
+    async with request.config_dict[DATABASE].sessions() as session:
+        entry = await session_detail(session, session_id)
+    if entry is None:
+        raise ApiError(404, "not_found", f"no session {session_id[:40]!r}")
+    return _read(request, session_json(entry, with_jobs=True))
+
+
+@routes.get("/jobs/{job_id}")
+async def job_read(request: web.Request) -> web.Response:
+    """One job."""
+    await reader(request)
+    job_id = _job_id(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        job = await job_detail(session, job_id)
+    if job is None:
+        raise ApiError(404, "not_found", f"no job {job_id}")
+    return _read(request, job_json(job))
+
+
+@routes.get("/jobs/{job_id}/output")
+async def job_output(request: web.Request) -> web.StreamResponse:
+    """The job's whole stored output as plain text, written chunk by chunk as it is read."""
+    await reader(request)
+    job_id = _job_id(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        if await job_detail(session, job_id) is None:
+            raise ApiError(404, "not_found", f"no job {job_id}")
+        response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+        response.content_type = "text/plain"
+        response.charset = "utf-8"
+        await response.prepare(request)
+        async for chunk in output_chunks(session, job_id):
+            await response.write(chunk.encode())
+    await response.write_eof()
+    return response
+
+
+@routes.get("/devices/{device_id}/jobs")
+async def device_jobs_index(request: web.Request) -> web.Response:
+    """The jobs a device ran, newest first; ``limit`` and ``cursor`` as ``/sessions``."""
+    await reader(request)
+    device_id = request.match_info["device_id"]
+    query = read_query(request.query, f"devices/{device_id}/jobs", ())
+    async with request.config_dict[DATABASE].sessions() as session:
+        page = await device_jobs(session, device_id, limit=query.limit, after=query.after)
+        if not page.items and query.after is None:
+            known = await session.scalar(select(DeviceRow.pk).where(DeviceRow.id == device_id))
+            if known is None:
+                raise ApiError(404, "not_found", f"no device {device_id[:63]!r}")
+    return web.json_response(
+        {"items": [job_json(job) for job in page.items], "next_cursor": query.cursor(page.next)}
+    )
+
+
+def filters_of(query: SessionFilters) -> dict[str, Any]:
+    """The filters as the pages show them back in their form (empty strings for open ones)."""
+    return {name: ("" if value is None else value) for name, value in asdict(query).items()}
