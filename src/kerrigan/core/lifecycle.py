@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 
 class JobState(enum.StrEnum):
@@ -174,6 +174,70 @@ def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> 
     if exit_status == DEVICE_FAULT_EXIT:
         return JobState.FAILED, "device_fault"
     return JobState.FAILED, None
+
+
+# -- automatic retry ---------------------------------------------------------------------------------
+
+DEFAULT_INFRASTRUCTURE_RETRIES: Final = 2
+MAX_RETRIES: Final = 5  # per budget: more attempts than this hide a lab that is broken
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """The manifest's ``retry``: how many more attempts an infrastructure failure gets, and how many a
+    test failure gets when its exit status is one of ``exit_status`` (none unless the manifest says)."""
+
+    infrastructure: int = DEFAULT_INFRASTRUCTURE_RETRIES
+    exit_status: frozenset[int] = field(default_factory=frozenset)
+    limit: int = 0
+
+    @property
+    def max_attempts(self) -> int:
+        """The most attempts a task can have: its first and every retry either budget allows."""
+        return 1 + self.infrastructure + self.limit
+
+    def as_dict(self) -> dict[str, Any]:
+        """The policy as stored with its session."""
+        return {
+            "infrastructure": self.infrastructure,
+            "exit_status": sorted(self.exit_status),
+            "limit": self.limit,
+        }
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any] | None) -> RetryPolicy:
+        """A policy stored by :meth:`as_dict`; the default for a session stored before policies were."""
+        if not stored:
+            return cls()
+        return cls(
+            int(stored.get("infrastructure", DEFAULT_INFRASTRUCTURE_RETRIES)),
+            frozenset(int(status) for status in stored.get("exit_status", ())),
+            int(stored.get("limit", 0)),
+        )
+
+
+def should_retry(
+    policy: RetryPolicy,
+    state: JobState,
+    klass: FailureClass | None,
+    exit_status: int | None,
+    earlier: Iterable[FailureClass | None],
+) -> bool:
+    """Whether a job that ended in ``state`` gets another attempt. ``earlier`` are the failure classes of
+    the task's attempts already retried: each budget counts its own kind.
+
+    Only a failed job is retried (a timeout, a cancel, a queue-wait budget or a misfit would fail the same
+    way again): an infrastructure failure while ``policy.infrastructure`` allows, a test failure only when
+    its exit status is listed in ``policy.exit_status``, while ``policy.limit`` allows.
+    """
+    if state is not JobState.FAILED:
+        return False
+    spent = list(earlier)
+    if klass is FailureClass.INFRASTRUCTURE:
+        return spent.count(FailureClass.INFRASTRUCTURE) < policy.infrastructure
+    if klass is FailureClass.TEST and exit_status is not None and exit_status in policy.exit_status:
+        return spent.count(FailureClass.TEST) < policy.limit
+    return False
 
 
 # -- the session from its jobs -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from kerrigan.core.labels import (
     validate_user_key,
     validate_value,
 )
+from kerrigan.core.lifecycle import MAX_RETRIES, RetryPolicy
 from kerrigan.core.quoting import quote
 from kerrigan.core.requirements import (
     LabelRequirement,
@@ -38,6 +39,10 @@ DEFAULT_MAX_DEVKITS: Final = 1
 DEFAULT_QUEUE_WAIT_LIMIT_S: Final = 300
 DEFAULT_VCPUS: Final = 2
 DEFAULT_TIMEOUT_S: Final = 3600
+DEFAULT_CONCURRENCY_GROUP: Final = "{workflow}/{branch}"
+MAX_CONCURRENCY_GROUP: Final = 300  # the stored group's length (sessions.concurrency_group)
+PLACEHOLDERS: Final = ("workflow", "branch", "pull_request", "sha")
+MAX_EXIT_STATUSES: Final = 255
 
 
 class Strategy(enum.StrEnum):
@@ -127,6 +132,36 @@ class Task:
     line: int = 1
 
 
+class CancelInProgress(enum.StrEnum):
+    """Which of an older commit's sessions a newer one cancels (``concurrency.cancel``)."""
+
+    QUEUED = "queued"  # those none of whose jobs started
+    IN_PROGRESS = "in_progress"  # running ones too: their runners stop them
+    NONE = "none"  # none: every commit runs to its end
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """The manifest's ``concurrency``: sessions whose ``group`` expands alike supersede each other."""
+
+    group: str = DEFAULT_CONCURRENCY_GROUP
+    cancel: CancelInProgress = CancelInProgress.QUEUED
+
+    def expand(self, *, workflow: str, branch: str | None, pull_request: int | None, sha: str) -> str:
+        """The group of one session, cut to what is stored. ``{branch}`` of a pull request is
+        ``pull/<number>``: a fork's ``main`` is not the repository's ``main``."""
+        values = {
+            "workflow": workflow,
+            "branch": f"pull/{pull_request}" if pull_request is not None else (branch or ""),
+            "pull_request": str(pull_request) if pull_request is not None else "",
+            "sha": sha,
+        }
+        return _PLACEHOLDER.sub(lambda found: values[found.group(1)], self.group)[:MAX_CONCURRENCY_GROUP]
+
+
+_PLACEHOLDER: Final = re.compile(r"\{([a-z_]+)\}")
+
+
 @dataclass(frozen=True, slots=True)
 class Workflow:
     """A valid manifest."""
@@ -136,6 +171,8 @@ class Workflow:
     triggers: Triggers
     scheduling: Scheduling
     tasks: tuple[Task, ...]
+    concurrency: Concurrency = Concurrency()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +191,9 @@ class ManifestResult:
         return self.workflow is not None
 
 
-_TOP_KEYS: Final = ("name", "on", "scheduling", "tasks")
+_TOP_KEYS: Final = ("name", "on", "scheduling", "concurrency", "retry", "tasks")
+_CONCURRENCY_KEYS: Final = ("group", "cancel")
+_RETRY_KEYS: Final = ("infrastructure", "exit_status", "limit")
 _SCHEDULING_KEYS: Final = (
     "strategy",
     "max_devkits",
@@ -191,10 +230,12 @@ class _ManifestParser:
             name = self._name(root, top)
             triggers = self._triggers(root, top)
             scheduling = self._scheduling(top)
+            concurrency = self._concurrency(top)
+            retry = self._retry(top)
             tasks = self._tasks(root, top, scheduling)
             if not r.errors and triggers is not None and scheduling is not None:
                 assert name is not None  # no errors means the name was read
-                workflow = Workflow(name, self.file, triggers, scheduling, tuple(tasks))
+                workflow = Workflow(name, self.file, triggers, scheduling, tuple(tasks), concurrency, retry)
         return ManifestResult(self.file, name, workflow, r.sorted_errors(), r.sorted_warnings())
 
     # -- name and triggers -------------------------------------------------------------------------
@@ -302,6 +343,72 @@ class _ManifestParser:
             for item, item_field, text in self.reader.strings(config["types"][1], "on.merge_group.types"):
                 if text != "checks_requested":
                     self.reader.error(item, item_field, f"must be checks_requested, not {quote(text)}")
+
+    # -- concurrency and retry -----------------------------------------------------------------------
+
+    def _concurrency(self, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) -> Concurrency:
+        r = self.reader
+        if "concurrency" not in top or is_null(top["concurrency"][1]):
+            return Concurrency()
+        config = r.mapping(top["concurrency"][1], "concurrency", _CONCURRENCY_KEYS) or {}
+        group = DEFAULT_CONCURRENCY_GROUP
+        if "group" in config:
+            node = config["group"][1]
+            written = r.string(node, "concurrency.group")
+            if written is not None and self._group_ok(node, written):
+                group = written
+        cancel = CancelInProgress.QUEUED
+        if "cancel" in config:
+            chosen = r.choice(config["cancel"][1], "concurrency.cancel", CancelInProgress)
+            cancel = CancelInProgress(chosen) if chosen else cancel
+        return Concurrency(group, cancel)
+
+    def _group_ok(self, node: yaml.Node, group: str) -> bool:
+        r = self.reader
+        if len(group) > MAX_CONCURRENCY_GROUP or not group.isprintable():
+            r.error(
+                node,
+                "concurrency.group",
+                f"must be 1-{MAX_CONCURRENCY_GROUP} printable characters on one line",
+            )
+            return False
+        for name in _PLACEHOLDER.findall(group):
+            if name not in PLACEHOLDERS:
+                known = ", ".join(f"{{{known}}}" for known in PLACEHOLDERS)
+                r.error(
+                    node, "concurrency.group", f"unknown placeholder {quote('{' + name + '}')}; use {known}"
+                )
+                return False
+        return True
+
+    def _retry(self, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) -> RetryPolicy:
+        r = self.reader
+        if "retry" not in top or is_null(top["retry"][1]):
+            return RetryPolicy()
+        config = r.mapping(top["retry"][1], "retry", _RETRY_KEYS) or {}
+        default = RetryPolicy()
+        counts = {"infrastructure": default.infrastructure, "limit": default.limit}
+        for key, fallback in list(counts.items()):
+            if key in config:
+                found = r.integer(config[key][1], f"retry.{key}", minimum=0, maximum=MAX_RETRIES)
+                counts[key] = found if found is not None else fallback
+        statuses: dict[int, None] = {}  # a set that keeps the order written
+        if "exit_status" in config:
+            node = config["exit_status"][1]
+            items = r.sequence(node, "retry.exit_status") if not is_null(node) else []
+            for index, item in enumerate(items or ()):
+                status = r.integer(
+                    item, join_field("retry.exit_status", index), minimum=1, maximum=MAX_EXIT_STATUSES
+                )
+                if status is not None:
+                    statuses[status] = None
+            if statuses and "limit" not in config:
+                r.error(
+                    node,
+                    "retry.exit_status",
+                    "lists exit statuses but retry.limit is 0: say how many retries they get",
+                )
+        return RetryPolicy(counts["infrastructure"], frozenset(statuses), counts["limit"])
 
     # -- scheduling --------------------------------------------------------------------------------
 

@@ -1,0 +1,97 @@
+"""The automatic retry rule: which ended jobs get another attempt, and how the budgets count."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kerrigan.core.lifecycle import (
+    DEVICE_FAULT_EXIT,
+    FailureClass,
+    JobFacts,
+    JobState,
+    RetryPolicy,
+    SessionState,
+    check_transition,
+    failure_class,
+    session_outcome,
+    should_retry,
+)
+
+INFRA = FailureClass.INFRASTRUCTURE
+TEST = FailureClass.TEST
+
+
+@pytest.mark.parametrize("reason", ["runner_lost", "not_started", "source_unavailable", "device_fault"])
+def test_an_infrastructure_failure_is_retried_twice_by_default(reason: str) -> None:
+    klass = failure_class(JobState.FAILED, reason, None)
+    assert klass is INFRA
+    policy = RetryPolicy()
+    assert should_retry(policy, JobState.FAILED, klass, None, [])
+    assert should_retry(policy, JobState.FAILED, klass, None, [INFRA])
+    assert not should_retry(policy, JobState.FAILED, klass, None, [INFRA, INFRA])
+
+
+def test_exit_status_75_is_the_devices_failure_and_retried() -> None:
+    klass = failure_class(JobState.FAILED, "device_fault", DEVICE_FAULT_EXIT)
+    assert should_retry(RetryPolicy(), JobState.FAILED, klass, DEVICE_FAULT_EXIT, [])
+
+
+def test_a_test_failure_is_never_retried_unless_its_exit_status_is_listed() -> None:
+    assert not should_retry(RetryPolicy(), JobState.FAILED, TEST, 1, [])
+    listed = RetryPolicy(exit_status=frozenset({3}), limit=1)
+    assert not should_retry(listed, JobState.FAILED, TEST, 1, [])
+    assert should_retry(listed, JobState.FAILED, TEST, 3, [])
+    assert not should_retry(listed, JobState.FAILED, TEST, 3, [TEST])
+
+
+def test_each_budget_counts_its_own_kind() -> None:
+    policy = RetryPolicy(infrastructure=1, exit_status=frozenset({3}), limit=1)
+    assert should_retry(policy, JobState.FAILED, TEST, 3, [INFRA])
+    assert should_retry(policy, JobState.FAILED, INFRA, None, [TEST])
+    assert not should_retry(policy, JobState.FAILED, INFRA, None, [TEST, INFRA])
+    assert policy.max_attempts == 3
+
+
+def test_zero_infrastructure_retries_retries_nothing() -> None:
+    assert not should_retry(RetryPolicy(infrastructure=0), JobState.FAILED, INFRA, None, [])
+
+
+@pytest.mark.parametrize(
+    ("state", "klass"),
+    [
+        (JobState.SUCCEEDED, None),
+        (JobState.TIMED_OUT, FailureClass.TIMEOUT),
+        (JobState.CANCELLED, FailureClass.CANCELLED),
+        (JobState.REFUSED_BEFORE_START, FailureClass.QUEUE_WAIT_EXCEEDED),
+        (JobState.REFUSED_BEFORE_START, FailureClass.UNFIT),
+        (JobState.FAILED, FailureClass.UNFIT),
+        (JobState.RETRIED, INFRA),
+    ],
+)
+def test_other_ends_are_never_retried(state: JobState, klass: FailureClass | None) -> None:
+    generous = RetryPolicy(infrastructure=5, exit_status=frozenset(range(1, 256)), limit=5)
+    assert not should_retry(generous, state, klass, 1, [])
+
+
+def test_the_rule_agrees_with_the_transition_table_for_every_state_and_class() -> None:
+    """Exhaustively: whatever the rule retries may move to ``retried``."""
+    generous = RetryPolicy(infrastructure=5, exit_status=frozenset(range(1, 256)), limit=5)
+    for state, klass, status in itertools.product(JobState, [None, *FailureClass], [None, 1, 75]):
+        if should_retry(generous, state, klass, status, []):
+            check_transition(state, JobState.RETRIED)
+            assert klass in (INFRA, TEST)
+
+
+def test_a_retried_attempt_does_not_decide_the_session() -> None:
+    retried = JobFacts(JobState.RETRIED, started=True, failure_class=INFRA)
+    assert session_outcome([retried, JobFacts(JobState.QUEUED)]).state is SessionState.IN_PROGRESS
+    done = session_outcome([retried, JobFacts(JobState.SUCCEEDED, started=True)])
+    assert (done.state, done.conclusion and done.conclusion.value) == (SessionState.COMPLETED, "success")
+
+
+def test_a_policy_survives_being_stored() -> None:
+    policy = RetryPolicy(1, frozenset({3, 9}), 2)
+    assert RetryPolicy.from_dict(policy.as_dict()) == policy
+    assert RetryPolicy.from_dict(None) == RetryPolicy()
