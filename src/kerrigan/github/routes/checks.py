@@ -1,6 +1,8 @@
-"""Re-runs from GitHub's UI: a check run's *Re-run* and *Retry* action, and *Re-run all* on the suite.
+"""From GitHub's UI: a check run's *Re-run* and *Retry* action and *Re-run all* on the suite, each making a
+fresh session for the same commit and workflow; and a check run's *Cancel* action, cancelling its session.
 
-Each makes a fresh session for the same commit and workflow.
+Cancel is for the repository's writers and System Admins (``comments.may_cancel``); anyone else's click
+changes nothing and is logged (a check run's action has no way to answer the clicker).
 """
 
 from __future__ import annotations
@@ -10,10 +12,15 @@ import logging
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
-from kerrigan.github.checks import RETRY_ACTION, workflow_of
-from kerrigan.github.payload import Payload
+from kerrigan.core.sessions import Session
+from kerrigan.github.checks import CANCEL_ACTION, RETRY_ACTION, workflow_of
+from kerrigan.github.payload import Payload, PayloadError
+from kerrigan.github.repository import Repository
+from kerrigan.github.routes.comments import LOGIN, may_cancel
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, retry
+from kerrigan.store.cancel import cancel_session
+from kerrigan.store.deliveries import check_fence
 from kerrigan.store.sessions import find_sessions, latest_per_workflow
 
 log = logging.getLogger(__name__)
@@ -23,18 +30,35 @@ router = Router()
 @router.register("check_run", action="rerequested")
 @router.register("check_run", action="requested_action")
 async def on_check_run(event: Event, app: GitHubApp) -> None:
-    """Retry the session behind one of our check runs."""
+    """Retry, or cancel, the session behind one of our check runs."""
     data = Payload(event.data)
     check_run = data.object("check_run")
+    identifier: str | None = RETRY_ACTION["identifier"]  # a re-run is a retry
     if data.optional_string("action") == "requested_action":
         requested = data.optional_object("requested_action")
         identifier = requested.optional_string("identifier") if requested is not None else None
-        if identifier != RETRY_ACTION["identifier"]:
+        if identifier not in (RETRY_ACTION["identifier"], CANCEL_ACTION["identifier"]):
             log.info("check_run action %r ignored", identifier)
             return
     installation, name = installation_id(data), repository_name(data)
     if installation is None or name is None or workflow_of(check_run.optional_string("name") or "") is None:
         return
+    sessions = await _sessions_of(app, name, check_run)
+    if not sessions:
+        log.warning("check run %s of %s has no session here; nothing to do", check_run.integer("id"), name)
+        return
+    repo = app.repository(installation, name)
+    if identifier == CANCEL_ACTION["identifier"]:
+        login = data.object("sender").string("login", max_length=100)
+        if LOGIN.fullmatch(login) is None:  # it goes into the permission call's path
+            raise PayloadError(f"payload field sender.login not a GitHub login ({login[:50]!r})")
+        await _cancel(app, repo, sessions[-1], login)
+        return
+    await retry(app, repo, sessions[-1:], event.delivery_id)
+
+
+async def _sessions_of(app: GitHubApp, name: str, check_run: Payload) -> list[Session]:
+    """The sessions a check run shows, oldest first: by its id, else by the session id it carries."""
     check_run_id = check_run.integer("id")
     async with app.database.sessions() as db:
         sessions = await find_sessions(db, name, check_run_id=check_run_id)
@@ -43,10 +67,27 @@ async def on_check_run(event: Event, app: GitHubApp) -> None:
         head_sha = check_run.sha("head_sha")
         async with app.database.sessions() as db:
             sessions = [s for s in await find_sessions(db, name, head_sha=head_sha) if s.id == external_id]
-    if not sessions:
-        log.warning("check run %s of %s has no session here; nothing to re-run", check_run_id, name)
+    return sessions
+
+
+async def _cancel(app: GitHubApp, repo: Repository, session: Session, login: str) -> None:
+    may, role = await may_cancel(app, repo, login)
+    if not may:
+        log.warning(
+            "%s (%s on %s) may not cancel session %s: nothing changed",
+            *(login, role, repo.full_name, session.id),
+        )
         return
-    await retry(app, app.repository(installation, name), sessions[-1:], event.delivery_id)
+    database = app.database
+    async with database.writing(), database.sessions() as db, db.begin():
+        await check_fence(db)
+        done = await cancel_session(
+            db, session.id, database.clock(), by=login, reason=f"cancelled by {login}"
+        )
+    if done is not None and not done.changed:
+        log.info("session %s: cancel by %s changed nothing (%s)", session.id, login, done.state.value)
+    else:
+        log.info("session %s cancelled by %s", session.id, login)
 
 
 @router.register("check_suite", action="rerequested")

@@ -1,22 +1,27 @@
-"""``/kerrigan retry [workflow]`` and ``/kerrigan approve`` in pull request comments.
+"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]`` and ``/kerrigan approve`` in pull request
+comments.
 
-Only commenters with write, maintain or admin permission may use them; others get a reply saying so. Bots
-and edited comments are ignored. A command that was carried out gets a reaction.
+Only commenters with write, maintain or admin permission may use them (and System Admins may cancel); others
+get a reply saying so. Bots and edited comments are ignored. A command that was carried out gets a reaction.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from typing import Final
 
+from cachetools import TTLCache
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
-from kerrigan.core.sessions import Session
+from kerrigan.core.sessions import Session, SessionState
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, approve, retry
+from kerrigan.store.cancel import cancel_session
+from kerrigan.store.deliveries import check_fence
 from kerrigan.store.sessions import find_sessions, latest_per_workflow
 
 log = logging.getLogger(__name__)
@@ -24,8 +29,25 @@ router = Router()
 
 MAX_COMMENT = 65536  # GitHub's limit on a comment's body
 MAX_NUMBER = 2**31 - 1  # sessions keep the pull request's number in a 32-bit column
-_LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
-COMMAND = re.compile(r"\A\s*/kerrigan\s+(?P<verb>retry|approve)\b[ \t]*(?P<argument>[^\n]*)")
+LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
+COMMAND = re.compile(r"\A\s*/kerrigan\s+(?P<verb>retry|cancel|approve)\b[ \t]*(?P<argument>[^\n]*)")
+PERMISSION_TTL_S: Final = 60
+# GitHub's answers to "may this login write here?", kept briefly: a burst of Cancel clicks asks once.
+# Keyed by the API's address too, so two GitHubs (a test's stand-ins, say) never share an answer.
+_PERMISSIONS: TTLCache[tuple[str, str, str], tuple[bool, str]] = TTLCache(maxsize=4096, ttl=PERMISSION_TTL_S)
+
+
+async def may_cancel(app: GitHubApp, repo: Repository, login: str) -> tuple[bool, str]:
+    """Whether ``login`` may cancel the repository's sessions, and the name of its role: System Admins
+    may, and those GitHub says have write, maintain or admin (asked once per ``PERMISSION_TTL_S``)."""
+    if login.lower() in app.settings.admins:
+        return True, "System Admin"
+    key = (app.settings.github_api_url, repo.full_name.lower(), login.lower())
+    answer = _PERMISSIONS.get(key)
+    if answer is None:
+        answer = await repo.permission(login)
+        _PERMISSIONS[key] = answer
+    return answer
 
 
 @router.register("issue_comment", action="created")
@@ -42,13 +64,15 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
     if sender.optional_string("type") == "Bot":
         return
     login = sender.string("login", max_length=100)
-    if _LOGIN.fullmatch(login) is None:  # it goes into the permission call's path
+    if LOGIN.fullmatch(login) is None:  # it goes into the permission call's path
         raise PayloadError(f"payload field sender.login not a GitHub login ({login[:50]!r})")
     number = issue.integer("number", maximum=MAX_NUMBER)
     comment_id = comment.integer("id")
     repo = app.repository(installation, name)
-    may_write, permission = await repo.permission(login)
     verb = match["verb"]
+    may_write, permission = (
+        await may_cancel(app, repo, login) if verb == "cancel" else await repo.permission(login)
+    )
     if not may_write:
         await repo.comment(
             number,
@@ -61,6 +85,12 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
         done = await approve(app, repo, sha)
         if not done:
             await repo.comment(number, f"@{login} nothing here waits for approval at `{sha[:12]}`.")
+            return
+    elif verb == "cancel":
+        workflow = match["argument"].strip()
+        if not await _cancel(app, repo, sha, workflow, login):
+            what = f"workflow `{workflow[:100]}`" if workflow else "session"
+            await repo.comment(number, f"@{login} there is no running or queued {what} at `{sha[:12]}`.")
             return
     else:
         done = await _retry(app, repo, sha, match["argument"].strip(), event.delivery_id)
@@ -84,3 +114,22 @@ async def _retry(
     if not chosen:
         return []
     return await retry(app, repo, chosen, delivery_id)
+
+
+async def _cancel(app: GitHubApp, repo: Repository, sha: str, workflow: str, login: str) -> list[str]:
+    """Cancel the sessions at ``sha`` that have not ended (``workflow``'s only, when named); their ids."""
+    database = app.database
+    async with database.sessions() as db:
+        sessions = await find_sessions(db, repo.full_name, head_sha=sha, workflow=workflow or None)
+    cancelled = []
+    async with database.writing(), database.sessions() as db, db.begin():
+        await check_fence(db)
+        for session in sessions:
+            if session.state is SessionState.COMPLETED:
+                continue
+            done = await cancel_session(
+                db, session.id, database.clock(), by=login, reason=f"cancelled by {login}"
+            )
+            if done is not None:  # cancelled now, or stopping from an earlier cancel
+                cancelled.append(session.id)
+    return cancelled
