@@ -63,15 +63,26 @@ def explain(
     busy: frozenset[str] = frozenset(),
     *,
     repository: str | None = None,
+    check_vcpus: bool = False,
 ) -> Explanation:
     """Resolve every task of a valid manifest and choose devices for the session of ``repository``
-    (``owner/name``; ``None`` applies no pool's ``repositories``, and the explanation says so)."""
+    (``owner/name``; ``None`` applies no pool's ``repositories``, and the explanation says so).
+
+    With ``check_vcpus`` each task's ``vcpus`` is checked against what the runner hosts reported; without
+    it (``kerrigan explain`` reads no hosts' reports) it is not."""
     workflow = manifest.workflow
     unchecked = () if repository is not None else tuple(p.id for p in inventory.pools if p.repositories)
     if workflow is None:
         return Explanation(manifest, (), repository=repository, unchecked_pools=unchecked)
     resolutions = [
-        resolve(task.requirements, inventory, busy, repository=repository) for task in workflow.tasks
+        resolve(
+            task.requirements,
+            inventory,
+            busy,
+            repository=repository,
+            vcpus=task.vcpus if check_vcpus else None,
+        )
+        for task in workflow.tasks
     ]
     selected = select_devices(
         [res.eligible for res in resolutions],

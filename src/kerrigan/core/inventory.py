@@ -153,10 +153,15 @@ class Device:
 
 @dataclass(frozen=True, slots=True)
 class RunnerHost:
-    """A machine that drives devices; a device on an offline host cannot run anything."""
+    """A machine that drives devices; a device on an offline host cannot run anything.
+
+    ``vcpus`` is how many vCPUs a job may claim there, as the host's agent last reported them (``None``
+    until it has): a task claiming more can never run on it.
+    """
 
     id: str
     online: bool = True
+    vcpus: int | None = None
 
 
 def implicit_pool_labels(pool: Pool) -> dict[str, str]:
@@ -271,6 +276,7 @@ class InventoryIndex:
         self.hosts = Column.encode(device.host for device in self.devices)
         self.states = Column.encode(device.state for device in self.devices)
         self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
+        self.host_vcpus = {host.id: host.vcpus for host in inventory.hosts}
         pools = inventory.pools_by_id
         self.tags = Column.encode(pools[device.pool_id].tags | device.tags for device in self.devices)
         self._labelled = [

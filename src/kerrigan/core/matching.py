@@ -9,8 +9,13 @@ A pool that lists ``repositories`` admits only the sessions of those repositorie
 repository, every other pool is rejected (``repository octo/other may not use pool lab-a``), and so is each of
 its devices. Without a repository (``kerrigan explain`` with no ``--repository``) the lists are not applied.
 
+Given the task's vCPU claim, a device whose runner host has fewer allocatable vCPUs than that is rejected
+too: never once the host has reported its CPUs, not yet before (its agent reports them when it connects;
+until then a host is taken to fit the default claim of 2).
+
 Reasons are worded as the seed words them and marked permanent ("never": labels, tags, a retired device, a
-pool the repository may not use) or transient ("not yet": maintenance, offline, host offline, busy).
+pool the repository may not use, a host too small for the claim) or transient ("not yet": maintenance,
+offline, host offline, a host that has not reported its CPUs, busy).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
 
+from kerrigan.core.host_capacity import DEFAULT_CLAIM
 from kerrigan.core.inventory import Device, DeviceState, Inventory, InventoryIndex, Pool
 from kerrigan.core.labels import is_pool_scoped
 from kerrigan.core.requirements import LabelRequirement, Requirements
@@ -41,6 +47,7 @@ class ReasonKind(enum.StrEnum):
     HOST_OFFLINE = "host_offline"
     DEVICE_BUSY = "device_busy"
     REPOSITORY_REFUSED = "repository_refused"
+    HOST_VCPUS = "host_vcpus"
 
 
 class Outcome(enum.StrEnum):
@@ -229,12 +236,17 @@ def resolve(
     busy: Collection[str] = frozenset(),
     *,
     repository: str | None = None,
+    vcpus: int | None = None,
 ) -> TaskResolution:
     """Match ``requested`` against every device of ``inventory``; ``busy`` holds leased device ids.
 
     ``repository`` is the session's ``owner/name``: pools whose ``repositories`` do not admit it are
     rejected. ``None`` (nobody's session, as in ``kerrigan explain`` without ``--repository``) applies no
     pool's list.
+
+    ``vcpus`` is the task's claim: a device whose runner host has fewer allocatable vCPUs (as its agent
+    reported them) is rejected. ``None`` (no hosts' reports to check against, as in ``kerrigan explain``)
+    checks nothing.
 
     Each rule is checked once per distinct value in the snapshot, not once per device: a rule becomes a
     column of reasons (or ``None``) over the devices, and a device's reasons are its row across them.
@@ -274,6 +286,12 @@ def resolve(
         _add_column(
             columns,
             [_host_offline(host) if host in offline else None for host in index.hosts.values],
+            index.hosts.codes,
+        )
+    if vcpus is not None:
+        _add_column(
+            columns,
+            [_host_vcpus(host, vcpus, index.host_vcpus.get(host)) for host in index.hosts.values],
             index.hosts.codes,
         )
     if busy:
@@ -319,6 +337,23 @@ def _add_column(
 def _host_offline(host: str) -> Reason:
     text = f"runner host {host} offline"
     return Reason(ReasonKind.HOST_OFFLINE, host, text, text, permanent=False)
+
+
+def _host_vcpus(host: str, claim: int, allocatable: int | None) -> Reason | None:
+    """The reason ``host`` gives a claim of ``claim`` vCPUs, or None when the claim fits it.
+
+    A host that has not reported is taken to fit the default claim (every task without ``vcpus`` makes
+    it), so a lab whose agents have not connected yet still has its ordinary tasks ready; a larger claim
+    waits for the report."""
+    if allocatable is None:
+        if claim <= DEFAULT_CLAIM:
+            return None
+        text = f"runner host {host} has not reported its CPUs"
+        return Reason(ReasonKind.HOST_VCPUS, host, text, text, permanent=False)
+    if claim <= allocatable:
+        return None
+    text = f"needs {claim} vCPU{'s' if claim != 1 else ''}; runner host {host} has {allocatable} allocatable"
+    return Reason(ReasonKind.HOST_VCPUS, host, text, text, permanent=True)
 
 
 def repository_refused(repository: str, pool_id: str) -> Reason:

@@ -244,7 +244,7 @@ async def _resolve(
             check_run=body.as_json(),
         )
     position = await queue_position(db, session.id)
-    explanation = explain(manifest, inventory, repository=session.repository)
+    explanation = explain(manifest, inventory, repository=session.repository, check_vcpus=True)
     body = resolution_body(explanation, _context(app, session, position))
     never = [item.task.id for item in explanation.tasks if item.resolution.outcome is Outcome.UNSCHEDULABLE]
     return await resolve_session(

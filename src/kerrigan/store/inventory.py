@@ -157,10 +157,18 @@ async def load_inventory(session: AsyncSession) -> Inventory:
         for device_id, pool_id, board, target_type, os_type, host, state, reason, labels, tags in device_rows
     )
     host_rows = await session.execute(
-        select(RunnerHostRow.id, RunnerHostRow.online).order_by(RunnerHostRow.id)
+        select(RunnerHostRow.id, RunnerHostRow.online, RunnerHostRow.resources).order_by(RunnerHostRow.id)
     )
-    hosts = tuple(RunnerHost(host_id, online) for host_id, online in host_rows)
+    hosts = tuple(
+        RunnerHost(host_id, online, _reported_vcpus(resources)) for host_id, online, resources in host_rows
+    )
     return Inventory(pools, devices, hosts)
+
+
+def _reported_vcpus(resources: object) -> int | None:
+    """The allocatable vCPUs a host's agent last reported (``vcpus`` in its resources), or None."""
+    value = resources.get("vcpus") if isinstance(resources, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 async def _pool_row(session: AsyncSession, pool_id: str, *, lock: bool = False) -> PoolRow:

@@ -48,7 +48,7 @@ async def explain_manifest(request: web.Request) -> web.Response:
     async with request.config_dict[DATABASE].sessions() as session:
         inventory = await load_inventory(session)
         descriptions = await label_keys(session)
-    explanation = explain(manifest, inventory, repository=repository)
+    explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
     document = explanation_json(explanation, descriptions)
     document["exit_code"] = explanation.exit_code
     return web.json_response(document)

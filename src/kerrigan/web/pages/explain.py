@@ -150,7 +150,7 @@ async def explain_post(request: web.Request) -> web.Response:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
         latest = await latest_session(db, repository, parsed.name) if repository and parsed.name else None
-    explanation = explain(parsed, inventory, repository=repository or None)
+    explanation = explain(parsed, inventory, repository=repository or None, check_vcpus=True)
     document = explanation_json(explanation, descriptions)
     raw_tasks = [dict(task) for task in document["tasks"]] if isinstance(document["tasks"], list) else []
     facts = inventory_facts(inventory, named_devices(document))
