@@ -1,0 +1,107 @@
+"""``POST /api/v1/sessions/{id}/cancel``: cancel a session (queued jobs end at once, running ones are
+stopped by their runners, the check run completes ``cancelled`` naming who).
+
+Who may cancel from the web (the API and the session page): System Admins, and the owners of a pool the
+session uses, that is a pool one of its jobs' devices is in or one its tasks were eligible on when it was
+resolved (as LAVA lets device owners cancel). The web does not keep a signed-in user's GitHub token, so it
+cannot ask GitHub who writes to the repository; a repository's writers cancel from GitHub (the check run's
+*Cancel* action, ``/kerrigan cancel``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.roles import Principal
+from kerrigan.core.sessions import Session, SessionState
+from kerrigan.store.cancel import Cancelled, cancel_session
+from kerrigan.store.inventory import NotFoundError, get_device, get_pool
+from kerrigan.store.sessions import get_session
+from kerrigan.web.auth import forbidden, signed_in
+from kerrigan.web.errors import ApiError
+from kerrigan.web.state import DATABASE, writing
+
+routes = web.RouteTableDef()
+
+
+def _pools_of_resolution(resolution: Any) -> set[str]:
+    tasks = resolution.get("tasks") if isinstance(resolution, dict) else None
+    found: set[str] = set()
+    for task in tasks if isinstance(tasks, list) else []:
+        pools = task.get("eligible_pools") if isinstance(task, dict) else None
+        if isinstance(pools, list):
+            found.update(pool for pool in pools if isinstance(pool, str))
+    return found
+
+
+async def session_owners(db: AsyncSession, session: Session) -> set[str]:
+    """The owners (lowercase logins) of the pools ``session`` uses: its jobs' devices' pools and the pools
+    its tasks were eligible on. Pools or devices deleted since are passed over."""
+    pool_ids = _pools_of_resolution(dict(session.resolution))
+    for device_id in {job.device_id for job in session.jobs if job.device_id}:
+        try:
+            pool_ids.add((await get_device(db, device_id)).device.pool_id)
+        except NotFoundError:
+            continue
+    owners: set[str] = set()
+    for pool_id in sorted(pool_ids):
+        try:
+            owners.update(owner.lower() for owner in (await get_pool(db, pool_id)).pool.owners)
+        except NotFoundError:
+            continue
+    return owners
+
+
+def may_cancel(principal: Principal, owners: Iterable[str]) -> bool:
+    """Whether ``principal`` may cancel a session whose pools have ``owners`` (lowercase logins)."""
+    return principal.admin or principal.login.lower() in set(owners)
+
+
+async def web_may_cancel(db: AsyncSession, principal: Principal | None, session: Session) -> bool:
+    """Whether the signed-in ``principal`` (None: nobody is) may cancel ``session`` from the web."""
+    if principal is None:
+        return False
+    return principal.admin or may_cancel(principal, await session_owners(db, session))
+
+
+async def cancel_from_web(request: web.Request, principal: Principal, session_id: str) -> Cancelled:
+    """Cancel ``session_id`` as ``principal``: 404 when there is no such session, 403 when they may not,
+    else what :func:`~kerrigan.store.cancel.cancel_session` did (an ended session is left alone)."""
+    database = request.config_dict[DATABASE]
+    async with writing(request) as db:
+        try:
+            session = await get_session(db, session_id)
+        except NotFoundError:
+            raise ApiError(404, "not_found", f"there is no session {session_id!r}") from None
+        if not await web_may_cancel(db, principal, session):
+            raise forbidden(
+                principal, f"cancel session {session_id}: System Admins and the owners of its pools may"
+            )
+        done = await cancel_session(
+            db, session_id, database.clock(), by=principal.login, reason=f"cancelled by {principal.login}"
+        )
+    if done is None:  # it went between the read and the cancel
+        raise ApiError(404, "not_found", f"there is no session {session_id!r}")
+    return done
+
+
+@routes.post("/sessions/{session_id}/cancel")
+async def cancel(request: web.Request) -> web.Response:
+    """Cancel a session: 200 with what it is now and whether this call changed it; 409 when it had ended."""
+    principal = await signed_in(request)
+    session_id = request.match_info["session_id"]
+    done = await cancel_from_web(request, principal, session_id)
+    conclusion = done.conclusion
+    if done.state is SessionState.COMPLETED and not done.changed:
+        raise ApiError(
+            409,
+            "session_ended",
+            f"session {session_id} has ended: completed {conclusion or 'without a conclusion'}",
+        )
+    return web.json_response(
+        {"session": session_id, "state": done.state.value, "conclusion": conclusion, "changed": done.changed}
+    )
