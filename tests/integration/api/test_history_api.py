@@ -15,6 +15,7 @@ from kerrigan.store.models import JobLogRow
 from tests.conftest import FakeClock
 from tests.integration.api.conftest import ANONYMOUS, OWNER_A, READER, Api
 from tests.integration.api.history_rows import Run, add_session
+from tests.integration.api.test_errors_and_openapi import openapi, validate
 
 
 async def _lab_history(api: Api, clock: FakeClock) -> dict[str, str]:
@@ -228,3 +229,33 @@ async def test_readers_read_and_anonymous_callers_are_asked_to_sign_in(api: Api,
         refused = await api.call("GET", path, who=ANONYMOUS)
         assert refused.status == 401, path
         assert refused.body["error"]["code"] == "unauthenticated"
+
+
+async def test_answers_match_the_openapi_document(api: Api, clock: FakeClock) -> None:
+    document = await openapi(api)
+    async with api.db.sessions() as session, session.begin():
+        session_id, (first, _) = await add_session(
+            session, clock(), runs=(Run(state="retried", failure_class="infrastructure"), Run(attempt=2))
+        )
+        await add_session(
+            session, clock(), state=SessionState.QUEUED, conclusion=None, runs=(Run(device=None),)
+        )
+    samples = [
+        ("/sessions", "/sessions", READER),
+        ("/sessions?limit=1", "/sessions", READER),
+        ("/sessions?device=dev-a1&since=2026-11-01T00:00:00Z", "/sessions", READER),
+        ("/sessions?colour=red", "/sessions", READER),
+        ("/sessions", "/sessions", ANONYMOUS),
+        (f"/sessions/{session_id}", "/sessions/{session_id}", READER),
+        ("/sessions/nope", "/sessions/{session_id}", READER),
+        (f"/jobs/{first}", "/jobs/{job_id}", READER),
+        ("/jobs/0", "/jobs/{job_id}", READER),
+        ("/devices/dev-a1/jobs?limit=1", "/devices/{device_id}/jobs", READER),
+        ("/devices/dev-a1/jobs?limit=x", "/devices/{device_id}/jobs", READER),
+        ("/devices/nope/jobs", "/devices/{device_id}/jobs", READER),
+    ]
+    for path, template, who in samples:
+        validate(document, template, "get", await api.call("GET", path, who=who))
+    output = document["paths"]["/jobs/{job_id}/output"]["get"]["responses"]["200"]["content"]
+    reply = await api.call("GET", f"/jobs/{first}/output")
+    assert reply.headers["Content-Type"] in output

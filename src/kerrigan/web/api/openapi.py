@@ -17,6 +17,24 @@ _STRING: Final = {"type": "string"}
 _NULLABLE_STRING: Final = {"type": ["string", "null"]}
 _STRINGS: Final = {"type": "array", "items": _STRING}
 _LABEL_MAP: Final = {"type": "object", "additionalProperties": _STRING}
+_TIME: Final = {"type": "string", "format": "date-time"}
+_NULLABLE_TIME: Final = {"type": ["string", "null"], "format": "date-time"}
+_CURSOR: Final = {
+    "type": ["string", "null"],
+    "description": "pass as ?cursor= with the same filters for the next page; null on the last",
+}
+_JOB_STATES: Final = [
+    "queued",
+    "leased",
+    "accepted",
+    "running",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "refused_before_start",
+    "retried",
+]
 _REPOSITORY_GLOBS: Final = {
     "type": "array",
     "items": {
@@ -183,6 +201,80 @@ SCHEMAS: Final[dict[str, Any]] = {
         }
     ),
     "RunnerHostList": _object({"hosts": {"type": "array", "items": _ref("RunnerHost")}}),
+    "Job": _object(
+        {
+            "id": {"type": "integer"},
+            "session": _STRING,
+            "repository": _STRING,
+            "workflow": _STRING,
+            "task": _STRING,
+            "state": {"enum": _JOB_STATES},
+            "attempt": {"type": "integer", "minimum": 1},
+            "retry_of": {"type": ["integer", "null"], "description": "the job this attempt retries"},
+            "failure_class": {"type": ["string", "null"], "description": "why it did not succeed"},
+            "reason": _NULLABLE_STRING,
+            "detail": _NULLABLE_STRING,
+            "device": _NULLABLE_STRING,
+            "host": _NULLABLE_STRING,
+            "exit_status": {"type": ["integer", "null"]},
+            "created_at": _TIME,
+            "started_at": _NULLABLE_TIME,
+            "finished_at": _NULLABLE_TIME,
+            "output_bytes": {"type": "integer", "minimum": 0},
+            "output_url": _STRING,
+        }
+    ),
+    "JobList": _object({"items": {"type": "array", "items": _ref("Job")}, "next_cursor": _CURSOR}),
+    "Session": _object(
+        {
+            "id": _STRING,
+            "repository": _STRING,
+            "branch": _NULLABLE_STRING,
+            "workflow": _STRING,
+            "commit": _STRING,
+            "event": _STRING,
+            "state": {"enum": ["queued", "in_progress", "completed"]},
+            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "cancelled_by": _NULLABLE_STRING,
+            "cancel_reason": _NULLABLE_STRING,
+            "devices": _STRINGS,
+            "created_at": _TIME,
+            "updated_at": _TIME,
+            "started_at": _NULLABLE_TIME,
+            "finished_at": _NULLABLE_TIME,
+            "duration_s": {"type": ["number", "null"]},
+            "url": _STRING,
+            "jobs": {"type": "array", "items": _ref("Job"), "description": "every attempt of every task"},
+        },
+        required=[
+            "id",
+            "repository",
+            "branch",
+            "workflow",
+            "commit",
+            "event",
+            "state",
+            "conclusion",
+            "cancelled_by",
+            "cancel_reason",
+            "devices",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "url",
+        ],
+    ),
+    "SessionList": _object({"items": {"type": "array", "items": _ref("Session")}, "next_cursor": _CURSOR}),
+    "Cancelled": _object(
+        {
+            "session": _STRING,
+            "state": {"enum": ["queued", "in_progress", "completed"]},
+            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "changed": {"type": "boolean", "description": "false: it had already ended or been cancelled"},
+        }
+    ),
     "ExplainRequest": _object(
         {
             "manifest": _STRING,
@@ -327,6 +419,37 @@ _FILTERS = [
 ]
 
 
+def _query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "schema": schema or _STRING,
+        "description": description,
+    }
+
+
+_SESSION_FILTERS = [
+    _query("repository", "owner/name"),
+    _query("branch", "the pushed branch"),
+    _query("workflow", "the manifest's name"),
+    _query("state", "queued, in_progress or completed"),
+    _query("conclusion", "success, failure, cancelled or timed_out"),
+    _query("device", "a device one of its jobs ran on"),
+    _query("since", "created at or after: ISO 8601 with a zone", {"type": "string", "format": "date-time"}),
+]
+_PAGING = [
+    _query(
+        "limit", "rows per page, 1 to 500 (default 50)", {"type": "integer", "minimum": 1, "maximum": 500}
+    ),
+    _query("cursor", "the next_cursor of the previous page, with the same filters"),
+]
+_LIST_ERRORS = {
+    "400": _error("an unknown filter, a bad value, or a cursor of another query: the error names the field"),
+    "401": _error("no valid token"),
+}
+
+
 def _path_param(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": _STRING}
 
@@ -461,6 +584,61 @@ def document() -> dict[str, Any]:
                 "get": _op(
                     "one runner host: resources by name, device states, health",
                     {"200": _json("RunnerHost", "the host"), **_READ_ERRORS},
+                ),
+            },
+            "/sessions": {
+                "get": _op(
+                    "sessions, newest first, filtered; cursor paging",
+                    {"200": _json("SessionList", "a page of sessions"), **_LIST_ERRORS},
+                    parameters=[*_SESSION_FILTERS, *_PAGING],
+                ),
+            },
+            "/sessions/{session_id}": {
+                "parameters": [_path_param("session_id")],
+                "get": _op(
+                    "one session with its jobs, each attempt its own",
+                    {"200": _json("Session", "the session", etag=True), **_READ_ERRORS},
+                ),
+            },
+            "/sessions/{session_id}/cancel": {
+                "parameters": [_path_param("session_id")],
+                "post": _op(
+                    "cancel a session: queued jobs end, running ones are stopped (the repository's writers "
+                    "and System Admins)",
+                    {
+                        "200": _json("Cancelled", "cancelled, or already cancelled (changed: false)"),
+                        "401": _error("no valid token"),
+                        "403": _error("the caller may not cancel this repository's sessions"),
+                        "404": _error("not found"),
+                        "409": _error(
+                            "session_ended: the session had already completed; the message says how"
+                        ),
+                    },
+                ),
+            },
+            "/jobs/{job_id}": {
+                "parameters": [_path_param("job_id")],
+                "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_READ_ERRORS}),
+            },
+            "/jobs/{job_id}/output": {
+                "parameters": [_path_param("job_id")],
+                "get": _op(
+                    "the job's whole stored output, streamed",
+                    {
+                        "200": {
+                            "description": "the raw log as the runner sent it (a cut notice last)",
+                            "content": {"text/plain; charset=utf-8": {"schema": _STRING}},
+                        },
+                        **_READ_ERRORS,
+                    },
+                ),
+            },
+            "/devices/{device_id}/jobs": {
+                "parameters": [_path_param("device_id")],
+                "get": _op(
+                    "the jobs a device ran, newest first; cursor paging",
+                    {"200": _json("JobList", "a page of jobs"), **_LIST_ERRORS, **_READ_ERRORS},
+                    parameters=_PAGING,
                 ),
             },
             "/explain": {
