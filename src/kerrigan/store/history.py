@@ -103,10 +103,24 @@ class SessionEntry:
 
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
-    """Rows of one page and where the next one starts (``None``: this was the last)."""
+    """Rows of one page, newest first; where the next (older) page starts (``None``: this was the last)
+    and, for a page that is not the first, where the previous (newer) one ends."""
 
     items: tuple[T, ...]
     next: Position | None
+    previous: Position | None = None
+
+
+def _page(
+    items: tuple[T, ...], positions: Sequence[Position], *, more: bool, backwards: bool, resumed: bool
+) -> Page[T]:
+    """The page of ``items`` (newest first) read with one row more than asked for (``more``: it was there),
+    forwards from an older cursor or ``backwards`` from a newer one."""
+    if not positions:
+        return Page(items, None, None)
+    older = positions[-1] if (resumed if backwards else more) else None
+    newer = positions[0] if (more if backwards else resumed) else None
+    return Page(items, older, newer)
 
 
 def _job_entry(row: JobRow, session_row: SessionRow) -> JobEntry:
@@ -164,10 +178,23 @@ def _after(
     return or_(created_at < position.created_at, and_(created_at == position.created_at, pk < position.pk))
 
 
+def _before(
+    created_at: InstrumentedAttribute[datetime], pk: InstrumentedAttribute[int], position: Position
+) -> ColumnElement[bool]:
+    """Rows strictly before ``position`` in newest-first order."""
+    return or_(created_at > position.created_at, and_(created_at == position.created_at, pk > position.pk))
+
+
 async def list_sessions(
-    session: AsyncSession, filters: SessionFilters, *, limit: int, after: Position | None = None
+    session: AsyncSession,
+    filters: SessionFilters,
+    *,
+    limit: int,
+    after: Position | None = None,
+    before: Position | None = None,
 ) -> Page[SessionEntry]:
-    """Sessions matching ``filters``, newest first, ``limit`` of them after ``after``."""
+    """Sessions matching ``filters``, newest first: the ``limit`` of them just older than ``after``, or
+    just newer than ``before`` (the page before a page), or the newest."""
     query = select(SessionRow)
     for column, value in (
         (SessionRow.repository, filters.repository),
@@ -186,14 +213,21 @@ async def list_sessions(
         query = query.where(SessionRow.created_at >= filters.since)
     if after is not None:
         query = query.where(_after(SessionRow.created_at, SessionRow.pk, after))
-    query = query.order_by(SessionRow.created_at.desc(), SessionRow.pk.desc()).limit(limit + 1)
-    rows = list((await session.scalars(query)).all())
+    if before is not None:
+        query = query.where(_before(SessionRow.created_at, SessionRow.pk, before))
+        query = query.order_by(SessionRow.created_at, SessionRow.pk)
+    else:
+        query = query.order_by(SessionRow.created_at.desc(), SessionRow.pk.desc())
+    rows = list((await session.scalars(query.limit(limit + 1))).all())
     more = len(rows) > limit
     rows = rows[:limit]
+    if before is not None:
+        rows.reverse()
     jobs = await _jobs_of(session, [row.pk for row in rows])
     items = tuple(_session_entry(row, jobs.get(row.pk, ())) for row in rows)
-    last = rows[-1] if rows else None
-    return Page(items, Position(last.created_at, last.pk) if more and last is not None else None)
+    positions = [Position(row.created_at, row.pk) for row in rows]
+    resumed = after is not None or before is not None
+    return _page(items, positions, more=more, backwards=before is not None, resumed=resumed)
 
 
 async def _jobs_of(session: AsyncSession, session_pks: Sequence[int]) -> dict[int, list[JobRow]]:
@@ -245,8 +279,8 @@ async def device_jobs(
     more = len(rows) > limit
     rows = rows[:limit]
     items = tuple(_job_entry(job, owner) for job, owner in rows)
-    last = rows[-1][0] if rows else None
-    return Page(items, Position(last.created_at, last.pk) if more and last is not None else None)
+    positions = [Position(job.created_at, job.pk) for job, _ in rows]
+    return _page(items, positions, more=more, backwards=False, resumed=after is not None)
 
 
 async def output_chunks(session: AsyncSession, job_id: int) -> AsyncIterator[str]:

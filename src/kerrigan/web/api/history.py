@@ -54,14 +54,16 @@ class ListQuery:
     limit: int
     after: Position | None
     binding: str  # what a cursor of this query carries: a digest of its filters
+    before: Position | None = None
 
-    def cursor(self, position: Position | None) -> str | None:
-        """The opaque cursor resuming this query after ``position``."""
+    def cursor(self, position: Position | None, *, backwards: bool = False) -> str | None:
+        """The opaque cursor resuming this query after ``position`` (``backwards``: the page before it)."""
         if position is None:
             return None
-        raw = json.dumps(
-            {"q": self.binding, "t": position.created_at.isoformat(), "p": position.pk}, separators=(",", ":")
-        )
+        fields = {"q": self.binding, "t": position.created_at.isoformat(), "p": position.pk}
+        if backwards:
+            fields["b"] = 1
+        raw = json.dumps(fields, separators=(",", ":"))
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -92,18 +94,22 @@ def _limit(text: str | None) -> int:
     return int(text)
 
 
-def _position(cursor: str, binding: str) -> Position:
+def _position(cursor: str, binding: str) -> tuple[Position, bool]:
+    """Where ``cursor`` resumes, and whether it pages backwards."""
     try:
         raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         bound, at, pk = raw["q"], datetime.fromisoformat(raw["t"]), int(raw["p"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
+        backwards = raw.get("b") == 1
+        if at.tzinfo is None:
+            raise ValueError(at)
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
         raise bad_request("cursor is not one this server gave out", field="cursor") from None
     if bound != binding:
         raise bad_request(
             "cursor belongs to another query: page with the filters it came with, or start again without it",
             field="cursor",
         )
-    return Position(at, pk)
+    return Position(at, pk), backwards
 
 
 def read_query(
@@ -130,6 +136,7 @@ def read_query(
     since = parse_since(filters["since"]) if "since" in filters else None
     binding = _binding(scope, filters)
     cursor = given.get("cursor")
+    position, backwards = _position(cursor, binding) if cursor else (None, False)
     return ListQuery(
         filters=SessionFilters(
             repository=filters.get("repository"),
@@ -141,7 +148,8 @@ def read_query(
             since=since,
         ),
         limit=_limit(given.get("limit")),
-        after=_position(cursor, binding) if cursor else None,
+        after=None if backwards else position,
+        before=position if backwards else None,
         binding=binding,
     )
 
@@ -227,7 +235,9 @@ async def sessions_index(request: web.Request) -> web.Response:
     await reader(request)
     query = read_query(request.query, "sessions", SESSION_FILTERS)
     async with request.config_dict[DATABASE].sessions() as session:
-        page = await list_sessions(session, query.filters, limit=query.limit, after=query.after)
+        page = await list_sessions(
+            session, query.filters, limit=query.limit, after=query.after, before=query.before
+        )
     return web.json_response(
         {"items": [session_json(entry) for entry in page.items], "next_cursor": query.cursor(page.next)}
     )
@@ -281,6 +291,10 @@ async def device_jobs_index(request: web.Request) -> web.Response:
     await reader(request)
     device_id = request.match_info["device_id"]
     query = read_query(request.query, f"devices/{device_id}/jobs", ())
+    if query.before is not None:
+        raise bad_request(
+            "a device's jobs page forwards only: start again without the cursor", field="cursor"
+        )
     async with request.config_dict[DATABASE].sessions() as session:
         page = await device_jobs(session, device_id, limit=query.limit, after=query.after)
         if not page.items and query.after is None:
