@@ -205,15 +205,19 @@ class RetryPolicy:
         }
 
     @classmethod
-    def from_dict(cls, stored: Mapping[str, Any] | None) -> RetryPolicy:
-        """A policy stored by :meth:`as_dict`; the default for a session stored before policies were."""
-        if not stored:
-            return cls()
+    def from_dict(cls, stored: object) -> RetryPolicy:
+        """A policy stored by :meth:`as_dict`. A session stored without one (before policies were) keeps
+        the rule it was created under: no retry."""
+        if not isinstance(stored, Mapping):
+            return NO_RETRY
         return cls(
             int(stored.get("infrastructure", DEFAULT_INFRASTRUCTURE_RETRIES)),
             frozenset(int(status) for status in stored.get("exit_status", ())),
             int(stored.get("limit", 0)),
         )
+
+
+NO_RETRY: Final = RetryPolicy(infrastructure=0)
 
 
 def should_retry(

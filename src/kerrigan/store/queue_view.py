@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 
@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
 from kerrigan.core.inventory import Inventory
-from kerrigan.core.lifecycle import HOLDING_A_DEVICE
+from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.manifest import Priority
 from kerrigan.core.matching import resolve
 from kerrigan.core.queue_wait import QueueWait
@@ -53,7 +53,9 @@ class QueueSnapshot:
 
     ``records`` are the queued jobs oldest first; ``planned`` those the plan considered, by row number (a
     job with no requirements recorded is not planned). ``free_devices``,
-    ``session_room`` and ``host_room`` are what the plan started from.
+    ``session_room`` and ``host_room`` are what the plan started from. ``avoided`` are, by row number, the
+    devices a retry may not be leased (its task failed there); a retry whose every matching device is
+    avoided has no candidates and waits as on a busy device, until its queue-wait budget ends it.
     """
 
     now: datetime
@@ -65,6 +67,7 @@ class QueueSnapshot:
     free_devices: frozenset[str]
     session_room: Mapping[str, int]
     host_room: Mapping[str, int]
+    avoided: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
     @cached_property
     def host_room_after_plan(self) -> dict[str, int]:
@@ -125,11 +128,12 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
         if holder.host:
             used[holder.host] = used.get(holder.host, 0) + holder.vcpus
     host_room = await _host_room(session, used)
+    avoided = await _avoided(session, {record.pk for record in queued})
     matched: dict[str, tuple[str, ...]] = {}
     planned = {
         record.pk: job
         for record in queued
-        if (job := _queued_job(record, inventory, now, matched)) is not None
+        if (job := _queued_job(record, inventory, now, matched, avoided.get(record.pk, ()))) is not None
     }
     session_room = {
         record.session_id: record.max_devkits - per_session.get(record.session_id, 0) for record in queued
@@ -145,7 +149,17 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
         device_hosts=device_hosts,
         host_room=host_room,
     )
-    return QueueSnapshot(now, queued, planned, plan, held, device_hosts, free, session_room, host_room)
+    return QueueSnapshot(
+        now, queued, planned, plan, held, device_hosts, free, session_room, host_room, avoided
+    )
+
+
+async def _avoided(session: AsyncSession, queued: set[int]) -> dict[int, tuple[str, ...]]:
+    """The devices each queued retry must not be leased; only retries (attempt 2 on) avoid any."""
+    rows = await session.execute(
+        select(JobRow.pk, JobRow.avoid_devices).where(JobRow.state == JobState.QUEUED, JobRow.attempt > 1)
+    )
+    return {pk: tuple(avoid) for pk, avoid in rows if pk in queued and avoid}
 
 
 async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
@@ -178,6 +192,7 @@ def _queued_job(
     inventory: Inventory,
     now: datetime,
     matched: dict[str, tuple[str, ...]],
+    avoid: tuple[str, ...] = (),
 ) -> QueuedJob | None:
     requested = requirements_of(record)
     if requested is None:
@@ -190,6 +205,8 @@ def _queued_job(
         eligible = resolve(requested, inventory, repository=repository).eligible
         matched[key] = tuple(device.id for device in eligible)
     candidates = matched[key]
+    if avoid:
+        candidates = tuple(device for device in candidates if device not in avoid)
     try:
         priority = Priority(record.priority)
     except ValueError:

@@ -21,15 +21,19 @@ from kerrigan.core.lifecycle import (
     FailureClass,
     JobFacts,
     JobState,
+    RetryPolicy,
     SessionState,
     check_session_transition,
     check_transition,
     failure_class,
     session_outcome,
+    should_retry,
 )
 from kerrigan.store.leases import release_lease
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import Topic, mark
+
+RETRY_POLICY_KEY = "retry"  # where a session's resolution keeps its manifest's retry policy
 
 # Moves a check run shows: a job starting or ending (leases and acceptances are not news on GitHub).
 VISIBLE = frozenset({JobState.RUNNING}) | ENDED
@@ -101,10 +105,11 @@ async def settle_session(
     """Derive the session's state and conclusion from its jobs; record a check-run version when that
     changed or ``news`` says a job moved in a way the check run shows."""
     row = await locked_session(session, session_pk)
-    jobs = (await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk))).all()
+    jobs = list((await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk))).all())
     before = SessionState(row.state)
     if before is SessionState.COMPLETED or not jobs:
         return row  # decided already (its jobs' ends, or its resolution, completed it)
+    jobs += await retry_failed(session, row, jobs, at)
     outcome = session_outcome([job_facts(job) for job in jobs])
     check_session_transition(before, outcome.state)
     conclusion = outcome.conclusion.value if outcome.conclusion else None
@@ -114,6 +119,50 @@ async def settle_session(
         row.updated_at = at
         record_version(session, row, at)
     return row
+
+
+async def retry_failed(
+    session: AsyncSession, row: SessionRow, jobs: list[JobRow], at: datetime
+) -> list[JobRow]:
+    """Give each failed job of ``row`` that its session's retry policy allows another attempt: it becomes
+    ``retried`` and a new job of the same task is queued, avoiding the devices where this task failed.
+    A session being cancelled retries nothing. The new jobs."""
+    if row.cancel_reason is not None:
+        return []
+    policy = RetryPolicy.from_dict((row.resolution or {}).get(RETRY_POLICY_KEY))
+    added = []
+    for job in jobs:
+        if job.state != JobState.FAILED:
+            continue
+        klass = FailureClass(job.failure_class) if job.failure_class else None
+        earlier = [
+            FailureClass(other.failure_class) if other.failure_class else None
+            for other in jobs
+            if other.task_id == job.task_id and other.state == JobState.RETRIED
+        ]
+        if not should_retry(policy, JobState.FAILED, klass, job.exit_status, earlier):
+            continue
+        await move_job(session, job, JobState.RETRIED, at)
+        avoid = list(dict.fromkeys([*(job.avoid_devices or []), *([job.device_id] if job.device_id else [])]))
+        added.append(
+            JobRow(
+                session_pk=job.session_pk,
+                task_id=job.task_id,
+                created_at=at,
+                command=job.command,
+                vcpus=job.vcpus,
+                timeout_s=job.timeout_s,
+                requirements=dict(job.requirements) if job.requirements is not None else None,
+                attempt=job.attempt + 1,
+                retry_of=job.pk,
+                avoid_devices=avoid,
+            )
+        )
+    if added:
+        session.add_all(added)
+        await session.flush()
+        mark(session, Topic.DISPATCH)
+    return added
 
 
 async def settle_sessions(session: AsyncSession, session_pks: Iterable[int], at: datetime) -> None:

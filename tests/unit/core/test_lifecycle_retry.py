@@ -94,4 +94,4 @@ def test_a_retried_attempt_does_not_decide_the_session() -> None:
 def test_a_policy_survives_being_stored() -> None:
     policy = RetryPolicy(1, frozenset({3, 9}), 2)
     assert RetryPolicy.from_dict(policy.as_dict()) == policy
-    assert RetryPolicy.from_dict(None) == RetryPolicy()
+    assert RetryPolicy.from_dict(None) == RetryPolicy(infrastructure=0)  # stored before policies
