@@ -10,6 +10,10 @@ many jobs, so the page stays small whatever they printed) and a link to its outp
 session runs, the page reloads itself every few seconds (a ``<meta>`` refresh: the CSP allows no inline
 script).
 
+Those who may cancel from the web (:mod:`kerrigan.web.api.cancel`: System Admins and the owners of a pool
+the session uses) see a *Cancel* button while it has not ended: a form posting to
+``/sessions/{id}/cancel`` with the CSRF token, which redirects back to the page, now saying who cancelled.
+
 The view models here are built from the JSON shape, so the explain page renders its live resolution with
 the same partial (``session_task.html``).
 """
@@ -24,10 +28,12 @@ from typing import Any, Final
 from urllib.parse import quote, urlencode
 
 from aiohttp import web
+from sqlalchemy import select
 
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.inventory import NotFoundError
+from kerrigan.store.models import SessionRow
 from kerrigan.store.session_pages import (
     DeviceFacts,
     JobDetails,
@@ -39,9 +45,11 @@ from kerrigan.store.session_pages import (
     session_jobs,
 )
 from kerrigan.store.sessions import get_session, queue_position
+from kerrigan.web.api.cancel import cancel_from_web, web_may_cancel
+from kerrigan.web.editing import PostedForm
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.rendering import render
-from kerrigan.web.signin import page_reader
+from kerrigan.web.signin import page_reader, redirect
 from kerrigan.web.state import DATABASE, SETTINGS
 
 routes = web.RouteTableDef()
@@ -458,7 +466,7 @@ def _refresh(session: Session, query: Mapping[str, str]) -> int | None:
 @routes.get("/sessions/{session_id}")
 async def session_page(request: web.Request) -> web.Response:
     """A session: where it comes from, how each task resolved, and its jobs with their output."""
-    await page_reader(request)
+    principal = await page_reader(request)
     session_id = request.match_info["session_id"]
     query_text = request.query.get("q", "")[:MAX_QUERY]
     only_task = request.query.get("task") or None
@@ -485,6 +493,14 @@ async def session_page(request: web.Request) -> web.Response:
             raise web.HTTPFound(output_path(session_id, chosen_job, chosen_page))
         each = tail_bytes(len(jobs))
         outputs = [await output_tail(db, job.pk, job.chunks, each) for job in jobs]
+        cancelled = (
+            await db.execute(
+                select(SessionRow.cancelled_by, SessionRow.cancel_reason).where(SessionRow.id == session_id)
+            )
+        ).one_or_none()
+        may_cancel = session.state is not SessionState.COMPLETED and await web_may_cancel(
+            db, principal, session
+        )
     now = database.clock()
     tasks = [
         task_view(raw, facts, query_text if only_task in (None, raw.get("id")) else "")
@@ -532,8 +548,23 @@ async def session_page(request: web.Request) -> web.Response:
             "link": link,
             "output_link": output_link,
             "cut_text": cut_text,
+            "cancelled_by": cancelled[0] if cancelled else None,
+            "cancel_reason": cancelled[1] if cancelled else None,
+            "may_cancel": may_cancel,
+            "cancel_action": f"{path}/cancel",
         },
     )
+
+
+@routes.post("/sessions/{session_id}/cancel")
+async def cancel_session_page(request: web.Request) -> web.Response:
+    """The page's *Cancel* button: sign-in and the CSRF token first, then the same rule as the API (403
+    and 404 are the error page); back to the session page, which says who cancelled. An ended session is
+    left as it was."""
+    posted = await PostedForm.read(request)
+    session_id = request.match_info["session_id"]
+    await cancel_from_web(request, posted.principal, session_id)
+    return redirect(f"/sessions/{quote(session_id)}")
 
 
 @routes.get("/sessions/{session_id}/jobs/{job_id}/output")
