@@ -91,9 +91,6 @@ async def test_a_writers_cancel_stops_the_jobs_frees_the_devices_and_the_check_r
         row = await db.scalar(select(SessionRow))
     assert row is not None
     assert (row.cancelled_by, row.cancel_reason) == ("hubot", "cancelled by hubot")
-    # Once github/checks.py renders the reason, the summary names the clicker too.
-    if "cancelled by" in final["output"]["summary"].lower():
-        assert "hubot" in final["output"]["summary"]
 
 
 async def test_a_click_by_someone_without_write_access_changes_nothing(
