@@ -87,7 +87,7 @@ def parse_since(text: str, field: str = "since") -> datetime:
 
 
 def _limit(text: str | None) -> int:
-    if text is None:
+    if not text:  # absent, or a form's empty field
         return DEFAULT_LIMIT
     if re.fullmatch(r"[0-9]{1,4}", text) is None or not 1 <= int(text) <= MAX_LIMIT:
         raise bad_request(f"limit must be a whole number from 1 to {MAX_LIMIT}", field="limit")

@@ -1,7 +1,7 @@
 """The web pages: server-rendered with Jinja2 (aiohttp-jinja2), every edit a plain form, a little
 JavaScript only to sort and filter tables in place. DESIGN.md's routes: ``/login``, ``/auth/callback``,
-``/logout``, ``/pools``, ``/pools/{id}``, ``/devices/{id}``, ``/sessions/{id}``, ``/explain``, ``/queue``,
-``/runners``, ``/audit``."""
+``/logout``, ``/pools``, ``/pools/{id}``, ``/devices``, ``/devices/{id}``, ``/sessions``, ``/sessions/{id}``,
+``/explain``, ``/queue``, ``/runners``, ``/audit``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from aiohttp import web
 from kerrigan.config import Settings
 from kerrigan.core.redirects import local_path
 from kerrigan.web import signin
-from kerrigan.web.pages import audit, devices, explain, pools, queue, sessions
+from kerrigan.web.pages import audit, devices, explain, history, pools, queue, sessions
 from kerrigan.web.pages.rendering import filters, page_errors, render
 from kerrigan.web.state import SETTINGS
 
@@ -75,5 +75,5 @@ def setup_pages(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/login/github", signin.login_github)
     app.router.add_get("/auth/callback", signin.auth_callback)
     app.router.add_post("/logout", signin.logout)
-    for module in (pools, devices, sessions, explain, queue, audit):
+    for module in (pools, history, devices, sessions, explain, queue, audit):
         app.router.add_routes(module.routes)

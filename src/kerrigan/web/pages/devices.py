@@ -1,6 +1,6 @@
 """A device's page, ``/devices/{device_id}``: its explicit labels and tags (editable by System Admins and the
-owners of its pool), its implicit labels, its effective labels with where each comes from, and its state
-with the reason and the history of state changes from the audit log.
+owners of its pool), its implicit labels, its effective labels with where each comes from, its state
+with the reason and the history of state changes from the audit log, and its last 20 jobs.
 
 The forms post, with the CSRF token, below the page, through :mod:`kerrigan.web.editing` (the REST API's
 code: roles, label rules, approved keys, audit log):
@@ -36,10 +36,12 @@ from kerrigan.core.inventory import (
 )
 from kerrigan.core.roles import Principal
 from kerrigan.store.audit import AuditEntry, list_audit
+from kerrigan.store.history import device_jobs
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
+from kerrigan.web.pages.history import duration
 from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
@@ -49,6 +51,9 @@ routes = web.RouteTableDef()
 
 HISTORY_ROWS = 1000
 """Audit rows of one device read for its state history (label and tag edits share the log)."""
+
+RECENT_JOBS = 20
+"""Jobs listed on the page; the rest are a link to ``/sessions?device=``."""
 
 _STATE_FIELDS = {"state": "state", "reason": "reason"}
 
@@ -116,6 +121,10 @@ def state_history(entries: Sequence[AuditEntry], device: Device) -> list[StateCh
     return history
 
 
+def _job_duration(started: datetime | None, finished: datetime | None) -> str:
+    return duration((finished - started).total_seconds()) if started and finished else ""
+
+
 async def _device_page(
     request: web.Request, principal: Principal | None, error: FormError | None = None
 ) -> web.Response:
@@ -127,6 +136,7 @@ async def _device_page(
             raise editing.not_found(exc) from None
         approved = await label_keys(session)
         audit = await list_audit(session, device_id=device_id, limit=HISTORY_ROWS)
+        recent = await device_jobs(session, device_id, limit=RECENT_JOBS)
     device, pool = stored.device, stored.pool
     # People's labels first, then the generated ones; each group by key.
     effective = sorted(
@@ -142,6 +152,9 @@ async def _device_page(
         "overrides": {label.key: label.overrides for label in effective if label.overrides is not None},
         "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
         "history": state_history(audit, device),
+        "recent_jobs": recent.items,
+        "more_jobs": recent.next is not None,
+        "duration": _job_duration,
         "all_states": tuple(DeviceState),
         **await form_context(
             request,

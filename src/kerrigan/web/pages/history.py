@@ -1,0 +1,96 @@
+"""``/sessions`` and ``/devices``: what ran, where and when.
+
+``/sessions`` takes the API's filters (repository, branch, workflow, state, conclusion, device, since) as a
+plain GET form and pages with next and previous links carrying the API's cursors; a bad filter is shown
+next to the form with status 400. ``/devices`` lists every device with its state, the job it runs now, its
+last job and its pass rate over the last 7 days.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Final
+from urllib.parse import urlencode
+
+from aiohttp import web
+from multidict import MultiDict
+
+from kerrigan.core.lifecycle import Conclusion, SessionState
+from kerrigan.store.history import device_summaries, list_sessions
+from kerrigan.web.api.history import SESSION_FILTERS, read_query
+from kerrigan.web.errors import ApiError
+from kerrigan.web.pages.rendering import render
+from kerrigan.web.signin import page_reader
+from kerrigan.web.state import DATABASE
+
+routes = web.RouteTableDef()
+
+PASS_RATE_WINDOW: Final = timedelta(days=7)
+DEFAULT_PAGE: Final = 50
+
+
+def duration(seconds: float | None) -> str:
+    """``1h 02m``, ``3m 05s``, ``42s``; empty while unknown."""
+    if seconds is None:
+        return ""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {secs:02d}s"
+    return f"{secs}s"
+
+
+def _link(filters: dict[str, str], limit: str, cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    kept = {name: value for name, value in filters.items() if value}
+    if limit:
+        kept["limit"] = limit
+    return "/sessions?" + urlencode({**kept, "cursor": cursor})
+
+
+@routes.get("/sessions")
+async def sessions_page(request: web.Request) -> web.Response:
+    """Sessions newest first, filtered by the form, paged."""
+    await page_reader(request)
+    shown = {name: request.query.get(name, "").strip() for name in SESSION_FILTERS}
+    limit = request.query.get("limit", "").strip()
+    context: dict[str, Any] = {
+        "filters": shown,
+        "limit": limit,
+        "states": [state.value for state in SessionState],
+        "conclusions": [conclusion.value for conclusion in Conclusion],
+        "sessions": [],
+        "next_url": None,
+        "previous_url": None,
+        "error": None,
+        "error_field": None,
+        "duration": duration,
+    }
+    given = MultiDict((name, value.strip()) for name, value in request.query.items())
+    try:
+        query = read_query(given, "sessions", SESSION_FILTERS)
+    except ApiError as error:
+        context["error"], context["error_field"] = error.message, error.field
+        return await render(request, "sessions.html", context, status=400)
+    async with request.config_dict[DATABASE].sessions() as session:
+        page = await list_sessions(
+            session, query.filters, limit=query.limit, after=query.after, before=query.before
+        )
+    context["sessions"] = page.items
+    context["next_url"] = _link(shown, limit, query.cursor(page.next))
+    context["previous_url"] = _link(shown, limit, query.cursor(page.previous, backwards=True))
+    return await render(request, "sessions.html", context)
+
+
+@routes.get("/devices")
+async def devices_page(request: web.Request) -> web.Response:
+    """Every device: state, current job, last job, pass rate over 7 days."""
+    await page_reader(request)
+    database = request.config_dict[DATABASE]
+    async with database.sessions() as session:
+        devices = await device_summaries(session, database.clock() - PASS_RATE_WINDOW)
+    return await render(request, "devices.html", {"devices": devices})
