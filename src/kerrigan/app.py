@@ -10,6 +10,7 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import aiohttp
 from aiohttp import web
@@ -24,6 +25,7 @@ from kerrigan.github.routes import router
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
 from kerrigan.store.database import Clock, Database, check_schema, utc_now
+from kerrigan.store.history import Pruned, prune_history
 from kerrigan.web.api import create_api
 from kerrigan.web.headers import install_security_headers
 from kerrigan.web.pages import setup_pages
@@ -119,10 +121,11 @@ async def _background(
             worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
     dispatcher = Dispatcher(database, lease_ttl_s=settings.runner_lease_s)
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="kerrigan-dispatch")
+    retention_task = asyncio.create_task(_retention(database, settings), name="kerrigan-retention")
     try:
         yield
     finally:
-        for task in (dispatcher_task, worker_task, reconciler_task):
+        for task in (dispatcher_task, worker_task, reconciler_task, retention_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -131,6 +134,47 @@ async def _background(
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
             await process.wait()
+
+
+RETENTION_EVERY_S = 3600.0
+"""How often history past ``KERRIGAN_HISTORY_DAYS`` and output past ``KERRIGAN_OUTPUT_DAYS`` are deleted."""
+
+
+async def prune_once(database: Database, settings: Settings, *, batch: int = 500) -> Pruned:
+    """Delete what retention says is too old, one batch per transaction until none is left."""
+    now = database.clock()
+    sessions_before = now - timedelta(days=settings.history_days) if settings.history_days else None
+    output_before = now - timedelta(days=settings.output_days) if settings.output_days else None
+    total = Pruned()
+    while True:
+        # One batch per write: on SQLite the hot paths' writes wait for a short batch, not the backlog.
+        async with database.writing(), database.sessions() as session, session.begin():
+            done = await prune_history(
+                session, sessions_before=sessions_before, output_before=output_before, batch=batch
+            )
+        total = Pruned(total.sessions + done.sessions, total.output_jobs + done.output_jobs)
+        if not (done.sessions or done.output_jobs):
+            return total
+        await asyncio.sleep(0)
+
+
+async def _retention(database: Database, settings: Settings) -> None:
+    """Apply retention now and every :data:`RETENTION_EVERY_S`; a failed pass is logged and tried again."""
+    while True:
+        try:
+            pruned = await prune_once(database, settings)
+            if pruned.sessions or pruned.output_jobs:
+                log.info(
+                    "retention: deleted %d sessions older than %d days and the output of %d jobs older than "
+                    "%d days",
+                    pruned.sessions,
+                    settings.history_days,
+                    pruned.output_jobs,
+                    settings.output_days,
+                )
+        except Exception:  # the next pass tries again; the server goes on
+            log.exception("retention pass failed")
+        await asyncio.sleep(RETENTION_EVERY_S)
 
 
 def _count_revoke(github: GitHubApp, installation_id: int) -> None:

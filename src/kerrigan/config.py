@@ -24,6 +24,8 @@ DEFAULT_DATABASE_URL: Final = "sqlite+aiosqlite:///./kerrigan.db"
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 _DATABASE_SCHEMES: Final = ("sqlite+aiosqlite", "postgresql+asyncpg")
 OUTPUT_MAX_LEAST: Final = 1024  # below a kilobyte not even an error message would fit
+MAX_RETENTION_DAYS: Final = 36500
+_RETENTION: Final = (("HISTORY_DAYS", "history_days"), ("OUTPUT_DAYS", "output_days"))
 
 
 class ConfigError(ValueError):
@@ -59,6 +61,8 @@ class Settings:
     runner_lease_s: int = 60  # a runner host's leases expire this long after its last heartbeat
     delivery_lease_s: float = 30.0  # a worker's claim of a webhook delivery, renewed every third of it
     output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES  # a job's output stored; the rest is cut, and marked
+    history_days: int = 90  # completed sessions (and their jobs) older are deleted; 0 keeps them
+    output_days: int = 14  # job output older is deleted, the job kept; 0 keeps it
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -132,6 +136,9 @@ class Settings:
                     f"not {output_max[:40]!r}"
                 )
             values["output_max_bytes"] = number
+        values.update(
+            {key: _retention_days(name, days) for name, key in _RETENTION if (days := get(name)) is not None}
+        )
         if (public_read := get("PUBLIC_READ")) is not None:
             if public_read not in ("0", "1"):
                 raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")
@@ -146,6 +153,15 @@ def _whole_number(text: str, low: int, high: int) -> int | None:
         return None
     number = int(text)
     return number if low <= number <= high else None
+
+
+def _retention_days(name: str, value: str) -> int:
+    if (number := _whole_number(value, 0, MAX_RETENTION_DAYS)) is None:
+        raise ConfigError(
+            f"{PREFIX}{name} must be whole days from 0 (keep forever) to {MAX_RETENTION_DAYS}, "
+            f"not {value[:40]!r}"
+        )
+    return number
 
 
 def _positive_seconds(name: str, value: str) -> float:

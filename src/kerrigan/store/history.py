@@ -404,55 +404,49 @@ class Pruned:
 async def prune_history(
     session: AsyncSession,
     *,
-    sessions_before: datetime,
-    output_before: datetime,
+    sessions_before: datetime | None,
+    output_before: datetime | None,
     batch: int = 500,
 ) -> Pruned:
-    """Delete completed sessions created before ``sessions_before`` (their jobs and output with them), and
-    the output of jobs that ended before ``output_before`` (the jobs stay), ``batch`` rows per statement so
-    a large backlog never holds one long lock. A session still running is kept however old it is."""
-    sessions_deleted = 0
-    while True:
+    """One batch of retention, for the caller to commit: up to ``batch`` completed sessions created before
+    ``sessions_before`` go with their jobs and output, and the output of up to ``batch`` jobs that ended
+    before ``output_before`` (the jobs stay). ``None`` keeps that kind forever. A session still running is
+    kept however old it is. Old sessions go first, then old output. Call again until nothing is deleted:
+    small batches never hold a long lock."""
+    sessions_deleted = output_jobs = 0
+    if sessions_before is not None:
         pks = list(
             (
                 await session.scalars(
                     select(SessionRow.pk)
                     .where(
-                        SessionRow.created_at < sessions_before,
-                        SessionRow.state == SessionState.COMPLETED,
+                        SessionRow.created_at < sessions_before, SessionRow.state == SessionState.COMPLETED
                     )
+                    .order_by(SessionRow.created_at)
                     .limit(batch)
                 )
             ).all()
         )
-        if not pks:
-            break
-        job_pks = select(JobRow.pk).where(JobRow.session_pk.in_(pks))
-        # Children first and explicitly: a batch's statements stay small and none relies on the cascade.
-        await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(job_pks)))
-        await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
-        await session.execute(update(JobRow).where(JobRow.retry_of.in_(job_pks)).values(retry_of=None))
-        await session.execute(delete(JobRow).where(JobRow.session_pk.in_(pks)))
-        await session.execute(delete(SessionRow).where(SessionRow.pk.in_(pks)))
-        sessions_deleted += len(pks)
-        await session.commit()
-    output_jobs = 0
-    while True:
+        if pks:
+            job_pks = select(JobRow.pk).where(JobRow.session_pk.in_(pks))
+            # Children first and explicitly: each statement stays small and none relies on a cascade.
+            await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(job_pks)))
+            await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
+            await session.execute(update(JobRow).where(JobRow.retry_of.in_(job_pks)).values(retry_of=None))
+            await session.execute(delete(JobRow).where(JobRow.session_pk.in_(pks)))
+            await session.execute(delete(SessionRow).where(SessionRow.pk.in_(pks)))
+            sessions_deleted = len(pks)
+    if output_before is not None and not sessions_deleted:  # old sessions first: their output goes with them
         jobs = list(
             (
                 await session.scalars(
                     select(JobRow.pk)
-                    .where(
-                        JobRow.finished_at < output_before,
-                        exists().where(JobLogRow.job_pk == JobRow.pk),
-                    )
+                    .where(JobRow.finished_at < output_before, exists().where(JobLogRow.job_pk == JobRow.pk))
                     .limit(batch)
                 )
             ).all()
         )
-        if not jobs:
-            break
-        await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(jobs)))
-        output_jobs += len(jobs)
-        await session.commit()
+        if jobs:
+            await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(jobs)))
+            output_jobs = len(jobs)
     return Pruned(sessions_deleted, output_jobs)
