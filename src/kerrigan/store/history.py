@@ -206,8 +206,10 @@ async def list_sessions(
         if value is not None:
             query = query.where(column == value)
     if filters.device is not None:
+        # From the device's jobs (ix_jobs_device_id_created_at) to their sessions, not the other way round:
+        # a device ran a few hundred jobs, the sessions table holds every session.
         query = query.where(
-            exists().where(JobRow.session_pk == SessionRow.pk, JobRow.device_id == filters.device)
+            SessionRow.pk.in_(select(JobRow.session_pk).where(JobRow.device_id == filters.device))
         )
     if filters.since is not None:
         query = query.where(SessionRow.created_at >= filters.since)
