@@ -226,18 +226,25 @@ def should_retry(
     klass: FailureClass | None,
     exit_status: int | None,
     earlier: Iterable[FailureClass | None],
+    *,
+    reason: str | None = None,
 ) -> bool:
-    """Whether a job that ended in ``state`` gets another attempt. ``earlier`` are the failure classes of
-    the task's attempts already retried: each budget counts its own kind.
+    """Whether a job that ended in ``state`` for ``reason`` gets another attempt. ``earlier`` are the
+    failure classes of the task's attempts already retried: each budget counts its own kind.
 
     Only a failed job is retried (a timeout, a cancel, a queue-wait budget or a misfit would fail the same
     way again): an infrastructure failure while ``policy.infrastructure`` allows, a test failure only when
-    its exit status is listed in ``policy.exit_status``, while ``policy.limit`` allows.
+    its exit status is listed in ``policy.exit_status``, while ``policy.limit`` allows. A job its host
+    could not start (``not_started``) is not retried: the runner does not yet say whether the network
+    failed the fetch (``source_unavailable``, retried) or the commit's tarball was refused for what it
+    holds, which fails the same way on every device.
     """
     if state is not JobState.FAILED:
         return False
     spent = list(earlier)
     if klass is FailureClass.INFRASTRUCTURE:
+        if reason == NOT_STARTED_REASON:
+            return False
         return spent.count(FailureClass.INFRASTRUCTURE) < policy.infrastructure
     if klass is FailureClass.TEST and exit_status is not None and exit_status in policy.exit_status:
         return spent.count(FailureClass.TEST) < policy.limit

@@ -140,7 +140,7 @@ async def retry_failed(
             for other in jobs
             if other.task_id == job.task_id and other.state == JobState.RETRIED
         ]
-        if not should_retry(policy, JobState.FAILED, klass, job.exit_status, earlier):
+        if not should_retry(policy, JobState.FAILED, klass, job.exit_status, earlier, reason=job.reason):
             continue
         await move_job(session, job, JobState.RETRIED, at)
         avoid = list(dict.fromkeys([*(job.avoid_devices or []), *([job.device_id] if job.device_id else [])]))

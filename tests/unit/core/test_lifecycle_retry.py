@@ -23,19 +23,28 @@ INFRA = FailureClass.INFRASTRUCTURE
 TEST = FailureClass.TEST
 
 
-@pytest.mark.parametrize("reason", ["runner_lost", "not_started", "source_unavailable", "device_fault"])
+@pytest.mark.parametrize("reason", ["runner_lost", "source_unavailable", "device_fault", "runner_disk_full"])
 def test_an_infrastructure_failure_is_retried_twice_by_default(reason: str) -> None:
     klass = failure_class(JobState.FAILED, reason, None)
     assert klass is INFRA
     policy = RetryPolicy()
-    assert should_retry(policy, JobState.FAILED, klass, None, [])
-    assert should_retry(policy, JobState.FAILED, klass, None, [INFRA])
-    assert not should_retry(policy, JobState.FAILED, klass, None, [INFRA, INFRA])
+    assert should_retry(policy, JobState.FAILED, klass, None, [], reason=reason)
+    assert should_retry(policy, JobState.FAILED, klass, None, [INFRA], reason=reason)
+    assert not should_retry(policy, JobState.FAILED, klass, None, [INFRA, INFRA], reason=reason)
+
+
+def test_a_job_its_host_could_not_start_is_not_retried() -> None:
+    """The runner does not say whether the fetch failed or the tarball was refused for its contents."""
+    klass = failure_class(JobState.FAILED, "not_started", None)
+    assert klass is INFRA
+    assert not should_retry(
+        RetryPolicy(infrastructure=5), JobState.FAILED, klass, None, [], reason="not_started"
+    )
 
 
 def test_exit_status_75_is_the_devices_failure_and_retried() -> None:
     klass = failure_class(JobState.FAILED, "device_fault", DEVICE_FAULT_EXIT)
-    assert should_retry(RetryPolicy(), JobState.FAILED, klass, DEVICE_FAULT_EXIT, [])
+    assert should_retry(RetryPolicy(), JobState.FAILED, klass, DEVICE_FAULT_EXIT, [], reason="device_fault")
 
 
 def test_a_test_failure_is_never_retried_unless_its_exit_status_is_listed() -> None:
