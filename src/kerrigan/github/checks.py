@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kerrigan.core.explain import Explanation, TaskExplanation
-from kerrigan.core.lifecycle import ENDED, Conclusion, SessionState
+from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
 from kerrigan.core.runner_fields import cut_of
@@ -414,6 +414,20 @@ class JobProgress:
     seconds: float | None = None
     output_tail: str = ""
     detail: str | None = None  # the runner's words for a refusal (the limit it names)
+    attempt: int = 1
+    attempts: int = 1  # the most attempts its session's retry policy allows
+    after: str | None = None  # what ended the attempt it retries: "runner_lost on modalix-bluebox"
+
+    @property
+    def current(self) -> bool:
+        """Whether this attempt counts (one a retry replaced does not)."""
+        return self.state != JobState.RETRIED
+
+    def attempt_text(self) -> str:
+        """``attempt 2 of 3 on modalix-redbox after runner_lost on modalix-bluebox``."""
+        where = f" on {self.device_id}" if self.device_id else ""
+        after = f" after {self.after}" if self.after else ""
+        return f"attempt {self.attempt} of {max(self.attempts, self.attempt)}{where}{after}"
 
 
 TAIL_LINES: Final = 20
@@ -425,20 +439,43 @@ _VERDICTS: Final = {
 }
 
 
+def cancel_line(reason: str) -> str:
+    """A cancel's reason as a sentence's start: ``Cancelled by hubot``, ``Superseded by 3f2a1b0``."""
+    return reason[:1].upper() + reason[1:]
+
+
+def _attempts(jobs: Sequence[JobProgress]) -> list[str]:
+    """Each attempt of every task that had more than one, in order."""
+    retried = {job.task_id for job in jobs if job.attempt > 1}
+    lines = []
+    for job in jobs:
+        if job.task_id in retried:
+            why = f" ({job.reason})" if job.reason else ""
+            lines.append(f"- {_code(job.task_id)}: {_cell(job.attempt_text())}: {job.state}{why}")
+    return ["", "**Attempts**", "", *lines] if lines else []
+
+
 def progress_body(
     name: str,
     context: SessionContext,
     jobs: Sequence[JobProgress],
     state: SessionState,
     conclusion: Conclusion | None,
+    *,
+    cancel_reason: str | None = None,
 ) -> CheckRunBody:
-    """The check run while and after the jobs run: each job's device, host, duration, result and output.
+    """The check run while and after the jobs run: each job's device, host, duration, result and output;
+    each attempt of a task that was retried; who cancelled it, or which commit superseded it.
 
-    The status and conclusion are the session's, as the store derived them (``kerrigan.core.lifecycle``).
+    The status and conclusion are the session's, as the store derived them (``kerrigan.core.lifecycle``);
+    counts are of the current attempts (one a retry replaced does not count).
     """
-    done = sum(1 for job in jobs if job.state in ENDED)
-    lines = [
-        _header(name, context),
+    current = [job for job in jobs if job.current]
+    done = sum(1 for job in current if job.state in ENDED)
+    lines = [_header(name, context)]
+    if cancel_reason:
+        lines += ["", f"{_cell(cancel_line(cancel_reason))}."]
+    lines += [
         "",
         "| task | state | device | runner host | duration | exit |",
         "|---|---|---|---|---|---|",
@@ -447,11 +484,14 @@ def progress_body(
         duration = f"{job.seconds:.0f} s" if job.seconds is not None else ""
         why = f"{job.reason}: {job.detail}" if job.reason and job.detail else job.reason
         shown = job.state + (f" ({why})" if why else "")
+        if job.attempt > 1 or not job.current:
+            shown += f", {job.attempt_text()}"
         lines.append(
             f"| {_code(job.task_id)} | {_cell(shown)} | {_code(job.device_id) if job.device_id else ''} | "
             f"{_code(job.host) if job.host else ''} | {duration} | "
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
+    lines += _attempts(jobs)
     for job in jobs:
         if job.output_tail:
             tail = "\n".join(job.output_tail.splitlines()[-TAIL_LINES:]).replace("```", "'''")
@@ -459,7 +499,9 @@ def progress_body(
             cut = cut_of(job.output_tail)
             lines += [
                 "",
-                f"<details><summary>{_cell(job.task_id)}: last lines of output"
+                f"<details><summary>{_cell(job.task_id)}"
+                f"{f' (attempt {job.attempt})' if job.attempt > 1 or not job.current else ''}"
+                ": last lines of output"
                 f"{f' ({_cell(cut)})' if cut else ''}</summary>",
                 "",
                 "```",
@@ -471,11 +513,15 @@ def progress_body(
     summary = _cut_lines("\n".join(lines) + "\n", SUMMARY_LIMIT)
     if state is SessionState.COMPLETED:
         verdict = _VERDICTS[conclusion or Conclusion.FAILURE]
-        title = f"{verdict}: {done} of {len(jobs)} job(s) ended"
+        if cancel_reason and conclusion is Conclusion.CANCELLED:
+            verdict = cancel_line(cancel_reason)
+        title = f"{verdict}: {done} of {len(current)} job(s) ended"
+    elif cancel_reason:
+        title = f"Stopping ({cancel_reason}): {done} of {len(current)} job(s) ended"
     elif state is SessionState.IN_PROGRESS:
-        title = f"Running: {done} of {len(jobs)} job(s) ended"
+        title = f"Running: {done} of {len(current)} job(s) ended"
     else:
-        title = f"Queued: {len(jobs)} job(s) wait for devices"
+        title = f"Queued: {len(current)} job(s) wait for devices"
     return _body(
         name,
         context,
@@ -493,10 +539,16 @@ def body_from_json(stored: Mapping[str, Any]) -> CheckRunBody:
 
 
 def short_body(
-    name: str, context: SessionContext, state: SessionState, conclusion: Conclusion | None, refusal: str
+    name: str,
+    context: SessionContext,
+    state: SessionState,
+    conclusion: Conclusion | None,
+    refusal: str,
+    *,
+    cancel_reason: str | None = None,
 ) -> CheckRunBody:
-    """What GitHub is sent when it refuses the full body: the status and conclusion, and a line pointing to
-    the session page, so the check run still ends right."""
+    """What GitHub is sent when it refuses the full body: the status and conclusion (and who cancelled it),
+    and a line pointing to the session page, so the check run still ends right."""
     summary = (
         _header(name, context)
         + f"\nGitHub refused the full report of this session ({_cell(refusal)[:300]}); "
@@ -504,6 +556,8 @@ def short_body(
     )
     done = state is SessionState.COMPLETED
     verdict = _VERDICTS[conclusion or Conclusion.FAILURE] if done else state.value.replace("_", " ").title()
+    if cancel_reason and (not done or conclusion is Conclusion.CANCELLED):
+        verdict = cancel_line(cancel_reason)
     return _body(
         name,
         context,

@@ -8,6 +8,7 @@ session's own state and conclusion.
 
 from __future__ import annotations
 
+from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.github.checks import (
     CheckRunBody,
     JobProgress,
@@ -17,6 +18,7 @@ from kerrigan.github.checks import (
     short_body,
 )
 from kerrigan.store.check_runs import Projection
+from kerrigan.store.transitions import RETRY_POLICY_KEY
 
 
 def context_of(view: Projection, details_url: str) -> SessionContext:
@@ -25,10 +27,53 @@ def context_of(view: Projection, details_url: str) -> SessionContext:
     return SessionContext(session.id, details_url, session.head_sha, session.event, session.head_branch)
 
 
+def cancel_reason_of(view: Projection) -> str | None:
+    """Why the session was cancelled (``cancelled by hubot``, ``superseded by 3f2a1b0``), when it was."""
+    # ``Projection.cancel_reason`` (the row's) is asked of ``store.check_runs``; until it is there, None.
+    reason = getattr(view, "cancel_reason", None)
+    return str(reason) if reason else None
+
+
+def progress_of(view: Projection) -> list[JobProgress]:
+    """Each job as the check run shows it, with its attempt and what ended the attempt it retries."""
+    records = {job.record.pk: job.record for job in view.jobs}
+    attempts = RetryPolicy.from_dict(view.session.resolution.get(RETRY_POLICY_KEY)).max_attempts
+    progress = []
+    for job in view.jobs:
+        record = job.record
+        before = records.get(record.retry_of) if record.retry_of is not None else None
+        after = None
+        if before is not None:
+            why = before.reason or (
+                f"exit status {before.exit_status}" if before.exit_status else "a failure"
+            )
+            after = f"{why} on {before.device_id}" if before.device_id else why
+        progress.append(
+            JobProgress(
+                record.task_id,
+                record.state,
+                record.device_id,
+                record.host,
+                record.exit_status,
+                record.reason,
+                (record.finished_at - record.started_at).total_seconds()
+                if record.started_at and record.finished_at
+                else None,
+                job.output_tail,
+                record.detail,
+                record.attempt,
+                attempts,
+                after,
+            )
+        )
+    return progress
+
+
 def render(view: Projection, details_url: str) -> CheckRunBody:
     """The body GitHub should show for ``view`` (its session's ``version``)."""
     stored = view.resolution_body
-    if stored is not None:
+    cancel_reason = cancel_reason_of(view)
+    if stored is not None and cancel_reason is None:
         resolved = body_from_json(stored)
         # A job started, ended, or was sent back to the queue for a reason (a full disk, a lost runner).
         jobs_moved = any(
@@ -36,25 +81,14 @@ def render(view: Projection, details_url: str) -> CheckRunBody:
         )
         if resolved.fields.get("status") == "completed" or not jobs_moved:
             return resolved
-    progress = [
-        JobProgress(
-            job.record.task_id,
-            job.record.state,
-            job.record.device_id,
-            job.record.host,
-            job.record.exit_status,
-            job.record.reason,
-            (job.record.finished_at - job.record.started_at).total_seconds()
-            if job.record.started_at and job.record.finished_at
-            else None,
-            job.output_tail,
-            job.record.detail,
-        )
-        for job in view.jobs
-    ]
     session = view.session
     return progress_body(
-        session.workflow, context_of(view, details_url), progress, session.state, session.conclusion
+        session.workflow,
+        context_of(view, details_url),
+        progress_of(view),
+        session.state,
+        session.conclusion,
+        cancel_reason=cancel_reason,
     )
 
 
@@ -62,5 +96,10 @@ def render_short(view: Projection, details_url: str, refusal: str) -> CheckRunBo
     """The short body sent when GitHub refuses the full one: the state and a link to the session page."""
     session = view.session
     return short_body(
-        session.workflow, context_of(view, details_url), session.state, session.conclusion, refusal
+        session.workflow,
+        context_of(view, details_url),
+        session.state,
+        session.conclusion,
+        refusal,
+        cancel_reason=cancel_reason_of(view),
     )

@@ -12,6 +12,7 @@ import logging
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final
 
 import aiohttp
@@ -21,7 +22,7 @@ from kerrigan.config import Settings
 from kerrigan.core.explain import explain, explanation_json
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import resolution_outcome
-from kerrigan.core.manifest import ManifestResult, parse_manifest
+from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
 from kerrigan.core.matching import Outcome
 from kerrigan.core.runner_protocol import JobCredentials
 from kerrigan.core.sessions import Job, Session, SessionState
@@ -35,11 +36,19 @@ from kerrigan.github.checks import (
 )
 from kerrigan.github.client import GitHubClient, InstallationTokens
 from kerrigan.github.repository import ManifestFile, Repository
+from kerrigan.store.cancel import cancel_session
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import check_fence
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
-from kerrigan.store.sessions import create_session, find_sessions, queue_position, resolve_session
+from kerrigan.store.sessions import (
+    create_session,
+    find_sessions,
+    queue_position,
+    resolve_session,
+    superseded_sessions,
+)
+from kerrigan.store.transitions import RETRY_POLICY_KEY
 
 log = logging.getLogger(__name__)
 MAX_WORKFLOW_NAME = 100  # a manifest's name is at most this long; a file path standing in for it is cut
@@ -138,13 +147,44 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
                 db, repo.full_name, delivery_id=trigger.delivery_id, manifest_path=file.path
             ):
                 continue  # this delivery was handled before a restart
-            session = await create_session(
-                db, _new_session(app, repo, trigger, file, manifest), database.clock()
-            )
+            new = _new_session(app, repo, trigger, file, manifest)
+            group = _group(new, manifest)
+            session = await create_session(db, new, database.clock(), concurrency_group=group)
             started.append(
                 await _resolve(app, db, session, manifest, inventory=inventory, descriptions=descriptions)
             )
+            if group is not None and trigger.event is not None:
+                await _supersede(db, session, manifest, group, database.clock())
     return started
+
+
+def _group(session: Session, manifest: ManifestResult) -> str | None:
+    """The session's expanded concurrency group; None for a merge group's session (never superseded, it
+    supersedes nothing) and for an invalid manifest."""
+    workflow = manifest.workflow
+    if workflow is None or session.event == "merge_group":
+        return None
+    return workflow.concurrency.expand(
+        workflow=session.workflow,
+        branch=session.head_branch,
+        pull_request=session.pull_request,
+        sha=session.head_sha,
+    )
+
+
+async def _supersede(
+    db: AsyncSession, newer: Session, manifest: ManifestResult, group: str, at: datetime
+) -> None:
+    """Cancel the older commits' sessions of ``group`` that the newer one's ``concurrency.cancel`` names.
+    A retry of an old commit is no newer commit: :func:`start_workflows` does not call this for it."""
+    assert manifest.workflow is not None  # an invalid manifest has no group
+    cancel = manifest.workflow.concurrency.cancel
+    if cancel is CancelInProgress.NONE:
+        return
+    older = await superseded_sessions(db, newer, group, running_too=cancel is CancelInProgress.IN_PROGRESS)
+    for session_id in older:
+        await cancel_session(db, session_id, at, by=None, reason=f"superseded by {newer.head_sha[:7]}")
+        log.info("session %s superseded by %s (%s)", session_id, newer.id, group)
 
 
 async def _reported(app: GitHubApp, repo: Repository, sha: str, path: str) -> bool:
@@ -252,7 +292,10 @@ async def _resolve(
         session.id,
         at,
         outcome=resolution_outcome(valid=True, unschedulable=bool(never)),
-        resolution=explanation_json(explanation, descriptions),
+        resolution={
+            **explanation_json(explanation, descriptions),
+            RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
+        },
         check_run=body.as_json(),
         requirements={item.task.id: item.resolution.requested.as_dict() for item in explanation.tasks},
         unschedulable=never,

@@ -413,6 +413,8 @@ class JobRecord:
     started_at: datetime | None
     finished_at: datetime | None
     detail: str | None = None
+    attempt: int = 1
+    retry_of: int | None = None  # the attempt this one retries
 
 
 async def session_job_records(session: AsyncSession, session_pk: int) -> list[JobRecord]:
@@ -432,6 +434,8 @@ async def session_job_records(session: AsyncSession, session_pk: int) -> list[Jo
             row.started_at,
             row.finished_at,
             row.detail,
+            row.attempt,
+            row.retry_of,
         )
         for row in rows
     ]

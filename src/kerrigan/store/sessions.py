@@ -70,8 +70,11 @@ async def _jobs(session: AsyncSession, session_pk: int) -> list[JobRow]:
     )
 
 
-async def create_session(session: AsyncSession, new: Session, at: datetime) -> Session:
-    """Store a session and a queued job per task named in ``new.jobs``."""
+async def create_session(
+    session: AsyncSession, new: Session, at: datetime, *, concurrency_group: str | None = None
+) -> Session:
+    """Store a session and a queued job per task named in ``new.jobs``; ``concurrency_group`` is its
+    manifest's expanded ``concurrency.group`` (None: it supersedes nothing and nothing supersedes it)."""
     row = SessionRow(
         id=new.id,
         repository=new.repository,
@@ -94,6 +97,7 @@ async def create_session(session: AsyncSession, new: Session, at: datetime) -> S
         queue_wait_limit_s=new.queue_wait_limit_s,
         created_at=at,
         updated_at=at,
+        concurrency_group=concurrency_group,
     )
     session.add(row)
     await session.flush()
@@ -113,6 +117,31 @@ async def create_session(session: AsyncSession, new: Session, at: datetime) -> S
     session.add_all(jobs)
     await session.flush()
     return _session(row, jobs)
+
+
+async def superseded_sessions(
+    session: AsyncSession, newer: Session, group: str, *, running_too: bool
+) -> list[str]:
+    """The ids of the sessions ``newer`` supersedes: of its repository and concurrency ``group``, at
+    another commit, created before it, not ended, not of a merge group; unless ``running_too``, only
+    those none of whose jobs started."""
+    query = (
+        select(SessionRow.id)
+        .where(
+            SessionRow.repository == newer.repository,
+            SessionRow.concurrency_group == group,
+            SessionRow.head_sha != newer.head_sha,
+            SessionRow.id != newer.id,
+            SessionRow.state != SessionState.COMPLETED,
+            SessionRow.event != "merge_group",
+            SessionRow.created_at <= newer.created_at,
+        )
+        .order_by(SessionRow.pk)
+    )
+    if not running_too:
+        started = select(JobRow.pk).where(JobRow.session_pk == SessionRow.pk, JobRow.started_at.is_not(None))
+        query = query.where(~started.exists())
+    return list((await session.scalars(query)).all())
 
 
 async def resolve_session(
