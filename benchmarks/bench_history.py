@@ -8,7 +8,8 @@ store functions the API calls (:mod:`kerrigan.store.history`), each timed as the
 
 - ``GET /api/v1/sessions?repository=...``: the first page (50), and the page after it through its cursor;
 - ``GET /api/v1/sessions?device=...``: the first page;
-- ``GET /api/v1/devices/{id}/jobs``: the first page (50).
+- ``GET /api/v1/devices/{id}/jobs``: the first page (50);
+- the ``/devices`` page's read: every device's current and last job and its 7-day pass rate.
 
 Targets (issue 12): a filtered first page of sessions at most 50 ms, a device's jobs at most 20 ms.
 
@@ -35,8 +36,8 @@ from sqlalchemy import insert, text
 from sqlalchemy.engine import make_url
 
 from kerrigan.store.database import Database, create_engine, upgrade
-from kerrigan.store.history import SessionFilters, device_jobs, list_sessions
-from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.history import SessionFilters, device_jobs, device_summaries, list_sessions
+from kerrigan.store.models import DeviceRow, JobRow, PoolRow, SessionRow
 
 POSTGRES_ENV = "KERRIGAN_TEST_POSTGRES_URL"
 SESSIONS_TARGET_MS = 50
@@ -99,6 +100,29 @@ async def fill(database: Database, sessions: int, *, seed: int = 12) -> None:
                     )
             await connection.execute(insert(SessionRow.__table__), session_rows)
             await connection.execute(insert(JobRow.__table__), job_rows)
+        await connection.execute(
+            insert(PoolRow.__table__),
+            [{"pk": 1, "id": "bench", "name": "bench", "created_at": NOW, "updated_at": NOW}],
+        )
+        await connection.execute(
+            insert(DeviceRow.__table__),
+            [
+                {
+                    "pk": n + 1,
+                    "id": f"dev-{n:05d}",
+                    "pool_pk": 1,
+                    "board": "modalix",
+                    "target_type": "devkit",
+                    "os_type": "linux",
+                    "host": f"lab-{n % 40:02d}",
+                    "state": "available",
+                    "state_changed_at": NOW,
+                    "created_at": NOW,
+                    "updated_at": NOW,
+                }
+                for n in range(DEVICES)
+            ],
+        )
     async with database.engine.connect() as connection:
         await connection.execution_options(isolation_level="AUTOCOMMIT")
         await connection.execute(text("ANALYZE"))
@@ -146,11 +170,15 @@ async def measure(url: str, sessions: int, repeat: int) -> dict[str, float]:
             async def device_page() -> object:
                 return await device_jobs(session, device, limit=50)
 
+            async def every_device() -> object:
+                return await device_summaries(session, NOW - timedelta(days=7))
+
             return {
                 "sessions?repository= (first page)": await median_ms(repository_page, repeat),
                 "sessions?repository= (second page)": await median_ms(repository_second_page, repeat),
                 "sessions?device= (first page)": await median_ms(device_sessions, repeat),
                 "devices/{id}/jobs (first page)": await median_ms(device_page, repeat),
+                "/devices page (2,000 devices)": await median_ms(every_device, max(3, repeat // 10)),
             }
     finally:
         await database.close()
@@ -203,6 +231,9 @@ def main() -> None:
     print(f"{'database':>10}  {'query':<36} {'ms':>7}  target")
     for name, figures in results:
         for query, ms in figures.items():
+            if query.startswith("/devices"):
+                print(f"{name:>10}  {query:<36} {ms:>7.2f}  (no target)")
+                continue
             target = DEVICE_TARGET_MS if query.startswith("devices") else SESSIONS_TARGET_MS
             verdict = "ok" if ms <= target else "OVER"
             print(f"{name:>10}  {query:<36} {ms:>7.2f}  <= {target} {verdict}")

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from sqlalchemy import ColumnElement, and_, delete, exists, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, delete, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.jobs import CUT_SEQ
@@ -355,30 +355,38 @@ async def device_summaries(session: AsyncSession, since: datetime) -> list[Devic
         )
     ).all():
         current[device_id] = _job_entry(job, owner)
-    counts: dict[str, list[int]] = {}
-    rows = await session.execute(
-        select(JobRow.device_id, JobRow.state).where(
-            JobRow.device_id.is_not(None),
-            JobRow.finished_at >= since,
-            JobRow.state.in_(_ENDED_COUNTED),
-        )
+    counts: dict[str, tuple[int, int]] = {}
+    tallies = await session.execute(
+        select(JobRow.device_id, func.count(), func.sum(case((JobRow.state == "succeeded", 1), else_=0)))
+        .where(JobRow.device_id.is_not(None), JobRow.finished_at >= since, JobRow.state.in_(_ENDED_COUNTED))
+        .group_by(JobRow.device_id)
     )
-    for counted_device, state in rows:
-        tally = counts.setdefault(str(counted_device), [0, 0])
-        tally[0] += state == "succeeded"
-        tally[1] += 1
+    for counted_device, ended, passed in tallies:
+        counts[str(counted_device)] = (int(passed or 0), int(ended))
+    # Each device's last finished job in one statement: a walk back along ix_jobs_device_id_created_at per
+    # device inside the database, not one round trip per device.
+    inner = aliased(JobRow)
+    last_pk = (
+        select(inner.pk)
+        .where(inner.device_id == DeviceRow.id, inner.finished_at.is_not(None))
+        .order_by(inner.created_at.desc(), inner.pk.desc())
+        .limit(1)
+        .correlate(DeviceRow)
+        .scalar_subquery()
+    )
+    last: dict[str, JobEntry] = {}
+    for device_id, job, owner in (
+        await session.execute(
+            select(DeviceRow.id, JobRow, SessionRow)
+            .select_from(DeviceRow)
+            .join(JobRow, JobRow.pk == last_pk)
+            .join(SessionRow, SessionRow.pk == JobRow.session_pk)
+        )
+    ).all():
+        last[str(device_id)] = _job_entry(job, owner)
     summaries = []
     for device, pool_id in devices:
-        last_found = (
-            await session.execute(
-                select(JobRow, SessionRow)
-                .join(SessionRow, SessionRow.pk == JobRow.session_pk)
-                .where(JobRow.device_id == device.id, JobRow.finished_at.is_not(None))
-                .order_by(JobRow.created_at.desc(), JobRow.pk.desc())
-                .limit(1)
-            )
-        ).first()
-        passed, ended = counts.get(device.id, [0, 0])
+        passed, ended = counts.get(device.id, (0, 0))
         summaries.append(
             DeviceSummary(
                 id=device.id,
@@ -387,7 +395,7 @@ async def device_summaries(session: AsyncSession, since: datetime) -> list[Devic
                 state=device.state.value,
                 state_reason=device.state_reason,
                 current=current.get(device.id),
-                last=_job_entry(last_found[0], last_found[1]) if last_found is not None else None,
+                last=last.get(device.id),
                 passed=passed,
                 ended=ended,
             )
