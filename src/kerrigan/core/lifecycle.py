@@ -220,6 +220,20 @@ class RetryPolicy:
 NO_RETRY: Final = RetryPolicy(infrastructure=0)
 
 
+def describe_attempt(attempt: int, attempts: int, device: str | None, after: str | None) -> str:
+    """One attempt in words, the same on the check run and the session page: ``attempt 2 of 3 on
+    modalix-redbox after runner_lost on modalix-bluebox`` (``after``: what ended the attempt it retries)."""
+    where = f" on {device}" if device else ""
+    why = f" after {after}" if after else ""
+    return f"attempt {attempt} of {max(attempts, attempt)}{where}{why}"
+
+
+def retry_cause(reason: str | None, exit_status: int | None, device: str | None) -> str:
+    """What ended an attempt a retry replaced: ``runner_lost on modalix-bluebox``."""
+    why = reason or (f"exit status {exit_status}" if exit_status is not None else "a failure")
+    return f"{why} on {device}" if device else why
+
+
 def should_retry(
     policy: RetryPolicy,
     state: JobState,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kerrigan.core.explain import Explanation, TaskExplanation
-from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState
+from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState, describe_attempt
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
 from kerrigan.core.runner_fields import cut_of
@@ -425,9 +425,7 @@ class JobProgress:
 
     def attempt_text(self) -> str:
         """``attempt 2 of 3 on modalix-redbox after runner_lost on modalix-bluebox``."""
-        where = f" on {self.device_id}" if self.device_id else ""
-        after = f" after {self.after}" if self.after else ""
-        return f"attempt {self.attempt} of {max(self.attempts, self.attempt)}{where}{after}"
+        return describe_attempt(self.attempt, self.attempts, self.device_id, self.after)
 
 
 TAIL_LINES: Final = 20

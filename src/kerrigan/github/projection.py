@@ -8,7 +8,7 @@ session's own state and conclusion.
 
 from __future__ import annotations
 
-from kerrigan.core.lifecycle import RetryPolicy
+from kerrigan.core.lifecycle import RetryPolicy, retry_cause
 from kerrigan.github.checks import (
     CheckRunBody,
     JobProgress,
@@ -42,12 +42,7 @@ def progress_of(view: Projection) -> list[JobProgress]:
     for job in view.jobs:
         record = job.record
         before = records.get(record.retry_of) if record.retry_of is not None else None
-        after = None
-        if before is not None:
-            why = before.reason or (
-                f"exit status {before.exit_status}" if before.exit_status else "a failure"
-            )
-            after = f"{why} on {before.device_id}" if before.device_id else why
+        after = retry_cause(before.reason, before.exit_status, before.device_id) if before else None
         progress.append(
             JobProgress(
                 record.task_id,
