@@ -338,7 +338,7 @@ _ENDED_COUNTED = ("succeeded", "failed", "timed_out")
 
 async def device_summaries(session: AsyncSession, since: datetime) -> list[DeviceSummary]:
     """Every device, by id, with its current job (the one holding its lease), its last ended job and its
-    pass rate over the jobs that ended since ``since``."""
+    pass rate over the jobs created since ``since`` that have ended."""
     devices = (
         await session.execute(
             select(DeviceRow, PoolRow.id)
@@ -358,7 +358,13 @@ async def device_summaries(session: AsyncSession, since: datetime) -> list[Devic
     counts: dict[str, tuple[int, int]] = {}
     tallies = await session.execute(
         select(JobRow.device_id, func.count(), func.sum(case((JobRow.state == "succeeded", 1), else_=0)))
-        .where(JobRow.device_id.is_not(None), JobRow.finished_at >= since, JobRow.state.in_(_ENDED_COUNTED))
+        # By device and creation time, so each device's window is a range of ix_jobs_device_id_created_at
+        # rather than a scan of every job ever run.
+        .where(
+            JobRow.device_id.in_(select(DeviceRow.id)),
+            JobRow.created_at >= since,
+            JobRow.state.in_(_ENDED_COUNTED),
+        )
         .group_by(JobRow.device_id)
     )
     for counted_device, ended, passed in tallies:
