@@ -329,11 +329,13 @@ class DeviceSummary:
 
     @property
     def pass_rate(self) -> float | None:
-        """Succeeded over ended jobs (retried attempts left out), ``None`` without any."""
+        """Succeeded over ended jobs (a retried attempt counts as failed, a cancelled one not at all),
+        ``None`` without any."""
         return self.passed / self.ended if self.ended else None
 
 
-_ENDED_COUNTED = ("succeeded", "failed", "timed_out")
+# A retried attempt failed on its device (the retry ran elsewhere): it counts against that device.
+_ENDED_COUNTED = ("succeeded", "failed", "timed_out", "retried")
 
 
 async def device_summaries(session: AsyncSession, since: datetime) -> list[DeviceSummary]:

@@ -112,7 +112,13 @@ async def test_the_devices_page_shows_state_current_and_last_jobs_and_pass_rate(
 ) -> None:
     now = site.database.clock()
     async with site.database.sessions() as session, session.begin():
-        for hours, state in ((30, "succeeded"), (20, "failed"), (10, "succeeded"), (5, "succeeded")):
+        for hours, state in (
+            (40, "retried"),  # failed here, retried elsewhere: it counts against this device
+            (30, "succeeded"),
+            (20, "failed"),
+            (10, "succeeded"),
+            (5, "succeeded"),
+        ):
             await add_session(
                 session,
                 now - timedelta(hours=hours),
@@ -120,6 +126,11 @@ async def test_the_devices_page_shows_state_current_and_last_jobs_and_pass_rate(
             )
         await add_session(  # older than the window: not counted
             session, now - timedelta(days=9), runs=(Run(device="modalix-bluebox", state="failed"),)
+        )
+        await add_session(  # cancelled: not counted
+            session,
+            now - timedelta(hours=8),
+            runs=(Run(device="modalix-bluebox", state="cancelled", task="stop"),),
         )
         running, (job,) = await add_session(
             session,
@@ -147,8 +158,8 @@ async def test_the_devices_page_shows_state_current_and_last_jobs_and_pass_rate(
     last = row[row.index('class="last"') :].split("</td>", 1)[0]
     assert "t5" in last
     assert "succeeded" in last
-    assert "75%" in row
-    assert "(3/4)" in row
+    assert "60%" in row
+    assert "(3/5)" in row
     idle = page[page.index('id="device-pcie-card-01"') :].split("</tr>", 1)[0]
     assert "never ran a job" in idle
     assert page.count('<tr id="device-') == 12
