@@ -449,7 +449,15 @@ def _add_runner_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 # -- kerrigan sessions: history and cancel, against a live lab's API -----------------------------------------
 
-SESSION_LIST_FILTERS = ("repository", "branch", "workflow", "state", "conclusion", "device", "since")
+SESSION_LIST_FILTERS = {
+    "repository": "owner/name",
+    "branch": "the pushed branch",
+    "workflow": "the manifest's name",
+    "state": "queued, in_progress or completed",
+    "conclusion": "success, failure, cancelled or timed_out",
+    "device": "a device one of its jobs ran on",
+    "since": "created at or after, ISO 8601 with a zone: 2026-12-01T09:00:00Z",
+}
 EXIT_REFUSED = 1
 
 
@@ -639,11 +647,15 @@ def _add_sessions_parser(commands: argparse._SubParsersAction[argparse.ArgumentP
 
     def target(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--url", help="the lab's address (default: KERRIGAN_URL)")
-        parser.add_argument("--token", help="an API token (default: KERRIGAN_TOKEN)")
+        parser.add_argument(
+            "--token",
+            help="an API token (default: KERRIGAN_TOKEN, which other users of the host cannot read in the "
+            "process list as they can an option)",
+        )
 
     list_cmd = sessions_sub.add_parser("list", help="sessions, newest first")
-    for name in SESSION_LIST_FILTERS:
-        list_cmd.add_argument(f"--{name}", metavar=name.upper())
+    for name, meaning in SESSION_LIST_FILTERS.items():
+        list_cmd.add_argument(f"--{name}", metavar=name.upper(), help=meaning)
     list_cmd.add_argument("--limit", type=int, default=50, metavar="N", help="at most N sessions (1-500)")
     list_cmd.add_argument("--cursor", help="the next page, as a previous list printed it")
     list_cmd.add_argument("--json", action="store_true", help="print the API's answer")
