@@ -4,14 +4,16 @@ with its attempts, a job, its raw output as plain text, a device's jobs, and who
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from kerrigan.core.lifecycle import SessionState
+from kerrigan.store.history import Position
 from kerrigan.store.jobs import CUT_SEQ
 from kerrigan.store.models import JobLogRow
+from kerrigan.web.api.history import SESSION_FILTERS, read_query
 from tests.conftest import FakeClock
 from tests.integration.api.conftest import ANONYMOUS, OWNER_A, READER, Api
 from tests.integration.api.history_rows import Run, add_session
@@ -111,6 +113,15 @@ async def test_a_cursor_of_another_query_is_refused(api: Api, clock: FakeClock) 
         reply = await api.call("GET", f"/sessions?{query}")
         assert reply.status == 400, query
         assert reply.body["error"]["field"] == "cursor"
+    # A cursor of this query, as a client could forge one: a row id past a BIGINT, a time before time.
+    query = read_query({}, "sessions", SESSION_FILTERS)
+    for forged in (
+        query.cursor(Position(datetime(2026, 1, 1, tzinfo=UTC), 2**70)),
+        query.cursor(Position(datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))), 1)),
+    ):
+        reply = await api.call("GET", f"/sessions?cursor={forged}")
+        assert reply.status == 400
+        assert reply.body["error"]["field"] == "cursor"
     device_cursor = await api.call("GET", f"/devices/dev-a1/jobs?cursor={cursor}")
     assert device_cursor.status == 400
     assert device_cursor.body["error"]["field"] == "cursor"
@@ -125,6 +136,9 @@ async def test_a_cursor_of_another_query_is_refused(api: Api, clock: FakeClock) 
         ("conclusion=green", "conclusion"),
         ("since=2026-11-28T11:00:00", "since"),
         ("since=yesterday", "since"),
+        ("since=0001-01-01T00:00:00%2B01:00", "since"),
+        ("since=9999-12-31T23:59:59-23:59", "since"),
+        ("since=2026-12-01", "since"),
         ("limit=0", "limit"),
         ("limit=501", "limit"),
         ("limit=ten", "limit"),

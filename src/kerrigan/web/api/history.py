@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from aiohttp import web
@@ -44,6 +44,7 @@ DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 SESSION_FILTERS: Final = ("repository", "branch", "workflow", "state", "conclusion", "device", "since")
 PAGING: Final = ("limit", "cursor")
+MAX_PK: Final = 2**63  # a cursor's row id past what a BIGINT holds is not one of ours
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,10 @@ def parse_since(text: str, field: str = "since") -> datetime:
         ) from None
     if value.tzinfo is None:
         raise bad_request(f"{field} needs a zone, like 2026-12-01T09:00:00Z or +02:00", field=field)
-    return value
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first time there is
+        raise bad_request(f"{field} is out of range once in UTC", field=field) from None
 
 
 def _limit(text: str | None) -> int:
@@ -100,9 +104,10 @@ def _position(cursor: str, binding: str) -> tuple[Position, bool]:
         raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         bound, at, pk = raw["q"], datetime.fromisoformat(raw["t"]), int(raw["p"])
         backwards = raw.get("b") == 1
-        if at.tzinfo is None:
+        if at.tzinfo is None or not 0 <= pk < MAX_PK:
             raise ValueError(at)
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+        at = at.astimezone(UTC)
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, binascii.Error):
         raise bad_request("cursor is not one this server gave out", field="cursor") from None
     if bound != binding:
         raise bad_request(
