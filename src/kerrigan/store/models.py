@@ -255,6 +255,7 @@ class SessionRow(Base):
     __table_args__ = (
         UniqueConstraint("delivery_id", "manifest_path"),
         Index("ix_sessions_created_at", "created_at"),
+        Index("ix_sessions_repository_created_at", "repository", "created_at"),  # history by repository
     )
 
 

@@ -17,6 +17,8 @@ from kerrigan.web.signin import Forbidden, SignInRequired, csrf_token, page_prin
 
 NAVIGATION = (
     ("/pools", "Pools"),
+    ("/devices", "Devices"),
+    ("/sessions", "Sessions"),
     ("/queue", "Queue"),
     ("/runners", "Runner hosts"),
     ("/explain", "Explain"),

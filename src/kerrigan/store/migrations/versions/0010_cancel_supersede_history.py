@@ -23,6 +23,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("concurrency_group", sa.String(length=300), nullable=True))
         batch_op.create_index("ix_sessions_concurrency_group", ["concurrency_group"], unique=False)
         batch_op.create_index("ix_sessions_created_at", ["created_at"], unique=False)
+        batch_op.create_index("ix_sessions_repository_created_at", ["repository", "created_at"], unique=False)
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("avoid_devices", sa.JSON(), nullable=False, server_default="[]"))
         batch_op.create_index("ix_jobs_device_id_created_at", ["device_id", "created_at"], unique=False)
@@ -33,6 +34,7 @@ def downgrade() -> None:
         batch_op.drop_index("ix_jobs_device_id_created_at")
         batch_op.drop_column("avoid_devices")
     with op.batch_alter_table("sessions", schema=None) as batch_op:
+        batch_op.drop_index("ix_sessions_repository_created_at")
         batch_op.drop_index("ix_sessions_created_at")
         batch_op.drop_index("ix_sessions_concurrency_group")
         batch_op.drop_column("concurrency_group")
