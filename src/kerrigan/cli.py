@@ -344,6 +344,11 @@ def _runner(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.token:
+        logging.getLogger("kerrigan.runner").warning(
+            "--token shows in this host's process list (ps, /proc/<pid>/cmdline) to its other users: "
+            "give it in KERRIGAN_RUNNER_TOKEN instead"
+        )
     # Where jobs cannot run as users of their own they run as this one: then they must not read the token
     # from /proc/<agent>/environ.
     not_dumpable()
