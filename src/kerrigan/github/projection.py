@@ -29,9 +29,7 @@ def context_of(view: Projection, details_url: str) -> SessionContext:
 
 def cancel_reason_of(view: Projection) -> str | None:
     """Why the session was cancelled (``cancelled by hubot``, ``superseded by 3f2a1b0``), when it was."""
-    # ``Projection.cancel_reason`` (the row's) is asked of ``store.check_runs``; until it is there, None.
-    reason = getattr(view, "cancel_reason", None)
-    return str(reason) if reason else None
+    return view.cancel_reason or None
 
 
 def progress_of(view: Projection) -> list[JobProgress]:

@@ -47,12 +47,14 @@ class JobView:
 @dataclass(frozen=True, slots=True)
 class Projection:
     """What the check run of a session is rendered from, read in one transaction: the session (whose
-    ``version`` the rendering is), its jobs, the resolution's check-run body and an unknown create."""
+    ``version`` the rendering is), its jobs, the resolution's check-run body, an unknown create, and why
+    it was cancelled."""
 
     session: Session
     jobs: tuple[JobView, ...]
     resolution_body: dict[str, object] | None
     create_sent_version: int | None
+    cancel_reason: str | None = None  # "cancelled by hubot", "superseded by 3f2a1b0"
 
 
 def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
@@ -111,7 +113,9 @@ async def projection(session: AsyncSession, claim: Claim) -> Projection:
     for record in await session_job_records(session, claim.session_pk):
         tail = await output_tail(session, record.pk) if record.finished_at is not None else ""
         views.append(JobView(record, tail))
-    return Projection(found, tuple(views), row.check_run_resolution, row.create_sent_version)
+    return Projection(
+        found, tuple(views), row.check_run_resolution, row.create_sent_version, row.cancel_reason
+    )
 
 
 async def create_sent(session: AsyncSession, claim: Claim, version: int) -> bool:

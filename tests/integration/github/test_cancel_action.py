@@ -85,6 +85,7 @@ async def test_a_writers_cancel_stops_the_jobs_frees_the_devices_and_the_check_r
     await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "cancelled"
+    assert "cancelled by hubot" in (final["output"]["title"] + final["output"]["summary"]).lower()
     assert [row.state for row in await job_rows(harness)] == ["cancelled", "cancelled"]
     async with harness.database.sessions() as db:
         assert await leased_devices(db) == set()

@@ -49,6 +49,7 @@ async def test_a_second_push_to_a_branch_cancels_the_first_commits_queued_sessio
     await push(harness, SECOND)
     first, second = run_of(harness, FIRST), run_of(harness, SECOND)
     assert (first["status"], first.get("conclusion")) == ("completed", "cancelled")
+    assert "Superseded by 2222222" in first["output"]["title"] + first["output"]["summary"]
     assert second["status"] == "queued"
     row = await row_of(harness, FIRST)
     assert (row.cancelled_by, row.cancel_reason) == (None, "superseded by 2222222")
