@@ -62,6 +62,8 @@ class JobDetails:
     chunks: int  # output chunks stored
     output_bytes: int = 0  # bytes of output the runner host sent
     output_cut: str | None = None  # the server's cut notice, when it stored no more of the output
+    attempt: int = 1
+    retry_of: int | None = None  # the job this attempt retries
 
 
 async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetails]:
@@ -113,6 +115,8 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
             chunks=counts.get(row.pk, 0),
             output_bytes=row.log_bytes,
             output_cut=cuts.get(row.pk),
+            attempt=row.attempt,
+            retry_of=row.retry_of,
         )
         for row in rows
     ]

@@ -30,6 +30,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 from sqlalchemy import select
 
+from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, retry_cause
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.inventory import NotFoundError
@@ -358,6 +359,16 @@ NOT_RUN: Final = "not_run"
 _WAITING_STATES: Final = frozenset({"queued", "leased"})
 
 
+def _attempt_text(job: JobDetails, jobs: Sequence[JobDetails], resolution: Mapping[str, Any]) -> str | None:
+    """The attempt in the check run's words, for a job that is a retry or was retried; else None."""
+    if job.attempt <= 1 and job.state != JobState.RETRIED:
+        return None
+    attempts = RetryPolicy.from_dict(resolution.get("retry")).max_attempts
+    before = next((other for other in jobs if other.pk == job.retry_of), None)
+    after = retry_cause(before.reason, before.exit_status, before.device_id) if before else None
+    return describe_attempt(job.attempt, attempts, job.device_id, after)
+
+
 @dataclass(frozen=True, slots=True)
 class JobView:
     """A job with the end of its output; ``session_ended`` when its session is completed."""
@@ -368,6 +379,7 @@ class JobView:
     output: OutputTail
     session_ended: bool = False
     tail_bytes: int = TAIL_BYTES
+    attempt_text: str | None = None  # "attempt 2 of 3 on modalix-redbox after runner_lost on ..."
 
     @property
     def pages(self) -> int:
@@ -514,6 +526,7 @@ async def session_page(request: web.Request) -> web.Response:
             output,
             session_ended=session.state is SessionState.COMPLETED,
             tail_bytes=each,
+            attempt_text=_attempt_text(job, jobs, resolution),
         )
         for job, output in zip(jobs, outputs, strict=True)
     ]
