@@ -4,8 +4,10 @@ Each round reads the queue (taking its jobs with ``SKIP LOCKED``, so replicas sh
 leases and what runner hosts last reported, and lets :func:`kerrigan.core.dispatch_order.plan_dispatch`
 decide, all through :func:`kerrigan.store.queue_view.read_queue` (the ``/queue`` page reads the same plan
 without locking anything); then it writes the leases and the queue-wait clocks. The runner hosts find the
-leases on their next poll. A lease whose host stopped sending heartbeats expires: a job that never started
-goes back to the queue once, any other fails ``runner_lost``.
+leases at once: a round that granted any tells the lease listeners of this process
+(:func:`listen_for_leases`; the runner protocol's waiting long polls) which hosts got them. A lease whose
+host stopped sending heartbeats expires: a job that never started goes back to the queue once, any other
+fails ``runner_lost``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,10 +39,22 @@ from kerrigan.store.leases import (
 from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
 from kerrigan.store.runners import mark_silent_hosts_offline
-from kerrigan.store.signals import Topic
+from kerrigan.store.signals import Signals, Topic
 from kerrigan.store.transitions import move_job, settle_sessions
 
 log = logging.getLogger(__name__)
+
+LeaseListener = Callable[[frozenset[str]], None]
+# Keyed by the database's signals (one per Database), so two databases in one process never hear each other.
+_lease_listeners: weakref.WeakKeyDictionary[Signals, list[LeaseListener]] = weakref.WeakKeyDictionary()
+
+
+def listen_for_leases(database: Database, callback: LeaseListener) -> Callable[[], None]:
+    """Call ``callback`` with the runner hosts given leases, after each dispatch round in this process on
+    ``database`` that granted any (once its transaction committed); returns what stops it."""
+    listeners = _lease_listeners.setdefault(database.signals, [])
+    listeners.append(callback)
+    return lambda: listeners.remove(callback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +143,10 @@ class Dispatcher:
             ]
             granted = await grant_leases(session, grants, now, self.lease_ttl)
             withdrawn = await _spend_queue_wait(session, snapshot.records, plan, granted, now)
+        if granted:
+            leased_hosts = frozenset(grant.host for grant in granted)
+            for callback in list(_lease_listeners.get(self.database.signals, ())):
+                callback(leased_hosts)
         return Round(tuple(granted), plan, withdrawn=tuple(withdrawn))
 
 

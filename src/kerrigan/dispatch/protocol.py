@@ -14,9 +14,11 @@ later one, carries ``"output_cut": true`` so the runner stops sending.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
@@ -40,6 +42,7 @@ from kerrigan.core.runner_protocol import (
     negotiate,
     server_catalog,
 )
+from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
@@ -141,6 +144,25 @@ class RunnerProtocol:
         # Told the installation of each job token the runner revokes when its job ends (the app counts the
         # runner's DELETE in that installation's GitHub budget, which the server's own requests share).
         self.revoking: Callable[[int], None] | None = None
+        # The long polls waiting now, by host: a dispatch round here that leases to a host answers them at
+        # once; the check every POLL_INTERVAL_S stays for leases made by another process.
+        self._waiting_polls: dict[str, set[asyncio.Event]] = {}
+        # Through a weak reference: the listener lives as long as the database, and must not keep this
+        # protocol (and with it the database, the listener's own key) alive.
+        protocol = weakref.ref(self)
+
+        def leased(hosts: frozenset[str]) -> None:
+            alive = protocol()
+            if alive is not None:
+                alive._leased(hosts)
+
+        listen_for_leases(database, leased)
+
+    def _leased(self, hosts: frozenset[str]) -> None:
+        """Wake the waiting long polls of ``hosts``: they have new offers."""
+        for host in hosts:
+            for event in self._waiting_polls.get(host, ()):
+                event.set()
 
     def routes(self) -> list[web.RouteDef]:
         """The routes, to add under ``/api/runner/v1``."""
@@ -353,17 +375,27 @@ class RunnerProtocol:
                 known = await host_report(session, host)
             # A feature is used only when both sides announced it at registration.
             capabilities = known.capabilities if known is not None else frozenset()
-            while True:
-                async with self.database.sessions() as session:
-                    found = await jobs.offers(session, host)
-                    requests = await jobs.runner_requests(session, host)
-                    if "withdraw" not in capabilities:
-                        requests = jobs.RunnerRequests(cancel=requests.cancel)
-                if found or requests.cancel or requests.withdraw:
-                    break
-                if asyncio.get_running_loop().time() >= deadline:
-                    break
-                await asyncio.sleep(POLL_INTERVAL_S)
+            woken = asyncio.Event()
+            waiting = self._waiting_polls.setdefault(host, set())
+            waiting.add(woken)
+            try:
+                while True:
+                    woken.clear()  # before reading: a lease made meanwhile means read again at once
+                    async with self.database.sessions() as session:
+                        found = await jobs.offers(session, host)
+                        requests = await jobs.runner_requests(session, host)
+                        if "withdraw" not in capabilities:
+                            requests = jobs.RunnerRequests(cancel=requests.cancel)
+                    if found or requests.cancel or requests.withdraw:
+                        break
+                    if asyncio.get_running_loop().time() >= deadline:
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(woken.wait(), POLL_INTERVAL_S)
+            finally:
+                waiting.discard(woken)
+                if not waiting:
+                    self._waiting_polls.pop(host, None)
         except ProtocolError as exc:
             return _error(exc)
         devices: dict[str, StoredDevice] = {}
