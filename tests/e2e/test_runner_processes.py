@@ -62,6 +62,7 @@ on: {push: {branches: [main]}}
 scheduling:
   max_devkits: 2
   labels: {sdk: "2.2.0"}
+retry: {infrastructure: 0}  # the killed runner's job ends the session, not retried elsewhere
 tasks:
   - id: flash
     run: ./scripts/flash.sh

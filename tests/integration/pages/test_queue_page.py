@@ -323,3 +323,19 @@ async def test_in_a_browser_the_queue_filters_by_repository_and_sorts(
     narrow = await tab(READER, width=390)
     await narrow.open("/queue")
     await narrow.shoot("queue-waiting-reasons-phone")
+
+
+async def test_a_retry_every_matching_device_already_failed_says_so(
+    site: Site, browser: Callable[..., Any]
+) -> None:
+    db = site.database
+    async with db.sessions() as session, session.begin():  # one transaction: no round sees it before
+        await create_session(
+            session, new_session(9, {"som-retry": SOM_UART}, repository="octo/firmware"), db.clock()
+        )
+        [job] = (await session.scalars(select(JobRow))).all()
+        job.attempt, job.avoid_devices = 2, ["modalix-bluebox", "modalix-redbox"]  # a retry
+    await dispatched(db)
+    _, page = await (await browser(READER)).get("/queue")
+    [(_, _, words)] = queue_rows(page)
+    assert "every device it matches already failed this job (modalix-bluebox, modalix-redbox)" in words

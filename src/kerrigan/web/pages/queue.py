@@ -126,6 +126,12 @@ def _why(
         hosts = sorted({snapshot.device_hosts[d] for d in job.candidates if d in free_left})
         left = ", ".join(f"{host} has {room.get(host, 0)} vCPUs left under max_weight" for host in hosts)
         return f"host capacity: it claims {job.vcpus} vCPUs; {left or 'no host has room'}", None
+    if not job.candidates and (avoided := snapshot.avoided.get(record.pk)):
+        return (
+            f"every device it matches already failed this job ({_names(avoided)}); it waits as for a busy "
+            "device until its queue-wait budget ends it",
+            None,
+        )
     if not job.candidates:
         return "no device it matches is available now (in maintenance, retired or offline)", None
     return f"device busy: {_names(job.candidates)}", None
