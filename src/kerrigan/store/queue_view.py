@@ -200,9 +200,10 @@ def _queued_job(
     ready = (record.ready_at or now).timestamp()
     # Jobs of one workflow share requirements; the repository matters only where a pool lists repositories.
     repository = record.repository if any(pool.repositories for pool in inventory.pools) else None
-    key = json.dumps([repository and repository.lower(), requested.as_dict()], sort_keys=True)
+    key = json.dumps([repository and repository.lower(), requested.as_dict(), record.vcpus], sort_keys=True)
     if key not in matched:
-        eligible = resolve(requested, inventory, repository=repository).eligible
+        # A device whose runner host can never fit the claim is never leased it.
+        eligible = resolve(requested, inventory, repository=repository, vcpus=record.vcpus).eligible
         matched[key] = tuple(device.id for device in eligible)
     candidates = matched[key]
     if avoid:

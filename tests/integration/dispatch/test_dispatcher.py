@@ -173,3 +173,16 @@ async def test_a_repository_a_pool_admits_by_glob_is_leased_its_devices(db: Data
     await Dispatcher(db).dispatch_once()
     assert set((await leases_by_task(db)).values()) <= {"modalix-bluebox", "modalix-redbox"}
     assert len(await leases_by_task(db)) == 1
+
+
+async def test_a_device_whose_host_can_never_fit_the_claim_is_never_leased(db: Database) -> None:
+    # The session was resolved before the hosts reported their CPUs: the dispatcher holds the claim
+    # against the reports it has now.
+    await lab(db)
+    await queue(db, "99999999-9999-9999-9999-999999999999", {"smoke": SOM_UART}, vcpus=8)
+    async with db.sessions() as session, session.begin():
+        for host in (await session.scalars(select(RunnerHostRow))).all():
+            host.resources = {"vcpus": 2}
+    result = await Dispatcher(db).dispatch_once()
+    assert not result.granted
+    assert await leases_by_task(db) == {}

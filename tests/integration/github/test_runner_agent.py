@@ -282,27 +282,36 @@ def big_claim_commit(vcpus: int) -> dict[str, str]:
     return {".kerrigan/workflows/big.yml": manifest, "scripts/smoke.sh": SMOKE}
 
 
-async def test_oversized_vcpu_refusal_detail_reaches_the_run_terminal(
+async def test_a_claim_no_host_can_fit_fails_at_once_naming_the_hosts_cpus(
     harness: Harness, agents: AgentFactory, tmp_path: Path
 ) -> None:
-    # Both hosts have two CPUs: a claim of four is refused before start, with the limit named, and the
-    # refusal is counted in the host's health without anything being accepted or fetched.
+    # Both hosts report two CPUs: a claim of four is never matched (the dispatcher never leases such a
+    # device), and the check run fails at once with the reason, nothing leased, accepted or fetched.
     hosts = await tokens(harness, "lab-a-01", "lab-a-02")
     started = [
         agents(host, token, sysfs_root=write_sysfs(tmp_path / f"{host}-cpu", [[0], [1]], online="0-1"))
         for host, token in hosts.items()
     ]
+
+    async def reported() -> bool:
+        async with harness.database.sessions() as session:
+            from sqlalchemy import select
+
+            from kerrigan.store.models import RunnerHostRow
+
+            rows = (await session.scalars(select(RunnerHostRow).where(RunnerHostRow.id.in_(hosts)))).all()
+            return len(rows) == 2 and all(row.resources.get("vcpus") == 2 for row in rows)
+
+    await harness.wait_until(reported, timeout=30)
     [run] = await harness.push_commit(big_claim_commit(4))
 
     await completed(harness, run)
     final = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "failure"
-    assert "runner_full: claims 4 vCPUs; this host has 2 allocatable" in final["output"]["summary"]
-    [row] = await job_rows(harness)
-    assert (row.state, row.reason) == ("refused_before_start", "runner_full")
+    assert "needs 4 vCPUs; runner host lab-a-01 has 2 allocatable" in final["output"]["summary"]
     assert harness.requests("GET", f"/tarball/{OTHER_SHA}") == []
-    assert sum(agent.refusals.get("runner_full", 0) for agent in started) == 1
-    assert all(agent.jobs == {} for agent in started)  # nothing was accepted
+    assert sum(agent.refusals.get("runner_full", 0) for agent in started) == 0
+    assert all(agent.jobs == {} for agent in started)  # nothing was offered
 
 
 async def test_disk_full_wire_refusal_carries_tag_and_bytes_before_upload(
