@@ -237,6 +237,7 @@ def resolve(
     *,
     repository: str | None = None,
     vcpus: int | None = None,
+    unreported_fit: bool = False,
 ) -> TaskResolution:
     """Match ``requested`` against every device of ``inventory``; ``busy`` holds leased device ids.
 
@@ -246,7 +247,8 @@ def resolve(
 
     ``vcpus`` is the task's claim: a device whose runner host has fewer allocatable vCPUs (as its agent
     reported them) is rejected. ``None`` (no hosts' reports to check against, as in ``kerrigan explain``)
-    checks nothing.
+    checks nothing. A host that has not reported makes a claim above the default wait (*not yet*), unless
+    ``unreported_fit``: the dispatcher leaves such a host to its agent, which refuses what it cannot fit.
 
     Each rule is checked once per distinct value in the snapshot, not once per device: a rule becomes a
     column of reasons (or ``None``) over the devices, and a device's reasons are its row across them.
@@ -291,7 +293,10 @@ def resolve(
     if vcpus is not None:
         _add_column(
             columns,
-            [_host_vcpus(host, vcpus, index.host_vcpus.get(host)) for host in index.hosts.values],
+            [
+                _host_vcpus(host, vcpus, index.host_vcpus.get(host), unreported_fit)
+                for host in index.hosts.values
+            ],
             index.hosts.codes,
         )
     if busy:
@@ -339,14 +344,16 @@ def _host_offline(host: str) -> Reason:
     return Reason(ReasonKind.HOST_OFFLINE, host, text, text, permanent=False)
 
 
-def _host_vcpus(host: str, claim: int, allocatable: int | None) -> Reason | None:
+def _host_vcpus(
+    host: str, claim: int, allocatable: int | None, unreported_fit: bool = False
+) -> Reason | None:
     """The reason ``host`` gives a claim of ``claim`` vCPUs, or None when the claim fits it.
 
     A host that has not reported is taken to fit the default claim (every task without ``vcpus`` makes
     it), so a lab whose agents have not connected yet still has its ordinary tasks ready; a larger claim
     waits for the report."""
     if allocatable is None:
-        if claim <= DEFAULT_CLAIM:
+        if claim <= DEFAULT_CLAIM or unreported_fit:
             return None
         text = f"runner host {host} has not reported its CPUs"
         return Reason(ReasonKind.HOST_VCPUS, host, text, text, permanent=False)

@@ -202,8 +202,11 @@ def _queued_job(
     repository = record.repository if any(pool.repositories for pool in inventory.pools) else None
     key = json.dumps([repository and repository.lower(), requested.as_dict(), record.vcpus], sort_keys=True)
     if key not in matched:
-        # A device whose runner host can never fit the claim is never leased it.
-        eligible = resolve(requested, inventory, repository=repository, vcpus=record.vcpus).eligible
+        # A device whose runner host can never fit the claim (as it reported its CPUs) is never leased it;
+        # a host that has not reported is left to its agent, which refuses runner_full what it cannot fit.
+        eligible = resolve(
+            requested, inventory, repository=repository, vcpus=record.vcpus, unreported_fit=True
+        ).eligible
         matched[key] = tuple(device.id for device in eligible)
     candidates = matched[key]
     if avoid:
