@@ -44,6 +44,7 @@ from kerrigan.core.runner_protocol import (
 )
 from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.store import jobs
+from kerrigan.store.check_runs import output_arrived
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
@@ -609,6 +610,8 @@ class RunnerProtocol:
                         truncated_before_seq=truncated,
                         max_bytes=self.output_max_bytes,
                     )
+                    if appended.next_seq == seq + 1:  # this chunk is stored: its check run may show it
+                        await output_arrived(session, int(job_id), self.database.clock())
             except jobs.NotYoursError as exc:
                 raise ProtocolError(404, "not_found", str(exc)) from None
             except jobs.LogGapError as exc:

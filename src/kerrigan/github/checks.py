@@ -429,6 +429,13 @@ class JobProgress:
 
 
 TAIL_LINES: Final = 20
+TAIL_LINE_CHARS: Final = 1000  # of each tail line: 20 long lines of several jobs stay within the summary
+
+
+def _tail_line(line: str) -> str:
+    return line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " [… line cut]"
+
+
 _VERDICTS: Final = {
     Conclusion.SUCCESS: "Passed",
     Conclusion.CANCELLED: "Cancelled",
@@ -492,14 +499,18 @@ def progress_body(
     lines += _attempts(jobs)
     for job in jobs:
         if job.output_tail:
-            tail = "\n".join(job.output_tail.splitlines()[-TAIL_LINES:]).replace("```", "'''")
+            tail = "\n".join(_tail_line(line) for line in job.output_tail.splitlines()[-TAIL_LINES:]).replace(
+                "```", "'''"
+            )
             # Shown on the folded line too: what the job printed past the cap is not in the tail.
             cut = cut_of(job.output_tail)
+            running = job.state == JobState.RUNNING
             lines += [
                 "",
-                f"<details><summary>{_cell(job.task_id)}"
+                # A running job's lines so far are what a reader comes for: shown unfolded.
+                f"<details{' open' if running else ''}><summary>{_cell(job.task_id)}"
                 f"{f' (attempt {job.attempt})' if job.attempt > 1 or not job.current else ''}"
-                ": last lines of output"
+                f"{': latest lines of output, while it runs' if running else ': last lines of output'}"
                 f"{f' ({_cell(cut)})' if cut else ''}</summary>",
                 "",
                 "```",

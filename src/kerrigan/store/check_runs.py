@@ -6,6 +6,12 @@ confirmed. A reconciler claims a session that is behind and due (``sync_due_at``
 workers claim deliveries: a fresh ``sync_claim`` token until ``sync_claimed_until``, renewed while it sends
 and checked by every write after, so a reconciler whose claim was taken over writes nothing. Claims of a
 dead process run out and are taken up by another.
+
+A running job's output shows on its check run too, its latest lines, but a chunk of output does not make a
+version of its own: :func:`output_arrived` records one only when the session's last version is at least
+``OUTPUT_VERSION_EVERY`` old, so output alone updates a check run at most once in that time. The lines
+that arrive after such a version show with the next one (the job's next output after the interval, or
+its end).
 """
 
 from __future__ import annotations
@@ -13,16 +19,19 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.sessions import Session
+from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.jobs import JobRecord, output_tail, session_job_records
-from kerrigan.store.models import SessionRow
+from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import get_session
+from kerrigan.store.transitions import locked_session, record_version
 
 ERROR_LIMIT = 4000  # characters of GitHub's answer kept on the session
+OUTPUT_VERSION_EVERY: Final = timedelta(seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,17 +114,45 @@ async def renew(session: AsyncSession, claim: Claim, until: datetime) -> bool:
 
 
 async def projection(session: AsyncSession, claim: Claim) -> Projection:
-    """The session's state now, with its jobs and their output tails, to render."""
+    """The session's state now, with its jobs and their output tails (of a running job, the lines so
+    far), to render."""
     found = await get_session(session, claim.session_id)
     row = await session.get(SessionRow, claim.session_pk)
     assert row is not None
     views: list[JobView] = []
     for record in await session_job_records(session, claim.session_pk):
-        tail = await output_tail(session, record.pk) if record.finished_at is not None else ""
+        tail = await output_tail(session, record.pk) if record.started_at is not None else ""
         views.append(JobView(record, tail))
     return Projection(
         found, tuple(views), row.check_run_resolution, row.create_sent_version, row.cancel_reason
     )
+
+
+def _output_due(version_at: datetime | None, at: datetime) -> bool:
+    return version_at is None or at - version_at >= OUTPUT_VERSION_EVERY
+
+
+async def output_arrived(session: AsyncSession, job_pk: int, at: datetime) -> bool:
+    """Output of the job was stored in this transaction: record a check-run version of its session so
+    the check run shows the latest lines, unless the session's last version is younger than
+    ``OUTPUT_VERSION_EVERY`` (or the session has ended). Whether a version was recorded.
+
+    Read first without a lock, so that most chunks (which make no version) do not queue on the session
+    row behind the other jobs of the session; read again under the lock before recording."""
+    found = (
+        await session.execute(
+            select(SessionRow.pk, SessionRow.state, SessionRow.version_at)
+            .join(JobRow, JobRow.session_pk == SessionRow.pk)
+            .where(JobRow.pk == job_pk)
+        )
+    ).one_or_none()
+    if found is None or found[1] == SessionState.COMPLETED or not _output_due(found[2], at):
+        return False
+    row = await locked_session(session, int(found[0]))
+    if row.state == SessionState.COMPLETED or not _output_due(row.version_at, at):
+        return False
+    record_version(session, row, at)
+    return True
 
 
 async def create_sent(session: AsyncSession, claim: Claim, version: int) -> bool:

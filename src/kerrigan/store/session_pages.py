@@ -228,6 +228,57 @@ async def output_tail(session: AsyncSession, job_pk: int, total_chunks: int, lim
 
 
 @dataclass(frozen=True, slots=True)
+class OutputSince:
+    """The chunks stored after a given one (at most a batch), and whether the job had ended before they
+    were read: then nothing later will come but the cut notice, ``cut`` when there is one."""
+
+    chunks: tuple[OutputChunk, ...]
+    ended: bool
+    state: str
+    cut: str | None
+
+
+async def session_job_pk(session: AsyncSession, session_id: str, job_pk: int) -> int | None:
+    """``job_pk`` when it is a job of that session, else None."""
+    found = await session.scalar(
+        select(JobRow.pk)
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(SessionRow.id == session_id, JobRow.pk == job_pk)
+    )
+    return int(found) if found is not None else None
+
+
+async def output_since(session: AsyncSession, job_pk: int, after: int, limit: int) -> OutputSince:
+    """The job's chunks numbered above ``after``, at most ``limit`` of them, oldest first.
+
+    The job's end is read first: a chunk stored just before it ended is then in this read or the next,
+    so a reader that stops once ``ended`` comes with no chunks has missed none."""
+    job = (
+        await session.execute(select(JobRow.state, JobRow.finished_at).where(JobRow.pk == job_pk))
+    ).one_or_none()
+    ended = job is None or job[1] is not None
+    rows = (
+        await session.execute(
+            select(JobLogRow.seq, JobLogRow.data)
+            .where(JobLogRow.job_pk == job_pk, JobLogRow.seq > after)
+            .order_by(JobLogRow.seq)
+            .limit(limit + 1)  # the next chunk tells whether the last one here is an eviction notice
+        )
+    ).all()
+    chunks = _chunks(
+        [(int(seq), str(data)) for seq, data in rows[:limit]],
+        int(rows[limit][0]) if len(rows) > limit else None,
+    )
+    cut = None
+    if ended and len(rows) <= limit:
+        notice = await session.scalar(
+            select(JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq == CUT_SEQ)
+        )
+        cut = str(notice) if notice is not None else None
+    return OutputSince(tuple(chunks), ended, str(job[0]) if job else "", cut)
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceFacts:
     """Where a device is: its pool, runner host and board, and its state now."""
 

@@ -6,9 +6,17 @@ eligible, the histogram of reasons marked never or not yet, the nearest misses, 
 with every reason in a table that sorts and filters (``?q=`` filters on the server, so it works without
 JavaScript). Then the jobs, each with the end of its output (at most ``TAIL_BYTES``, less when a session has
 many jobs, so the page stays small whatever they printed) and a link to its output a page at a time
-(``/sessions/{id}/jobs/{job}/output?page=<n>``, each page at most ``CHUNKS_PER_PAGE`` chunks). While the
-session runs, the page reloads itself every few seconds (a ``<meta>`` refresh: the CSP allows no inline
-script).
+(``/sessions/{id}/jobs/{job}/output?page=<n>``, each page at most ``CHUNKS_PER_PAGE`` chunks) and its whole
+log as plain text (``/sessions/{id}/jobs/{job}/output.txt``). A finished session's page starts with its jobs;
+the resolution comes below them in a ``<details>``, one click away.
+
+While a job runs, its output streams into the page: ``/sessions/{id}/jobs/{job}/output/stream`` is a stream
+of server-sent events, each a chunk stored after the last one the page has, read from the store every
+``STREAM_POLL_S`` (no signal fires for output), and an ``end`` event once the job has ended;
+``static/session.js`` appends them. A connection sends at most ``STREAM_BYTES`` and lasts at most
+``STREAM_S``, then closes: the browser reconnects from the last chunk it got (``Last-Event-ID``). Without
+JavaScript the page shows the tail and reloads itself every few seconds (a ``<meta>`` refresh inside
+``<noscript>``).
 
 Those who may cancel from the web (:mod:`kerrigan.web.api.cancel`: System Admins and the owners of a pool
 the session uses) see a *Cancel* button while it has not ended: a form posting to
@@ -20,6 +28,8 @@ the same partial (``session_task.html``).
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +43,7 @@ from sqlalchemy import select
 from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, retry_cause
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
+from kerrigan.store.history import output_chunks
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import SessionRow
 from kerrigan.store.session_pages import (
@@ -41,8 +52,10 @@ from kerrigan.store.session_pages import (
     OutputTail,
     device_facts,
     output_page,
+    output_since,
     output_tail,
     page_count,
+    session_job_pk,
     session_jobs,
 )
 from kerrigan.store.sessions import get_session, queue_position
@@ -61,6 +74,10 @@ TAIL_BYTES: Final = 64 * 1024  # of each job's output on the session page
 SESSION_TAIL_BYTES: Final = 512 * 1024  # of all its jobs' output: many jobs show less each
 LEAST_TAIL_BYTES: Final = 4 * 1024
 REFRESH_S: Final = 5
+STREAM_POLL_S: Final = 1.0
+STREAM_BATCH: Final = 8  # chunks read at a time
+STREAM_BYTES: Final = 4 * 1024 * 1024  # a connection's output at most; the browser reconnects for more
+STREAM_S: Final = 600.0
 MAX_QUERY: Final = 200
 
 OUTCOME_WORDS: Final = {
@@ -454,6 +471,26 @@ def output_path(session_id: str, job_pk: int, page: int | None = None) -> str:
     return path + (f"?page={page}" if page is not None else "")
 
 
+def raw_log_path(session_id: str, job_pk: int) -> str:
+    """Where a job's whole log is, as plain text."""
+    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/output.txt"
+
+
+def stream_path(session_id: str, job_pk: int) -> str:
+    """Where a running job's new output streams from (server-sent events)."""
+    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/output/stream"
+
+
+def sse_event(data: Mapping[str, Any], *, event: str | None = None, event_id: int | None = None) -> bytes:
+    """One server-sent event whose data is ``data`` as JSON: one line, whatever the output holds (a raw
+    newline or carriage return in it would end the event's field)."""
+    lines = [f"event: {event}"] if event else []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, ensure_ascii=True))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
 # -- the page --------------------------------------------------------------------------------------
 
 
@@ -467,6 +504,16 @@ def _link(path: str, query: Mapping[str, str], fragment: str = "", **changes: st
             merged[key] = value
     search = urlencode(merged)
     return path + (f"?{search}" if search else "") + (f"#{fragment}" if fragment else "")
+
+
+def _diagnostics_open(session: Session, tasks: Sequence[TaskView], query: str) -> bool:
+    """Whether the scheduling diagnostics start open: for a session that has not ended, a filter asked
+    for, or a task no device can run (then they are the news). A finished session opens on its jobs."""
+    return (
+        session.state is not SessionState.COMPLETED
+        or bool(query.strip())
+        or any(task.outcome != "eligible" for task in tasks)
+    )
 
 
 def _refresh(session: Session, query: Mapping[str, str]) -> int | None:
@@ -539,6 +586,12 @@ async def session_page(request: web.Request) -> web.Response:
     def output_link(job_pk: int, page: int | None = None) -> str:
         return output_path(session_id, job_pk, page)
 
+    def raw_link(job_pk: int) -> str:
+        return raw_log_path(session_id, job_pk)
+
+    def stream_link(job_pk: int) -> str:
+        return stream_path(session_id, job_pk)
+
     return await render(
         request,
         "session.html",
@@ -560,6 +613,9 @@ async def session_page(request: web.Request) -> web.Response:
             "filter_keep": {key: request.query[key] for key in ("refresh",) if key in request.query},
             "link": link,
             "output_link": output_link,
+            "raw_link": raw_link,
+            "stream_link": stream_link,
+            "diagnostics_open": _diagnostics_open(session, tasks, query_text),
             "cut_text": cut_text,
             "cancelled_by": cancelled[0] if cancelled else None,
             "cancel_reason": cancelled[1] if cancelled else None,
@@ -620,3 +676,78 @@ async def job_output(request: web.Request) -> web.Response:
             "page_link": page_link,
         },
     )
+
+
+async def _job_of(request: web.Request) -> tuple[str, int]:
+    """The session id and job of the path, 404 when the job is not one of that session's."""
+    session_id = request.match_info["session_id"]
+    job_pk = _page_number(request.match_info["job_id"])
+    async with request.config_dict[DATABASE].sessions() as db:
+        found = await session_job_pk(db, session_id, job_pk) if job_pk is not None else None
+    if found is None:
+        job = request.match_info["job_id"][:20]
+        raise ApiError(404, "not_found", f"Session {session_id} has no job {job}.")
+    return session_id, found
+
+
+@routes.get("/sessions/{session_id}/jobs/{job_id}/output.txt")
+async def job_raw_log(request: web.Request) -> web.StreamResponse:
+    """A job's whole stored output as plain text, written chunk by chunk as it is read (the cut notice
+    last, when it was cut): what the REST ``/api/v1/jobs/{id}/output`` serves, for the page's readers."""
+    await page_reader(request)
+    _, job_pk = await _job_of(request)
+    async with request.config_dict[DATABASE].sessions() as db:
+        response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+        response.content_type = "text/plain"
+        response.charset = "utf-8"
+        await response.prepare(request)
+        async for chunk in output_chunks(db, job_pk):
+            await response.write(chunk.encode())
+    await response.write_eof()
+    return response
+
+
+def _after(request: web.Request) -> int:
+    """The last chunk the page has: the browser's ``Last-Event-ID`` on a reconnect, else ``?after=``."""
+    for raw in (request.headers.get("Last-Event-ID"), request.query.get("after")):
+        if raw is not None and raw.lstrip("-").isdigit() and len(raw) < 12:
+            return max(int(raw), -1)
+    return -1
+
+
+@routes.get("/sessions/{session_id}/jobs/{job_id}/output/stream")
+async def job_output_stream(request: web.Request) -> web.StreamResponse:
+    """The job's output after the chunk the page has, as server-sent events: one ``message`` a chunk
+    (``{"seq", "data", "evicted"}``, its ``id`` the chunk's number), then ``end`` (``{"state", "cut"}``)
+    once the job has ended and every chunk was sent. At most ``STREAM_BYTES`` and ``STREAM_S`` a
+    connection: then it closes without ``end``, and the browser reconnects from where it was."""
+    await page_reader(request)
+    _, job_pk = await _job_of(request)
+    after = _after(request)
+    database = request.config_dict[DATABASE]
+    response = web.StreamResponse(
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}  # no proxy holds events back
+    )
+    response.content_type = "text/event-stream"
+    response.charset = "utf-8"
+    await response.prepare(request)
+    await response.write(b"retry: 2000\n\n")
+    loop = asyncio.get_running_loop()
+    until = loop.time() + STREAM_S
+    sent = 0
+    while sent < STREAM_BYTES and loop.time() < until:
+        # A database session per read: none is held while the stream waits.
+        async with database.sessions() as db:
+            since = await output_since(db, job_pk, after, STREAM_BATCH)
+        for chunk in since.chunks:
+            event = {"seq": chunk.seq, "data": chunk.data, "evicted": chunk.evicted}
+            await response.write(sse_event(event, event_id=chunk.seq))
+            after = chunk.seq
+            sent += len(chunk.data.encode())
+        if since.ended and len(since.chunks) < STREAM_BATCH:  # every chunk it stored was sent
+            await response.write(sse_event({"state": since.state, "cut": since.cut}, event="end"))
+            break
+        if len(since.chunks) < STREAM_BATCH:
+            await asyncio.sleep(STREAM_POLL_S)
+    await response.write_eof()
+    return response
