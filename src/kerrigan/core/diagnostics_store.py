@@ -15,6 +15,8 @@ is left as it is, so what the dispatcher and the retry code read needs no expand
 from __future__ import annotations
 
 import base64
+import binascii
+import contextlib
 import json
 import zlib
 from collections.abc import Mapping
@@ -100,15 +102,18 @@ def _compact_task(task: dict[str, Any], from_length: int) -> dict[str, Any]:
     return out
 
 
+# What a damaged stored list raises; it is then handed on as it is (readers take a non-list for none),
+# so one bad row costs its device table, not its page.
+_DAMAGED = (binascii.Error, zlib.error, ValueError, KeyError, IndexError, TypeError)
+
+
 def _expand_task(task: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in task.items():
-        if key == "rejected_devices" and _is_compacted(value):
-            out[key] = _expand_rejected(value)
-        elif key == "eligible_devices" and _is_compacted(value):
-            out[key] = _unpack(value["devices"])
-        else:
-            out[key] = value
+        out[key] = value
+        if key in ("rejected_devices", "eligible_devices") and _is_compacted(value):
+            with contextlib.suppress(*_DAMAGED):
+                out[key] = _expand_rejected(value) if key == "rejected_devices" else _unpack(value["devices"])
     return out
 
 
@@ -125,7 +130,8 @@ def compact(document: Mapping[str, Any], *, from_length: int = COMPACT_FROM) -> 
 
 
 def expand(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """The resolution document a stored one holds: :func:`compact` undone; a plain one as it is."""
+    """The resolution document a stored one holds: :func:`compact` undone; a plain one (or a damaged
+    list) as it is."""
     tasks = stored.get("tasks")
     if not isinstance(tasks, list):
         return dict(stored)

@@ -138,3 +138,14 @@ def test_an_unschedulable_task_against_10000_devices_is_stored_in_under_64_kb() 
     assert plain > 1_000_000  # what a session stored before
     assert stored < 64 * 1024
     assert expand(_through_json(compact(document))) == _through_json(document)
+
+
+def test_a_damaged_stored_list_is_handed_on_as_it_is_not_raised() -> None:
+    verdict = {"device": "dev-1", "pool": "p", "reasons": ["tag t missing"], "never": True}
+    stored = compact({"tasks": [{"id": "smoke", "rejected_devices": [verdict] * 40}]}, from_length=1)
+    damaged = _through_json(stored)
+    damaged["tasks"][0]["rejected_devices"]["columns"] = "not base64 of deflate!"
+    assert expand(damaged) == damaged
+    shortened = _through_json(stored)
+    shortened["tasks"][0]["rejected_devices"]["verdicts"] = []
+    assert expand(shortened) == shortened
