@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.diagnostics_store import compact, expand
 from kerrigan.core.lifecycle import FailureClass, JobState, SessionOutcome, check_session_transition
 from kerrigan.core.manifest import Strategy
 from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
@@ -37,7 +38,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
         workflow_run_id=row.workflow_run_id,
-        resolution=dict(row.resolution),
+        resolution=expand(row.resolution or {}),
         jobs=tuple(
             Job(
                 job.task_id,
@@ -91,7 +92,7 @@ async def create_session(
         awaiting_approval=new.awaiting_approval,
         delivery_id=new.delivery_id,
         workflow_run_id=new.workflow_run_id,
-        resolution=dict(new.resolution),
+        resolution=compact(new.resolution),
         strategy=new.strategy.value,
         max_devkits=new.max_devkits,
         queue_wait_limit_s=new.queue_wait_limit_s,
@@ -156,7 +157,8 @@ async def resolve_session(
     unschedulable: Iterable[str] = (),
     awaiting_approval: bool | None = None,
 ) -> Session:
-    """A session's manifest was read and resolved: store the resolution and the check run it makes (the
+    """A session's manifest was read and resolved: store the resolution (its per-device lists compact:
+    :mod:`kerrigan.core.diagnostics_store`) and the check run it makes (the
     body GitHub should show until a job starts), each task's requirements, and the session's state; a
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
     ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
@@ -164,7 +166,7 @@ async def resolve_session(
     check_session_transition(SessionState(row.state), outcome.state)
     row.state = outcome.state
     row.conclusion = outcome.conclusion.value if outcome.conclusion else None
-    row.resolution = dict(resolution)
+    row.resolution = compact(resolution)
     row.check_run_resolution = dict(check_run)
     if awaiting_approval is not None:
         row.awaiting_approval = awaiting_approval

@@ -32,7 +32,7 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 from urllib.parse import quote, urlencode
@@ -189,6 +189,7 @@ class TaskView:
     rejected: tuple[VerdictView, ...]  # after the filter
     rejected_total: int
     query: str  # the filter applied to ``rejected`` ("" for none)
+    rejected_more: int = 0  # rejected devices (after the filter) left off the page: :func:`bounded`
 
     @property
     def outcome_words(self) -> str:
@@ -292,6 +293,17 @@ def task_view(
         rejected_total=len(rejected),
         query=query.strip(),
     )
+
+
+REJECTED_SHOWN: Final = 1000  # rows of rejected devices a task shows; the filter reaches the others
+
+
+def bounded(view: TaskView, limit: int = REJECTED_SHOWN) -> TaskView:
+    """``view`` with at most ``limit`` rejected devices, the first ones, and how many more there are: a lab
+    of 10,000 devices would otherwise make a page of 4 MB. The filter (``?q=``) searches them all."""
+    if len(view.rejected) <= limit:
+        return view
+    return replace(view, rejected=view.rejected[:limit], rejected_more=len(view.rejected) - limit)
 
 
 def named_devices(resolution: Mapping[str, Any]) -> set[str]:
@@ -562,7 +574,7 @@ async def session_page(request: web.Request) -> web.Response:
         )
     now = database.clock()
     tasks = [
-        task_view(raw, facts, query_text if only_task in (None, raw.get("id")) else "")
+        bounded(task_view(raw, facts, query_text if only_task in (None, raw.get("id")) else ""))
         for raw in map(_dict, _list(resolution.get("tasks")))
     ]
     job_views = [
