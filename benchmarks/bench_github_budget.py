@@ -75,6 +75,8 @@ def manifest(index: int, jobs: int) -> str:
     return (
         f"name: wf-{index}\n"
         "on: {push: {branches: [main]}}\n"
+        # Every push runs to its end: a newer commit does not supersede an older one's session.
+        "concurrency: {cancel: none}\n"
         f"scheduling: {{labels: {{sdk: '2.2.0'}}, max_devkits: {jobs}, queue_wait_limit_s: 7200}}\n"
         f"tasks:\n{tasks}\n"
     )
