@@ -105,6 +105,7 @@ async def test_the_page_of_a_compact_session_shows_its_reasons_and_devices(site:
     assert shown == [v["device"] for v in document["tasks"][0]["rejected_devices"][:REJECTED_SHOWN]]
 
     assert bounded(task_view(document["tasks"][0])).rejected_more == 10_000 - REJECTED_SHOWN
+    assert f"… and {10_000 - REJECTED_SHOWN} more rejected devices not shown" in words
 
     # The filter reaches every device, not only those shown first.
     last = document["tasks"][0]["rejected_devices"][-1]["device"]

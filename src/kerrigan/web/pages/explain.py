@@ -23,7 +23,14 @@ from kerrigan.store.session_pages import DeviceFacts, known_repositories, latest
 from kerrigan.web.api.explain import DEFAULT_PATH
 from kerrigan.web.bodies import MAX_BODY
 from kerrigan.web.pages.rendering import render
-from kerrigan.web.pages.sessions import ProblemView, TaskView, named_devices, problems, task_view
+from kerrigan.web.pages.sessions import (
+    ProblemView,
+    TaskView,
+    bounded,
+    named_devices,
+    problems,
+    task_view,
+)
 from kerrigan.web.signin import check_csrf, page_reader
 from kerrigan.web.state import DATABASE
 
@@ -154,7 +161,7 @@ async def explain_post(request: web.Request) -> web.Response:
     document = explanation_json(explanation, descriptions)
     raw_tasks = [dict(task) for task in document["tasks"]] if isinstance(document["tasks"], list) else []
     facts = inventory_facts(inventory, named_devices(document))
-    tasks = [task_view(task, facts, query) for task in raw_tasks]
+    tasks = [bounded(task_view(task, facts, query)) for task in raw_tasks]  # a 10k-device lab: bounded
     errors = problems(document["errors"] if isinstance(document["errors"], list) else [])
     warnings = problems(document["warnings"] if isinstance(document["warnings"], list) else [])
     context["answer"] = {

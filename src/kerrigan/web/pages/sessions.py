@@ -1,14 +1,15 @@
 """``/sessions/{id}``: the check run's details page.
 
-The resolution shown is the one stored with the session (the ``kerrigan explain`` JSON of DESIGN.md, as it
-was when the session was resolved), task by task: what was requested, which pools and devices were
-eligible, the histogram of reasons marked never or not yet, the nearest misses, and every rejected device
-with every reason in a table that sorts and filters (``?q=`` filters on the server, so it works without
-JavaScript). Then the jobs, each with the end of its output (at most ``TAIL_BYTES``, less when a session has
-many jobs, so the page stays small whatever they printed) and a link to its output a page at a time
-(``/sessions/{id}/jobs/{job}/output?page=<n>``, each page at most ``CHUNKS_PER_PAGE`` chunks) and its whole
-log as plain text (``/sessions/{id}/jobs/{job}/output.txt``). A finished session's page starts with its jobs;
-the resolution comes below them in a ``<details>``, one click away.
+The resolution shown is the one stored with the session (the ``kerrigan explain`` JSON of DESIGN.md, as it was
+when the session was resolved), task by task: what was requested, which pools and devices were eligible, the
+histogram of reasons marked never or not yet, the nearest misses, and the rejected devices (a task's first
+``REJECTED_SHOWN``, then how many more) with every reason in a table that sorts and filters (``?q=`` filters
+on the server over them all, so it works without JavaScript). Then the jobs, each with the end of its output
+(at most ``TAIL_BYTES``, less when a session has many jobs, so the page stays small whatever they printed) and
+a link to its output a page at a time (``/sessions/{id}/jobs/{job}/output?page=<n>``, each page at most
+``CHUNKS_PER_PAGE`` chunks) and its whole log as plain text (``/sessions/{id}/jobs/{job}/output.txt``). A
+finished session's page starts with its jobs; the resolution comes below them in a ``<details>``, one click
+away.
 
 While a job runs, its output streams into the page: ``/sessions/{id}/jobs/{job}/output/stream`` is a stream
 of server-sent events, each a chunk stored after the last one the page has, read from the store every
