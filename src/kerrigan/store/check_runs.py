@@ -121,7 +121,10 @@ async def projection(session: AsyncSession, claim: Claim) -> Projection:
     assert row is not None
     views: list[JobView] = []
     for record in await session_job_records(session, claim.session_pk):
-        tail = await output_tail(session, record.pk) if record.started_at is not None else ""
+        # A running job shows its latest lines; an ended one its last, also one that never started (its
+        # output is then the runner's reason, such as a refused tarball).
+        shown = record.started_at is not None or record.finished_at is not None
+        tail = await output_tail(session, record.pk) if shown else ""
         views.append(JobView(record, tail))
     return Projection(
         found, tuple(views), row.check_run_resolution, row.create_sent_version, row.cancel_reason
