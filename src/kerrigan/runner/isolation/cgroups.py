@@ -33,7 +33,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -92,7 +92,27 @@ class CgroupBackend:
         return []
 
 
-class CgroupV1(CgroupBackend):
+class FolderBackend(CgroupBackend):
+    """A cgroup made of folders the agent writes itself (cgroup v1 and v2): the job joins each one's
+    ``cgroup.procs``."""
+
+    def join_files(self, entry: Mapping[str, Any] | None) -> list[str]:
+        """Every folder's ``cgroup.procs``."""
+        return [str(Path(path) / "cgroup.procs") for path in ((entry or {}).get("paths") or {}).values()]
+
+
+@contextlib.contextmanager
+def _undone_on_error(entry: Mapping[str, Any]) -> Iterator[None]:
+    """What was made of ``entry`` goes again if writing it fails half way; the failure as a CgroupError."""
+    try:
+        yield
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            empty(entry)
+        raise CgroupError(err.errno, f"cannot make the job's cgroup: {err}") from err
+
+
+class CgroupV1(FolderBackend):
     """A folder per controller under the agent's own cgroups of cgroup v1."""
 
     name = "cgroup-v1"
@@ -111,7 +131,7 @@ class CgroupV1(CgroupBackend):
         folders = {name: parent / self.unit_name(job_id) for name, parent in self.parents.items()}
         entry = {"backend": self.name, "paths": {name: str(path) for name, path in folders.items()}}
         empty(entry)  # a leftover of a crashed agent with the same job id: it is ours, and it goes
-        try:
+        with _undone_on_error(entry):
             for folder in folders.values():
                 folder.mkdir()
             if "cpuset" in folders:
@@ -123,18 +143,10 @@ class CgroupV1(CgroupBackend):
                 _write(folders["memory"] / "memory.limit_in_bytes", str(memory_bytes))
             if "pids" in folders:
                 _write(folders["pids"] / "pids.max", str(pids_max))
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                empty(entry)
-            raise CgroupError(err.errno, f"cannot make the job's cgroup: {err}") from err
         return entry
 
-    def join_files(self, entry: Mapping[str, Any] | None) -> list[str]:
-        """Every controller's ``cgroup.procs``."""
-        return [str(Path(path) / "cgroup.procs") for path in ((entry or {}).get("paths") or {}).values()]
 
-
-class CgroupV2(CgroupBackend):
+class CgroupV2(FolderBackend):
     """A folder in the agent's delegated cgroup v2 subtree."""
 
     name = "cgroup-v2"
@@ -166,22 +178,14 @@ class CgroupV2(CgroupBackend):
         folder = self.parent / self.unit_name(job_id)
         entry = {"backend": self.name, "paths": {"unified": str(folder)}}
         empty(entry)
-        try:
+        with _undone_on_error(entry):
             folder.mkdir()
             _write(folder / "cpuset.cpus", format_cpu_list(cpus))
             if memory_bytes is not None:
                 _write(folder / "memory.max", str(memory_bytes))
             if (folder / "pids.max").exists():
                 _write(folder / "pids.max", str(pids_max))
-        except OSError as err:
-            with contextlib.suppress(OSError):
-                empty(entry)
-            raise CgroupError(err.errno, f"cannot make the job's cgroup: {err}") from err
         return entry
-
-    def join_files(self, entry: Mapping[str, Any] | None) -> list[str]:
-        """The folder's ``cgroup.procs``."""
-        return [str(Path(path) / "cgroup.procs") for path in ((entry or {}).get("paths") or {}).values()]
 
 
 class SystemdScope(CgroupBackend):
