@@ -59,6 +59,24 @@ class Outcome(NamedTuple):
     calls: tuple[str, ...]
 
 
+# Reading octo/firmware's workflows: the listing, then each manifest of the fixture repository.
+FIRMWARE_READS = (
+    "GET /repos/octo/firmware manifests",
+    *(
+        f"GET /repos/octo/firmware manifests/{name}.yml"
+        for name in (
+            "hil-smoke",
+            "legacy",
+            "org-class",
+            "select-device",
+            "select-pool",
+            "task-refinement",
+            "typo",
+            "waiting",
+        )
+    ),
+)
+
 # Recorded from the routes as they were before the typed accessors; each example as sent, then as ours.
 EXPECTED: dict[str, tuple[Outcome, Outcome]] = {
     "check_run/requested_action.payload.json": (
@@ -109,15 +127,7 @@ EXPECTED: dict[str, tuple[Outcome, Outcome]] = {
             (),
             (
                 "GET /repos/octo-org/octo-repo manifests",
-                "GET /repos/octo/firmware manifests",
-                "GET /repos/octo/firmware manifests/hil-smoke.yml",
-                "GET /repos/octo/firmware manifests/legacy.yml",
-                "GET /repos/octo/firmware manifests/org-class.yml",
-                "GET /repos/octo/firmware manifests/select-device.yml",
-                "GET /repos/octo/firmware manifests/select-pool.yml",
-                "GET /repos/octo/firmware manifests/task-refinement.yml",
-                "GET /repos/octo/firmware manifests/typo.yml",
-                "GET /repos/octo/firmware manifests/waiting.yml",
+                *FIRMWARE_READS,
                 "POST /app/installations/N/access_tokens",
                 "POST /repos/octo/firmware/check-runs",
             ),
@@ -143,15 +153,7 @@ EXPECTED: dict[str, tuple[Outcome, Outcome]] = {
             (),
             (
                 "GET /repos/Codertocat/Hello-World manifests",
-                "GET /repos/octo/firmware manifests",
-                "GET /repos/octo/firmware manifests/hil-smoke.yml",
-                "GET /repos/octo/firmware manifests/legacy.yml",
-                "GET /repos/octo/firmware manifests/org-class.yml",
-                "GET /repos/octo/firmware manifests/select-device.yml",
-                "GET /repos/octo/firmware manifests/select-pool.yml",
-                "GET /repos/octo/firmware manifests/task-refinement.yml",
-                "GET /repos/octo/firmware manifests/typo.yml",
-                "GET /repos/octo/firmware manifests/waiting.yml",
+                *FIRMWARE_READS,
                 "POST /app/installations/N/access_tokens",
             ),
         ),
