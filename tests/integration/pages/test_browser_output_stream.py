@@ -23,9 +23,7 @@ async def test_a_running_jobs_output_streams_into_the_page_without_a_reload(
     reader = await tab(READER)
     async with aiohttp.ClientSession() as http:
         runner = await runner_for(site, http, "lab-a-01")
-        job = await runner.offer()
-        await runner.call(f"/jobs/{job}/accept")
-        await runner.call(f"/jobs/{job}/start")
+        job = await runner.started()
         await runner.call(f"/jobs/{job}/output", {"seq": 0, "offset": 0, "data": "boot\n"})
 
         page = await reader.open(f"/sessions/{session.id}")

@@ -29,9 +29,7 @@ async def test_a_huge_output_keeps_the_session_page_small_and_its_pages_link_thr
     reader = await browser(READER)
     async with aiohttp.ClientSession() as http:
         runner = await runner_for(site, http, "lab-a-01")
-        job = await runner.offer()
-        await runner.call(f"/jobs/{job}/accept")
-        await runner.call(f"/jobs/{job}/start")
+        job = await runner.started()
         for seq in range(CHUNKS):
             data = CHUNK.replace("<b>", f"{seq:03d}", 1)  # each chunk told apart
             await runner.call(f"/jobs/{job}/output", {"seq": seq, "offset": seq * len(CHUNK), "data": data})
@@ -73,9 +71,7 @@ async def test_a_cut_output_is_marked_on_the_session_page_and_its_last_output_pa
     reader = await browser(READER)
     async with aiohttp.ClientSession() as http:
         runner = await runner_for(site, http, "lab-a-01")  # with log_pages: it may say what it evicted
-        job = await runner.offer()
-        await runner.call(f"/jobs/{job}/accept")
-        await runner.call(f"/jobs/{job}/start")
+        job = await runner.started()
         await runner.call(f"/jobs/{job}/output", {"seq": 0, "offset": 0, "data": "boot\n"})
         near = DEFAULT_OUTPUT_MAX_BYTES - 6
         jump = {"seq": 9, "offset": near, "data": "kept\nlost\n", "truncated_before_seq": 9}

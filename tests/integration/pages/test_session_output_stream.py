@@ -63,9 +63,7 @@ async def test_a_running_session_does_not_reload_with_javascript_and_its_output_
     reader = await browser(READER)
     async with aiohttp.ClientSession() as http:
         runner = await runner_for(site, http, "lab-a-01")
-        job = await runner.offer()
-        await runner.call(f"/jobs/{job}/accept")
-        await runner.call(f"/jobs/{job}/start")
+        job = await runner.started()
         await runner.call(f"/jobs/{job}/output", {"seq": 0, "offset": 0, "data": "boot\n"})
 
         _, page = await reader.get(f"/sessions/{session.id}")

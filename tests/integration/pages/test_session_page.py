@@ -260,6 +260,13 @@ class Runner:
         job: str = await wait_until(polled)
         return job
 
+    async def started(self, start: dict[str, Any] | None = None) -> str:
+        """The next job offered here, accepted and started (``start``: the start call's body); its id."""
+        job = await self.offer()
+        await self.call(f"/jobs/{job}/accept")
+        await self.call(f"/jobs/{job}/start", start)
+        return job
+
 
 async def runner_for(site: Site, http: aiohttp.ClientSession, host: str) -> Runner:
     async with site.database.sessions() as db, db.begin():
@@ -286,9 +293,7 @@ async def finished_job(site: Site, browser: Open, clock: FakeClock) -> tuple[Ses
     reader = await browser(READER)
     async with aiohttp.ClientSession() as http:
         runner = await runner_for(site, http, "lab-a-01")
-        job = await runner.offer()
-        await runner.call(f"/jobs/{job}/accept")
-        await runner.call(f"/jobs/{job}/start", {"cpus": "2-3,26-27"})
+        job = await runner.started({"cpus": "2-3,26-27"})
         offset = 0
 
         async def send(seq: int, data: str, **extra: int) -> None:
