@@ -27,14 +27,13 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import insert, text
-from sqlalchemy.engine import make_url
 
+from bench_dispatch import scratch_postgres
 from kerrigan.store.database import Database, create_engine, upgrade
 from kerrigan.store.history import SessionFilters, device_jobs, device_summaries, list_sessions
 from kerrigan.store.models import DeviceRow, JobRow, PoolRow, SessionRow
@@ -182,23 +181,6 @@ async def measure(url: str, sessions: int, repeat: int) -> dict[str, float]:
             }
     finally:
         await database.close()
-
-
-@asynccontextmanager
-async def scratch_postgres(server: str) -> AsyncIterator[str]:
-    """A PostgreSQL database of the benchmark's own on ``server``, dropped afterwards."""
-    name = f"kerrigan_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    try:
-        async with admin.connect() as connection:
-            await connection.execute(text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield make_url(server).set(database=name).render_as_string(hide_password=False)
-        finally:
-            async with admin.connect() as connection:
-                await connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        await admin.dispose()
 
 
 async def on_postgres(server: str, sessions: int, repeat: int) -> dict[str, float]:
