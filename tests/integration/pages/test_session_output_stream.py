@@ -99,6 +99,12 @@ async def test_a_running_session_does_not_reload_with_javascript_and_its_output_
             assert again["data"]["seq"] == 1
             assert (await read_event(response.content))["event"] == "end"
 
+        # A Last-Event-ID that is no number (str.isdigit takes '²', int does not) starts from the first.
+        async with reader.http.get(f"{site.base}{stream}", headers={"Last-Event-ID": "²"}) as response:
+            assert response.status == 200
+            first = await read_event(response.content)
+            assert first["data"]["seq"] == 0
+
 
 async def test_the_raw_log_is_the_whole_output_as_plain_text_for_readers_only(
     site: Site, browser: Open, clock: FakeClock

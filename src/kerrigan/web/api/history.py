@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import Conclusion, SessionState
 from kerrigan.store.history import (
@@ -280,12 +281,18 @@ async def job_output(request: web.Request) -> web.StreamResponse:
     async with request.config_dict[DATABASE].sessions() as session:
         if await job_detail(session, job_id) is None:
             raise ApiError(404, "not_found", f"no job {job_id}")
-        response = web.StreamResponse(headers={"Cache-Control": "no-store"})
-        response.content_type = "text/plain"
-        response.charset = "utf-8"
-        await response.prepare(request)
-        async for chunk in output_chunks(session, job_id):
-            await response.write(chunk.encode())
+        return await stream_log(request, session, job_id)
+
+
+async def stream_log(request: web.Request, session: AsyncSession, job_pk: int) -> web.StreamResponse:
+    """Answer with job ``job_pk``'s whole stored output as ``text/plain``, written chunk by chunk as it is
+    read (the cut notice last, when it was cut): the API's and the session page's raw log."""
+    response = web.StreamResponse(headers={"Cache-Control": "no-store"})
+    response.content_type = "text/plain"
+    response.charset = "utf-8"
+    await response.prepare(request)
+    async for chunk in output_chunks(session, job_pk):
+        await response.write(chunk.encode())
     await response.write_eof()
     return response
 

@@ -44,7 +44,6 @@ from sqlalchemy import select
 from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, retry_cause
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
-from kerrigan.store.history import output_chunks
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import SessionRow
 from kerrigan.store.session_pages import (
@@ -61,6 +60,7 @@ from kerrigan.store.session_pages import (
 )
 from kerrigan.store.sessions import get_session, queue_position
 from kerrigan.web.api.cancel import cancel_from_web, web_may_cancel
+from kerrigan.web.api.history import stream_log
 from kerrigan.web.editing import PostedForm
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.rendering import render
@@ -710,20 +710,13 @@ async def job_raw_log(request: web.Request) -> web.StreamResponse:
     await page_reader(request)
     _, job_pk = await _job_of(request)
     async with request.config_dict[DATABASE].sessions() as db:
-        response = web.StreamResponse(headers={"Cache-Control": "no-store"})
-        response.content_type = "text/plain"
-        response.charset = "utf-8"
-        await response.prepare(request)
-        async for chunk in output_chunks(db, job_pk):
-            await response.write(chunk.encode())
-    await response.write_eof()
-    return response
+        return await stream_log(request, db, job_pk)
 
 
 def _after(request: web.Request) -> int:
     """The last chunk the page has: the browser's ``Last-Event-ID`` on a reconnect, else ``?after=``."""
     for raw in (request.headers.get("Last-Event-ID"), request.query.get("after")):
-        if raw is not None and raw.lstrip("-").isdigit() and len(raw) < 12:
+        if raw is not None and raw.lstrip("-").isascii() and raw.lstrip("-").isdigit() and len(raw) < 12:
             return max(int(raw), -1)
     return -1
 
