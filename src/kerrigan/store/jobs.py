@@ -161,7 +161,8 @@ async def observe_runner_waits(
 
 
 async def _job(session: AsyncSession, job_id: str, host: str) -> JobRow:
-    job = await session.get(JobRow, int(job_id), with_for_update=True) if job_id.isdigit() else None
+    numeric = job_id.isascii() and job_id.isdigit()
+    job = await session.get(JobRow, int(job_id), with_for_update=True) if numeric else None
     if job is None:
         raise NotYoursError(f"no job {job_id}")
     holder = await session.scalar(select(DeviceLeaseRow.host).where(DeviceLeaseRow.job_pk == job.pk))

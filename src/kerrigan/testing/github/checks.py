@@ -192,7 +192,7 @@ async def get_check_run(github: GitHubStandIn, request: web.Request) -> web.Resp
 
 def _positive(request: web.Request, name: str, default: int) -> int:
     value = request.query.get(name, str(default))
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or len(value) > 9 or int(value) < 1:
         raise GitHubError(422, f"Invalid request.\n\n{name} must be a positive integer.")
     return int(value)
 
