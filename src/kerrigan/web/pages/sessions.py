@@ -40,6 +40,7 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, retry_cause
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
@@ -535,6 +536,14 @@ def _refresh(session: Session, query: Mapping[str, str]) -> int | None:
     return REFRESH_S if session.state is not SessionState.COMPLETED else None
 
 
+async def _session_or_404(db: AsyncSession, session_id: str) -> Session:
+    """The session, or the 404 page naming it."""
+    try:
+        return await get_session(db, session_id)
+    except NotFoundError:
+        raise ApiError(404, "not_found", f"There is no session {session_id}.") from None
+
+
 @routes.get("/sessions/{session_id}")
 async def session_page(request: web.Request) -> web.Response:
     """A session: where it comes from, how each task resolved, and its jobs with their output."""
@@ -546,10 +555,7 @@ async def session_page(request: web.Request) -> web.Response:
     chosen_page = _page_number(request.query.get("page"))
     database = request.config_dict[DATABASE]
     async with database.sessions() as db:
-        try:
-            session = await get_session(db, session_id)
-        except NotFoundError:
-            raise ApiError(404, "not_found", f"There is no session {session_id}.") from None
+        session = await _session_or_404(db, session_id)
         jobs = await session_jobs(db, session_id)
         resolution = session.resolution
         facts = await device_facts(
@@ -658,10 +664,7 @@ async def job_output(request: web.Request) -> web.Response:
     job_pk = _page_number(request.match_info["job_id"])
     database = request.config_dict[DATABASE]
     async with database.sessions() as db:
-        try:
-            session = await get_session(db, session_id)
-        except NotFoundError:
-            raise ApiError(404, "not_found", f"There is no session {session_id}.") from None
+        session = await _session_or_404(db, session_id)
         job = next((job for job in await session_jobs(db, session_id) if job.pk == job_pk), None)
         if job is None:
             raise ApiError(
