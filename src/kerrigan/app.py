@@ -178,9 +178,9 @@ async def _retention(database: Database, settings: Settings) -> None:
 
 
 def _count_revoke(github: GitHubApp, installation_id: int) -> None:
-    """A runner revokes a job's token with a DELETE GitHub counts among the installation's content-creating
-    requests: count it in the budget the reconciler paces check runs by."""
-    github.client.budget.spend(installation_id, creating=True, now=time.time())
+    """A runner revokes a job's token with a request GitHub counts in the installation's hourly allowance
+    (not among its content-creating ones): count it in the budget the reconciler paces check runs by."""
+    github.client.budget.spend(installation_id, creating=False, now=time.time())
 
 
 async def tune_collector(app: web.Application | None = None) -> None:

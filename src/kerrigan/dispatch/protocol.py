@@ -55,7 +55,9 @@ log = logging.getLogger(__name__)
 
 DEVICE_STATES = frozenset({"present", "missing", "error"})
 REFUSALS = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})
-POLL_INTERVAL_S = 0.2
+# How often a waiting long poll looks at the database itself: for what another process did (a replica's
+# lease, a cancel taken by a worker process). What this process does wakes the poll at once.
+POLL_INTERVAL_S = 1.0
 
 
 def _offer_json(
@@ -145,8 +147,9 @@ class RunnerProtocol:
         # Told the installation of each job token the runner revokes when its job ends (the app counts the
         # runner's DELETE in that installation's GitHub budget, which the server's own requests share).
         self.revoking: Callable[[int], None] | None = None
-        # The long polls waiting now, by host: a dispatch round here that leases to a host answers them at
-        # once; the check every POLL_INTERVAL_S stays for leases made by another process.
+        # The long polls waiting now, by host: a dispatch round here that leases to a host, or a commit here
+        # that asks a runner to stop a job, answers them at once; the check every POLL_INTERVAL_S stays for
+        # what another process does.
         self._waiting_polls: dict[str, set[asyncio.Event]] = {}
         # Through a weak reference: the listener lives as long as the database, and must not keep this
         # protocol (and with it the database, the listener's own key) alive.
@@ -157,10 +160,16 @@ class RunnerProtocol:
             if alive is not None:
                 alive._leased(hosts)
 
+        def asked() -> None:
+            alive = protocol()
+            if alive is not None:
+                alive._leased(frozenset(alive._waiting_polls))
+
         listen_for_leases(database, leased)
+        database.signals.listen(Topic.RUNNER_REQUESTS, asked)
 
     def _leased(self, hosts: frozenset[str]) -> None:
-        """Wake the waiting long polls of ``hosts``: they have new offers."""
+        """Wake the waiting long polls of ``hosts``: they have new offers (or requests to stop a job)."""
         for host in hosts:
             for event in self._waiting_polls.get(host, ()):
                 event.set()

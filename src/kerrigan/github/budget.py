@@ -8,7 +8,10 @@ content-creating requests to 80 a minute, and after a secondary rate limit asks 
 - the allowance keeps a reserve (``max(50, 5 %)`` of the limit): once ``remaining`` falls to it, only
   *essential* requests go (creating a check run, completing one), the rest wait for the reset; at 0 nothing
   goes until the reset;
-- at most 80 content-creating requests (POST, PATCH, PUT, DELETE) go in any rolling minute;
+- at most 80 content-creating requests (POST, PATCH, PUT, DELETE) go in any rolling minute; minting an
+  installation token and revoking one create no content (no issue, comment or check run anyone sees), so
+  they count in the hourly allowance only: a job's token would otherwise cost two of the 80, and a lab
+  finishing more than 40 jobs a minute would wait for the next minute's allowance between jobs;
 - after a secondary limit, or any answer with ``Retry-After``, the whole installation pauses for that long.
 
 Nothing here reads the clock or sleeps: every call is given ``now`` (Unix seconds, the clock
@@ -19,15 +22,19 @@ the check-run reconciler asks :meth:`Budget.wait_s` without waiting, so it can c
 from __future__ import annotations
 
 import math
+import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
+from urllib.parse import urlsplit
 
 from kerrigan.core.github_retry import retry_after
 
 APP: Final = 0  # the account of the App's own (JWT) requests; installation ids start at 1
 CREATING_METHODS: Final = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+# Minting an installation token, and revoking one: no content is made (see the module's docstring).
+TOKEN_REQUESTS: Final = re.compile(r"/app/installations/\d+/access_tokens|/installation/token")
 CREATING_PER_MINUTE: Final = 80
 CREATING_WINDOW_S: Final = 60.0
 RESERVE_MIN: Final = 50
@@ -35,9 +42,12 @@ RESERVE_SHARE: Final = 0.05
 RESET_MARGIN_S: Final = 1.0  # GitHub's clock and ours may differ by a little: wait a second past the reset
 
 
-def creating(method: str) -> bool:
-    """Whether a request with this method creates or changes content (GitHub's "content-generating")."""
-    return method.upper() in CREATING_METHODS
+def creating(method: str, path: str = "") -> bool:
+    """Whether a request creates or changes content (GitHub's "content-generating"): one with a method
+    that writes, unless it mints or revokes an installation token. ``path`` may be a whole URL."""
+    if method.upper() not in CREATING_METHODS:
+        return False
+    return TOKEN_REQUESTS.fullmatch(urlsplit(path).path.rstrip("/")) is None
 
 
 def reserve(limit: int) -> int:

@@ -272,7 +272,7 @@ class GitHubClient(GitHubAPI):
         if call.paid is not None and not call.paid.used:
             call.paid.used = True  # the caller asked and spent for this one
             return
-        kind = creating(method)
+        kind = creating(method, url)
         while True:
             now = self._clock()
             wait = self.budget.waiting(call.installation_id, creating=kind, essential=call.essential, now=now)

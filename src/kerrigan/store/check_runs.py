@@ -25,7 +25,7 @@ from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.sessions import Session, SessionState
-from kerrigan.store.jobs import JobRecord, output_tail, session_job_records
+from kerrigan.store.jobs import JobRecord, output_tails, session_job_records
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import get_session
 from kerrigan.store.transitions import locked_session, record_version
@@ -119,13 +119,12 @@ async def projection(session: AsyncSession, claim: Claim) -> Projection:
     found = await get_session(session, claim.session_id)
     row = await session.get(SessionRow, claim.session_pk)
     assert row is not None
-    views: list[JobView] = []
-    for record in await session_job_records(session, claim.session_pk):
-        # A running job shows its latest lines; an ended one its last, also one that never started (its
-        # output is then the runner's reason, such as a refused tarball).
-        shown = record.started_at is not None or record.finished_at is not None
-        tail = await output_tail(session, record.pk) if shown else ""
-        views.append(JobView(record, tail))
+    records = await session_job_records(session, claim.session_pk)
+    # A running job shows its latest lines; an ended one its last, also one that never started (its
+    # output is then the runner's reason, such as a refused tarball).
+    shown = [record.pk for record in records if record.started_at or record.finished_at]
+    tails = await output_tails(session, shown)
+    views = [JobView(record, tails.get(record.pk, "")) for record in records]
     return Projection(
         found, tuple(views), row.check_run_resolution, row.create_sent_version, row.cancel_reason
     )

@@ -7,11 +7,12 @@ so the runner re-sends from there.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import (
@@ -25,6 +26,7 @@ from kerrigan.core.lifecycle import (
 from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, cut_notice, fitting
 from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
+from kerrigan.store.signals import Topic, mark
 from kerrigan.store.transitions import move_job, settle_session
 
 __all__ = ["ENDED", "NOT_STARTED", "QUEUE_WAIT_EXCEEDED", "JobState"]
@@ -157,6 +159,7 @@ async def observe_runner_waits(
         if job.queue_wait_s + waited_ms / 1000 >= limit_s:
             job.withdraw_requested_at = at
             asked.append(job_id)
+            mark(session, Topic.RUNNER_REQUESTS)
     return asked
 
 
@@ -280,6 +283,7 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
             ended.append(job.pk)
         elif job.cancel_requested_at is None:
             job.cancel_requested_at = at
+            mark(session, Topic.RUNNER_REQUESTS)
     if ended:
         await settle_session(session, rows[0].session_pk, at)
     return ended
@@ -455,3 +459,38 @@ async def output_tail(session: AsyncSession, job_pk: int, chunks: int = 20) -> s
         select(JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq == CUT_SEQ)
     )
     return tail + str(notice) if notice is not None else tail
+
+
+async def output_tails(session: AsyncSession, job_pks: Collection[int], chunks: int = 20) -> dict[int, str]:
+    """:func:`output_tail` of each of the jobs, in one query (a check run shows every job's); a job with
+    no output is missing from the answer."""
+    if not job_pks:
+        return {}
+    newest = (
+        func.row_number().over(partition_by=JobLogRow.job_pk, order_by=JobLogRow.seq.desc()).label("newest")
+    )
+    ranked = (
+        select(JobLogRow.job_pk, JobLogRow.seq, JobLogRow.data, newest)
+        .where(JobLogRow.job_pk.in_(job_pks), JobLogRow.seq >= 0)
+        .subquery()
+    )
+    rows = await session.execute(
+        select(ranked.c.job_pk, ranked.c.seq, ranked.c.data)
+        .where(ranked.c.newest <= chunks)
+        .union_all(
+            select(JobLogRow.job_pk, JobLogRow.seq, JobLogRow.data).where(
+                JobLogRow.job_pk.in_(job_pks), JobLogRow.seq == CUT_SEQ
+            )
+        )
+    )
+    kept: dict[int, list[tuple[int, str]]] = {}
+    notices: dict[int, str] = {}
+    for job_pk, seq, data in rows:
+        if seq == CUT_SEQ:
+            notices[job_pk] = str(data)
+        else:
+            kept.setdefault(job_pk, []).append((seq, str(data)))
+    return {
+        job_pk: "".join(data for _, data in sorted(kept.get(job_pk, []))) + notices.get(job_pk, "")
+        for job_pk in kept.keys() | notices.keys()
+    }

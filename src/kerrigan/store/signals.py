@@ -24,6 +24,7 @@ class Topic(enum.StrEnum):
 
     CHECK_RUNS = "check_runs"  # a session recorded a check-run version GitHub does not show yet
     DISPATCH = "dispatch"  # work was queued, or a device or runner host became free
+    RUNNER_REQUESTS = "runner_requests"  # a job a runner holds was asked to stop (cancelled, withdrawn)
 
 
 class Signals:

@@ -291,7 +291,26 @@ async def test_output_past_the_cap_is_not_stored_and_the_cut_is_marked_and_answe
     assert (await host.post(f"/jobs/{job}/finish", {"exit_status": 0}))[1]["state"] == "succeeded"
     async with db.sessions() as session:
         tail = await jobs.output_tail(session, job)
+        tails = await jobs.output_tails(session, [job, job + 1000])
     assert tail.endswith("y\n[output cut at 640 KiB (KERRIGAN_OUTPUT_MAX_BYTES)]\n")
+    assert tails == {job: tail}  # the check run's one query for all jobs, the notice last as well
+
+
+async def test_the_check_runs_tails_are_each_jobs_last_twenty_chunks(
+    db: Database, aiohttp_client: Callable[..., Any]
+) -> None:
+    host = await host_on(db, await runner_app(db, aiohttp_client), ("log_pages",))
+    job = await host.running_job(db)
+    offset = 0
+    for seq in range(25):
+        data = f"line {seq}\n"
+        chunk = {"seq": seq, "offset": offset, "data": data}
+        assert (await host.post(f"/jobs/{job}/output", chunk))[0] == 200
+        offset += len(data)
+    async with db.sessions() as session:
+        tails = await jobs.output_tails(session, [job])
+        assert await jobs.output_tails(session, []) == {}
+    assert tails == {job: "".join(f"line {seq}\n" for seq in range(5, 25))}
 
 
 async def test_the_default_cap_is_64_mib(db: Database, aiohttp_client: Callable[..., Any]) -> None:

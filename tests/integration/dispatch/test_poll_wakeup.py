@@ -13,6 +13,7 @@ import kerrigan.dispatch.protocol as protocol_module
 from kerrigan.app import create_app
 from kerrigan.config import Settings
 from kerrigan.dispatch.dispatcher import Dispatcher, listen_for_leases
+from kerrigan.store.cancel import cancel_session
 from kerrigan.store.database import Database
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
@@ -75,3 +76,38 @@ async def test_lease_listeners_hear_only_their_own_databases_rounds(lab_db: Data
         assert heard == [frozenset({"lab-a-01"})]
     finally:
         await other.close()
+
+
+async def test_a_waiting_poll_hears_of_a_cancel_made_in_this_process_at_once(
+    lab_db: Database, aiohttp_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As above: the poll's own look is an hour away, so only the cancel's wake-up can answer it.
+    db = lab_db
+    monkeypatch.setattr(protocol_module, "POLL_INTERVAL_S", 3600.0)
+    async with db.sessions() as session, session.begin():
+        token = await create_runner_token(session, "lab-a-01", db.clock())
+    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
+    client = await aiohttp_client(create_app(settings, clock=db.clock))
+    auth = {"Authorization": f"Bearer {token}"}
+    assert (await client.post("/api/runner/v1/register", json={"protocol": [1]}, headers=auth)).status == 200
+    server_database = client.app[DATABASE]
+    async with server_database.sessions() as session, session.begin():
+        await create_session(session, builders.session(SESSION, resolution=ON_BLUEBOX), db.clock())
+    await Dispatcher(server_database).dispatch_once()
+    offered = await (await client.get("/api/runner/v1/poll?wait=0", headers=auth)).json()
+    [job] = [offer["id"] for offer in offered["offers"]]
+    for step in ("accept", "start"):
+        assert (await client.post(f"/api/runner/v1/jobs/{job}/{step}", headers=auth)).status == 200
+
+    async def poll() -> dict[str, Any]:
+        response = await client.get("/api/runner/v1/poll?wait=20", headers=auth)
+        body: dict[str, Any] = await response.json()
+        return body
+
+    waiting = asyncio.create_task(poll())
+    await asyncio.sleep(0.2)  # the poll has looked once and found nothing
+    assert not waiting.done()
+    async with server_database.sessions() as session, session.begin():
+        assert await cancel_session(session, SESSION, db.clock(), by="octocat", reason="cancelled by octocat")
+    answer = await asyncio.wait_for(waiting, 15)  # a guard against hanging, not a timing assertion
+    assert answer["cancel"] == [job]

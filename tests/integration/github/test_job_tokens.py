@@ -111,8 +111,8 @@ async def test_a_runner_ending_a_job_it_never_accepted_is_refused_and_nothing_ch
 
 
 async def test_a_job_tokens_revocation_is_counted_in_its_installations_budget(harness: Harness) -> None:
-    # The runner's DELETE /installation/token is a content-creating request of the installation: the
-    # server counts it where it paces its own check-run requests.
+    # The runner's DELETE /installation/token counts in the installation's hourly allowance: the server
+    # counts it where it paces its own check-run requests (not among the content-creating ones).
     counted: list[int] = []
     protocol = harness.client.app[PROTOCOL]
     original = protocol.revoking

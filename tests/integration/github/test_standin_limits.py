@@ -14,7 +14,7 @@ from multidict import CIMultiDictProxy
 
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.github.limits import PRIMARY, SECONDARY_CONCURRENCY, SECONDARY_CONTENT
-from tests.integration.conftest import token_auth
+from tests.integration.conftest import mint_token, token_auth
 from tests.integration.github.conftest import INSTALLATION, REPO, SHA, manifest_files
 
 LISTING = f"/repos/{REPO}/contents/.kerrigan/workflows"
@@ -153,6 +153,19 @@ async def test_more_than_80_content_creating_requests_a_minute_are_refused_with_
     assert (await get(api_session, github, installation_token, LISTING))[0] == 200  # reading is still allowed
     clock.now += 60
     assert (await comment(api_session, github, installation_token))[0] == 201
+
+
+async def test_minting_and_revoking_tokens_are_not_content_creating(
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+) -> None:
+    github.limits.content_per_minute = 1
+    for _ in range(3):
+        token = await mint_token(api_session, github)
+        async with api_session.delete(f"{github.url}/installation/token", headers=token_auth(token)) as gone:
+            assert gone.status == 204
+    assert github.limited == []
+    assert (await comment(api_session, github, installation_token))[0] == 201
+    assert (await comment(api_session, github, installation_token))[0] == 403  # the one a minute is spent
 
 
 async def test_a_secondary_limit_may_come_without_retry_after(

@@ -4,7 +4,8 @@ The primary limit: so many requests an hour (5,000 for an installation), announc
 headers on every answer to an installation token; when spent, 403 ``API rate limit exceeded`` with
 ``x-ratelimit-remaining: 0`` until the window resets. A 304 (a conditional request that found nothing
 changed) costs nothing. The secondary limits: more than 80 content-creating requests (POST, PATCH, PUT,
-DELETE) in a minute, or more than 100 requests at once, are refused with 403 and, when configured,
+DELETE; minting or revoking an installation token makes no content) in a minute, or more than 100
+requests at once, are refused with 403 and, when configured,
 ``Retry-After``. What was refused is kept in :attr:`RateLimits.limited`.
 """
 
@@ -99,7 +100,7 @@ class RateLimits:
             )
         if self._in_flight.get(installation, 0) >= self.concurrent_limit:
             self._refuse_secondary(SECONDARY_CONCURRENCY, installation, method, path)
-        if method in CONTENT_CREATING:
+        if method in CONTENT_CREATING and path != "/installation/token":
             recent = self._content.setdefault(installation, deque())
             while recent and recent[0] <= now - 60.0:
                 recent.popleft()
