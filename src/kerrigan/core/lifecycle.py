@@ -130,9 +130,10 @@ def sources_of(after: JobState) -> frozenset[JobState]:
 RUNNER_LOST: Final = "runner_lost"
 QUEUE_WAIT_EXCEEDED: Final = "queue_wait_exceeded"
 NOT_STARTED_REASON: Final = "not_started"  # it ended on its host before its command started
+SOURCE_UNAVAILABLE: Final = "source_unavailable"  # its host could not fetch its source (GitHub, network)
 DEVICE_FAULT_EXIT: Final = 75  # EX_TEMPFAIL: a task's way of saying "the device failed me, not the test"
 INFRASTRUCTURE_REASONS: Final = frozenset(
-    {RUNNER_LOST, NOT_STARTED_REASON, "source_unavailable", "runner_disk_full", "device_fault"}
+    {RUNNER_LOST, NOT_STARTED_REASON, SOURCE_UNAVAILABLE, "runner_disk_full", "device_fault"}
 )
 UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
 
@@ -161,14 +162,15 @@ def failure_class(state: JobState, reason: str | None, exit_status: int | None) 
 
 def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> tuple[JobState, str | None]:
     """The state and reason of a job its runner host reports ended: ``outcome`` is the runner's word for a
-    stop (``cancelled`` or ``timed_out``); a job that never started failed on the host (its source, its
+    stop (``cancelled`` or ``timed_out``) or, for a job that never started, ``source_unavailable`` (the
+    fetch of its source failed); any other job that never started failed on the host (its tarball, its
     workspace), which is the lab's failure, not the test's."""
     if outcome == "cancelled":
         return JobState.CANCELLED, "cancelled"
     if outcome == "timed_out":
         return JobState.TIMED_OUT, "timed_out"
     if not started:
-        return JobState.FAILED, NOT_STARTED_REASON
+        return JobState.FAILED, SOURCE_UNAVAILABLE if outcome == SOURCE_UNAVAILABLE else NOT_STARTED_REASON
     if exit_status == 0:
         return JobState.SUCCEEDED, None
     if exit_status == DEVICE_FAULT_EXIT:
@@ -248,10 +250,10 @@ def should_retry(
 
     Only a failed job is retried (a timeout, a cancel, a queue-wait budget or a misfit would fail the same
     way again): an infrastructure failure while ``policy.infrastructure`` allows, a test failure only when
-    its exit status is listed in ``policy.exit_status``, while ``policy.limit`` allows. A job its host
-    could not start (``not_started``) is not retried: the runner does not yet say whether the network
-    failed the fetch (``source_unavailable``, retried) or the commit's tarball was refused for what it
-    holds, which fails the same way on every device.
+    its exit status is listed in ``policy.exit_status``, while ``policy.limit`` allows. A job whose source
+    its host could not fetch (``source_unavailable``) is retried; one its host could not start for
+    another reason (``not_started``: the commit's tarball refused for what it holds, its workspace) is
+    not, as it would fail the same way on every device.
     """
     if state is not JobState.FAILED:
         return False

@@ -15,7 +15,7 @@ from typing import Final
 from kerrigan.core.resources import ResourceCatalog, Unit
 
 PROTOCOL_VERSIONS: Final = (1,)
-SERVER_CAPABILITIES: Final = frozenset({"gate_jobs", "log_pages", "withdraw"})
+SERVER_CAPABILITIES: Final = frozenset({"gate_jobs", "log_pages", "withdraw", "source_unavailable"})
 LEASE_TTL_S: Final = 60
 POLL_TIMEOUT_S: Final = 25
 

@@ -24,16 +24,19 @@ class Preparation(Processes):
         offer = record.offer
         github = self._credentials.get(record.id, {})
         assert record.workspace is not None
+        fetching = False
         try:
             uid = self.allocate_user(record)
             self.records.save(record)  # the uid is on record before it owns anything
             path = self.workspaces.mark_used(record.workspace, self.clock())
             if offer.get("repository") and offer.get("sha"):
+                fetching = True
                 if not github.get("token"):
                     raise SourceError("the server gave no token to fetch the repository with")
                 tarball = await self.sources.fetch(
                     str(offer["repository"]), str(offer["sha"]), str(github["api_url"]), str(github["token"])
                 )
+                fetching = False
                 await asyncio.to_thread(unpack, tarball, path, self.settings.unpack_limits)
             else:  # nothing to fetch: still no files from an earlier job
                 await asyncio.to_thread(empty_folder, path)
@@ -41,7 +44,12 @@ class Preparation(Processes):
                 await asyncio.to_thread(give_to, path, uid)
         except (SourceError, OSError, UnsafeWorkspaceError, NoJobUserError) as err:
             log.warning("job %s: %s", record.id, err)
-            await self._end(record, None, self._stop_reasons.pop(record.id, None), note=f"kerrigan: {err}\n")
+            outcome = self._stop_reasons.pop(record.id, None)
+            if outcome is None and fetching and "source_unavailable" in self.capabilities:
+                # GitHub or the network failed the fetch: another attempt may find it (a refused tarball
+                # or a broken workspace would fail the same way anywhere, and is not said so).
+                outcome = "source_unavailable"
+            await self._end(record, None, outcome, note=f"kerrigan: {err}\n")
             return
         if record.id in self._stop_reasons:
             await self._end(record, None, self._stop_reasons.pop(record.id))

@@ -50,7 +50,7 @@ class JobRecord:
         None  # the job's cgroup (isolation.cgroups), until it is emptied and removed
     )
     exit_status: int | None = None
-    outcome: str | None = None  # cancelled, timed_out, withdrawn or lost
+    outcome: str | None = None  # cancelled, timed_out, withdrawn, lost or source_unavailable
     accounting: dict[str, Any] | None = None
     reported: bool = False  # the server acknowledged the end
     # Output: bytes of output.log cut into pages so far, the next page's number and offset (in the UTF-8

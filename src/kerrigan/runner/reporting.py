@@ -112,7 +112,7 @@ class Reporting(HostState):
 
     async def _report_end(self, record: JobRecord) -> None:
         body: dict[str, Any] = {"exit_status": record.exit_status if record.exit_status is not None else -1}
-        if record.outcome in ("cancelled", "timed_out"):
+        if record.outcome in ("cancelled", "timed_out", "source_unavailable"):
             body["outcome"] = record.outcome
         if record.accounting is not None:
             body["accounting"] = record.accounting

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import (
     ENDED,
     NOT_STARTED,
+    SOURCE_UNAVAILABLE,
     QUEUE_WAIT_EXCEEDED,
     JobState,
     TransitionError,
@@ -31,7 +32,7 @@ from kerrigan.store.transitions import move_job, settle_session
 
 __all__ = ["ENDED", "NOT_STARTED", "QUEUE_WAIT_EXCEEDED", "JobState"]
 
-OUTCOMES = frozenset({"cancelled", "timed_out"})
+OUTCOMES = frozenset({"cancelled", "timed_out", SOURCE_UNAVAILABLE})
 CUT_SEQ: Final = -1  # the chunk number of the server's notice that a job's output was cut
 REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})
 
@@ -378,8 +379,9 @@ async def finish(
 ) -> Transition:
     """The job ended; its device is free again.
 
-    ``outcome`` says why the runner stopped it: ``cancelled`` (asked to) or ``timed_out`` (its timeout).
-    A job that ends before its command started failed on its host (``not_started``, the lab's failure).
+    ``outcome`` says why the runner stopped it: ``cancelled`` (asked to) or ``timed_out`` (its timeout);
+    or, before its command started, ``source_unavailable`` (GitHub or the network failed the fetch). Any
+    other job that ends before its command started failed on its host (``not_started``, the lab's failure).
     A job offered but never accepted cannot end this way: :class:`~kerrigan.core.lifecycle.TransitionError`.
     """
     job = await _job(session, job_id, host)

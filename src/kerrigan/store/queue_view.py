@@ -54,8 +54,9 @@ class QueueSnapshot:
     ``records`` are the queued jobs oldest first; ``planned`` those the plan considered, by row number (a
     job with no requirements recorded is not planned). ``free_devices``,
     ``session_room`` and ``host_room`` are what the plan started from. ``avoided`` are, by row number, the
-    devices a retry may not be leased (its task failed there); a retry whose every matching device is
-    avoided has no candidates and waits as on a busy device, until its queue-wait budget ends it.
+    devices a retry is kept off (its task failed there); a retry whose every matching device is avoided
+    may take any of them again (the failure may have passed: a network, a restarted host), rather than
+    keep its check run waiting until its queue-wait budget ends it.
     """
 
     now: datetime
@@ -210,7 +211,7 @@ def _queued_job(
         matched[key] = tuple(device.id for device in eligible)
     candidates = matched[key]
     if avoid:
-        candidates = tuple(device for device in candidates if device not in avoid)
+        candidates = tuple(device for device in candidates if device not in avoid) or candidates
     try:
         priority = Priority(record.priority)
     except ValueError:

@@ -45,10 +45,13 @@ async def wait_ready(base: str, timeout: float = 30.0) -> None:
 
 @dataclass(frozen=True)
 class Served:
-    """A running ``kerrigan serve`` and the GitHub stand-in it talks to."""
+    """A running ``kerrigan serve`` and the GitHub stand-in it talks to (and the App's id and key, to ask
+    the stand-in what it holds as the App would)."""
 
     base: str
     github_url: str
+    app_id: str = APP_ID
+    private_key: str = ""
 
 
 @contextlib.asynccontextmanager
@@ -109,7 +112,7 @@ async def serve_with_github(
         )
         base = f"http://127.0.0.1:{port}"
         await wait_ready(base)
-        yield Served(base, github_url)
+        yield Served(base, github_url, APP_ID, private_key)
     finally:
         for process in (server, github):
             if process is not None and process.returncode is None:

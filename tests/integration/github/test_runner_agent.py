@@ -420,6 +420,27 @@ async def test_without_a_token_the_job_fails_instead_of_running_stale_files(
     assert harness.requests("GET", f"/tarball/{OTHER_SHA}") == []
 
 
+async def test_a_fetch_github_fails_is_retried_on_another_device_to_a_green_check_run(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    # The first tarball download is refused: that attempt ends source_unavailable, the lab's failure,
+    # and its retry, kept off the device that failed it, fetches and runs the task.
+    harness.github.fail_next("GET", r"/tarball/", 404, times=1)
+    await start_both(harness, agents)
+    [run] = await harness.push_commit(smoke_commit())
+
+    await completed(harness, run)
+    final = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "success", final["output"]["summary"]
+    rows = await job_rows(harness)
+    [failed] = [row for row in rows if row.state == "retried"]
+    assert (failed.reason, failed.failure_class) == ("source_unavailable", "infrastructure")
+    [retry] = [row for row in rows if row.retry_of == failed.pk]
+    assert (retry.state, retry.attempt) == ("succeeded", 2)
+    assert retry.device_id != failed.device_id
+    assert "source_unavailable" in final["output"]["summary"]
+
+
 async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_report(
     harness: Harness, agents: AgentFactory, tmp_path: Path
 ) -> None:

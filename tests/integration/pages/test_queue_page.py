@@ -325,17 +325,23 @@ async def test_in_a_browser_the_queue_filters_by_repository_and_sorts(
     await narrow.shoot("queue-waiting-reasons-phone")
 
 
-async def test_a_retry_every_matching_device_already_failed_says_so(
+async def test_a_retry_every_matching_device_already_failed_says_it_takes_one_again(
     site: Site, browser: Callable[..., Any]
 ) -> None:
     db = site.database
+    await store(db, new_session(1, {"som-a": SOM_UART, "som-b": SOM_UART}, repository="octo/firmware"))
+    await dispatched(db)  # both devices it matches are held
     async with db.sessions() as session, session.begin():  # one transaction: no round sees it before
         await create_session(
             session, new_session(9, {"som-retry": SOM_UART}, repository="octo/firmware"), db.clock()
         )
-        [job] = (await session.scalars(select(JobRow))).all()
+        job = await session.scalar(select(JobRow).where(JobRow.task_id == "som-retry"))
+        assert job is not None
         job.attempt, job.avoid_devices = 2, ["modalix-bluebox", "modalix-redbox"]  # a retry
     await dispatched(db)
     _, page = await (await browser(READER)).get("/queue")
     [(_, _, words)] = queue_rows(page)
-    assert "every device it matches already failed this job (modalix-bluebox, modalix-redbox)" in words
+    assert (
+        "device busy: modalix-bluebox, modalix-redbox (every device it matches already failed this job; "
+        "it takes one of them again)"
+    ) in words

@@ -140,6 +140,8 @@ def test_failure_class_of_each_way_a_job_ends(
         (-9, "timed_out", True, (J.TIMED_OUT, "timed_out")),
         (-1, None, False, (J.FAILED, "not_started")),
         (-1, "cancelled", False, (J.CANCELLED, "cancelled")),
+        (-1, "source_unavailable", False, (J.FAILED, "source_unavailable")),
+        (3, "source_unavailable", True, (J.FAILED, None)),  # its command ran: its own exit status counts
     ],
 )
 def test_a_runner_reported_end_becomes_a_state_and_reason(

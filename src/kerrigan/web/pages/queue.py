@@ -126,10 +126,10 @@ def _why(
         hosts = sorted({snapshot.device_hosts[d] for d in job.candidates if d in free_left})
         left = ", ".join(f"{host} has {room.get(host, 0)} vCPUs left under max_weight" for host in hosts)
         return f"host capacity: it claims {job.vcpus} vCPUs; {left or 'no host has room'}", None
-    if not job.candidates and (avoided := snapshot.avoided.get(record.pk)):
+    if (avoided := snapshot.avoided.get(record.pk)) and set(job.candidates) <= set(avoided):
         return (
-            f"every device it matches already failed this job ({_names(avoided)}); it waits as for a busy "
-            "device until its queue-wait budget ends it",
+            f"device busy: {_names(job.candidates)} (every device it matches already failed this job; "
+            "it takes one of them again)",
             None,
         )
     if not job.candidates:
