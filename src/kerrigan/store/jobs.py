@@ -18,8 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import (
     ENDED,
     NOT_STARTED,
-    SOURCE_UNAVAILABLE,
     QUEUE_WAIT_EXCEEDED,
+    SOURCE_UNAVAILABLE,
     JobState,
     TransitionError,
     ended_by_runner,
