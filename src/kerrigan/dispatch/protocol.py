@@ -50,6 +50,7 @@ from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
 from kerrigan.store.signals import Topic, mark
+from kerrigan.store.tokens import token_hash
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ REFUSALS = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})
 # How often a waiting long poll looks at the database itself: for what another process did (a replica's
 # lease, a cancel taken by a worker process). What this process does wakes the poll at once.
 POLL_INTERVAL_S = 1.0
+HOST_TOKEN_TTL_S = 5.0  # how long a runner host's token is known without asking the database again
 
 
 def _offer_json(
@@ -142,6 +144,9 @@ class RunnerProtocol:
         self.answer_of: Callable[[BaseException], Answer | None] = lambda _exc: None
         self.mint_retry_s = mint_retry_s
         self.mint_backoff_s = mint_backoff_s
+        # A host's token, by its hash, for a few seconds: every call of a runner names it, and a replaced
+        # token (``kerrigan runners create`` again) is refused here within HOST_TOKEN_TTL_S.
+        self._hosts: TTLCache[str, str] = TTLCache(maxsize=4096, ttl=HOST_TOKEN_TTL_S)
         # job id -> (installation, the token minted when it was accepted): tokens live an hour
         self._minted: TTLCache[str, tuple[int, JobCredentials]] = TTLCache(maxsize=10_000, ttl=50 * 60)
         # Told the installation of each job token the runner revokes when its job ends (the app counts the
@@ -194,8 +199,13 @@ class RunnerProtocol:
             raise ProtocolError(
                 401, "unauthenticated", "send the host's token as 'Authorization: Bearer <token>'"
             )
-        async with self.database.sessions() as session:
-            host = await host_for_token(session, token.strip())
+        key = token_hash(token.strip())
+        host = self._hosts.get(key)
+        if host is None:
+            async with self.database.sessions() as session:
+                host = await host_for_token(session, token.strip())
+            if host is not None:
+                self._hosts[key] = host
         if host is None:
             raise ProtocolError(
                 401, "unauthenticated", "unknown runner token: run `kerrigan runners create HOST`"
@@ -618,6 +628,7 @@ class RunnerProtocol:
                         data=data,
                         truncated_before_seq=truncated,
                         max_bytes=self.output_max_bytes,
+                        at=self.database.clock(),
                     )
                     if appended.next_seq == seq + 1:  # this chunk is stored: its check run may show it
                         await output_arrived(session, int(job_id), self.database.clock())

@@ -288,28 +288,40 @@ async def device_jobs(
 async def output_chunks(session: AsyncSession, job_id: int) -> AsyncIterator[str]:
     """A job's stored output in order, a few chunks per query (never the whole log at once); the notice
     that the output was cut, if it was, comes last."""
+    async for data, _ in timed_output_chunks(session, job_id):
+        yield data
+
+
+async def timed_output_chunks(
+    session: AsyncSession, job_id: int
+) -> AsyncIterator[tuple[str, datetime | None]]:
+    """:func:`output_chunks`, each with when it reached the server (None: stored before that was kept)."""
     after = -1
     while True:
         batch = list(
             (
                 await session.execute(
-                    select(JobLogRow.seq, JobLogRow.data)
+                    select(JobLogRow.seq, JobLogRow.data, JobLogRow.received_at)
                     .where(JobLogRow.job_pk == job_id, JobLogRow.seq > after)
                     .order_by(JobLogRow.seq)
                     .limit(OUTPUT_BATCH)
                 )
             ).all()
         )
-        for _, data in batch:
-            yield str(data)
+        for _, data, received_at in batch:
+            yield str(data), received_at
         if len(batch) < OUTPUT_BATCH:
             break
         after = int(batch[-1][0])
-    notice = await session.scalar(
-        select(JobLogRow.data).where(JobLogRow.job_pk == job_id, JobLogRow.seq == CUT_SEQ)
-    )
+    notice = (
+        await session.execute(
+            select(JobLogRow.data, JobLogRow.received_at).where(
+                JobLogRow.job_pk == job_id, JobLogRow.seq == CUT_SEQ
+            )
+        )
+    ).first()
     if notice is not None:
-        yield str(notice)
+        yield str(notice[0]), notice[1]
 
 
 @dataclass(frozen=True, slots=True)

@@ -309,8 +309,10 @@ async def append_output(
     data: str,
     truncated_before_seq: int | None = None,
     max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES,
+    at: datetime | None = None,
 ) -> Appended:
-    """Store a chunk of output; the next sequence number expected. A repeat is acknowledged again.
+    """Store a chunk of output, arrived ``at``; the next sequence number expected. A repeat is acknowledged
+    again (its first arrival time stays).
 
     A runner that no longer has the chunks the server expects (it evicted them after 24 hours) says so
     with ``truncated_before_seq`` equal to ``seq``: the gap is recorded as a visible notice, never skipped
@@ -330,7 +332,11 @@ async def append_output(
     ):
         if cut_at is None:
             notice = f"[output chunks {job.next_seq}..{seq - 1} were evicted on the runner before upload]\n"
-            session.add(JobLogRow(job_pk=job.pk, seq=job.next_seq, byte_offset=job.log_bytes, data=notice))
+            session.add(
+                JobLogRow(
+                    job_pk=job.pk, seq=job.next_seq, byte_offset=job.log_bytes, data=notice, received_at=at
+                )
+            )
         job.next_seq, job.log_bytes = seq, byte_offset
     if seq > job.next_seq or byte_offset != job.log_bytes:
         raise LogGapError(job.next_seq)
@@ -339,7 +345,7 @@ async def append_output(
     if not cut and job.log_bytes + size > max_bytes:
         kept = fitting(data, max_bytes - job.log_bytes)
         if kept:
-            session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=kept))
+            session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=kept, received_at=at))
         before = kept or await session.scalar(
             select(JobLogRow.data)
             .where(JobLogRow.job_pk == job.pk, JobLogRow.seq >= 0)
@@ -350,10 +356,10 @@ async def append_output(
         if before and not before.endswith("\n"):  # the notice is a line of its own
             notice = "\n" + notice
         where = byte_offset + len(kept.encode())
-        session.add(JobLogRow(job_pk=job.pk, seq=CUT_SEQ, byte_offset=where, data=notice))
+        session.add(JobLogRow(job_pk=job.pk, seq=CUT_SEQ, byte_offset=where, data=notice, received_at=at))
         cut = True
     elif not cut:
-        session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data))
+        session.add(JobLogRow(job_pk=job.pk, seq=seq, byte_offset=byte_offset, data=data, received_at=at))
     job.next_seq += 1
     job.log_bytes += size
     return Appended(job.next_seq, cut)

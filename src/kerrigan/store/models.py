@@ -312,6 +312,7 @@ class JobLogRow(Base):
     seq: Mapped[int] = mapped_column(Integer)
     byte_offset: Mapped[int] = mapped_column(BigInteger)
     data: Mapped[str] = mapped_column(Text)
+    received_at: Mapped[datetime | None] = mapped_column(Timestamp)  # when it reached the server
 
 
 class DeviceLeaseRow(Base):

@@ -211,6 +211,32 @@ async def test_output_is_the_whole_log_as_plain_text(api: Api, clock: FakeClock)
     assert (await api.call("GET", f"/jobs/{empty}/output")).body == ""
 
 
+async def test_output_with_timestamps_starts_each_line_with_its_arrival(api: Api, clock: FakeClock) -> None:
+    at = datetime(2026, 12, 1, 17, 30, 0, 123456, tzinfo=UTC)
+    async with api.db.sessions() as session, session.begin():
+        _, (job_id,) = await add_session(session, clock())
+        for seq, (data, when) in enumerate(
+            [("boot\nflash", at), ("ing done\nsmoke\n", at + timedelta(seconds=2)), ("old\n", None)]
+        ):
+            session.add(JobLogRow(job_pk=job_id, seq=seq, byte_offset=seq, data=data, received_at=when))
+    reply = await api.call("GET", f"/jobs/{job_id}/output?timestamps=true")
+    assert reply.status == 200
+    # A line carries the time of the chunk it began in; a chunk stored without a time leaves its lines bare.
+    assert reply.body == (
+        "2026-12-01T17:30:00.123Z boot\n"
+        "2026-12-01T17:30:00.123Z flashing done\n"
+        "2026-12-01T17:30:02.123Z smoke\n"
+        "old\n"
+    )
+    assert (await api.call("GET", f"/jobs/{job_id}/output?timestamps=false")).body == (
+        "boot\nflashing done\nsmoke\nold\n"
+    )
+    for query, field in (("timestamps=yes", "timestamps"), ("since=3", "since")):
+        refused = await api.call("GET", f"/jobs/{job_id}/output?{query}")
+        assert refused.status == 400, query
+        assert refused.body["error"]["field"] == field
+
+
 async def test_a_devices_jobs_page_newest_first(api: Api, clock: FakeClock) -> None:
     async with api.db.sessions() as session, session.begin():
         mine = [(await add_session(session, clock() - timedelta(hours=h)))[1][0] for h in (5, 4, 3, 2, 1)]

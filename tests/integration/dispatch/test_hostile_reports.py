@@ -311,6 +311,10 @@ async def test_the_check_runs_tails_are_each_jobs_last_twenty_chunks(
         tails = await jobs.output_tails(session, [job])
         assert await jobs.output_tails(session, []) == {}
     assert tails == {job: "".join(f"line {seq}\n" for seq in range(5, 25))}
+    async with db.sessions() as session:  # each chunk keeps when it arrived
+        arrived = (await session.scalars(select(JobLogRow.received_at).where(JobLogRow.job_pk == job))).all()
+    assert len(arrived) == 25
+    assert None not in arrived
 
 
 async def test_the_default_cap_is_64_mib(db: Database, aiohttp_client: Callable[..., Any]) -> None:

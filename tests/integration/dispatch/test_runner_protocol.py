@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+import kerrigan.dispatch.protocol as protocol_module
 from kerrigan.app import create_app
 from kerrigan.config import Settings
 from kerrigan.store.database import Database
@@ -123,6 +125,30 @@ async def test_a_runner_without_its_token_is_refused(
         "/api/runner/v1/register", json=REGISTRATION, headers={"Authorization": header} if header else {}
     )
     assert response.status == 401
+
+
+async def test_a_replaced_token_is_refused_within_seconds(
+    db: Database, aiohttp_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server keeps a host's token for a few seconds (every call of a runner names it); a token
+    # replaced by `kerrigan runners create` again stops working once they pass (shortened here).
+    assert protocol_module.HOST_TOKEN_TTL_S == 5.0
+    monkeypatch.setattr(protocol_module, "HOST_TOKEN_TTL_S", 0.2)
+    async with db.sessions() as session, session.begin():
+        old = await create_runner_token(session, "lab-a-01", db.clock())
+    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
+    client = await aiohttp_client(create_app(settings, clock=db.clock))
+
+    async def register(token: str) -> int:
+        headers = {"Authorization": f"Bearer {token}"}
+        return (await client.post("/api/runner/v1/register", json=REGISTRATION, headers=headers)).status
+
+    assert await register(old) == 200
+    async with db.sessions() as session, session.begin():
+        new = await create_runner_token(session, "lab-a-01", db.clock())
+    await asyncio.sleep(0.3)
+    assert await register(old) == 401
+    assert await register(new) == 200
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import Conclusion, SessionState
+from kerrigan.core.output_times import LineStamper
 from kerrigan.store.history import (
     JobEntry,
     Position,
@@ -31,8 +32,8 @@ from kerrigan.store.history import (
     device_jobs,
     job_detail,
     list_sessions,
-    output_chunks,
     session_detail,
+    timed_output_chunks,
 )
 from kerrigan.store.models import DeviceRow
 from kerrigan.web.auth import reader
@@ -286,15 +287,29 @@ async def job_output(request: web.Request) -> web.StreamResponse:
 
 async def stream_log(request: web.Request, session: AsyncSession, job_pk: int) -> web.StreamResponse:
     """Answer with job ``job_pk``'s whole stored output as ``text/plain``, written chunk by chunk as it is
-    read (the cut notice last, when it was cut): the API's and the session page's raw log."""
+    read (the cut notice last, when it was cut): the API's and the session page's raw log. With
+    ``?timestamps=true`` each line starts with when it reached the server (:mod:`kerrigan.core.output_times`);
+    any other query parameter, or another value, is a 400 naming it."""
+    timestamps = _timestamps(request)
     response = web.StreamResponse(headers={"Cache-Control": "no-store"})
     response.content_type = "text/plain"
     response.charset = "utf-8"
     await response.prepare(request)
-    async for chunk in output_chunks(session, job_pk):
-        await response.write(chunk.encode())
+    stamper = LineStamper()
+    async for chunk, received_at in timed_output_chunks(session, job_pk):
+        await response.write((stamper.feed(chunk, received_at) if timestamps else chunk).encode())
     await response.write_eof()
     return response
+
+
+def _timestamps(request: web.Request) -> bool:
+    for name in request.query:
+        if name != "timestamps":
+            raise bad_request(f"unknown parameter {name[:40]!r}; known: timestamps", field=name[:40])
+    value = request.query.get("timestamps", "false")
+    if value not in ("true", "false"):
+        raise bad_request("timestamps must be true or false", field="timestamps")
+    return value == "true"
 
 
 @routes.get("/devices/{device_id}/jobs")

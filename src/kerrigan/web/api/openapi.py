@@ -621,7 +621,15 @@ def document() -> dict[str, Any]:
                 "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_READ_ERRORS}),
             },
             "/jobs/{job_id}/output": {
-                "parameters": [_path_param("job_id")],
+                "parameters": [
+                    _path_param("job_id"),
+                    _query(
+                        "timestamps",
+                        "true: each line starts with when it reached the server (ISO 8601, UTC, to the "
+                        "millisecond), as GitHub Actions' raw logs",
+                        {"type": "string", "enum": ["true", "false"], "default": "false"},
+                    ),
+                ],
                 "get": _op(
                     "the job's whole stored output, streamed",
                     {
@@ -629,6 +637,7 @@ def document() -> dict[str, Any]:
                             "description": "the raw log as the runner sent it (a cut notice last)",
                             "content": {"text/plain; charset=utf-8": {"schema": _STRING}},
                         },
+                        "400": _error("an unknown parameter, or timestamps neither true nor false"),
                         **_READ_ERRORS,
                     },
                 ),
