@@ -8,12 +8,14 @@ LOCKED`` (PostgreSQL), so two of them never plan for the same job; a job is move
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, select, update
+from sqlalchemy import Table, Text, bindparam, delete, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -39,6 +41,7 @@ class QueuedJobRecord:
     queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
     queue_wait_s: float = 0.0  # spent before queue_wait_observed_at
     queue_wait_observed_at: datetime | None = None  # None while the clock is paused
+    requirements_text: str | None = None  # the requirements as stored: equal texts, equal requirements
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +67,22 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
     """Queued jobs ready for dispatch, oldest first. With ``lock`` they are taken for this transaction
     (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: locked ones are skipped); without it nothing is locked and
     every queued job is read, whoever holds it."""
+    # Columns, not ORM objects: a deep queue is read every round, and building an object per job (with
+    # every column) was most of a round's time.
     query = (
         select(
-            JobRow,
+            JobRow.pk,
+            JobRow.task_id,
             SessionRow.id,
             SessionRow.repository,
             SessionRow.priority,
+            JobRow.vcpus,
+            JobRow.ready_at,
+            JobRow.requirements.cast(Text),
             SessionRow.max_devkits,
             SessionRow.queue_wait_limit_s,
+            JobRow.queue_wait_s,
+            JobRow.queue_wait_observed_at,
         )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(
@@ -84,24 +95,44 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
     )
     if lock and _dialect(session) == "postgresql":
         query = query.with_for_update(skip_locked=True, of=JobRow)
-    rows = (await session.execute(query)).all()
     return [
         QueuedJobRecord(
-            job.pk,
-            job.task_id,
+            pk,
+            task_id,
             session_id,
             repository,
             priority,
-            job.vcpus,
-            job.ready_at,
-            job.requirements,
+            vcpus,
+            ready_at,
+            _requirements(requirements),
             max_devkits,
             queue_wait_limit_s,
-            job.queue_wait_s,
-            job.queue_wait_observed_at,
+            queue_wait_s,
+            queue_wait_observed_at,
+            requirements,
         )
-        for job, session_id, repository, priority, max_devkits, queue_wait_limit_s in rows
+        for (
+            pk,
+            task_id,
+            session_id,
+            repository,
+            priority,
+            vcpus,
+            ready_at,
+            requirements,
+            max_devkits,
+            queue_wait_limit_s,
+            queue_wait_s,
+            queue_wait_observed_at,
+        ) in (await session.execute(query)).all()
     ]
+
+
+@functools.lru_cache(maxsize=4096)
+def _requirements(text: str | None) -> Mapping[str, Any] | None:
+    """A task's recorded requirements, decoded once for every queued job of it (they share the text; the
+    one object is shared too, and never changed)."""
+    return None if text is None else json.loads(text)
 
 
 GRANT_BATCH = 1000  # rows per statement: well under the bind-parameter limits of SQLite and PostgreSQL

@@ -10,11 +10,13 @@ dispatcher needs.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -83,9 +85,11 @@ class QueueSnapshot:
 
 def requirements_of(record: QueuedJobRecord) -> Requirements | None:
     """A queued job's requirements as its session's resolution recorded them (None: nothing to plan)."""
-    requested = record.requirements
-    if requested is None:
-        return None
+    return None if record.requirements is None else requirements_of_mapping(record.requirements)
+
+
+def requirements_of_mapping(requested: Mapping[str, Any]) -> Requirements:
+    """Requirements as a session's resolution records them: ``{"labels": {key: [values]}, "tags": [...]}``."""
     labels = {
         key: LabelRequirement(key, tuple(values)) for key, values in requested.get("labels", {}).items()
     }
@@ -188,6 +192,17 @@ async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
     ]
 
 
+def _parse(requested: Mapping[str, Any]) -> tuple[Requirements, str]:
+    """Recorded requirements as the matcher takes them, and a key equal for equal requirements."""
+    parsed = requirements_of_mapping(requested)
+    return parsed, json.dumps(parsed.as_dict(), sort_keys=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> tuple[Requirements, str]:
+    return _parse(json.loads(text))
+
+
 def _queued_job(
     record: QueuedJobRecord,
     inventory: Inventory,
@@ -195,13 +210,16 @@ def _queued_job(
     matched: dict[str, tuple[str, ...]],
     avoid: tuple[str, ...] = (),
 ) -> QueuedJob | None:
-    requested = requirements_of(record)
-    if requested is None:
+    if record.requirements is None:
         return None
+    # Jobs of one task share their requirements' text (store.leases reads it): parsed once for all.
+    requested, requested_key = (
+        _parsed(record.requirements_text) if record.requirements_text else _parse(record.requirements)
+    )
     ready = (record.ready_at or now).timestamp()
-    # Jobs of one workflow share requirements; the repository matters only where a pool lists repositories.
+    # The repository matters only where a pool lists repositories.
     repository = record.repository if any(pool.repositories for pool in inventory.pools) else None
-    key = json.dumps([repository and repository.lower(), requested.as_dict(), record.vcpus], sort_keys=True)
+    key = f"{repository and repository.lower()}\0{record.vcpus}\0{requested_key}"
     if key not in matched:
         # A device whose runner host can never fit the claim (as it reported its CPUs) is never leased it;
         # a host that has not reported is left to its agent, which refuses runner_full what it cannot fit.
