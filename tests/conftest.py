@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from kerrigan.store import inventory_imports  # noqa: F401 -- its table is emptied with the others
 from kerrigan.store.database import Database, create_engine, upgrade
 from kerrigan.store.models import Base
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Final, Generic, TypeVar
 
+from kerrigan.core.device_status import NO_NOTE, UNKNOWN_HEALTH, DeviceHealth, HostPause, StateNote
 from kerrigan.core.labels import is_reserved, slugify
 
 T = TypeVar("T")
@@ -149,6 +150,11 @@ class Device:
     state_reason: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    # Live data, not in the inventory file (nor in a device's equality, which is the file's): who set the
+    # state and since and until when, the device's health, and whether its runner host finds it.
+    state_note: StateNote = field(default=NO_NOTE, compare=False)
+    health: DeviceHealth = field(default=UNKNOWN_HEALTH, compare=False)
+    present: bool = field(default=True, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +162,13 @@ class RunnerHost:
     """A machine that drives devices; a device on an offline host cannot run anything.
 
     ``vcpus`` is how many vCPUs a job may claim there, as the host's agent last reported them (``None``
-    until it has): a task claiming more can never run on it.
+    until it has): a task claiming more can never run on it. A ``pause`` keeps new jobs off its devices.
     """
 
     id: str
     online: bool = True
     vcpus: int | None = None
+    pause: HostPause | None = None
 
 
 def implicit_pool_labels(pool: Pool) -> dict[str, str]:
@@ -274,8 +281,11 @@ class InventoryIndex:
         self.pool_ids = [device.pool_id for device in self.devices]
         self.pools = Column.encode(self.pool_ids)
         self.hosts = Column.encode(device.host for device in self.devices)
-        self.states = Column.encode(device.state for device in self.devices)
+        self.states = Column.encode((device.state, device.state_note) for device in self.devices)
+        self.health = Column.encode(device.health for device in self.devices)
+        self.presence = Column.encode((device.present, device.host) for device in self.devices)
         self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
+        self.paused_hosts = {host.id: host.pause for host in inventory.hosts if host.pause is not None}
         self.host_vcpus = {host.id: host.vcpus for host in inventory.hosts}
         pools = inventory.pools_by_id
         self.tags = Column.encode(pools[device.pool_id].tags | device.tags for device in self.devices)

@@ -1,13 +1,15 @@
 """The inventory file: pools, their devices and runner hosts as YAML (see docs/inventory.md).
 
 :func:`parse_inventory` reads it with every problem placed by file, line and field; :func:`inventory_document`
-writes an inventory back in the same shape, so that reading what it wrote gives the same inventory.
+writes an inventory back in the same shape, so that reading what it wrote gives the same inventory, and
+:func:`inventory_from_document` reads such a document back without checking it again (the stored base of an
+import).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -36,7 +38,9 @@ from kerrigan.core.labels import (
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
 _POOL_KEYS: Final = (*POOL_FIELDS, "devices")
-_DEVICE_KEYS: Final = DEVICE_FIELDS
+# `health` is what the export says of a device's health: read-only, so an import skips it (see
+# docs/inventory.md). It is checked to be a mapping, no more.
+_DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "health")))
 _HOST_KEYS: Final = ("id", "state")
 _HOST_STATES: Final = ("online", "offline")
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
@@ -234,6 +238,8 @@ class _InventoryParser:
             state_reason = r.string(entries["state_reason"][1], field + ".state_reason") or ""
         labels = self._labels(entries.get("labels"), field + ".labels")
         tags = self._tags(entries.get("tags"), field + ".tags")
+        if "health" in entries and not is_null(entries["health"][1]):
+            r.mapping(entries["health"][1], field + ".health")
         if device_id is None or not pool_id or board is None or host is None:
             return
         if device_id in self.device_lines:
@@ -399,3 +405,62 @@ def inventory_document(inventory: Inventory) -> dict[str, object]:
         ]
     document["pools"] = pools
     return document
+
+
+class DocumentError(ValueError):
+    """A document that :func:`inventory_document` did not write."""
+
+
+def _texts(value: object) -> list[str]:
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise DocumentError(f"expected a list, not {value!r}")
+    return [str(item) for item in value]
+
+
+def _labels_of(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise DocumentError(f"expected a mapping, not {value!r}")
+    return {str(key): str(item) for key, item in value.items()}
+
+
+def inventory_from_document(document: Mapping[str, object]) -> Inventory:
+    """The inventory an :func:`inventory_document` holds (keys it does not write, such as ``health``, are
+    skipped); :class:`DocumentError` if it is not one."""
+    try:
+        hosts = tuple(
+            RunnerHost(str(entry["id"]), entry.get("state", "online") != "offline")
+            for entry in document.get("hosts", ())  # type: ignore[attr-defined]
+        )
+        pools: list[Pool] = []
+        devices: list[Device] = []
+        for entry in document["pools"]:  # type: ignore[attr-defined]
+            firmware = entry.get("firmware") or {}
+            pools.append(
+                Pool(
+                    str(entry["id"]),
+                    str(entry["name"]),
+                    tuple(_texts(entry.get("owners", ()))),
+                    Firmware(firmware.get("channel"), firmware.get("base_version")),
+                    _labels_of(entry.get("labels", {})),
+                    frozenset(_texts(entry.get("tags", ()))),
+                    tuple(_texts(entry.get("repositories", ()))),
+                )
+            )
+            devices += (
+                Device(
+                    str(item["id"]),
+                    str(entry["id"]),
+                    str(item["board"]),
+                    str(item.get("target_type", DEFAULT_TARGET_TYPE)),
+                    str(item.get("os_type", DEFAULT_OS_TYPE)),
+                    str(item["host"]),
+                    DeviceState(item.get("state", DeviceState.AVAILABLE.value)),
+                    str(item.get("state_reason", "")),
+                    _labels_of(item.get("labels", {})),
+                    frozenset(_texts(item.get("tags", ()))),
+                )
+                for item in entry.get("devices", ())
+            )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise DocumentError(f"not an inventory document: {exc!r}") from exc
+    return Inventory(tuple(pools), tuple(devices), hosts)

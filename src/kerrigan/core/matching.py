@@ -15,7 +15,8 @@ until then a host is taken to fit the default claim of 2).
 
 Reasons are worded as the seed words them and marked permanent ("never": labels, tags, a retired device, a
 pool the repository may not use, a host too small for the claim) or transient ("not yet": maintenance,
-offline, host offline, a host that has not reported its CPUs, busy).
+offline, health bad, absent from its runner host, host offline or paused, a host that has not reported its
+CPUs, busy). A state's reason says who set it, since and until when, and why (:mod:`.device_status`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress
+from typing import Final
 
+from kerrigan.core.device_status import (
+    DeviceHealth,
+    HostPause,
+    StateNote,
+    absent_text,
+    health_text,
+    pause_text,
+    state_text,
+)
 from kerrigan.core.host_capacity import DEFAULT_CLAIM
 from kerrigan.core.inventory import Device, DeviceState, Inventory, InventoryIndex, Pool
 from kerrigan.core.labels import is_pool_scoped
@@ -45,6 +56,9 @@ class ReasonKind(enum.StrEnum):
     TAG_MISSING = "tag_missing"
     DEVICE_STATE = "device_state"
     HOST_OFFLINE = "host_offline"
+    HOST_PAUSED = "host_paused"
+    DEVICE_HEALTH = "device_health"
+    DEVICE_ABSENT = "device_absent"
     DEVICE_BUSY = "device_busy"
     REPOSITORY_REFUSED = "repository_refused"
     HOST_VCPUS = "host_vcpus"
@@ -212,21 +226,40 @@ def _tag_missing(tag: str) -> Reason:
     return Reason(ReasonKind.TAG_MISSING, tag, text, text, permanent=True)
 
 
-_STATE_REASONS = {
-    DeviceState.MAINTENANCE: Reason(
-        ReasonKind.DEVICE_STATE,
-        "maintenance",
-        "device in maintenance",
-        "device in maintenance",
-        permanent=False,
-    ),
-    DeviceState.OFFLINE: Reason(
-        ReasonKind.DEVICE_STATE, "offline", "device offline", "device offline", permanent=False
-    ),
-    DeviceState.RETIRED: Reason(
-        ReasonKind.DEVICE_STATE, "retired", "device retired", "device retired", permanent=True
-    ),
+_STATE_RULES: Final = {
+    DeviceState.MAINTENANCE: ("device in maintenance", False),
+    DeviceState.OFFLINE: ("device offline", False),
+    DeviceState.RETIRED: ("device retired", True),
 }
+
+
+def _state_reason(state: DeviceState, note: StateNote) -> Reason | None:
+    """Why a device in ``state`` takes no job, with who set it, since and until when, and why."""
+    rule = _STATE_RULES.get(state)
+    if rule is None:
+        return None
+    return Reason(ReasonKind.DEVICE_STATE, state.value, state_text(state.value, note), rule[0], rule[1])
+
+
+def _health_reason(health: DeviceHealth) -> Reason | None:
+    if health.eligible:
+        return None
+    return Reason(
+        ReasonKind.DEVICE_HEALTH, health.health.value, health_text(health), "device health bad", False
+    )
+
+
+def _absent_reason(present: bool, host: str) -> Reason | None:
+    if present:
+        return None
+    text = absent_text(host)
+    return Reason(ReasonKind.DEVICE_ABSENT, host, text, "device absent from its runner host", False)
+
+
+def _host_paused(host: str, pause: HostPause) -> Reason:
+    return Reason(ReasonKind.HOST_PAUSED, host, pause_text(host, pause), f"runner host {host} paused", False)
+
+
 _BUSY = Reason(ReasonKind.DEVICE_BUSY, "busy", "device busy", "device busy", permanent=False)
 
 
@@ -282,7 +315,16 @@ def resolve(
             [None if tag_req.tag in tags else missing for tags in index.tags.values],
             index.tags.codes,
         )
-    _add_column(columns, [_STATE_REASONS.get(state) for state in index.states.values], index.states.codes)
+    _add_column(columns, [_state_reason(*value) for value in index.states.values], index.states.codes)
+    _add_column(columns, [_health_reason(health) for health in index.health.values], index.health.codes)
+    _add_column(columns, [_absent_reason(*value) for value in index.presence.values], index.presence.codes)
+    paused = index.paused_hosts
+    if paused:
+        _add_column(
+            columns,
+            [_host_paused(host, paused[host]) if host in paused else None for host in index.hosts.values],
+            index.hosts.codes,
+        )
     offline = index.offline_hosts
     if offline:
         _add_column(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from kerrigan.core.inventory import Pool
 from kerrigan.core.labels import LabelError, validate_user_key, validate_value
@@ -29,6 +30,17 @@ class Principal:
 def may_administer(principal: Principal) -> bool:
     """Create, delete and edit pools and devices beyond labels and tags; set device states; approve keys."""
     return principal.admin
+
+
+OWNER_STATES: Final = frozenset({"available", "maintenance"})  # the states a pool's owners may set
+
+
+def may_set_state(principal: Principal, pool: Pool, state: str) -> bool:
+    """Put a device of ``pool`` in ``state``: admins any state; the pool's owners available or maintenance
+    (taking a board out for a fix and back; retiring one or saying it is offline stays the admins')."""
+    if principal.admin:
+        return True
+    return state in OWNER_STATES and principal.login.lower() in {owner.lower() for owner in pool.owners}
 
 
 def may_edit_labels(principal: Principal, pool: Pool) -> bool:

@@ -28,6 +28,7 @@ from kerrigan.core.dispatch_order import DispatchPlan
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, QUEUE_WAIT_EXCEEDED, RUNNER_LOST, JobState
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.store.database import Database
+from kerrigan.store.inventory import end_due_maintenance
 from kerrigan.store.leases import (
     Grant,
     QueuedJobRecord,
@@ -38,8 +39,8 @@ from kerrigan.store.leases import (
 )
 from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
-from kerrigan.store.runners import mark_silent_hosts_offline
-from kerrigan.store.signals import Signals, Topic
+from kerrigan.store.runners import end_due_pauses, mark_silent_hosts_offline
+from kerrigan.store.signals import Signals, Topic, mark
 from kerrigan.store.transitions import move_job, settle_sessions
 
 log = logging.getLogger(__name__)
@@ -103,10 +104,15 @@ class Dispatcher:
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
 
     async def expire(self) -> tuple[int, ...]:
-        """End the leases of hosts that stopped sending heartbeats; the jobs they held."""
+        """End the leases of hosts that stopped sending heartbeats (the jobs they held), and the
+        maintenances and host pauses whose ``until`` has passed."""
         now = self.database.clock()
         async with self.database.writing(), self.database.sessions() as session, session.begin():
             await mark_silent_hosts_offline(session, now, self.lease_ttl)
+            # Maintenances and pauses set to end by now are over: their devices take work again.
+            maintained, paused = await end_due_maintenance(session, now), await end_due_pauses(session, now)
+            if maintained or paused:
+                mark(session, Topic.DISPATCH)
             lost = await expired_leases(session, now)
             settle = []
             for device_id, job_pk in lost:

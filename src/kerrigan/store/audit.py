@@ -7,12 +7,15 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory_diff import FieldChange
 from kerrigan.store.models import AuditRow
+
+KERRIGAN_ACTOR: Final = "kerrigan"  # the actor of what Kerrigan does by itself (a maintenance that ended)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,8 @@ def _plain(value: object) -> object:
         return [_plain(item) for item in value]
     if isinstance(value, Mapping):
         return {str(key): _plain(item) for key, item in sorted(value.items())}
+    if isinstance(value, datetime):
+        return value.isoformat()
     return value
 
 

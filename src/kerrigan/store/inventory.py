@@ -9,9 +9,11 @@ database can) and the later one wins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final, TypeVar
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -19,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
+from kerrigan.core.device_status import NO_NOTE, DeviceHealth, Health, HostPause, StateNote, when
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
 from kerrigan.core.inventory_diff import (
     ChangeKind,
@@ -27,7 +30,8 @@ from kerrigan.core.inventory_diff import (
     device_field_changes,
     pool_field_changes,
 )
-from kerrigan.store.audit import Change, record
+from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
+from kerrigan.store.device_health import forget_failures
 from kerrigan.store.models import DeviceRow, PoolRow, RunnerHostRow
 
 
@@ -115,6 +119,8 @@ def _device(row: DeviceRow, pool_id: str) -> Device:
         state_reason=row.state_reason,
         labels=dict(row.labels),
         tags=frozenset(row.tags),
+        state_note=StateNote(row.state_reason, row.state_by, row.state_changed_at, row.state_until),
+        health=DeviceHealth(_health(row.health), row.health_reason, row.health_at, row.health_job_pk),
     )
 
 
@@ -136,6 +142,28 @@ async def load_inventory(session: AsyncSession) -> Inventory:
     """The whole inventory as one snapshot for matching: pools in id order, devices by pool then id."""
     pool_rows = (await session.scalars(select(PoolRow).order_by(PoolRow.id))).all()
     pools = tuple(_pool(row) for row in pool_rows)
+    host_rows = (
+        await session.execute(
+            select(
+                RunnerHostRow.id,
+                RunnerHostRow.online,
+                RunnerHostRow.resources,
+                RunnerHostRow.device_states,
+                RunnerHostRow.paused_reason,
+                RunnerHostRow.paused_by,
+                RunnerHostRow.paused_at,
+                RunnerHostRow.paused_until,
+            ).order_by(RunnerHostRow.id)
+        )
+    ).all()
+    # What each host's agent last reported it could not find (missing, or its check failed): absent.
+    absent = {
+        device_id
+        for row in host_rows
+        if isinstance(row.device_states, dict)
+        for device_id, presence in row.device_states.items()
+        if presence in ABSENT
+    }
     device_rows = await session.execute(
         select(
             DeviceRow.id,
@@ -148,21 +176,89 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             DeviceRow.state_reason,
             DeviceRow.labels,
             DeviceRow.tags,
+            DeviceRow.state_by,
+            DeviceRow.state_changed_at,
+            DeviceRow.state_until,
+            DeviceRow.health,
+            DeviceRow.health_reason,
+            DeviceRow.health_at,
+            DeviceRow.health_job_pk,
         )
         .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
         .order_by(PoolRow.id, DeviceRow.id)
     )
+    notes: dict[tuple[object, ...], StateNote] = {}  # most devices share one: no note, or the import's
+    healths: dict[tuple[object, ...], DeviceHealth] = {}
     devices = tuple(
-        Device(device_id, pool_id, board, target_type, os_type, host, state, reason, labels, frozenset(tags))
-        for device_id, pool_id, board, target_type, os_type, host, state, reason, labels, tags in device_rows
-    )
-    host_rows = await session.execute(
-        select(RunnerHostRow.id, RunnerHostRow.online, RunnerHostRow.resources).order_by(RunnerHostRow.id)
+        Device(
+            device_id,
+            pool_id,
+            board,
+            target_type,
+            os_type,
+            host,
+            state,
+            reason,
+            labels,
+            frozenset(tags),
+            # An available device's note says nothing: shared, so its state column stays one value.
+            state_note=NO_NOTE
+            if state == DeviceState.AVAILABLE
+            else _shared(notes, StateNote, reason, by, since, until),
+            health=_shared(healths, DeviceHealth, _health(health), health_reason, health_at, health_job),
+            present=device_id not in absent,
+        )
+        for (
+            device_id,
+            pool_id,
+            board,
+            target_type,
+            os_type,
+            host,
+            state,
+            reason,
+            labels,
+            tags,
+            by,
+            since,
+            until,
+            health,
+            health_reason,
+            health_at,
+            health_job,
+        ) in device_rows
     )
     hosts = tuple(
-        RunnerHost(host_id, online, _reported_vcpus(resources)) for host_id, online, resources in host_rows
+        RunnerHost(
+            host_id,
+            online,
+            _reported_vcpus(resources),
+            HostPause(paused_reason or "", paused_by or "", paused_at, paused_until)
+            if paused_at is not None
+            else None,
+        )
+        for host_id, online, resources, _, paused_reason, paused_by, paused_at, paused_until in host_rows
     )
     return Inventory(pools, devices, hosts)
+
+
+T = TypeVar("T")
+ABSENT: Final = frozenset({"missing", "error"})  # a device state an agent reports for a device not there
+
+
+def _shared(made: dict[tuple[object, ...], T], kind: Callable[..., T], *fields: object) -> T:
+    """One object for every device with the same fields (matching encodes them as columns)."""
+    found = made.get(fields)
+    if found is None:
+        found = made[fields] = kind(*fields)
+    return found
+
+
+def _health(text: str) -> Health:
+    try:
+        return Health(text)
+    except ValueError:
+        return Health.UNKNOWN
 
 
 def _reported_vcpus(resources: object) -> int | None:
@@ -361,8 +457,10 @@ async def save_device(
     changes = device_field_changes(before, device)
     if changes:
         pool = row.pool if device.pool_id == row.pool.id else await _pool_row(session, device.pool_id)
-        if device.state != before.state:
-            row.state_changed_at = change.at
+        if device.state != before.state:  # set by whoever made the change (an import's --actor), for good
+            row.state_changed_at, row.state_by, row.state_until = change.at, change.actor, None
+            if device.state is DeviceState.AVAILABLE:
+                forget_failures(row, change.at)
         _write_device(row, device, pool.pk)
         row.updated_at = change.at
         await _flush(session, f"device {device.id!r}")
@@ -371,6 +469,56 @@ async def save_device(
         for field_change in changes:
             await record(session, change, field_change, device.pool_id)
     return _stored_device(row)
+
+
+async def set_state(
+    session: AsyncSession,
+    device_id: str,
+    state: DeviceState,
+    reason: str,
+    *,
+    until: datetime | None,
+    change: Change,
+    if_match: str | None = None,
+) -> StoredDevice:
+    """A person puts the device in ``state`` for ``reason``, until ``until`` (maintenance only; None:
+    until changed again): who and since are recorded, and the audit log has a row per changed field."""
+    row = await _device_row(session, device_id, lock=True)
+    check_etag(f'"device-{row.id}-v{row.version}-p{row.pool.version}"', if_match)
+    before = _device(row, row.pool.id)
+    after = dataclasses.replace(before, state=state, state_reason=reason)
+    changes = device_field_changes(before, after)
+    if row.state_until != until:
+        changes.append(
+            FieldChange(ChangeKind.CHANGE, "device", row.id, "state_until", row.state_until, until)
+        )
+    if changes:
+        if state is DeviceState.AVAILABLE and before.state is not DeviceState.AVAILABLE:
+            forget_failures(row, change.at)
+        row.state, row.state_reason, row.state_until = state, reason, until
+        row.state_by, row.state_changed_at = change.actor, change.at
+        row.updated_at = change.at
+        await _flush(session, f"device {device_id!r}")
+        for field_change in changes:
+            await record(session, change, field_change, row.pool.id)
+    return _stored_device(row)
+
+
+async def end_due_maintenance(session: AsyncSession, now: datetime) -> list[str]:
+    """Devices whose maintenance ``until`` has passed are available again, in the audit log as Kerrigan's
+    doing; the ids of those returned."""
+    rows = (
+        await session.scalars(
+            select(DeviceRow)
+            .where(DeviceRow.state == DeviceState.MAINTENANCE, DeviceRow.state_until <= now)
+            .with_for_update()
+        )
+    ).all()
+    change = Change(KERRIGAN_ACTOR, now)
+    for row in rows:
+        reason = f"maintenance until {when(row.state_until)} is over" if row.state_until else ""
+        await set_state(session, row.id, DeviceState.AVAILABLE, reason, until=None, change=change)
+    return [row.id for row in rows]
 
 
 async def delete_device(

@@ -117,6 +117,11 @@ class RunnerHostRow(Base):
     resources: Mapped[dict[str, Any]] = mapped_column(default=dict)
     device_states: Mapped[dict[str, Any]] = mapped_column(default=dict)
     health: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Paused by a person: its devices get no new jobs until it is resumed, or until ``paused_until``.
+    paused_reason: Mapped[str | None] = mapped_column(String(500))
+    paused_by: Mapped[str | None] = mapped_column(String(100))
+    paused_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    paused_until: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class DeviceRow(Base):
@@ -144,6 +149,15 @@ class DeviceRow(Base):
     )
     state_reason: Mapped[str] = mapped_column(String(500), default="")
     state_changed_at: Mapped[datetime] = mapped_column(Timestamp)
+    state_by: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    state_until: Mapped[datetime | None] = mapped_column(Timestamp)  # maintenance ends by itself then
+    health: Mapped[str] = mapped_column(String(16), default="unknown", server_default="unknown")
+    health_reason: Mapped[str] = mapped_column(String(500), default="", server_default="")
+    health_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    health_job_pk: Mapped[int | None] = mapped_column(Integer)  # the health-check job that decided it
+    # Infrastructure failures in a row (any other end resets it): three make a device without a health
+    # check bad.
+    infrastructure_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     labels: Mapped[dict[str, str]] = mapped_column(default=dict)
     tags: Mapped[list[str]] = mapped_column(default=list)
     version: Mapped[int] = mapped_column(Integer, default=1)

@@ -11,7 +11,11 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.device_status import HostPause, pause_text
+from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.models import RunnerHostRow
+from kerrigan.store.signals import Topic, mark
 from kerrigan.store.tokens import token_hash
 
 RUNNER_TOKEN_PREFIX = "kgr_"  # noqa: S105 -- a visible prefix, not a secret
@@ -29,6 +33,7 @@ class HostReport:
     device_states: Mapping[str, str]
     last_heartbeat_at: datetime | None
     health: Mapping[str, Any] | None = None
+    pause: HostPause | None = None  # paused by a person: no new jobs for its devices
 
 
 def _report(row: RunnerHostRow) -> HostReport:
@@ -41,7 +46,50 @@ def _report(row: RunnerHostRow) -> HostReport:
         dict(row.device_states),
         row.last_heartbeat_at,
         row.health,
+        _pause(row),
     )
+
+
+def _pause(row: RunnerHostRow) -> HostPause | None:
+    if row.paused_at is None:
+        return None
+    return HostPause(row.paused_reason or "", row.paused_by or "", row.paused_at, row.paused_until)
+
+
+async def set_pause(
+    session: AsyncSession, host: str, pause: HostPause | None, change: Change
+) -> HostReport | None:
+    """Pause the host (``pause``) or resume it (None); None when there is no such host. The audit log
+    has the change. A pause stops new leases to its devices at once; the jobs running there finish."""
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host).with_for_update())
+    if row is None:
+        return None
+    before = _pause(row)
+    if before != pause:
+        row.paused_reason = pause.reason if pause else None
+        row.paused_by = pause.by if pause else None
+        row.paused_at = pause.since if pause else None
+        row.paused_until = pause.until if pause else None
+        words = pause_text(host, pause) if pause else f"runner host {host} active"
+        was = pause_text(host, before) if before else f"runner host {host} active"
+        await record(session, change, FieldChange(ChangeKind.CHANGE, "host", host, "state", was, words))
+        if pause is None:
+            mark(session, Topic.DISPATCH)  # its devices may take work again
+    return _report(row)
+
+
+async def end_due_pauses(session: AsyncSession, now: datetime) -> list[str]:
+    """Hosts whose pause ``until`` has passed are resumed (the audit log names Kerrigan); their ids."""
+    hosts = (
+        await session.scalars(
+            select(RunnerHostRow.id).where(
+                RunnerHostRow.paused_at.is_not(None), RunnerHostRow.paused_until <= now
+            )
+        )
+    ).all()
+    for host in hosts:
+        await set_pause(session, host, None, Change(KERRIGAN_ACTOR, now))
+    return list(hosts)
 
 
 async def create_runner_token(session: AsyncSession, host: str, at: datetime) -> str:

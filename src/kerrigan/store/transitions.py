@@ -29,6 +29,7 @@ from kerrigan.core.lifecycle import (
     session_outcome,
     should_retry,
 )
+from kerrigan.store.device_health import count_outcome
 from kerrigan.store.leases import release_lease
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import Topic, mark
@@ -69,6 +70,8 @@ async def move_job(
         job.finished_at = at
         klass = failure_class(to, job.reason, job.exit_status)
         job.failure_class = klass.value if klass is not None else None
+        if before in HOLDING_A_DEVICE and job.device_id is not None and job.started_at is not None:
+            await count_outcome(session, job.device_id, to, klass, job_pk=job.pk, reason=job.reason, at=at)
 
 
 def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:

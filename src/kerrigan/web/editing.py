@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -35,7 +36,15 @@ from kerrigan.core.inventory import (
     validate_repository_glob,
 )
 from kerrigan.core.labels import LabelError, validate_tag, validate_value
-from kerrigan.core.roles import Principal, UnapprovedKeyError, check_label, may_administer, may_edit_labels
+from kerrigan.core.roles import (
+    OWNER_STATES,
+    Principal,
+    UnapprovedKeyError,
+    check_label,
+    may_administer,
+    may_edit_labels,
+    may_set_state,
+)
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import (
     NotFoundError,
@@ -45,6 +54,7 @@ from kerrigan.store.inventory import (
     get_pool,
     save_device,
     save_pool,
+    set_state,
 )
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import bodies
@@ -91,10 +101,15 @@ def check_device_edit(principal: Principal, stored: StoredDevice, fields: Iterab
     check_edit(principal, stored.pool, fields, f"device {stored.device.id}")
 
 
-def check_state_edit(principal: Principal, device_id: str) -> None:
-    """Only System Admins put devices in a state."""
-    if not may_administer(principal):
-        raise forbidden(principal, f"change the state of device {device_id}: only System Admins may")
+def check_state_edit(principal: Principal, stored: StoredDevice, state: str) -> None:
+    """System Admins put devices in any state; their pool's owners in available or maintenance."""
+    if not may_set_state(principal, stored.pool, state):
+        who = (
+            "System Admins"
+            if state not in OWNER_STATES
+            else f"System Admins and the owners of pool {stored.pool.id}"
+        )
+        raise forbidden(principal, f"put device {stored.device.id} in {state}: only {who} may")
 
 
 # -- labels and tags -------------------------------------------------------------------------------
@@ -233,6 +248,35 @@ def device_state(state: Any, reason: Any) -> tuple[DeviceState, str]:
     return checked, reason
 
 
+def state_until(value: Any, state: DeviceState, now: datetime) -> datetime | None:
+    """When a maintenance ends by itself: an ISO 8601 time with its offset (``2026-12-01T18:00:00Z``), in
+    the future, and only for maintenance; ``None``/empty for none. A 400 naming ``until`` otherwise."""
+    if value is None or value == "":
+        return None
+    if state is not DeviceState.MAINTENANCE:
+        raise bad_request(
+            "until is for maintenance only: another state lasts until it is changed", field="until"
+        )
+    return future_time(value, now, "until")
+
+
+def future_time(value: Any, now: datetime, field: str) -> datetime:
+    """An ISO 8601 time with its offset, later than ``now``; a 400 naming ``field`` otherwise."""
+    if not isinstance(value, str) or len(value) > 40:
+        raise bad_request(f"{field} must be an ISO 8601 time such as 2026-12-01T18:00:00Z", field=field)
+    try:
+        at = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise bad_request(
+            f"{field} {value[:40]!r} is not an ISO 8601 time such as 2026-12-01T18:00:00Z", field=field
+        ) from None
+    if at.tzinfo is None:
+        raise bad_request(f"{field} needs its offset (Z for UTC): {value[:40]!r}", field=field)
+    if at <= now:
+        raise bad_request(f"{field} {value[:40]!r} is not in the future", field=field)
+    return at.astimezone(UTC)
+
+
 async def pool_exists(session: AsyncSession, pool_id: str) -> None:
     """A pool named in a body must exist: its absence is the body's mistake (400), not a missing page."""
     try:
@@ -314,12 +358,17 @@ class Editor:
         device = dataclasses.replace(stored.device, tags=edited_tags(stored.device.tags, tag, add))
         return await save_device(self.session, device, self.change, self.if_match)
 
-    async def set_device_state(self, device_id: str, state: DeviceState, reason: str) -> StoredDevice:
-        """Change a device's state with a reason (admins); :func:`device_state` checks the two first."""
+    async def set_device_state(
+        self, device_id: str, state: DeviceState, reason: str, until: datetime | None = None
+    ) -> StoredDevice:
+        """Change a device's state with a reason and, for maintenance, when it ends (admins; the pool's
+        owners for available and maintenance); :func:`device_state` and :func:`state_until` check them
+        first. Who and since are recorded beside them."""
         stored = await get_device(self.session, device_id, lock=True)
-        check_state_edit(self.principal, stored.device.id)
-        device = dataclasses.replace(stored.device, state=state, state_reason=reason)
-        return await save_device(self.session, device, self.change, self.if_match)
+        check_state_edit(self.principal, stored, state.value)
+        return await set_state(
+            self.session, device_id, state, reason, until=until, change=self.change, if_match=self.if_match
+        )
 
 
 def editor(request: web.Request, session: AsyncSession, principal: Principal, *, if_match: bool) -> Editor:

@@ -102,11 +102,18 @@ DEVICE_WRITES = (
     Write("remove device label", "DELETE", "/devices/dev-a1/labels/sdk", None, POOL_A_EDITORS),
     Write("add device tag", "PUT", "/devices/dev-a1/tags/swd", None, POOL_A_EDITORS),
     Write("remove device tag", "DELETE", "/devices/dev-a1/tags/jtag", None, POOL_A_EDITORS),
-    Write(
-        "change device state",
+    Write(  # a pool's owners take their boards out for a fix and back (issue 13)
+        "put a device into maintenance",
         "PUT",
         "/devices/dev-a1/state",
         {"state": "maintenance", "reason": "reflashing"},
+        POOL_A_EDITORS,
+    ),
+    Write(
+        "retire a device",
+        "PUT",
+        "/devices/dev-a1/state",
+        {"state": "retired", "reason": "broken UART"},
         ADMINS,
     ),
     Write("delete device", "DELETE", "/devices/dev-a3", None, ADMINS, 204),

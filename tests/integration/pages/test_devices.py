@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -194,18 +195,46 @@ async def test_a_user_who_may_not_edit_the_device_sees_no_forms_and_a_forged_pos
     assert await snapshot(site) == before
 
 
-async def test_an_owner_sees_no_state_form_and_cannot_post_one(
-    site: Site, browser: Callable[..., Any]
+async def test_an_owner_puts_a_board_into_maintenance_until_a_time_but_cannot_retire_it(
+    site: Site, browser: Callable[..., Any], clock: FakeClock
 ) -> None:
     octocat: Browser = await browser(OWNER)
     _, page = await octocat.get(BLUEBOX)
-    assert f"{BLUEBOX}/labels" in post_forms(page)
-    assert f"{BLUEBOX}/state" not in post_forms(page)
+    assert f"{BLUEBOX}/state" in post_forms(page)
+    options = re.findall(
+        r'<option value="([a-z]+)"', page.split('id="state-select"')[1].split("</select>")[0]
+    )
+    assert options == ["available", "maintenance"]
     before = await snapshot(site)
-    status, page = await octocat.post(f"{BLUEBOX}/state", {"state": "bogus", "reason": ""}, csrf_from=BLUEBOX)
+    status, page = await octocat.post(
+        f"{BLUEBOX}/state", {"state": "retired", "reason": "dead UART", "until": ""}, csrf_from=BLUEBOX
+    )
     assert status == 403
     assert "only System Admins may" in page
+    status, page = await octocat.post(
+        f"{BLUEBOX}/state",
+        {"state": "maintenance", "reason": "reflashing", "until": "2020-01-01T00:00:00Z"},
+        csrf_from=BLUEBOX,
+    )
+    assert status == 400
+    assert "is not in the future" in (field_error(page, "error-state-until") or "")
     assert await snapshot(site) == before
+    until = (clock() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status, page = await octocat.post(
+        f"{BLUEBOX}/state",
+        {"state": "maintenance", "reason": "reflashing", "until": until},
+        csrf_from=BLUEBOX,
+    )
+    assert status == 200
+    async with site.database.sessions() as session:
+        stored = await get_device(session, "modalix-bluebox")
+    note = stored.device.state_note
+    assert (stored.device.state.value, note.reason, note.by, note.until) == (
+        "maintenance",
+        "reflashing",
+        "octocat",
+        (clock() + timedelta(hours=2)).replace(microsecond=0),
+    )
 
 
 async def test_the_state_its_reason_and_the_state_history_from_the_audit_log(
@@ -235,7 +264,9 @@ async def test_the_state_its_reason_and_the_state_history_from_the_audit_log(
     assert status == 200
     assert '<h1>modalix-greenbox <span class="state-offline">offline</span></h1>' in page
     assert re.search(r"<dt>Reason</dt><dd>lab power work</dd>", page)
-    assert re.search(r"<dt>Since</dt><dd>2026-11-29 13:03:00 UTC</dd>", page)
+    assert re.search(
+        rf'<dt>Since</dt><dd>2026-11-29 13:03:00 UTC <span class="muted">by</span> {ADMIN}</dd>', page
+    )
     assert history(page) == [
         ["2026-11-29 13:03:00 UTC", ADMIN, "available → offline", "lab power work"],
         ["2026-11-29 13:01:00 UTC", ADMIN, "available (reason changed)", "back in rack 3"],

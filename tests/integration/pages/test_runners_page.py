@@ -20,9 +20,9 @@ from kerrigan.store.leases import Grant, grant_leases, take_queued_jobs
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from kerrigan.web.pages.queue import health_view, isolation_line, resource_values
+from kerrigan.web.pages.runners import health_view, isolation_line, resource_values
 from tests.conftest import FakeClock
-from tests.integration.pages.conftest import READER, Site, needs_chromium, on_sqlite_only
+from tests.integration.pages.conftest import ADMIN, OWNER, READER, Site, needs_chromium, on_sqlite_only
 
 GIB = 1 << 30
 RESOURCES = {
@@ -270,3 +270,33 @@ async def test_in_a_browser_a_hosts_row_leads_to_its_details(
     narrow = await tab(READER, width=390)
     await narrow.open("/runners")
     await narrow.shoot("runners-health-phone")
+
+
+async def test_an_admin_pauses_a_host_from_the_page_and_resumes_it(
+    site: Site, browser: Callable[..., Any], clock: FakeClock
+) -> None:
+    owner = await browser(OWNER)
+    _, page = await owner.get("/runners")
+    assert 'action="/runners/lab-a-01/state"' not in page  # only System Admins pause hosts
+    status, _ = await owner.post("/runners/lab-a-01/state", {"state": "paused"}, csrf_from="/runners")
+    assert status == 403
+    admin = await browser(ADMIN)
+    _, page = await admin.get("/runners")
+    assert 'action="/runners/lab-a-01/state"' in page
+    status, page = await admin.post(
+        "/runners/lab-a-01/state",
+        {"state": "paused", "reason": "kernel upgrade", "until": ""},
+        csrf_from="/runners",
+    )
+    assert status == 200
+    paused = section(page, "lab-a-01")
+    assert f"runner host lab-a-01 paused by {ADMIN}: kernel upgrade" in paused
+    assert "its devices get no new jobs; those running finish" in paused
+    status, page = await admin.post(
+        "/runners/lab-a-01/state", {"state": "paused", "until": "yesterday"}, csrf_from="/runners"
+    )
+    assert status == 400  # already paused: the bad until is refused all the same, naming it
+    assert "until" in page
+    status, page = await admin.post("/runners/lab-a-01/state", {"state": "active"}, csrf_from="/runners")
+    assert status == 200
+    assert "paused by" not in section(page, "lab-a-01")

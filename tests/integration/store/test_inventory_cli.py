@@ -18,10 +18,11 @@ import yaml
 
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
-from kerrigan.core.inventory_file import inventory_document, parse_inventory
+from kerrigan.core.inventory_file import inventory_document, inventory_from_document, parse_inventory
 from kerrigan.store.audit import AuditEntry, Change, list_audit
 from kerrigan.store.database import Database, check_schema
 from kerrigan.store.inventory import apply_diff, load_inventory
+from kerrigan.store.inventory_imports import record_import
 from kerrigan.store.tokens import login_for_token
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,6 +79,9 @@ def by_id(items: Iterable[Any]) -> dict[str, Any]:
 
 
 def same_inventory(left: Inventory, right: Inventory) -> bool:
+    """Whether the two hold the same inventory as the file says it (live data, such as who set a device's
+    state and since when, is not in the file)."""
+    left, right = (inventory_from_document(inventory_document(side)) for side in (left, right))
     return (by_id(left.pools), by_id(left.devices), by_id(left.hosts)) == (
         by_id(right.pools),
         by_id(right.devices),
@@ -90,12 +94,16 @@ def write_inventory(path: Path, inventory: Inventory) -> Path:
     return path
 
 
-async def seed_lab(db: Database) -> Inventory:
-    """Store the fixture lab in-process, as a first import would."""
+async def seed_lab(db: Database, *, base: bool = True) -> Inventory:
+    """Store the fixture lab in-process, as a first import would (with ``base``, also as the last import;
+    without, as a database from before imports were stored)."""
     lab = parse_lab()
     async with db.sessions() as session, session.begin():
         diff = diff_inventories(await load_inventory(session), lab)
-        await apply_diff(session, lab, diff, Change("setup", db.clock()))
+        change = Change("setup", db.clock())
+        await apply_diff(session, lab, diff, change)
+        if base:
+            await record_import(session, lab, change)
     return lab
 
 

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kerrigan.core.inventory import DeviceState, Firmware, Inventory, RunnerHost
-from kerrigan.core.inventory_file import InventoryResult, inventory_document, parse_inventory
+from kerrigan.core.inventory_file import (
+    DocumentError,
+    InventoryResult,
+    inventory_document,
+    inventory_from_document,
+    parse_inventory,
+)
 from kerrigan.core.labels import LabelError, validate_value
 from kerrigan.core.yamlsource import Problem
 from kerrigan.testing.builders import device, pool
@@ -504,3 +510,62 @@ def test_any_valid_label_value_survives_a_round_trip(value: str) -> None:
         devices=(device("d1", "p1", labels={"uart": value}),),
     )
     assert_same_inventory(round_trip(inventory), inventory)
+
+
+# -- health, which the export writes and an import skips --------------------------------------------
+
+
+def test_a_devices_health_mapping_is_accepted_and_ignored() -> None:
+    with_health = parse(
+        """\
+        pools:
+          - id: p1
+            devices:
+              - id: d1
+                board: modalix
+                host: h1
+                health: {status: bad, reason: health check failed, since: 2026-12-01T10:02:00Z}
+        """
+    )
+    without = parse("pools: [{id: p1, devices: [{id: d1, board: modalix, host: h1}]}]\n")
+    assert with_health.errors == ()
+    assert with_health.inventory == without.inventory
+
+
+@pytest.mark.parametrize("value", ["bad", "[good]", "3"])
+def test_a_health_that_is_not_a_mapping_is_an_error_on_its_line(value: str) -> None:
+    problem = only_error(
+        f"""\
+        pools:
+          - id: p1
+            devices:
+              - id: d1
+                board: modalix
+                host: h1
+                health: {value}
+        """
+    )
+    assert (problem.line, problem.field) == (7, "pools[0].devices[0].health")
+    assert "must be a mapping" in problem.message
+
+
+# -- the stored document, read back ----------------------------------------------------------------
+
+
+def test_a_document_reads_back_into_the_inventory_it_was_written_from(lab: Inventory) -> None:
+    for inventory in (lab, synthetic_lab(3, 4)):
+        assert_same_inventory(inventory_from_document(inventory_document(inventory)), inventory)
+
+
+def test_a_document_read_back_skips_keys_it_does_not_know() -> None:
+    document = inventory_document(Inventory((pool("p1"),), (device("d1", "p1"),)))
+    document["pools"][0]["devices"][0]["health"] = {"status": "good"}  # type: ignore[index]
+    assert inventory_from_document(document).devices == (device("d1", "p1"),)
+
+
+@pytest.mark.parametrize(
+    "document", [{}, {"pools": [{"id": "p1"}]}, {"pools": [{"id": "p", "name": "p", "tags": "x"}]}]
+)
+def test_a_document_that_is_not_an_inventory_is_a_document_error(document: dict[str, object]) -> None:
+    with pytest.raises(DocumentError):
+        inventory_from_document(document)

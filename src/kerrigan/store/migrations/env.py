@@ -10,6 +10,7 @@ import asyncio
 from alembic import context
 from sqlalchemy import Connection
 
+from kerrigan.store import inventory_imports  # noqa: F401 -- its table joins Base.metadata
 from kerrigan.store.database import create_engine
 from kerrigan.store.models import Base
 

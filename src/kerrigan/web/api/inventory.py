@@ -273,12 +273,13 @@ async def devices_tag(request: web.Request) -> web.Response:
 
 @routes.put("/devices/{device_id}/state")
 async def devices_state(request: web.Request) -> web.Response:
-    """Change a device's state with a reason (admins)."""
+    """Change a device's state with a reason and, for maintenance, an optional ``until`` (admins; the
+    pool's owners for available and maintenance)."""
     principal = await signed_in(request)
-    body = await bodies.json_object(request, ("state", "reason"))
+    body = await bodies.json_object(request, ("state", "reason", "until"))
     state, reason = editing.device_state(bodies.required(body, "state"), body.get("reason", ""))
     async with writing(request) as session:
-        saved = await _editor(request, session, principal).set_device_state(
-            request.match_info["device_id"], state, reason
-        )
+        editor = _editor(request, session, principal)
+        until = editing.state_until(body.get("until"), state, editor.change.at)
+        saved = await editor.set_device_state(request.match_info["device_id"], state, reason, until)
     return _with_etag(device_json(saved), saved.etag)

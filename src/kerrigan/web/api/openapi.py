@@ -110,6 +110,16 @@ SCHEMAS: Final[dict[str, Any]] = {
             "state": {"enum": ["available", "maintenance", "offline", "retired"]},
             "state_reason": _STRING,
             "state_changed_at": {"type": "string", "format": "date-time"},
+            "state_by": {"type": ["string", "null"]},
+            "state_until": {"type": ["string", "null"], "format": "date-time"},
+            "health": _object(
+                {
+                    "health": {"enum": ["good", "unknown", "bad"]},
+                    "reason": _STRING,
+                    "since": {"type": ["string", "null"], "format": "date-time"},
+                    "job": {"type": ["integer", "null"]},
+                }
+            ),
             "labels": _ref("Labels"),
             "tags": _object({"pool": _STRINGS, "device": _STRINGS, "effective": _STRINGS}),
             "version": {"type": "integer", "minimum": 1},
@@ -168,7 +178,11 @@ SCHEMAS: Final[dict[str, Any]] = {
     ),
     "LabelValue": _object({"value": _STRING}),
     "DeviceState": _object(
-        {"state": {"enum": ["available", "maintenance", "offline", "retired"]}, "reason": _STRING},
+        {
+            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
+            "reason": _STRING,
+            "until": {"type": ["string", "null"], "format": "date-time"},
+        },
         required=["state"],
     ),
     "LabelKey": _object({"key": _STRING, "description": _STRING}),
@@ -198,7 +212,24 @@ SCHEMAS: Final[dict[str, Any]] = {
             "resources": {"type": "object", "additionalProperties": {"type": "integer"}},
             "devices": {"type": "object", "additionalProperties": {"enum": ["present", "missing", "error"]}},
             "health": {"type": ["object", "null"]},
+            "pause": {
+                "type": ["object", "null"],
+                "properties": {
+                    "reason": _STRING,
+                    "by": _STRING,
+                    "since": {"type": "string", "format": "date-time"},
+                    "until": {"type": ["string", "null"], "format": "date-time"},
+                },
+            },
         }
+    ),
+    "HostState": _object(
+        {
+            "state": {"enum": ["active", "paused"]},
+            "reason": _STRING,
+            "until": {"type": ["string", "null"], "format": "date-time"},
+        },
+        required=["state"],
     ),
     "RunnerHostList": _object({"hosts": {"type": "array", "items": _ref("RunnerHost")}}),
     "Job": _object(
@@ -537,7 +568,8 @@ def document() -> dict[str, Any]:
             "/devices/{device_id}/state": {
                 "parameters": [_path_param("device_id")],
                 "put": _op(
-                    "change a device's state with a reason (admins)",
+                    "change a device's state with a reason and, for maintenance, an optional until (admins; "
+                    "the pool's owners for available and maintenance)",
                     {"200": _json("Device", "the device", etag=True), **_WRITE_ERRORS},
                     requestBody=_body("DeviceState"),
                     parameters=[_IF_MATCH],
@@ -584,6 +616,15 @@ def document() -> dict[str, Any]:
                 "get": _op(
                     "one runner host: resources by name, device states, health",
                     {"200": _json("RunnerHost", "the host"), **_READ_ERRORS},
+                ),
+            },
+            "/hosts/{host_id}/state": {
+                "parameters": [_path_param("host_id")],
+                "put": _op(
+                    "pause a runner host with a reason and an optional until (its devices get no new jobs; "
+                    "running ones finish), or make it active again (System Admins)",
+                    {"200": _json("RunnerHost", "the host"), **_WRITE_ERRORS},
+                    requestBody=_body("HostState"),
                 ),
             },
             "/sessions": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from kerrigan.core.inventory import (
@@ -50,6 +51,10 @@ def pool_json(stored: StoredPool, states: Mapping[str, int] | None = None) -> di
     return body
 
 
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at is not None else None
+
+
 def device_json(stored: StoredDevice) -> dict[str, Any]:
     """A device with its own, implicit and effective labels, and where each effective label comes from."""
     device: Device = stored.device
@@ -64,6 +69,14 @@ def device_json(stored: StoredDevice) -> dict[str, Any]:
         "state": device.state.value,
         "state_reason": device.state_reason,
         "state_changed_at": stored.state_changed_at.isoformat(),
+        "state_by": device.state_note.by or None,
+        "state_until": _iso(device.state_note.until),
+        "health": {
+            "health": device.health.health.value,
+            "reason": device.health.reason,
+            "since": _iso(device.health.since),
+            "job": device.health.job,
+        },
         "labels": {
             "explicit": dict(sorted(device.labels.items())),
             "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
@@ -108,4 +121,12 @@ def host_json(report: HostReport) -> dict[str, Any]:
         "resources": dict(report.resources),
         "devices": dict(report.device_states),
         "health": dict(report.health) if report.health is not None else None,
+        "pause": {
+            "reason": report.pause.reason,
+            "by": report.pause.by,
+            "since": report.pause.since.isoformat(),
+            "until": _iso(report.pause.until),
+        }
+        if report.pause is not None
+        else None,
     }

@@ -34,7 +34,7 @@ from kerrigan.core.inventory import (
     implicit_pool_labels,
     sourced_target_labels,
 )
-from kerrigan.core.roles import Principal
+from kerrigan.core.roles import Principal, may_set_state
 from kerrigan.store.audit import AuditEntry, list_audit
 from kerrigan.store.history import device_jobs
 from kerrigan.store.inventory import NotFoundError, get_device
@@ -55,7 +55,7 @@ HISTORY_ROWS = 1000
 RECENT_JOBS = 20
 """Jobs listed on the page; the rest are a link to ``/sessions?device=``."""
 
-_STATE_FIELDS = {"state": "state", "reason": "reason"}
+_STATE_FIELDS = {"state": "state", "reason": "reason", "until": "until"}
 
 _SOURCE_WORDS = {
     LabelSource.POOL: "pool",
@@ -155,7 +155,10 @@ async def _device_page(
         "recent_jobs": recent.items,
         "more_jobs": recent.next is not None,
         "duration": _job_duration,
-        "all_states": tuple(DeviceState),
+        # The states this person may put the device in (none: no form).
+        "state_choices": tuple(
+            s for s in DeviceState if principal and may_set_state(principal, pool, s.value)
+        ),
         **await form_context(
             request,
             principal,
@@ -193,12 +196,12 @@ async def set_state(request: web.Request) -> web.Response:
     """Put the device in a state with a reason (admins)."""
     posted = await PostedForm.read(request)
     device_id, state, reason = request.match_info["device_id"], posted.text("state"), posted.text("reason")
-    typed = {"state": state, "reason": reason}
+    typed = {"state": state, "reason": reason, "until": posted.text("until")}
 
     async def edit(editor: Editor) -> object:
-        editing.check_state_edit(editor.principal, device_id)  # a forged post is refused before it is read
         checked, checked_reason = editing.device_state(state, reason.strip())
-        return await editor.set_device_state(device_id, checked, checked_reason)
+        until = editing.state_until(posted.text("until").strip(), checked, editor.change.at)
+        return await editor.set_device_state(device_id, checked, checked_reason, until)
 
     return await DEVICE.edit_from_page(
         request,

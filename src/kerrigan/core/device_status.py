@@ -1,0 +1,130 @@
+"""What a device's state and health say, and a runner host's pause, in the words diagnostics use.
+
+A device's *state* (available, maintenance, offline, retired) is set by people: admins and the owners of its
+pool, with a reason, who set it, since when and, for maintenance, an optional ``until`` after which it is
+available again. Its *health* (good, unknown, bad) is set by Kerrigan: by its health check, or by three
+infrastructure failures in a row without one. A ``bad`` device is not eligible (*not yet*); ``unknown`` and
+``good`` are. A runner host may be *paused* with a reason and an optional ``until``: its devices get no new
+jobs while the running ones finish. A device its runner host does not find (``--devices-file``) is
+*absent*.
+
+Every sentence here is pure: times are given, never read from a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+
+class Health(enum.StrEnum):
+    """Whether a device works, as Kerrigan last found out."""
+
+    GOOD = "good"
+    UNKNOWN = "unknown"
+    BAD = "bad"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHealth:
+    """A device's health, why, since when, and the health-check job that decided it (if one did)."""
+
+    health: Health = Health.UNKNOWN
+    reason: str = ""
+    since: datetime | None = None
+    job: int | None = None
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the device may take jobs as far as its health goes."""
+        return self.health is not Health.BAD
+
+
+UNKNOWN_HEALTH: Final = DeviceHealth()
+INFRASTRUCTURE_FAILURES_FOR_BAD: Final = 3  # in a row, on a device without a health check
+
+
+@dataclass(frozen=True, slots=True)
+class StateNote:
+    """Who set a device's state, why, since when and until when (all optional: the inventory file sets a
+    state with a reason only)."""
+
+    reason: str = ""
+    by: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+NO_NOTE: Final = StateNote()
+
+
+@dataclass(frozen=True, slots=True)
+class HostPause:
+    """A runner host paused by a person: no new jobs for its devices until it is resumed (or ``until``)."""
+
+    reason: str
+    by: str
+    since: datetime
+    until: datetime | None = None
+
+
+def when(at: datetime) -> str:
+    """A time as diagnostics write it: ``2026-12-01 09:12`` (UTC)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _note_words(note: StateNote) -> str:
+    words = ""
+    if note.since is not None:
+        words += f" since {when(note.since)}"
+    if note.by:
+        words += f" by {note.by}"
+    if note.until is not None:
+        words += f" until {when(note.until)}"
+    if note.reason:
+        words += f": {note.reason}"
+    return words
+
+
+def state_text(state: str, note: StateNote) -> str:
+    """``device in maintenance since 2026-12-01 09:12 by hubot until 2026-12-01 18:00: reflashing``."""
+    rule = "device in maintenance" if state == "maintenance" else f"device {state}"
+    return rule + _note_words(note)
+
+
+def health_text(health: DeviceHealth) -> str:
+    """``device health bad since 2026-12-01 10:02: health check failed (job 812)``."""
+    words = f"device health {health.health.value}"
+    if health.since is not None:
+        words += f" since {when(health.since)}"
+    if health.reason:
+        words += f": {health.reason}"
+        if health.job is not None:
+            words += f" (job {health.job})"
+    elif health.job is not None:
+        words += f": job {health.job}"
+    return words
+
+
+def pause_text(host: str, pause: HostPause) -> str:
+    """``runner host lab-a-01 paused by octocat until 2026-12-01 18:00: kernel upgrade``."""
+    words = f"runner host {host} paused"
+    if pause.by:
+        words += f" by {pause.by}"
+    if pause.until is not None:
+        words += f" until {when(pause.until)}"
+    if pause.reason:
+        words += f": {pause.reason}"
+    return words
+
+
+def absent_text(host: str) -> str:
+    """``device absent from runner host lab-a-01``."""
+    return f"device absent from runner host {host}"
+
+
+def maintenance_over(until: datetime | None, now: datetime) -> bool:
+    """Whether a maintenance (or a pause) set to end ``until`` has ended at ``now``."""
+    return until is not None and until <= now

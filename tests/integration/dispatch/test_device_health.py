@@ -1,0 +1,153 @@
+"""Device health, owners' maintenance and host pauses on a real database, as the dispatcher sees them.
+
+A device failing three jobs in a row for the infrastructure goes ``bad`` and gets no more jobs until a
+person puts it back; a maintenance with ``until`` ends by itself and says so in the audit log; a paused
+runner host's devices get no new job while the running ones finish, and the queue says why.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from kerrigan.core.device_status import HostPause
+from kerrigan.core.inventory import DeviceState
+from kerrigan.core.matching import resolve
+from kerrigan.dispatch.dispatcher import Dispatcher
+from kerrigan.store import jobs
+from kerrigan.store.audit import Change, list_audit
+from kerrigan.store.database import Database
+from kerrigan.store.inventory import get_device, load_inventory, set_state
+from kerrigan.store.models import JobRow
+from kerrigan.store.queue_view import read_queue, requirements_of
+from kerrigan.store.runners import set_pause
+from tests.conftest import FakeClock
+from tests.integration.dispatch.test_automatic_retry import end
+from tests.integration.dispatch.test_dispatcher import lab, queue
+
+BLUEBOX = {"labels": {"kerrigan.target_id": ["modalix-bluebox"]}, "tags": []}
+
+
+async def run_one(db: Database, dispatcher: Dispatcher) -> JobRow:
+    """Queue one job for modalix-bluebox, lease it, accept and start it."""
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    result = await dispatcher.dispatch_once()
+    assert [grant.device_id for grant in result.granted] == ["modalix-bluebox"], result.plan
+    async with db.sessions() as session, session.begin():
+        job = await session.scalar(select(JobRow).where(JobRow.state == "leased"))
+        assert job is not None
+        assert job.host is not None
+        await jobs.accept(session, str(job.pk), job.host, db.clock())
+        await jobs.start(session, str(job.pk), job.host, db.clock())
+        return job
+
+
+async def waits_because(db: Database) -> list[str]:
+    """The texts every queued job's candidates were rejected for, as the queue reads them."""
+    async with db.sessions() as session:
+        snapshot = await read_queue(session, db.clock(), lock=False)
+        inventory = await load_inventory(session)
+    assert snapshot is not None
+    words = []
+    for record in snapshot.records:
+        requested = requirements_of(record)
+        assert requested is not None
+        resolution = resolve(requested, inventory)
+        words += [reason.text for verdict in resolution.rejected for reason in verdict.reasons]
+    return words
+
+
+async def test_three_infrastructure_failures_in_a_row_make_a_device_bad_until_a_person_puts_it_back(
+    db: Database, clock: FakeClock
+) -> None:
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    await end(db, await run_one(db, dispatcher), 75)
+    await end(db, await run_one(db, dispatcher), 0)  # it worked: the count starts again
+    for _ in range(3):
+        last = await run_one(db, dispatcher)
+        await end(db, last, 75)
+    async with db.sessions() as session:
+        stored = await get_device(session, "modalix-bluebox")
+    health = stored.device.health
+    assert (health.health.value, health.job) == ("bad", last.pk)
+    assert health.reason == "3 infrastructure failures in a row (the last device_fault)"
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    assert (await dispatcher.dispatch_once()).granted == ()
+    assert any(text.startswith("device health bad since ") for text in await waits_because(db))
+    # An owner takes it out and puts it back: its health is unknown again, and it takes the waiting job.
+    async with db.sessions() as session, session.begin():
+        for state in (DeviceState.MAINTENANCE, DeviceState.AVAILABLE):
+            await set_state(
+                session,
+                "modalix-bluebox",
+                state,
+                "new cable",
+                until=None,
+                change=Change("octocat", db.clock()),
+            )
+    async with db.sessions() as session:
+        assert (await get_device(session, "modalix-bluebox")).device.health.health.value == "unknown"
+    assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+
+
+async def test_a_maintenance_until_a_time_ends_by_itself(db: Database, clock: FakeClock) -> None:
+    await lab(db)
+    async with db.sessions() as session, session.begin():
+        await set_state(
+            session,
+            "modalix-bluebox",
+            DeviceState.MAINTENANCE,
+            "reflashing the bootloader",
+            until=db.clock() + timedelta(minutes=30),
+            change=Change("hubot", db.clock()),
+        )
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    dispatcher = Dispatcher(db)
+    await dispatcher.expire()
+    assert (await dispatcher.dispatch_once()).granted == ()
+    assert any(
+        text.startswith("device in maintenance since ")
+        and "by hubot until " in text
+        and text.endswith(": reflashing the bootloader")
+        for text in await waits_because(db)
+    )
+    clock.advance(31 * 60)
+    await dispatcher.expire()
+    assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+    async with db.sessions() as session:
+        audit = await list_audit(session, device_id="modalix-bluebox", limit=5)
+    ended = [(entry.actor, entry.field, entry.after) for entry in audit if entry.actor == "kerrigan"]
+    assert ("kerrigan", "state", "available") in ended
+
+
+async def test_a_paused_host_gets_no_new_job_until_it_is_resumed(db: Database, clock: FakeClock) -> None:
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    running = await run_one(db, dispatcher)
+    async with db.sessions() as session, session.begin():
+        pause = HostPause("kernel upgrade", "octocat", db.clock(), db.clock() + timedelta(hours=1))
+        assert await set_pause(session, str(running.host), pause, Change("octocat", db.clock())) is not None
+    await end(db, running, 0)  # the running job finished as ever
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    assert (await dispatcher.dispatch_once()).granted == ()
+    assert f"runner host {running.host} paused by octocat until " in " ".join(await waits_because(db))
+    async with db.sessions() as session, session.begin():
+        assert await set_pause(session, str(running.host), None, Change("octocat", db.clock())) is not None
+    assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+
+
+async def test_a_pause_until_a_time_ends_by_itself(db: Database, clock: FakeClock) -> None:
+    await lab(db)
+    async with db.sessions() as session, session.begin():
+        device = await get_device(session, "modalix-bluebox")
+        pause = HostPause("", "octocat", db.clock(), db.clock() + timedelta(minutes=5))
+        await set_pause(session, device.device.host, pause, Change("octocat", db.clock()))
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    dispatcher = Dispatcher(db)
+    assert (await dispatcher.dispatch_once()).granted == ()
+    clock.advance(6 * 60)
+    await dispatcher.expire()
+    assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
