@@ -417,6 +417,7 @@ class JobProgress:
     attempt: int = 1
     attempts: int = 1  # the most attempts its session's retry policy allows
     after: str | None = None  # what ended the attempt it retries: "runner_lost on modalix-bluebox"
+    suspect: str = ""  # its device fails this task more than its peers: "modalix-redbox failed 8 of 10 ..."
 
     @property
     def current(self) -> bool:
@@ -497,6 +498,13 @@ def progress_body(
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
     lines += _attempts(jobs)
+    suspects = [job for job in jobs if job.suspect and job.state in (JobState.FAILED, JobState.RETRIED)]
+    if suspects:
+        lines += ["", "**Suspect devices**", ""]
+        lines += [
+            f"- {_code(job.task_id)}: {_cell(job.suspect)}: the device may be at fault, not the code"
+            for job in suspects
+        ]
     for job in jobs:
         if job.output_tail:
             tail = "\n".join(_tail_line(line) for line in job.output_tail.splitlines()[-TAIL_LINES:]).replace(

@@ -57,6 +57,7 @@ def progress_of(view: Projection) -> list[JobProgress]:
                 record.attempt,
                 attempts,
                 after,
+                job.suspect,
             )
         )
     return progress

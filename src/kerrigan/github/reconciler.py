@@ -44,6 +44,7 @@ from kerrigan.github.sessions import GitHubApp
 from kerrigan.store import check_runs
 from kerrigan.store.check_runs import Claim, Projection
 from kerrigan.store.signals import Topic
+from kerrigan.store.suspects import tracker_of
 
 log = logging.getLogger(__name__)
 
@@ -204,8 +205,10 @@ class Reconciler:
         """Send the latest version of one check run, retrying in place while the waits are short."""
         attempts = claim.attempts
         while True:
-            async with self.app.database.sessions() as session:
-                view = await check_runs.projection(session, claim)
+            database = self.app.database
+            async with database.sessions() as session:
+                suspects = await tracker_of(database.signals).suspects(session, database.clock())
+                view = await check_runs.projection(session, claim, suspects)
             delay = await self._attempt(claim, view, attempts)
             if delay is None:
                 return

@@ -17,6 +17,7 @@ its end).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -24,10 +25,12 @@ from typing import Final
 from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.flaky import Suspect
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.jobs import JobRecord, output_tails, session_job_records
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import get_session
+from kerrigan.store.suspects import task_key
 from kerrigan.store.transitions import locked_session, record_version
 
 ERROR_LIMIT = 4000  # characters of GitHub's answer kept on the session
@@ -51,6 +54,7 @@ class JobView:
 
     record: JobRecord
     output_tail: str
+    suspect: str = ""  # its device is suspect for its task: the numbers, as a sentence
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +117,12 @@ async def renew(session: AsyncSession, claim: Claim, until: datetime) -> bool:
     return await _write(session, claim, sync_claimed_until=until)
 
 
-async def projection(session: AsyncSession, claim: Claim) -> Projection:
+async def projection(
+    session: AsyncSession, claim: Claim, suspects: Mapping[tuple[str, str], Suspect] | None = None
+) -> Projection:
     """The session's state now, with its jobs and their output tails (of a running job, the lines so
-    far), to render."""
+    far), to render; ``suspects`` (:mod:`kerrigan.store.suspects`) names the failed jobs whose device
+    fails their task more often than its peers."""
     found = await get_session(session, claim.session_id)
     row = await session.get(SessionRow, claim.session_pk)
     assert row is not None
@@ -124,10 +131,20 @@ async def projection(session: AsyncSession, claim: Claim) -> Projection:
     # output is then the runner's reason, such as a refused tarball).
     shown = [record.pk for record in records if record.started_at or record.finished_at]
     tails = await output_tails(session, shown)
-    views = [JobView(record, tails.get(record.pk, "")) for record in records]
+    views = [
+        JobView(record, tails.get(record.pk, ""), _suspect(found, record, suspects or {}))
+        for record in records
+    ]
     return Projection(
         found, tuple(views), row.check_run_resolution, row.create_sent_version, row.cancel_reason
     )
+
+
+def _suspect(found: Session, record: JobRecord, suspects: Mapping[tuple[str, str], Suspect]) -> str:
+    if record.device_id is None or record.state not in ("failed", "retried"):
+        return ""
+    suspect = suspects.get((task_key(found.repository, found.workflow, record.task_id), record.device_id))
+    return suspect.sentence() if suspect is not None else ""
 
 
 def _output_due(version_at: datetime | None, at: datetime) -> bool:

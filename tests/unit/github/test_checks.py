@@ -34,3 +34,19 @@ def test_output_that_only_mentions_the_notice_earlier_is_not_marked() -> None:
 def test_an_uncut_output_has_the_plain_folded_line() -> None:
     shown = summary(JobProgress("boot-som", "succeeded", exit_status=0, output_tail="booted\n"))
     assert "<summary>boot-som: last lines of output</summary>" in shown
+
+
+def test_a_failed_job_on_a_suspect_device_says_so_with_the_numbers() -> None:
+    words = "modalix-redbox failed 8 of 10 runs of this task in 7 days; its 5 peers failed 1 of 52"
+    shown = summary(
+        JobProgress("boot", "failed", "modalix-redbox", exit_status=1, suspect=words),
+        JobProgress(
+            "smoke", "succeeded", "modalix-redbox", exit_status=0, suspect=words
+        ),  # passed: not named
+    )
+    assert "**Suspect devices**" in shown
+    assert shown.count(words) == 1
+    assert f"- `boot`: {words}: the device may be at fault, not the code" in shown
+    assert "**Suspect devices**" not in summary(
+        JobProgress("boot", "failed", "modalix-redbox", exit_status=1)
+    )

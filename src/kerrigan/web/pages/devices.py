@@ -39,6 +39,7 @@ from kerrigan.store.audit import AuditEntry, list_audit
 from kerrigan.store.history import device_jobs
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.label_keys import label_keys
+from kerrigan.store.suspects import tracker_of
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
 from kerrigan.web.pages.history import duration
@@ -137,6 +138,8 @@ async def _device_page(
         approved = await label_keys(session)
         audit = await list_audit(session, device_id=device_id, limit=HISTORY_ROWS)
         recent = await device_jobs(session, device_id, limit=RECENT_JOBS)
+        database = request.config_dict[DATABASE]
+        found = await tracker_of(database.signals).suspects(session, database.clock())
     device, pool = stored.device, stored.pool
     # People's labels first, then the generated ones; each group by key.
     effective = sorted(
@@ -153,6 +156,7 @@ async def _device_page(
         "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
         "history": state_history(audit, device),
         "recent_jobs": recent.items,
+        "suspects": sorted(s.sentence() for s in found.values() if s.device == device_id),
         "more_jobs": recent.next is not None,
         "duration": _job_duration,
         # The states this person may put the device in (none: no form).

@@ -17,6 +17,8 @@ from multidict import MultiDict
 
 from kerrigan.core.lifecycle import Conclusion, SessionState
 from kerrigan.store.history import device_summaries, list_sessions
+from kerrigan.store.inventory import load_inventory
+from kerrigan.store.suspects import tracker_of
 from kerrigan.web.api.history import SESSION_FILTERS, read_query
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.rendering import render
@@ -88,9 +90,16 @@ async def sessions_page(request: web.Request) -> web.Response:
 
 @routes.get("/devices")
 async def devices_page(request: web.Request) -> web.Response:
-    """Every device: state, current job, last job, pass rate over 7 days."""
+    """Every device: state, health, current job, last job, pass rate over 7 days, and the tasks it is
+    suspect for."""
     await page_reader(request)
     database = request.config_dict[DATABASE]
     async with database.sessions() as session:
         devices = await device_summaries(session, database.clock() - PASS_RATE_WINDOW)
-    return await render(request, "devices.html", {"devices": devices})
+        inventory = await load_inventory(session)
+        found = await tracker_of(database.signals).suspects(session, database.clock())
+    suspects: dict[str, list[str]] = {}
+    for suspect in found.values():
+        suspects.setdefault(suspect.device, []).append(suspect.sentence())
+    health = {device.id: device.health for device in inventory.devices}
+    return await render(request, "devices.html", {"devices": devices, "suspects": suspects, "health": health})

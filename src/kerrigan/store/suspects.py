@@ -1,0 +1,143 @@
+"""Which devices fail a workflow task more often than their peers: :mod:`kerrigan.core.flaky` fed from the
+job history.
+
+One :class:`SuspectTracker` per database and process keeps the counts of the last 7 days per task, device
+and day. The first look loads them with one ``GROUP BY``; each later look (at most every
+``REFRESH_S``) reads only the jobs that ended since the last one, so an update costs what those jobs cost.
+A task is ``owner/name:workflow:task`` (the same task of another workflow is another task). A job counts
+as a run when it passed (``succeeded``) or failed (``failed``, ``retried``, ``timed_out``); a cancel or a job
+that never ran says nothing about its device.
+"""
+
+from __future__ import annotations
+
+import weakref
+from datetime import UTC, date, datetime, timedelta
+from typing import Final
+
+from sqlalchemy import case, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.flaky import WINDOW_DAYS, FailureStats, Suspect
+from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.signals import Signals
+
+REFRESH_S: Final = 30.0
+EPOCH: Final = date(1970, 1, 1)
+PASSED: Final = frozenset({"succeeded"})
+FAILED: Final = frozenset({"failed", "retried", "timed_out"})
+_OVERLAP: Final = timedelta(seconds=5)  # jobs that end in the same instant as the last look are read again
+
+
+def task_key(repository: str, workflow: str, task: str) -> str:
+    """The task a device is compared with its peers on."""
+    return f"{repository.lower()}:{workflow}:{task}"
+
+
+def day_of(at: datetime) -> int:
+    """Whole days since the epoch (UTC)."""
+    return int(at.replace(tzinfo=at.tzinfo or UTC).timestamp() // 86_400)
+
+
+class SuspectTracker:
+    """The suspects of one database, refreshed from the jobs that ended since the last look."""
+
+    def __init__(self) -> None:
+        self.stats = FailureStats()
+        self._loaded_at: datetime | None = None  # the ``finished_at`` the counts reach
+        self._seen: set[int] = set()  # jobs at the edge already counted (their finished_at >= the edge)
+        self._looked: datetime | None = None
+        self._suspects: dict[tuple[str, str], Suspect] = {}
+
+    async def suspects(self, session: AsyncSession, now: datetime) -> dict[tuple[str, str], Suspect]:
+        """(task, device) → suspect, as of ``now``; read from the database at most every ``REFRESH_S``."""
+        if self._looked is None or (now - self._looked).total_seconds() >= REFRESH_S:
+            await self._refresh(session, now)
+            self._looked = now
+            self._suspects = {(s.task, s.device): s for s in self.stats.suspects(day_of(now))}
+        return self._suspects
+
+    async def _refresh(self, session: AsyncSession, now: datetime) -> None:
+        since = now - timedelta(days=WINDOW_DAYS)
+        ended = (
+            JobRow.state.in_(PASSED | FAILED),
+            JobRow.device_id.is_not(None),
+            JobRow.finished_at.is_not(None),
+        )
+        if self._loaded_at is None:
+            # The day in SQL (one row per task, device and day), in UTC on both databases.
+            at = func.timezone("UTC", JobRow.finished_at) if _is_postgres(session) else JobRow.finished_at
+            day = func.date(at)
+            rows = await session.execute(
+                select(
+                    SessionRow.repository,
+                    SessionRow.workflow,
+                    JobRow.task_id,
+                    JobRow.device_id,
+                    day,
+                    func.count(),
+                    func.sum(case((JobRow.state.in_(FAILED), 1), else_=0)),
+                )
+                .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+                .where(*ended, JobRow.finished_at >= since, JobRow.finished_at <= now)
+                .group_by(SessionRow.repository, SessionRow.workflow, JobRow.task_id, JobRow.device_id, day)
+            )
+            for repository, workflow, task, device, on_day, runs, failures in rows:
+                key = task_key(repository, workflow, task)
+                self.stats.add(key, str(device), _day_number(on_day), int(runs), int(failures or 0))
+            # The next look reads a few seconds back (a job may commit after its finished_at): these are in.
+            self._seen = set(
+                (
+                    await session.scalars(
+                        select(JobRow.pk).where(
+                            *ended, JobRow.finished_at > now - _OVERLAP, JobRow.finished_at <= now
+                        )
+                    )
+                ).all()
+            )
+            self._loaded_at = now
+            return
+        edge = self._loaded_at - _OVERLAP
+        rows = await session.execute(
+            select(
+                JobRow.pk,
+                SessionRow.repository,
+                SessionRow.workflow,
+                JobRow.task_id,
+                JobRow.device_id,
+                JobRow.state,
+                JobRow.finished_at,
+            )
+            .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+            .where(*ended, JobRow.finished_at > edge, JobRow.finished_at <= now)
+        )
+        seen: set[int] = set()  # every job read now: the next look reads back to after them
+        for pk, repository, workflow, task, device, state, finished_at in rows:
+            seen.add(pk)
+            if pk in self._seen:
+                continue
+            key = task_key(repository, workflow, task)
+            self.stats.record(key, str(device), day_of(finished_at), failed=state in FAILED)
+        self._seen = seen
+        self._loaded_at = now
+
+
+_trackers: weakref.WeakKeyDictionary[Signals, SuspectTracker] = weakref.WeakKeyDictionary()
+
+
+def _day_number(value: object) -> int:
+    """A SQL ``date()`` (a ``date`` on PostgreSQL, ``YYYY-MM-DD`` on SQLite) as whole days since the epoch."""
+    found = value if isinstance(value, date) else date.fromisoformat(str(value))
+    return (found - EPOCH).days
+
+
+def _is_postgres(session: AsyncSession) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def tracker_of(signals: Signals) -> SuspectTracker:
+    """The tracker of the database these signals belong to (one per database and process)."""
+    found = _trackers.get(signals)
+    if found is None:
+        found = _trackers[signals] = SuspectTracker()
+    return found

@@ -1,0 +1,80 @@
+"""Suspect devices from the job history, on SQLite and PostgreSQL: a board that fails a task 8 times of 10
+while its peers pass is named, with its numbers, in the next failed check run of that task; the counts
+follow the jobs that end later without reading the history again."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from kerrigan.github.projection import progress_of
+from kerrigan.store.check_runs import Claim, projection
+from kerrigan.store.database import Database
+from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.sessions import create_session
+from kerrigan.store.suspects import SuspectTracker, task_key
+from kerrigan.testing import builders
+from tests.conftest import FakeClock
+
+PEERS = ("bluebox", "greenbox", "whitebox", "blackbox", "pinkbox")
+
+
+async def ran(db: Database, device: str, *, failed: bool, days_ago: float = 1.0) -> str:
+    """A session of one job of task ``boot`` that ran on ``device`` and ended; its id."""
+    session_id = str(uuid.uuid4())
+    async with db.sessions() as session, session.begin():
+        await create_session(session, builders.session(session_id, ["boot"]), db.clock())
+        pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+        at = db.clock() - timedelta(days=days_ago)
+        await session.execute(
+            update(JobRow)
+            .where(JobRow.session_pk == pk)
+            .values(
+                device_id=device,
+                state="failed" if failed else "succeeded",
+                started_at=at - timedelta(minutes=1),
+                finished_at=at,
+                exit_status=1 if failed else 0,
+            )
+        )
+    return session_id
+
+
+async def test_a_board_failing_a_task_its_peers_pass_is_named_in_the_failed_check_run(
+    db: Database, clock: FakeClock
+) -> None:
+    for n in range(10):
+        await ran(db, "redbox", failed=n < 8)
+    for n in range(52):
+        await ran(db, PEERS[n % len(PEERS)], failed=n == 0)
+    await ran(db, "redbox", failed=True, days_ago=8)  # outside the 7 days: not counted
+    tracker = SuspectTracker()
+    async with db.sessions() as session:
+        found = await tracker.suspects(session, db.clock())
+    key = task_key("octo/firmware", "w", "boot")
+    assert list(found) == [(key, "redbox")]
+    assert found[key, "redbox"].sentence() == (
+        "redbox failed 8 of 10 runs of this task in 7 days; its 5 peers failed 1 of 52"
+    )
+    # The next failure of that task on redbox: its check run says so.
+    failing = await ran(db, "redbox", failed=True, days_ago=0)
+    clock.advance(31)
+    async with db.sessions() as session:
+        found = await tracker.suspects(session, db.clock())  # only the jobs that ended since are read
+        assert found[key, "redbox"].sentence().startswith("redbox failed 9 of 11 runs")
+        row = await session.scalar(select(SessionRow).where(SessionRow.id == failing))
+        assert row is not None
+        view = await projection(session, Claim(row.pk, failing, "token", db.clock(), 0), found)
+    [job] = progress_of(view)
+    assert job.suspect == "redbox failed 9 of 11 runs of this task in 7 days; its 5 peers failed 1 of 52"
+
+
+async def test_a_board_failing_like_its_peers_is_not_suspect(db: Database, clock: FakeClock) -> None:
+    for n in range(10):
+        await ran(db, "redbox", failed=n < 3)
+    for n in range(50):
+        await ran(db, PEERS[n % len(PEERS)], failed=n % 4 == 0)
+    async with db.sessions() as session:
+        assert await SuspectTracker().suspects(session, db.clock()) == {}
