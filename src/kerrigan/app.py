@@ -119,7 +119,9 @@ async def _background(
             )
             app[WORKER] = worker
             worker_task = asyncio.create_task(worker.run(), name="kerrigan-deliveries")
-    dispatcher = Dispatcher(database, lease_ttl_s=settings.runner_lease_s)
+    dispatcher = Dispatcher(
+        database, lease_ttl_s=settings.runner_lease_s, quarantine_suspects=settings.quarantine == "suspect"
+    )
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="kerrigan-dispatch")
     retention_task = asyncio.create_task(_retention(database, settings), name="kerrigan-retention")
     try:

@@ -39,6 +39,28 @@ def _http_url(name: str, value: str) -> str:
     return value.rstrip("/")
 
 
+QUARANTINE_MODES: Final = ("off", "suspect")
+
+
+def _public_read(text: str | None) -> dict[str, object]:
+    """``KERRIGAN_PUBLIC_READ``, when set: 0 or 1."""
+    if text is None:
+        return {}
+    if text not in ("0", "1"):
+        raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {text!r}")
+    return {"public_read": text == "1"}
+
+
+def _quarantine(text: str | None) -> dict[str, object]:
+    """``KERRIGAN_QUARANTINE``, when set: ``off`` or ``suspect``."""
+    if text is None:
+        return {}
+    if text not in QUARANTINE_MODES:
+        modes = ", ".join(QUARANTINE_MODES)
+        raise ConfigError(f"{PREFIX}QUARANTINE must be one of {modes}, not {text[:40]!r}")
+    return {"quarantine": text}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything Kerrigan reads from its environment."""
@@ -63,6 +85,7 @@ class Settings:
     output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES  # a job's output stored; the rest is cut, and marked
     history_days: int = 90  # completed sessions (and their jobs) older are deleted; 0 keeps them
     output_days: int = 14  # job output older is deleted, the job kept; 0 keeps it
+    quarantine: str = "off"  # "suspect": a suspect device is set bad (no jobs) until put back
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -121,6 +144,7 @@ class Settings:
                     f"{PREFIX}WORKERS must be a whole number from 0 to 32, not {workers[:40]!r}"
                 )
             values["workers"] = number
+        values.update(_quarantine(get("QUARANTINE")))
         if (lease := get("RUNNER_LEASE_S")) is not None:
             if (number := _whole_number(lease, 2, 3600)) is None:
                 raise ConfigError(
@@ -139,10 +163,7 @@ class Settings:
         values.update(
             {key: _retention_days(name, days) for name, key in _RETENTION if (days := get(name)) is not None}
         )
-        if (public_read := get("PUBLIC_READ")) is not None:
-            if public_read not in ("0", "1"):
-                raise ConfigError(f"{PREFIX}PUBLIC_READ must be 0 or 1, not {public_read!r}")
-            values["public_read"] = public_read == "1"
+        values.update(_public_read(get("PUBLIC_READ")))
         return cls(**values)  # type: ignore[arg-type]
 
 

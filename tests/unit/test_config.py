@@ -49,6 +49,7 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
         ({"KERRIGAN_GITHUB_APP_ID": "abc"}, "KERRIGAN_GITHUB_APP_ID"),
         ({"KERRIGAN_WORKERS": "-1"}, "KERRIGAN_WORKERS"),
         ({"KERRIGAN_PUBLIC_READ": "yes"}, "KERRIGAN_PUBLIC_READ"),
+        ({"KERRIGAN_QUARANTINE": "flaky"}, "KERRIGAN_QUARANTINE"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "0"}, "KERRIGAN_DELIVERY_LEASE_S"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "-30"}, "KERRIGAN_DELIVERY_LEASE_S"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "thirty"}, "KERRIGAN_DELIVERY_LEASE_S"),
@@ -70,6 +71,11 @@ def test_a_malformed_setting_is_one_line_naming_it(environ: dict[str, str], name
         Settings.from_env(environ)
     assert named in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_quarantine_is_off_unless_asked() -> None:
+    assert Settings.from_env({}).quarantine == "off"
+    assert Settings.from_env({"KERRIGAN_QUARANTINE": "suspect"}).quarantine == "suspect"
 
 
 def test_a_valid_private_key_is_read_from_the_environment() -> None:

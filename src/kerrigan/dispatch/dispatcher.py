@@ -28,6 +28,7 @@ from kerrigan.core.dispatch_order import DispatchPlan
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, QUEUE_WAIT_EXCEEDED, RUNNER_LOST, JobState
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.store.database import Database
+from kerrigan.store.device_health import quarantine
 from kerrigan.store.inventory import end_due_maintenance
 from kerrigan.store.leases import (
     Grant,
@@ -41,6 +42,7 @@ from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
 from kerrigan.store.runners import end_due_pauses, mark_silent_hosts_offline
 from kerrigan.store.signals import Signals, Topic, mark
+from kerrigan.store.suspects import tracker_of
 from kerrigan.store.transitions import move_job, settle_sessions
 
 log = logging.getLogger(__name__)
@@ -73,9 +75,15 @@ class Dispatcher:
     or frees a device or a runner host wakes it (:class:`kerrigan.store.signals.Topic.DISPATCH`)."""
 
     def __init__(
-        self, database: Database, *, interval_s: float = 1.0, lease_ttl_s: float = LEASE_TTL_S
+        self,
+        database: Database,
+        *,
+        interval_s: float = 1.0,
+        lease_ttl_s: float = LEASE_TTL_S,
+        quarantine_suspects: bool = False,
     ) -> None:
         self.database = database
+        self.quarantine_suspects = quarantine_suspects  # KERRIGAN_QUARANTINE=suspect
         self.interval_s = interval_s
         self.lease_ttl = timedelta(seconds=lease_ttl_s)
         self._wake = asyncio.Event()
@@ -113,6 +121,9 @@ class Dispatcher:
             maintained, paused = await end_due_maintenance(session, now), await end_due_pauses(session, now)
             if maintained or paused:
                 mark(session, Topic.DISPATCH)
+            if self.quarantine_suspects:
+                found = await tracker_of(self.database.signals).suspects(session, now)
+                await quarantine(session, found.values(), now)
             lost = await expired_leases(session, now)
             settle = []
             for device_id, job_pk in lost:

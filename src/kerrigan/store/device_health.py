@@ -9,12 +9,14 @@ worked. A cancel or a timeout says nothing about the device.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import INFRASTRUCTURE_FAILURES_FOR_BAD, Health
+from kerrigan.core.flaky import Suspect
 from kerrigan.core.lifecycle import FailureClass, JobState
 from kerrigan.store.models import DeviceRow
 from kerrigan.store.signals import Topic, mark
@@ -59,3 +61,28 @@ def forget_failures(row: DeviceRow, at: datetime) -> None:
     row.infrastructure_failures = 0
     if row.health == Health.BAD and row.health_job_pk is not None:
         row.health, row.health_reason, row.health_at = Health.UNKNOWN.value, "put back by a person", at
+
+
+async def quarantine(session: AsyncSession, suspects: Iterable[Suspect], at: datetime) -> list[str]:
+    """``KERRIGAN_QUARANTINE=suspect``: each suspect device not bad yet is set bad with its numbers, and
+    takes no job until a person puts it back; the ids of those set."""
+    found: dict[str, Suspect] = {}
+    for suspect in suspects:
+        found.setdefault(suspect.device, suspect)
+    if not found:
+        return []
+    rows = (
+        await session.scalars(
+            select(DeviceRow).where(DeviceRow.id.in_(found), DeviceRow.health != Health.BAD).with_for_update()
+        )
+    ).all()
+    for row in rows:
+        row.health, row.health_reason, row.health_at = (
+            Health.BAD.value,
+            f"suspect: {found[row.id].sentence()}",
+            at,
+        )
+        row.health_job_pk = None
+    if rows:
+        mark(session, Topic.DISPATCH)
+    return [row.id for row in rows]

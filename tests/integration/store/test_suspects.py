@@ -78,3 +78,30 @@ async def test_a_board_failing_like_its_peers_is_not_suspect(db: Database, clock
         await ran(db, PEERS[n % len(PEERS)], failed=n % 4 == 0)
     async with db.sessions() as session:
         assert await SuspectTracker().suspects(session, db.clock()) == {}
+
+
+async def test_with_quarantine_a_suspect_device_is_set_bad_and_gets_no_more_jobs(
+    db: Database, clock: FakeClock
+) -> None:
+    from kerrigan.dispatch.dispatcher import Dispatcher
+    from kerrigan.store.inventory import get_device
+    from tests.integration.dispatch.test_dispatcher import lab
+
+    await lab(db)
+    for n in range(10):
+        await ran(db, "modalix-redbox", failed=n < 8)
+    for n in range(52):
+        await ran(db, ("modalix-bluebox", "modalix-greenbox")[n % 2], failed=n == 0)
+    await Dispatcher(db).expire()  # without quarantine: named, not set bad
+    async with db.sessions() as session:
+        assert (await get_device(session, "modalix-redbox")).device.health.health.value == "unknown"
+    clock.advance(31)
+    await Dispatcher(db, quarantine_suspects=True).expire()
+    async with db.sessions() as session:
+        health = (await get_device(session, "modalix-redbox")).device.health
+        peer = (await get_device(session, "modalix-bluebox")).device.health
+    assert health.health.value == "bad"
+    assert health.reason == (
+        "suspect: modalix-redbox failed 8 of 10 runs of this task in 7 days; its 2 peers failed 1 of 52"
+    )
+    assert peer.health.value == "unknown"
