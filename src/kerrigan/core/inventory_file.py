@@ -374,6 +374,13 @@ def inventory_document(inventory: Inventory) -> dict[str, object]:
             entry["labels"] = dict(sorted(device.labels.items()))
         if device.tags:
             entry["tags"] = sorted(device.tags)
+        if device.health.health.value != "unknown" or device.health.reason:  # read-only: imports ignore it
+            entry["health"] = {
+                "health": device.health.health.value,
+                "reason": device.health.reason,
+                **({"since": device.health.since.isoformat()} if device.health.since else {}),
+                **({"job": device.health.job} if device.health.job is not None else {}),
+            }
         by_pool[device.pool_id].append(entry)
     pools: list[dict[str, object]] = []
     for pool in inventory.pools:
