@@ -21,6 +21,7 @@ NAVIGATION = (
     ("/sessions", "Sessions"),
     ("/queue", "Queue"),
     ("/runners", "Runner hosts"),
+    ("/health", "Lab health"),
     ("/explain", "Explain"),
     ("/audit", "Audit log"),
 )
@@ -66,6 +67,7 @@ _PAGE_PREFIXES = (
     "/explain",
     "/queue",
     "/runners",
+    "/health",
     "/audit",
     "/logout",
     "/auth",

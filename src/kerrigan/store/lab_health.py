@@ -1,0 +1,78 @@
+"""The lab's health at a glance (the ``/health`` page): per pool, its devices by state and health, how busy
+they were and which sat idle; the bad devices and why.
+
+Everything is over the last ``WINDOW`` (7 days) and read in a few grouped queries, not a query per device.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Final
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.inventory import Device
+from kerrigan.store.inventory import load_inventory
+from kerrigan.store.models import JobRow
+
+WINDOW: Final = timedelta(days=7)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolHealth:
+    """One pool over the window: its devices by state and by health, use and idle devices."""
+
+    pool_id: str
+    devices: int
+    states: Counter[str]
+    health: Counter[str]
+    busy_s: float  # the time its devices ran jobs
+    utilisation: float  # busy_s over the devices' time in the window (0..1)
+    idle: tuple[str, ...]  # devices that started no job in the window
+    bad: tuple[Device, ...] = field(default=())
+
+
+async def lab_health(session: AsyncSession, now: datetime) -> list[PoolHealth]:
+    """Every pool's health over the window ending ``now``, by pool id."""
+    inventory = await load_inventory(session)
+    since = now - WINDOW
+    busy: dict[str, float] = {}
+    started: set[str] = set()
+    rows = await session.execute(
+        select(JobRow.device_id, JobRow.started_at, JobRow.finished_at).where(
+            JobRow.device_id.is_not(None),
+            JobRow.started_at.is_not(None),
+            # Jobs that overlap the window: started before its end, not ended before its start.
+            JobRow.started_at <= now,
+            func.coalesce(JobRow.finished_at, now) >= since,
+        )
+    )
+    for device_id, began, ended in rows:
+        if began is None:  # the query asks for started jobs only
+            continue
+        device = str(device_id)
+        start, end = max(began, since), min(ended or now, now)
+        busy[device] = busy.get(device, 0.0) + max(0.0, (end - start).total_seconds())
+        if began >= since:
+            started.add(device)
+    pools = []
+    for pool in inventory.pools:
+        devices = [device for device in inventory.devices if device.pool_id == pool.id]
+        seconds = sum(busy.get(device.id, 0.0) for device in devices)
+        available_s = len(devices) * WINDOW.total_seconds()
+        pools.append(
+            PoolHealth(
+                pool.id,
+                len(devices),
+                Counter(device.state.value for device in devices),
+                Counter(device.health.health.value for device in devices),
+                seconds,
+                seconds / available_s if available_s else 0.0,
+                tuple(device.id for device in devices if device.id not in started),
+                tuple(device for device in devices if not device.health.eligible),
+            )
+        )
+    return pools
