@@ -21,6 +21,7 @@ from functools import cache, cached_property
 from typing import Final, Generic, TypeVar
 
 from kerrigan.core.device_status import NO_NOTE, UNKNOWN_HEALTH, DeviceHealth, HostPause, StateNote
+from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.labels import is_reserved, slugify
 
 T = TypeVar("T")
@@ -130,6 +131,7 @@ class Pool:
     labels: Mapping[str, str] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
     repositories: tuple[str, ...] = ()
+    health_check: HealthCheck | None = None  # for its devices that define none of their own
 
     def admits(self, repository: str) -> bool:
         """Whether sessions of ``repository`` may use this pool's devices."""
@@ -155,6 +157,7 @@ class Device:
     state_note: StateNote = field(default=NO_NOTE, compare=False)
     health: DeviceHealth = field(default=UNKNOWN_HEALTH, compare=False)
     present: bool = field(default=True, compare=False)
+    health_check: HealthCheck | None = None  # over its pool's (file data: part of equality)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,13 @@ class RunnerHost:
     online: bool = True
     vcpus: int | None = None
     pause: HostPause | None = None
+
+
+def health_check_of(device: Device, pool: Pool | None) -> HealthCheck | None:
+    """The health check that runs on ``device``: its own, else its pool's (None: it has none)."""
+    if device.health_check is not None:
+        return device.health_check
+    return pool.health_check if pool is not None else None
 
 
 def implicit_pool_labels(pool: Pool) -> dict[str, str]:
@@ -281,9 +291,16 @@ class InventoryIndex:
         self.pool_ids = [device.pool_id for device in self.devices]
         self.pools = Column.encode(self.pool_ids)
         self.hosts = Column.encode(device.host for device in self.devices)
-        self.states = Column.encode((device.state, device.state_note) for device in self.devices)
-        self.health = Column.encode(device.health for device in self.devices)
-        self.presence = Column.encode((device.present, device.host) for device in self.devices)
+        # Most devices carry the shared defaults: those encode as cheaply as before (an enum, None), and
+        # only the others hash their note or health.
+        self.states = Column.encode(
+            (device.state, device.state_note) if device.state_note is not NO_NOTE else (device.state, None)
+            for device in self.devices
+        )
+        self.health = Column.encode(
+            None if device.health is UNKNOWN_HEALTH else device.health for device in self.devices
+        )
+        self.absent = Column.encode(None if device.present else device.host for device in self.devices)
         self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
         self.paused_hosts = {host.id: host.pause for host in inventory.hosts if host.pause is not None}
         self.host_vcpus = {host.id: host.vcpus for host in inventory.hosts}

@@ -31,6 +31,7 @@ from itertools import compress
 from typing import Final
 
 from kerrigan.core.device_status import (
+    NO_NOTE,
     DeviceHealth,
     HostPause,
     StateNote,
@@ -233,24 +234,25 @@ _STATE_RULES: Final = {
 }
 
 
-def _state_reason(state: DeviceState, note: StateNote) -> Reason | None:
+def _state_reason(state: DeviceState, note: StateNote | None) -> Reason | None:
     """Why a device in ``state`` takes no job, with who set it, since and until when, and why."""
     rule = _STATE_RULES.get(state)
     if rule is None:
         return None
-    return Reason(ReasonKind.DEVICE_STATE, state.value, state_text(state.value, note), rule[0], rule[1])
+    text = state_text(state.value, note or NO_NOTE)
+    return Reason(ReasonKind.DEVICE_STATE, state.value, text, rule[0], rule[1])
 
 
-def _health_reason(health: DeviceHealth) -> Reason | None:
-    if health.eligible:
+def _health_reason(health: DeviceHealth | None) -> Reason | None:
+    if health is None or health.eligible:
         return None
     return Reason(
         ReasonKind.DEVICE_HEALTH, health.health.value, health_text(health), "device health bad", False
     )
 
 
-def _absent_reason(present: bool, host: str) -> Reason | None:
-    if present:
+def _absent_reason(host: str | None) -> Reason | None:
+    if host is None:  # present
         return None
     text = absent_text(host)
     return Reason(ReasonKind.DEVICE_ABSENT, host, text, "device absent from its runner host", False)
@@ -271,6 +273,7 @@ def resolve(
     repository: str | None = None,
     vcpus: int | None = None,
     unreported_fit: bool = False,
+    health_check: bool = False,
 ) -> TaskResolution:
     """Match ``requested`` against every device of ``inventory``; ``busy`` holds leased device ids.
 
@@ -282,6 +285,9 @@ def resolve(
     reported them) is rejected. ``None`` (no hosts' reports to check against, as in ``kerrigan explain``)
     checks nothing. A host that has not reported makes a claim above the default wait (*not yet*), unless
     ``unreported_fit``: the dispatcher leaves such a host to its agent, which refuses what it cannot fit.
+
+    ``health_check``: the task is a device's health check, which a ``bad`` device runs (it is what can
+    make it ``good`` again): health is not a reason.
 
     Each rule is checked once per distinct value in the snapshot, not once per device: a rule becomes a
     column of reasons (or ``None``) over the devices, and a device's reasons are its row across them.
@@ -316,8 +322,9 @@ def resolve(
             index.tags.codes,
         )
     _add_column(columns, [_state_reason(*value) for value in index.states.values], index.states.codes)
-    _add_column(columns, [_health_reason(health) for health in index.health.values], index.health.codes)
-    _add_column(columns, [_absent_reason(*value) for value in index.presence.values], index.presence.codes)
+    if not health_check:
+        _add_column(columns, [_health_reason(h) for h in index.health.values], index.health.codes)
+    _add_column(columns, [_absent_reason(host) for host in index.absent.values], index.absent.codes)
     paused = index.paused_hosts
     if paused:
         _add_column(
