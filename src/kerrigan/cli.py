@@ -360,6 +360,7 @@ def _runner(args: argparse.Namespace) -> int:
     from kerrigan.core.host_capacity import HostLimits
     from kerrigan.core.unpacking import UnpackLimits
     from kerrigan.runner.agent import Agent, AgentSettings, not_dumpable
+    from kerrigan.runner.devices_file import load_devices_file
     from kerrigan.runner.isolation.probe import IsolationUnavailableError
     from kerrigan.runner.isolation.users import UserRange
     from kerrigan.runner.server import ServerRefused, ServerUnavailable
@@ -393,6 +394,8 @@ def _runner(args: argparse.Namespace) -> int:
             job_groups=_group_ids(args.job_groups),
             unpack_limits=UnpackLimits(args.unpack_max_bytes, args.unpack_max_files),
             github_retry_s=args.github_retry_s,
+            # A DevicesFileError is a ValueError: one line naming the file, its line and field.
+            devices_file=load_devices_file(Path(args.devices_file)) if args.devices_file else None,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -493,6 +496,11 @@ def _add_runner_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         type=int,
         default=200_000,
         help="refuse a repository tarball of more files, folders and links than this",
+    )
+    runner_cmd.add_argument(
+        "--devices-file",
+        metavar="FILE",
+        help="YAML: how to find each device on this host (present_if) and its jobs' private env",
     )
     runner_cmd.add_argument("--sysfs-root", default="/sys/devices/system/cpu", help=argparse.SUPPRESS)
     runner_cmd.set_defaults(handler=_runner, runner_command=None)

@@ -83,3 +83,31 @@ def test_claims_that_are_not_numbers_are_a_usage_error() -> None:
     done = kerrigan("runner", "topology", "--claims", "2,two")
     assert done.returncode == 2
     assert "'2,two' is not a comma-separated list of vCPU counts" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "kerrigan runner: devices file {path}: no such file"),
+        (
+            "devices:\n  modalix-redbox:\n    present_if: {command: [probe], timeout_s: 300}\n",
+            "kerrigan runner: {path}:3:47: devices.modalix-redbox.present_if.timeout_s: must be 1 to 120",
+        ),
+        (
+            "devices:\n  modalix-bluebox:\n    env: {GITHUB_TOKEN: x}\n",
+            "kerrigan runner: {path}:3:11: devices.modalix-bluebox.env.GITHUB_TOKEN: names starting GITHUB_",
+        ),
+    ],
+)
+def test_a_bad_devices_file_stops_the_runner_with_one_line_naming_it(
+    tmp_path: Path, text: str | None, message: str
+) -> None:
+    path = tmp_path / "devices.yml"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    server = ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t")
+    done = kerrigan("runner", *server, "--work-dir", tmp_path / "work", "--devices-file", path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message.format(path=path))
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

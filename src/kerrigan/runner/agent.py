@@ -7,11 +7,13 @@ fetches the repository at the job's commit into the job's workspace, waits until
 the command through :mod:`kerrigan.runner.launch` in its own process group. Output is cut into numbered
 pages and uploaded as it comes; the end is reported with the exit status and the job's ``reservation_use``.
 
-Heartbeats renew the host's leases and carry its resources (by name), device states, the jobs waiting on
-the host for capacity (so the server can ask to withdraw one whose queue-wait budget ran out) and its
-health (with how jobs are isolated: :mod:`kerrigan.runner.isolation`). Cancel and withdraw requests arrive
-on the poll. A restarted agent finds its job records, registers the CPU sets of jobs still running and
-follows them to their end, and empties the cgroups of jobs that ended while it was away.
+Heartbeats renew the host's leases and carry its resources (by name), device states (each device the
+devices file names checked before registering and before each heartbeat:
+:mod:`kerrigan.runner.devices_file`; every other one present), the jobs waiting on the host for capacity
+(so the server can ask to withdraw one whose queue-wait budget ran out) and its health (with how jobs are
+isolated: :mod:`kerrigan.runner.isolation`). Cancel and withdraw requests arrive on the poll. A restarted
+agent finds its job records, registers the CPU sets of jobs still running and follows them to their end,
+and empties the cgroups of jobs that ended while it was away.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ RECONCILE_AFTER_S: Final = 5.0  # a job accepted this recently may not show in a
 IDLE_POLL_S: Final = 1.0  # between polls that brought nothing new
 MAINTENANCE_INTERVAL_S: Final = 600.0
 REVOKE_AT_STOP_S: Final = 5.0  # tokens still not revoked then expire on their own within the hour
+PRESENCE_WAIT_S: Final = 5.0  # a heartbeat waits this long for device checks; a slower one is sent the next
 
 
 class Agent(Recovery):
@@ -58,11 +61,16 @@ class Agent(Recovery):
         """
         self._lay_out_work_dir()
         self.announce_isolation()
+        self.devices = dict(await self.presence.check())  # the devices file's, before the server names ours
         registration = await self._register()
         self.lease_ttl_s = registration.lease_ttl_s
         self.poll_timeout_s = registration.poll_timeout_s
         self.capabilities = registration.capabilities
-        self.devices = {str(device["id"]): "present" for device in registration.devices}
+        listed = [str(device["id"]) for device in registration.devices]
+        skipped = self.presence.keep(listed)
+        self.devices = dict.fromkeys(listed, "present") | self.presence.states
+        if skipped:  # reported with the registration (not known then): registered again without them
+            await self._register()
         log.info(
             "registered %s: protocol %s, capabilities %s, devices %s",
             self.settings.host_id,
@@ -84,6 +92,7 @@ class Agent(Recovery):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.presence.close()
             await self.stop()
 
     def announce_isolation(self) -> None:
@@ -144,6 +153,7 @@ class Agent(Recovery):
     # -- heartbeats and polls ----------------------------------------------------------------------
 
     async def _heartbeat(self) -> None:
+        self.devices.update(await self.presence.check(PRESENCE_WAIT_S))
         sent_at = self.clock()
         held = {
             job_id

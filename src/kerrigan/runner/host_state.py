@@ -22,6 +22,7 @@ from typing import Any, Final
 import aiohttp
 
 from kerrigan.core.cpus import CpuAllocator
+from kerrigan.runner.devices_file import DevicePresence
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
 from kerrigan.runner.isolation.users import allocate, ids_in_use
@@ -72,6 +73,7 @@ class HostState:
         )
         self.jobs: dict[str, JobRecord] = {}
         self.devices: dict[str, str] = {}
+        self.presence = DevicePresence(settings.devices_file)  # what --devices-file finds, and device env
         self.refusals: dict[str, int] = {}
         self.lease_ttl_s = 60.0
         self.poll_timeout_s = 25.0

@@ -45,9 +45,10 @@ class Preparation(Processes):
         except (SourceError, OSError, UnsafeWorkspaceError, NoJobUserError) as err:
             log.warning("job %s: %s", record.id, err)
             outcome = self._stop_reasons.pop(record.id, None)
-            if outcome is None and fetching and "source_unavailable" in self.capabilities:
-                # GitHub or the network failed the fetch: another attempt may find it (a refused tarball
-                # or a broken workspace would fail the same way anywhere, and is not said so).
+            passing = fetching and isinstance(err, SourceError) and err.transient
+            if outcome is None and passing and "source_unavailable" in self.capabilities:
+                # GitHub or the network failed the fetch: another attempt may find it (a 404, a refused
+                # tarball or a broken workspace would fail the same way anywhere, and is not said so).
                 outcome = "source_unavailable"
             await self._end(record, None, outcome, note=f"kerrigan: {err}\n")
             return

@@ -1,7 +1,8 @@
 """A job's process: started pinned to its CPUs under the launcher, followed to its end, stopped.
 
 The command runs as ``/bin/sh -c`` under :mod:`kerrigan.runner.launch` in its own process group; its
-environment is the agent's own without any ``KERRIGAN_*`` setting, plus the job's. Where the host allows it
+environment is the agent's own without any ``KERRIGAN_*`` setting, plus the job's and its device's settings
+from the devices file (:mod:`kerrigan.runner.devices_file`). Where the host allows it
 (:mod:`kerrigan.runner.isolation`) it runs as the job's own user with a private ``/tmp`` in the job's own
 cgroup, which is emptied (everything in it killed) and removed before the job's end is reported, so nothing
 of a job holds its device when the next one gets it.
@@ -145,6 +146,7 @@ class Processes(Reporting):
         for procs in backend.join_files(record.cgroup):
             launcher += ["--cgroup-procs", procs]
         env = job_environment(record.offer | {"github": self._credentials.get(record.id)}, cpus, os.environ)
+        env.update(self.presence.env(str(record.offer.get("device", ""))))  # the devices file's settings
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)
             home = area / "home"

@@ -9,6 +9,7 @@ from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.github_retry import BACKOFF_BASE_S
 from kerrigan.core.host_capacity import HostLimits
 from kerrigan.core.unpacking import UnpackLimits
+from kerrigan.runner.devices_file import DevicesFile
 from kerrigan.runner.github_requests import RetryBudget
 from kerrigan.runner.isolation.probe import ISOLATION_MODES
 from kerrigan.runner.isolation.users import DEFAULT_JOB_USERS, UserRange
@@ -35,6 +36,7 @@ class AgentSettings:
     unpack_limits: UnpackLimits = field(default_factory=UnpackLimits)  # bytes and members of a tarball
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
+    devices_file: DevicesFile | None = None  # --devices-file, read: which devices are there, their jobs' env
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATION_MODES:

@@ -35,6 +35,7 @@ from typing import IO, Any, Final
 
 import aiohttp
 
+from kerrigan.core.github_retry import retry_after
 from kerrigan.core.unpacking import (
     FOLDER_MODE,
     Kind,
@@ -70,7 +71,14 @@ _NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_C
 
 
 class SourceError(Exception):
-    """The repository could not be fetched or unpacked; the message says what GitHub or tar said."""
+    """The repository could not be fetched or unpacked; the message says what GitHub or tar said.
+    ``transient``: another try, on another host, may well succeed (GitHub kept failing past the retries,
+    no answer came, this host's disk could not hold it); not a refusal GitHub will repeat (a 404, a
+    token it will not take) nor a tarball refused for what it holds."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class SourceCache:
@@ -128,11 +136,14 @@ class SourceCache:
             await with_retries(lambda: self._download_once(url, token, staged), self.retry, f"GET {url}")
             staged.replace(target)
         except GitHubRequestError as err:
-            raise SourceError(f"GET {url}: {err}") from err
+            passing = retry_after(err.status, err.headers, err.message, 1, time.time()) is not None
+            raise SourceError(f"GET {url}: {err}", transient=passing) from err
         except aiohttp.ClientError as err:  # not an answer GitHub may change (a redirect loop, a bad URL)
             raise SourceError(f"GET {url}: {describe(err)}") from err
-        except OSError as err:  # the work dir's disk, not GitHub
-            raise SourceError(f"cannot store the tarball of {repository} at {sha}: {err}") from err
+        except OSError as err:  # the work dir's disk, not GitHub: another host's may hold it
+            raise SourceError(
+                f"cannot store the tarball of {repository} at {sha}: {err}", transient=True
+            ) from err
         finally:
             with contextlib.suppress(FileNotFoundError):
                 staged.unlink()

@@ -420,13 +420,15 @@ async def test_without_a_token_the_job_fails_instead_of_running_stale_files(
     assert harness.requests("GET", f"/tarball/{OTHER_SHA}") == []
 
 
-async def test_a_fetch_github_fails_is_retried_on_another_device_to_a_green_check_run(
+async def test_a_fetch_github_keeps_failing_is_retried_on_another_device_to_a_green_check_run(
     harness: Harness, agents: AgentFactory
 ) -> None:
-    # The first tarball download is refused: that attempt ends source_unavailable, the lab's failure,
-    # and its retry, kept off the device that failed it, fetches and runs the task.
-    harness.github.fail_next("GET", r"/tarball/", 404, times=1)
-    await start_both(harness, agents)
+    # GitHub fails the first tarball download past the runner's retries (none here): that attempt ends
+    # source_unavailable, the lab's failure, and its retry, kept off the device that failed it, fetches
+    # and runs the task. (A 404 is GitHub's refusal, the same everywhere: not retried, as the test of it
+    # in test_runner_github_faults.py says.)
+    harness.github.fail_next("GET", r"/tarball/", 502, times=1)
+    await start_both(harness, agents, github_retry_s=0.0)
     [run] = await harness.push_commit(smoke_commit())
 
     await completed(harness, run)

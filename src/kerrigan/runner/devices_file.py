@@ -1,0 +1,401 @@
+"""Which of its devices a runner host really has: ``kerrigan runner --devices-file devices.yml``.
+
+The file maps device ids to how the agent finds each one (``present_if``: a path that exists while the
+device is there, or a command that exits 0) and to private settings its jobs get as environment
+(``env``)::
+
+    devices:
+      modalix-bluebox:
+        present_if: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0
+        env: {KERRIGAN_SERIAL: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0, POWER_OUTLET: pdu-3:7}
+      modalix-redbox:
+        present_if: {command: [/opt/lab/bin/probe, redbox], timeout_s: 10}
+
+:func:`load_devices_file` reads it (a mistake raises :class:`DevicesFileError`, one line naming the file,
+line and field); :class:`DevicePresence` checks the devices, all at once and off the event loop, and says
+what each is: ``present``, ``missing`` (the path does not exist, the command exited non-zero) or ``error``
+(the check itself failed: it timed out and was killed, could not be started, the path could not be looked
+at). The server takes ``missing`` and ``error`` alike as *absent*: the device gets no jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shlex
+import signal
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+import yaml
+
+from kerrigan.core.quoting import quote
+from kerrigan.core.yamlsource import SourceReader, describe, is_null, join_field
+
+log = logging.getLogger(__name__)
+
+State = Literal["present", "missing", "error"]
+
+DEFAULT_TIMEOUT_S: Final = 10
+MAX_TIMEOUT_S: Final = 120
+PATH_TIMEOUT_S: Final = 10.0  # a path on a filesystem that hangs (NFS) is an error, not a stuck heartbeat
+MAX_NODES: Final = 100_000  # keys and values in the file, aliases expanded
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# What the agent sets in every job's environment itself (kerrigan.runner.processes: job_environment, and
+# HOME, USER, LOGNAME and TMPDIR for a job run as its own user): a device's env may not set these.
+AGENT_ENV: Final = frozenset(
+    {
+        "CI",
+        "KERRIGAN",
+        "KERRIGAN_SESSION_ID",
+        "KERRIGAN_TASK_ID",
+        "KERRIGAN_DEVICE_ID",
+        "KERRIGAN_DEVICE_BOARD",
+        "KERRIGAN_DEVICE_LABELS",
+        "KERRIGAN_CPUS",
+        "KERRIGAN_WORKFLOW_RUN_ID",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+    }
+)
+AGENT_ENV_PREFIXES: Final = ("KERRIGAN_JOB_", "GITHUB_")
+
+
+class DevicesFileError(ValueError):
+    """The devices file cannot be used: one line naming the file and the (first) problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class PathCheck:
+    """Present while ``path`` exists (a symbolic link: while what it points to exists)."""
+
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCheck:
+    """Present when ``argv`` (run without a shell) exits 0 within ``timeout_s``."""
+
+    argv: tuple[str, ...]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+
+PresentIf = PathCheck | CommandCheck
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEntry:
+    """One device of the file: how it is found (None: always present) and its jobs' private settings."""
+
+    present_if: PresentIf | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesFile:
+    """A devices file, read: its path (as given) and its devices by id."""
+
+    path: str
+    devices: Mapping[str, DeviceEntry]
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """What a check found, and in words why (``/dev/ttyUSB3 does not exist``)."""
+
+    state: State
+    detail: str
+
+
+# -- reading the file ------------------------------------------------------------------------------------
+
+
+def load_devices_file(path: Path) -> DevicesFile:
+    """Read and check the devices file at ``path``; :class:`DevicesFileError` when it cannot be used."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DevicesFileError(f"devices file {path}: no such file") from None
+    except IsADirectoryError:
+        raise DevicesFileError(f"devices file {path}: is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise DevicesFileError(f"devices file {path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise DevicesFileError(f"devices file {path}: {exc.strerror}") from None
+    return parse_devices_file(text, str(path))
+
+
+def parse_devices_file(text: str, file: str) -> DevicesFile:
+    """Check a devices file's text; ``file`` names it in the error. Every problem is found, the first (in
+    the order of the file) is raised, with how many more there are."""
+    reader = SourceReader(file)
+    devices = _read(reader, text)
+    errors = reader.sorted_errors()
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise DevicesFileError(f"{errors[0]}{more}")
+    return DevicesFile(file, devices)
+
+
+def _read(r: SourceReader, text: str) -> dict[str, DeviceEntry]:
+    root = r.compose(text, "devices file", max_nodes=MAX_NODES)
+    top = r.mapping(root, "", ("devices",)) if root is not None else None
+    if top is None:
+        return {}
+    if "devices" not in top:
+        r.error(root, "devices", "the devices file needs a 'devices' mapping of device id to its settings")
+        return {}
+    entries = r.mapping(top["devices"][1], "devices")
+    devices = {}
+    for device_id, (key_node, node) in (entries or {}).items():
+        where = join_field("devices", device_id)
+        if not device_id.strip():
+            r.error(key_node, where, "a device id must not be empty")
+            continue
+        entry = _device(r, node, where)
+        if entry is not None:
+            devices[device_id] = entry
+    return devices
+
+
+def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
+    entries = r.mapping(node, where, ("present_if", "env"))
+    if entries is None:
+        return None
+    present_if = None
+    if "present_if" in entries:
+        present_if = _present_if(r, entries["present_if"][1], join_field(where, "present_if"))
+    env = _env(r, entries["env"][1], join_field(where, "env")) if "env" in entries else {}
+    return DeviceEntry(present_if, env)
+
+
+def _present_if(r: SourceReader, node: yaml.Node, where: str) -> PresentIf | None:
+    if isinstance(node, yaml.ScalarNode) and not is_null(node):
+        path = r.string(node, where)
+        if path is None:
+            return None
+        if not path.startswith("/"):
+            r.error(node, where, f"must be an absolute path, not {quote(path)}")
+            return None
+        if "\0" in path:
+            r.error(node, where, "must not hold a NUL character")
+            return None
+        return PathCheck(path)
+    if not isinstance(node, yaml.MappingNode):
+        r.error(node, where, f"must be a path or {{command: [...], timeout_s: N}}, not {describe(node)}")
+        return None
+    entries = r.mapping(node, where, ("command", "timeout_s"))
+    if entries is None:
+        return None
+    if "command" not in entries:
+        r.error(node, join_field(where, "command"), "is required: the command and its arguments, as a list")
+        return None
+    argv_field = join_field(where, "command")
+    argv_node = entries["command"][1]
+    if isinstance(argv_node, yaml.ScalarNode) and not is_null(argv_node):
+        r.error(
+            argv_node, argv_field, "must be a list of the command and its arguments (run without a shell)"
+        )
+        return None
+    argv = []
+    for item, item_field, text in r.strings(argv_node, argv_field, scalar_ok=False, allow_empty=True):
+        if "\0" in text:
+            r.error(item, item_field, "must not hold a NUL character")
+            return None
+        argv.append(text)
+    if not argv:
+        if isinstance(argv_node, yaml.SequenceNode) and not argv_node.value:
+            r.error(argv_node, argv_field, "must name the command to run")
+        return None
+    if not argv[0]:
+        r.error(argv_node, join_field(argv_field, 0), "must name the command to run")
+        return None
+    timeout_s = DEFAULT_TIMEOUT_S
+    if "timeout_s" in entries:
+        found = r.integer(
+            entries["timeout_s"][1], join_field(where, "timeout_s"), minimum=1, maximum=MAX_TIMEOUT_S
+        )
+        if found is None:
+            return None
+        timeout_s = found
+    return CommandCheck(tuple(argv), timeout_s)
+
+
+def _env(r: SourceReader, node: yaml.Node, where: str) -> dict[str, str]:
+    entries = r.mapping(node, where)
+    env = {}
+    for name, (key_node, value_node) in (entries or {}).items():
+        name_field = join_field(where, name)
+        problem = env_name_problem(name)
+        if problem is not None:
+            r.error(key_node, name_field, problem)
+            continue
+        value = r.string(value_node, name_field, allow_empty=True)
+        if value is None:
+            continue
+        if "\0" in value:
+            r.error(value_node, name_field, "must not hold a NUL character")
+            continue
+        env[name] = value
+    return env
+
+
+def env_name_problem(name: str) -> str | None:
+    """Why ``name`` may not be set in a device's env (None: it may)."""
+    if _ENV_NAME.fullmatch(name) is None:
+        return f"{quote(name)} is not an environment variable name (letters, digits and _, not first a digit)"
+    for prefix in AGENT_ENV_PREFIXES:
+        if name.startswith(prefix):
+            return f"names starting {prefix} are the agent's own, for every job; choose another name"
+    if name in AGENT_ENV:
+        return f"the agent sets {name} itself, for every job; choose another name"
+    return None
+
+
+# -- checking the devices --------------------------------------------------------------------------------
+
+
+async def check(present_if: PresentIf) -> Presence:
+    """Whether the device is there: a path looked at in a thread, a command run as a subprocess in its
+    own process group (killed, with whatever it started, when its time is up)."""
+    if isinstance(present_if, PathCheck):
+        return await _look_at(present_if.path)
+    return await _run(present_if)
+
+
+async def _look_at(path: str) -> Presence:
+    try:
+        await asyncio.wait_for(asyncio.to_thread(os.stat, path), PATH_TIMEOUT_S)
+    except (FileNotFoundError, NotADirectoryError):
+        return Presence("missing", f"{path} does not exist")
+    except TimeoutError:
+        return Presence("error", f"{path} could not be looked at within {PATH_TIMEOUT_S:g} s")
+    except OSError as exc:
+        return Presence("error", f"{path} could not be looked at: {exc.strerror or exc}")
+    return Presence("present", f"{path} exists")
+
+
+async def _run(command: CommandCheck) -> Presence:
+    shown = shlex.join(command.argv)
+    # Never the runner's token, nor any other of the agent's settings (as for jobs).
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KERRIGAN_")}
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Presence("error", f"{shown} could not be started: {exc.strerror or exc}")
+    try:
+        status = await asyncio.wait_for(process.wait(), command.timeout_s)
+    except TimeoutError:
+        return Presence("error", f"{shown} did not finish within {command.timeout_s:g} s; killed")
+    finally:
+        if process.returncode is None:  # timed out, or the agent is stopping
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+    if status == 0:
+        return Presence("present", f"{shown} exited 0")
+    if status < 0:
+        return Presence("error", f"{shown} was killed by signal {-status}")
+    return Presence("missing", f"{shown} exited {status}")
+
+
+class DevicePresence:
+    """The devices of a devices file: checked together, their last states, and their jobs' env.
+
+    A check still running when the next is asked for is not started again: its device keeps its last state
+    until it ends (a slow command never holds up a heartbeat for longer than the caller waits).
+    """
+
+    def __init__(self, file: DevicesFile | None) -> None:
+        self.file = file
+        self.entries: dict[str, DeviceEntry] = dict(file.devices) if file is not None else {}
+        self.last: dict[str, Presence] = {}
+        self._checks: dict[str, asyncio.Task[Presence]] = {}
+
+    @property
+    def states(self) -> dict[str, State]:
+        """Each device's state as last checked (a device not yet checked is not in it)."""
+        return {device_id: presence.state for device_id, presence in self.last.items()}
+
+    def env(self, device_id: str) -> Mapping[str, str]:
+        """The settings a job on the device gets as environment (none for a device not in the file)."""
+        entry = self.entries.get(device_id)
+        return entry.env if entry is not None else {}
+
+    async def check(self, wait_s: float | None = None) -> dict[str, State]:
+        """Check every device at once, waiting up to ``wait_s`` (None: until each check has ended, each
+        within its own timeout); each device's state as last checked. A change is logged."""
+        for device_id, entry in self.entries.items():
+            if entry.present_if is not None and device_id not in self._checks:
+                task = asyncio.create_task(check(entry.present_if), name=f"kerrigan-device-{device_id}")
+                self._checks[device_id] = task
+        if self._checks:
+            try:
+                await asyncio.wait(self._checks.values(), timeout=wait_s)
+            except asyncio.CancelledError:  # the agent is stopping: nothing of a check outlives it
+                await self.close()
+                raise
+        for device_id, task in list(self._checks.items()):
+            if task.done():
+                del self._checks[device_id]
+                if device_id in self.entries:  # not skipped meanwhile
+                    self._found(device_id, _outcome(task))
+        for device_id, entry in self.entries.items():
+            if entry.present_if is None:
+                self.last.setdefault(device_id, Presence("present", "no present_if: taken to be there"))
+        return self.states
+
+    def _found(self, device_id: str, presence: Presence) -> None:
+        before = self.last.get(device_id)
+        self.last[device_id] = presence
+        if before is not None and before.state != presence.state:
+            level = logging.INFO if presence.state == "present" else logging.WARNING
+            log.log(
+                level, "device %s: %s, now %s: %s", device_id, before.state, presence.state, presence.detail
+            )
+
+    def keep(self, listed: Collection[str]) -> list[str]:
+        """From now on only the devices the server lists for this host: each other one the file names is a
+        warning, and skipped (seed 001); those skipped. The state each kept one was found in is logged."""
+        skipped = sorted(device_id for device_id in self.entries if device_id not in listed)
+        for device_id in skipped:
+            log.warning(
+                "devices file %s: the server does not list device %s for this host; skipped",
+                self.file.path if self.file is not None else "",
+                device_id,
+            )
+            del self.entries[device_id]
+            self.last.pop(device_id, None)
+        for device_id, presence in sorted(self.last.items()):
+            level = logging.INFO if presence.state == "present" else logging.WARNING
+            log.log(level, "device %s: %s (%s)", device_id, presence.state, presence.detail)
+        return skipped
+
+    async def close(self) -> None:
+        """Stop the checks under way (their commands are killed)."""
+        tasks = list(self._checks.values())
+        self._checks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _outcome(task: asyncio.Task[Presence]) -> Presence:
+    exc = task.exception()
+    if exc is not None:  # not expected: every failure of a check is a Presence of its own
+        return Presence("error", f"the check failed: {exc!r}")
+    return task.result()
