@@ -19,6 +19,8 @@ from kerrigan.store.database import Database
 from kerrigan.store.leases import leased_devices, take_queued_jobs
 from kerrigan.store.models import DeviceLeaseRow, JobRow
 from kerrigan.store.runners import create_runner_token
+from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
 from tests.conftest import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
@@ -238,13 +240,22 @@ async def test_streamed_elapsed_queue_time_sets_a_local_deadline(
     # The deadline is the budget less what the job spent in the server's queue, against the waits the
     # runner streams in its heartbeats: 12 s queued here leaves 18 s of the 30 s budget on the host.
     client, headers = runner
-    await queue(db, SESSION, {"smoke": SOM_UART}, max_devkits=1)
-    await limit(db, 30)
+    # Made in one transaction: the server's own dispatcher runs beside this test, and a round of it that
+    # read the job before the 12 s were written could write its own figure over them afterwards.
+    resolution = {
+        "tasks": [{"id": "smoke", "requested": SOM_UART}],
+        "scheduling": {
+            "max_devkits": 1,
+            "strategy": "spread",
+            "priority": "normal",
+            "queue_wait_limit_s": 30,
+        },
+    }
     async with db.sessions() as session, session.begin():
+        await create_session(session, builders.session(SESSION, ["smoke"], resolution=resolution), db.clock())
         [row] = await session.scalars(select(JobRow))
         row.queue_wait_s = 12.0
-        row.ready_at = row.queue_wait_observed_at = None
-    await Dispatcher(db).dispatch_once()
+    await Dispatcher(db).dispatch_once()  # or the server's own: the offer is the same
     polled = await (await client.get("/api/runner/v1/poll", headers=headers)).json()
     [offer] = polled["offers"]
     assert offer["queue_wait_remaining_s"] == 18
