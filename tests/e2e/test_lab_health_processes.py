@@ -1,0 +1,98 @@
+"""Device health and host pauses end to end: ``kerrigan serve``, the GitHub stand-in and two ``kerrigan
+runner`` processes (rig-01 with board-a, rig-02 with board-b), as an operator runs them; what GitHub shows is
+read back through the stand-in's API.
+
+- A paused host drains: the job running there goes on (board-a's task hangs here, so it is still running
+  at the end; tests/integration/github/test_host_pause_agents.py sees one finish), a push after the pause
+  gets none of its devices, and its check run says who paused the host and why.
+- An owner's maintenance, with its reason and until, reaches the check run of a push that needs the board.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from datetime import UTC, datetime, timedelta
+
+from kerrigan.core.device_status import HostPause
+from kerrigan.core.inventory import DeviceState
+from kerrigan.runner.isolation.cgroups import empty
+from kerrigan.runner.records import JobRecords
+from kerrigan.store.audit import Change
+from kerrigan.store.inventory import set_state
+from kerrigan.store.runners import set_pause
+from tests.e2e.test_runner_lost_retry import Lab, check_runs, lab, runner  # noqa: F401 -- the fixture
+from tests.e2e.test_runner_processes import jobs_of, push, session_at
+
+
+async def test_a_paused_host_drains_and_its_pause_is_explained(lab: Lab) -> None:  # noqa: F811
+    db = lab.database
+    async with runner(lab, "rig-01"), runner(lab, "rig-02"):
+        first = "e" * 40
+        await push(lab, first)
+        deadline = time.monotonic() + 60
+        while not any(row.host == "rig-01" and row.state == "running" for row in await jobs_of(lab)):
+            assert time.monotonic() < deadline, "no job ran on rig-01"
+            await asyncio.sleep(0.1)
+        now = datetime.now(UTC)
+        async with db.sessions() as session, session.begin():
+            pause = HostPause("kernel upgrade", "octocat", now)
+            assert await set_pause(session, "rig-01", pause, Change("octocat", now)) is not None
+        [held] = [row for row in await jobs_of(lab) if row.host == "rig-01" and row.state == "running"]
+        second = "f" * 40
+        await push(lab, second)
+        await session_at(lab, second, timeout=60, done=False)
+        deadline = time.monotonic() + 60
+        while True:
+            runs = await check_runs(lab.served, second)
+            text = " ".join(str(run["output"]) for run in runs)
+            if "runner host rig-01 paused by octocat: kernel upgrade" in text:
+                break
+            assert time.monotonic() < deadline, text[:2000]
+            await asyncio.sleep(0.5)
+        rows = await jobs_of(lab)
+        newest = max(row.session_pk for row in rows)
+        assert "rig-01" not in {row.host for row in rows if row.session_pk == newest}
+        assert [row.state for row in rows if row.pk == held.pk] == ["running"]  # the pause stopped nothing
+    for record in JobRecords(lab.folder / "rig-01").load_all():  # the killed agent's hanging job is ours
+        if record.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(record.pid, signal.SIGKILL)
+        if record.cgroup is not None:
+            empty(record.cgroup)
+
+
+async def test_an_owners_maintenance_reaches_the_check_run(lab: Lab) -> None:  # noqa: F811
+    db = lab.database
+    now = datetime.now(UTC)
+    until = now + timedelta(hours=2)
+    async with db.sessions() as session, session.begin():
+        for device in ("board-a", "board-b"):
+            await set_state(
+                session,
+                device,
+                DeviceState.MAINTENANCE,
+                "reflashing the bootloader",
+                until=until,
+                change=Change("octocat", now),
+            )
+    async with runner(lab, "rig-01"), runner(lab, "rig-02"):
+        sha = "a1" * 20
+        await push(lab, sha)
+        deadline = time.monotonic() + 60
+        expected = (
+            f"device in maintenance since {now:%Y-%m-%d %H:%M} by octocat until {until:%Y-%m-%d %H:%M}: "
+            "reflashing the bootloader"
+        )
+        while True:
+            runs = await check_runs(lab.served, sha)
+            text = " ".join(str(run["output"]) for run in runs)
+            if expected in text:
+                break
+            assert time.monotonic() < deadline, text[:2000]
+            await asyncio.sleep(0.5)
+        [run] = runs
+        assert run["status"] == "queued"
