@@ -10,6 +10,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import Device, Inventory, Pool, RunnerHost
 
 
@@ -121,6 +122,10 @@ def _value_changes(
             yield FieldChange(ChangeKind.CHANGE, subject_type, subject_id, field, old, new)
 
 
+def _check(check: HealthCheck | None) -> dict[str, object] | None:
+    return check.as_document() if check is not None else None
+
+
 def pool_field_changes(before: Pool, after: Pool) -> list[FieldChange]:
     """How ``after`` differs from ``before``, field by field."""
     changes = list(
@@ -133,6 +138,7 @@ def pool_field_changes(before: Pool, after: Pool) -> list[FieldChange]:
                 ("firmware.base_version", before.firmware.base_version, after.firmware.base_version),
                 ("owners", list(before.owners), list(after.owners)),
                 ("repositories", list(before.repositories), list(after.repositories)),
+                ("health_check", _check(before.health_check), _check(after.health_check)),
             ],
         )
     )
@@ -155,6 +161,7 @@ def device_field_changes(before: Device, after: Device) -> list[FieldChange]:
                 ("host", before.host, after.host),
                 ("state", before.state.value, after.state.value),
                 ("state_reason", before.state_reason, after.state_reason),
+                ("health_check", _check(before.health_check), _check(after.health_check)),
             ],
         )
     )

@@ -15,6 +15,18 @@ from typing import Final
 
 import yaml
 
+from kerrigan.core.health_checks import (
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_VCPUS,
+    HEALTH_CHECK_KEYS,
+    MAX_TIMEOUT_S,
+    MAX_VCPUS,
+    HealthCheck,
+    HealthCheckError,
+    check_run,
+    health_check_from_document,
+    parse_duration,
+)
 from kerrigan.core.inventory import (
     DEVICE_FIELDS,
     MAX_POOL_REPOSITORIES,
@@ -37,10 +49,10 @@ from kerrigan.core.labels import (
 )
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
-_POOL_KEYS: Final = (*POOL_FIELDS, "devices")
+_POOL_KEYS: Final = (*POOL_FIELDS, "health_check", "devices")
 # `health` is what the export says of a device's health: read-only, so an import skips it (see
 # docs/inventory.md). It is checked to be a mapping, no more.
-_DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "health")))
+_DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "health_check", "health")))
 _HOST_KEYS: Final = ("id", "state")
 _HOST_STATES: Final = ("online", "offline")
 _LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
@@ -181,6 +193,7 @@ class _InventoryParser:
             )
         labels = self._labels(entries.get("labels"), field + ".labels")
         tags = self._tags(entries.get("tags"), field + ".tags")
+        health_check = self._health_check(entries.get("health_check"), field + ".health_check")
         if pool_id is not None:
             if pool_id in self.pool_lines:
                 r.error(
@@ -191,7 +204,16 @@ class _InventoryParser:
             else:
                 self.pool_lines[pool_id] = line_of(node)
                 self.pools.append(
-                    Pool(pool_id, name, tuple(owners), firmware, labels, tags, tuple(repositories.values()))
+                    Pool(
+                        pool_id,
+                        name,
+                        tuple(owners),
+                        firmware,
+                        labels,
+                        tags,
+                        tuple(repositories.values()),
+                        health_check,
+                    )
                 )
         if "devices" in entries and not is_null(entries["devices"][1]):
             items = r.sequence(entries["devices"][1], field + ".devices") or ()
@@ -238,6 +260,7 @@ class _InventoryParser:
             state_reason = r.string(entries["state_reason"][1], field + ".state_reason") or ""
         labels = self._labels(entries.get("labels"), field + ".labels")
         tags = self._tags(entries.get("tags"), field + ".tags")
+        health_check = self._health_check(entries.get("health_check"), field + ".health_check")
         if "health" in entries and not is_null(entries["health"][1]):
             r.mapping(entries["health"][1], field + ".health")
         if device_id is None or not pool_id or board is None or host is None:
@@ -262,8 +285,54 @@ class _InventoryParser:
                 state_reason,
                 labels,
                 tags,
+                health_check=health_check,
             )
         )
+
+    def _health_check(self, entry: tuple[yaml.Node, yaml.Node] | None, field: str) -> HealthCheck | None:
+        """``{run: ..., every: 24h, timeout_s: 600, vcpus: 1}``; ``run`` is required."""
+        r = self.reader
+        if entry is None or is_null(entry[1]):
+            return None
+        node = entry[1]
+        entries = r.mapping(node, field, HEALTH_CHECK_KEYS)
+        if entries is None:
+            return None
+        ok = True
+        run: str | None = None
+        if "run" not in entries:
+            r.error(node, field + ".run", "is required: the command that checks the device")
+            ok = False
+        else:
+            run = r.string(entries["run"][1], field + ".run")
+            if run is not None:
+                try:
+                    check_run(run)
+                except HealthCheckError as exc:
+                    r.error(entries["run"][1], field + ".run", str(exc))
+                    run = None
+        every: int | None = None
+        if "every" in entries and not is_null(entries["every"][1]):
+            every_node = entries["every"][1]
+            if not isinstance(every_node, yaml.ScalarNode):
+                r.error(every_node, field + ".every", "must be a duration such as 30m, 24h or 7d")
+                ok = False
+            else:
+                try:
+                    every = parse_duration(every_node.value)
+                except HealthCheckError as exc:
+                    r.error(every_node, field + ".every", str(exc))
+                    ok = False
+        timeout_s, vcpus = DEFAULT_TIMEOUT_S, DEFAULT_VCPUS
+        if "timeout_s" in entries:
+            found = r.integer(entries["timeout_s"][1], field + ".timeout_s", minimum=1, maximum=MAX_TIMEOUT_S)
+            ok, timeout_s = ok and found is not None, found or timeout_s
+        if "vcpus" in entries:
+            found = r.integer(entries["vcpus"][1], field + ".vcpus", minimum=1, maximum=MAX_VCPUS)
+            ok, vcpus = ok and found is not None, found or vcpus
+        if not ok or run is None:
+            return None
+        return HealthCheck(run, every, timeout_s, vcpus)
 
     def _device_pool(self, entries: Entries, node: yaml.Node, field: str) -> str | None:
         r = self.reader
@@ -374,6 +443,8 @@ def inventory_document(inventory: Inventory) -> dict[str, object]:
             entry["labels"] = dict(sorted(device.labels.items()))
         if device.tags:
             entry["tags"] = sorted(device.tags)
+        if device.health_check is not None:
+            entry["health_check"] = device.health_check.as_document()
         if device.health.health.value != "unknown" or device.health.reason:  # read-only: imports ignore it
             entry["health"] = {
                 "health": device.health.health.value,
@@ -403,6 +474,8 @@ def inventory_document(inventory: Inventory) -> dict[str, object]:
             doc["labels"] = dict(sorted(pool.labels.items()))
         if pool.tags:
             doc["tags"] = sorted(pool.tags)
+        if pool.health_check is not None:
+            doc["health_check"] = pool.health_check.as_document()
         doc["devices"] = by_pool[pool.id]
         pools.append(doc)
     document: dict[str, object] = {}
@@ -430,6 +503,14 @@ def _labels_of(value: object) -> dict[str, str]:
     return {str(key): str(item) for key, item in value.items()}
 
 
+def _health_check_of(value: object) -> HealthCheck | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise DocumentError(f"expected a mapping, not {value!r}")
+    return health_check_from_document(value)
+
+
 def inventory_from_document(document: Mapping[str, object]) -> Inventory:
     """The inventory an :func:`inventory_document` holds (keys it does not write, such as ``health``, are
     skipped); :class:`DocumentError` if it is not one."""
@@ -451,6 +532,7 @@ def inventory_from_document(document: Mapping[str, object]) -> Inventory:
                     _labels_of(entry.get("labels", {})),
                     frozenset(_texts(entry.get("tags", ()))),
                     tuple(_texts(entry.get("repositories", ()))),
+                    _health_check_of(entry.get("health_check")),
                 )
             )
             devices += (
@@ -465,6 +547,7 @@ def inventory_from_document(document: Mapping[str, object]) -> Inventory:
                     str(item.get("state_reason", "")),
                     _labels_of(item.get("labels", {})),
                     frozenset(_texts(item.get("tags", ()))),
+                    health_check=_health_check_of(item.get("health_check")),
                 )
                 for item in entry.get("devices", ())
             )

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, Literal, TypeVar
 
+from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
 from kerrigan.core.inventory_diff import InventoryDiff, diff_inventories
 
@@ -92,6 +93,8 @@ def _show(value: object) -> str:
         return value.text
     if isinstance(value, (frozenset, set)):
         value = sorted(value)
+    if isinstance(value, HealthCheck):
+        value = value.as_document()
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -144,6 +147,11 @@ class _Values:
         assert isinstance(value, dict)
         return {str(key): str(item) for key, item in value.items()}
 
+    def check(self, name: str) -> HealthCheck | None:
+        value = self._values[name]
+        assert value is None or isinstance(value, HealthCheck)
+        return value
+
     def flag(self, name: str) -> bool:
         return bool(self._values[name])
 
@@ -157,6 +165,7 @@ def _pool_rebuild(pool: Pool, values: _Values) -> Pool:
         repositories=tuple(values.items("repositories")),
         labels=values.labels("labels"),
         tags=frozenset(values.items("tags")),
+        health_check=values.check("health_check"),
     )
 
 
@@ -173,6 +182,7 @@ def _device_rebuild(device: Device, values: _Values) -> Device:
         state_reason=values.text("state_reason"),
         labels=values.labels("labels"),
         tags=frozenset(values.items("tags")),
+        health_check=values.check("health_check"),
     )
 
 
@@ -188,6 +198,7 @@ POOL_MERGE_FIELDS: Final[tuple[_Field[Pool], ...]] = (
     _Field("repositories", "set", lambda p: p.repositories),
     _Field("labels", "map", lambda p: p.labels),
     _Field("tags", "set", lambda p: sorted(p.tags)),
+    _Field("health_check", "value", lambda p: p.health_check),
 )
 DEVICE_MERGE_FIELDS: Final[tuple[_Field[Device], ...]] = (
     _Field("pool", "value", lambda d: d.pool_id),
@@ -199,6 +210,7 @@ DEVICE_MERGE_FIELDS: Final[tuple[_Field[Device], ...]] = (
     _Field("state_reason", "value", lambda d: d.state_reason),
     _Field("labels", "map", lambda d: d.labels),
     _Field("tags", "set", lambda d: sorted(d.tags)),
+    _Field("health_check", "value", lambda d: d.health_check),
 )
 HOST_MERGE_FIELDS: Final[tuple[_Field[RunnerHost], ...]] = (_Field("online", "value", lambda h: h.online),)
 

@@ -48,6 +48,11 @@ def may_edit_labels(principal: Principal, pool: Pool) -> bool:
     return principal.admin or principal.login.lower() in {owner.lower() for owner in pool.owners}
 
 
+def may_check_health(principal: Principal, pool: Pool) -> bool:
+    """Ask for a health check of a device of ``pool``: admins and the pool's owners."""
+    return may_edit_labels(principal, pool)
+
+
 def check_label(
     key: str, value: str, *, approved: Mapping[str, str], principal: Principal
 ) -> tuple[str, str | None]:

@@ -29,6 +29,7 @@ from kerrigan.core.lifecycle import HOLDING_A_DEVICE, QUEUE_WAIT_EXCEEDED, RUNNE
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.store.database import Database
 from kerrigan.store.device_health import quarantine
+from kerrigan.store.health_checks import SCAN_INTERVAL, queue_due_checks
 from kerrigan.store.inventory import end_due_maintenance
 from kerrigan.store.leases import (
     Grant,
@@ -87,6 +88,7 @@ class Dispatcher:
         self.interval_s = interval_s
         self.lease_ttl = timedelta(seconds=lease_ttl_s)
         self._wake = asyncio.Event()
+        self._checks_scanned_at: datetime | None = None
         database.signals.listen(Topic.DISPATCH, self.wake)
 
     def wake(self) -> None:
@@ -113,7 +115,8 @@ class Dispatcher:
 
     async def expire(self) -> tuple[int, ...]:
         """End the leases of hosts that stopped sending heartbeats (the jobs they held), and the
-        maintenances and host pauses whose ``until`` has passed."""
+        maintenances and host pauses whose ``until`` has passed; queue the health checks that are due
+        (every 30 s at most: a check's ``every`` is 5 minutes or more)."""
         now = self.database.clock()
         async with self.database.writing(), self.database.sessions() as session, session.begin():
             await mark_silent_hosts_offline(session, now, self.lease_ttl)
@@ -121,6 +124,10 @@ class Dispatcher:
             maintained, paused = await end_due_maintenance(session, now), await end_due_pauses(session, now)
             if maintained or paused:
                 mark(session, Topic.DISPATCH)
+            scanned = self._checks_scanned_at
+            if scanned is None or now - scanned >= SCAN_INTERVAL or now < scanned:
+                self._checks_scanned_at = now
+                await queue_due_checks(session, now)
             if self.quarantine_suspects:
                 found = await tracker_of(self.database.signals).suspects(session, now)
                 await quarantine(session, found.values(), now)

@@ -442,7 +442,7 @@ class RunnerProtocol:
         if found is None:
             return None
         installation_id, repository = found
-        if installation_id is None:
+        if installation_id is None or not repository:  # a health check: no repository, so no token
             return None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.mint_retry_s

@@ -1,10 +1,11 @@
 """A device's health as Kerrigan learns it from the jobs that end on it.
 
-Without a health check (issue 13 adds them), a device that fails its jobs for the infrastructure three times
-in a row (``runner_lost``, ``source_unavailable``, exit status 75, ...) is set ``bad`` and leaves every
-eligible set (*not yet*) until a person puts it back: setting it ``available`` (from maintenance, say)
-makes its health ``unknown`` again. A job that passes, or fails its test, resets the count: the device
-worked. A cancel or a timeout says nothing about the device.
+A device with a health check (:mod:`kerrigan.store.health_checks`) that fails a job for the infrastructure
+gets its check queued: the check, not the count, says whether it is bad. Without one, a device that fails
+its jobs for the infrastructure three times in a row (``runner_lost``, ``source_unavailable``, exit status
+75, ...) is set ``bad`` and leaves every eligible set until a person puts it back: setting it ``available``
+(from maintenance, say) makes its health ``unknown`` again. A job that passes, or fails its test, resets the
+count: the device worked. A cancel or a timeout says nothing about the device.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.device_status import INFRASTRUCTURE_FAILURES_FOR_BAD, Health
 from kerrigan.core.flaky import Suspect
 from kerrigan.core.lifecycle import FailureClass, JobState
+from kerrigan.store.health_checks import queue_check_if_any
 from kerrigan.store.models import DeviceRow
 from kerrigan.store.signals import Topic, mark
 
@@ -45,6 +47,8 @@ async def count_outcome(
     if worked:
         row.infrastructure_failures = 0
         return
+    if await queue_check_if_any(session, device_id, at, why=f"infrastructure failure (job {job_pk})"):
+        return  # its check decides, not the count
     row.infrastructure_failures += 1
     if row.infrastructure_failures >= INFRASTRUCTURE_FAILURES_FOR_BAD and row.health != Health.BAD:
         row.health = Health.BAD.value

@@ -22,6 +22,7 @@ from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
 from kerrigan.core.device_status import NO_NOTE, DeviceHealth, Health, HostPause, StateNote, when
+from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
 from kerrigan.core.inventory_diff import (
     ChangeKind,
@@ -32,7 +33,10 @@ from kerrigan.core.inventory_diff import (
 )
 from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.device_health import forget_failures
+from kerrigan.store.health_checks import queue_check_if_any, stored_health_check
 from kerrigan.store.models import DeviceRow, PoolRow, RunnerHostRow
+
+BACK_FROM_MAINTENANCE: Final = "back from maintenance"  # why a health check is queued then
 
 
 class NotFoundError(LookupError):
@@ -104,7 +108,12 @@ def _pool(row: PoolRow) -> Pool:
         labels=dict(row.labels),
         tags=frozenset(row.tags),
         repositories=tuple(row.repositories),
+        health_check=stored_health_check(row.health_check),
     )
+
+
+def _check_document(check: HealthCheck | None) -> dict[str, object] | None:
+    return check.as_document() if check is not None else None
 
 
 def _device(row: DeviceRow, pool_id: str) -> Device:
@@ -121,6 +130,7 @@ def _device(row: DeviceRow, pool_id: str) -> Device:
         tags=frozenset(row.tags),
         state_note=StateNote(row.state_reason, row.state_by, row.state_changed_at, row.state_until),
         health=DeviceHealth(_health(row.health), row.health_reason, row.health_at, row.health_job_pk),
+        health_check=stored_health_check(row.health_check),
     )
 
 
@@ -183,6 +193,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             DeviceRow.health_reason,
             DeviceRow.health_at,
             DeviceRow.health_job_pk,
+            DeviceRow.health_check,
         )
         .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
         .order_by(PoolRow.id, DeviceRow.id)
@@ -207,6 +218,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             else _shared(notes, StateNote, reason, by, since, until),
             health=_shared(healths, DeviceHealth, _health(health), health_reason, health_at, health_job),
             present=device_id not in absent,
+            health_check=stored_health_check(check) if check is not None else None,
         )
         for (
             device_id,
@@ -226,6 +238,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             health_reason,
             health_at,
             health_job,
+            check,
         ) in device_rows
     )
     hosts = tuple(
@@ -379,6 +392,7 @@ def _write_pool(row: PoolRow, pool: Pool) -> None:
     row.firmware_base_version = pool.firmware.base_version
     row.labels = dict(sorted(pool.labels.items()))
     row.tags = sorted(pool.tags)
+    row.health_check = _check_document(pool.health_check)
 
 
 async def save_pool(
@@ -445,6 +459,7 @@ def _write_device(row: DeviceRow, device: Device, pool_pk: int) -> None:
     row.state_reason = device.state_reason
     row.labels = dict(sorted(device.labels.items()))
     row.tags = sorted(device.tags)
+    row.health_check = _check_document(device.health_check)
 
 
 async def save_device(
@@ -468,6 +483,8 @@ async def save_device(
         await session.refresh(row, ["pool"])
         for field_change in changes:
             await record(session, change, field_change, device.pool_id)
+        if device.state is DeviceState.AVAILABLE and before.state is DeviceState.MAINTENANCE:
+            await queue_check_if_any(session, device.id, change.at, why=BACK_FROM_MAINTENANCE)
     return _stored_device(row)
 
 
@@ -501,6 +518,8 @@ async def set_state(
         await _flush(session, f"device {device_id!r}")
         for field_change in changes:
             await record(session, change, field_change, row.pool.id)
+        if state is DeviceState.AVAILABLE and before.state is DeviceState.MAINTENANCE:
+            await queue_check_if_any(session, device_id, change.at, why=BACK_FROM_MAINTENANCE)
     return _stored_device(row)
 
 

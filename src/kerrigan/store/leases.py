@@ -42,6 +42,7 @@ class QueuedJobRecord:
     queue_wait_s: float = 0.0  # spent before queue_wait_observed_at
     queue_wait_observed_at: datetime | None = None  # None while the clock is paused
     requirements_text: str | None = None  # the requirements as stored: equal texts, equal requirements
+    health_check: bool = False  # a device's health check: it may run on a device whose health is bad
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,7 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             SessionRow.queue_wait_limit_s,
             JobRow.queue_wait_s,
             JobRow.queue_wait_observed_at,
+            SessionRow.health_check_device,
         )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(
@@ -110,6 +112,7 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             queue_wait_s,
             queue_wait_observed_at,
             requirements,
+            health_check_device is not None,
         )
         for (
             pk,
@@ -124,6 +127,7 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             queue_wait_limit_s,
             queue_wait_s,
             queue_wait_observed_at,
+            health_check_device,
         ) in (await session.execute(query)).all()
     ]
 

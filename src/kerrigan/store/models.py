@@ -92,6 +92,8 @@ class PoolRow(Base):
     owners: Mapped[list[str]] = mapped_column(default=list)
     # Globs on owner/name; empty: every installed repository may use the pool.
     repositories: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
+    # Its devices' health check as the inventory file writes it ({run, every, timeout_s, vcpus}), or None.
+    health_check: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     updated_at: Mapped[datetime] = mapped_column(Timestamp)
@@ -158,6 +160,9 @@ class DeviceRow(Base):
     # Infrastructure failures in a row (any other end resets it): three make a device without a health
     # check bad.
     infrastructure_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    health_check: Mapped[dict[str, Any] | None] = mapped_column(  # over its pool's
+        JSON(none_as_null=True), nullable=True
+    )
     labels: Mapped[dict[str, str]] = mapped_column(default=dict)
     tags: Mapped[list[str]] = mapped_column(default=list)
     version: Mapped[int] = mapped_column(Integer, default=1)
@@ -265,11 +270,15 @@ class SessionRow(Base):
     cancelled_by: Mapped[str | None] = mapped_column(String(100))
     cancel_reason: Mapped[str | None] = mapped_column(String(500))
     concurrency_group: Mapped[str | None] = mapped_column(String(300), index=True)
+    # The device a health-check session checks (its event is "health_check"; it has no repository and no
+    # check run); None for every other session.
+    health_check_device: Mapped[str | None] = mapped_column(NAME)
 
     __table_args__ = (
         UniqueConstraint("delivery_id", "manifest_path"),
         Index("ix_sessions_created_at", "created_at"),
         Index("ix_sessions_repository_created_at", "repository", "created_at"),  # history by repository
+        Index("ix_sessions_health_check_device_created_at", "health_check_device", "created_at"),
     )
 
 

@@ -218,13 +218,23 @@ def _queued_job(
     )
     ready = (record.ready_at or now).timestamp()
     # The repository matters only where a pool lists repositories.
-    repository = record.repository if any(pool.repositories for pool in inventory.pools) else None
-    key = f"{repository and repository.lower()}\0{record.vcpus}\0{requested_key}"
+    # A health check (it has none) is the lab's own work: no pool's list applies to it.
+    repository = (
+        record.repository
+        if not record.health_check and any(pool.repositories for pool in inventory.pools)
+        else None
+    )
+    key = f"{repository and repository.lower()}\0{record.vcpus}\0{record.health_check}\0{requested_key}"
     if key not in matched:
         # A device whose runner host can never fit the claim (as it reported its CPUs) is never leased it;
         # a host that has not reported is left to its agent, which refuses runner_full what it cannot fit.
         eligible = resolve(
-            requested, inventory, repository=repository, vcpus=record.vcpus, unreported_fit=True
+            requested,
+            inventory,
+            repository=repository,
+            vcpus=record.vcpus,
+            unreported_fit=True,
+            health_check=record.health_check,
         ).eligible
         matched[key] = tuple(device.id for device in eligible)
     candidates = matched[key]

@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.health_checks import HEALTH_CHECK_TASK
 from kerrigan.core.lifecycle import (
     ENDED,
     HOLDING_A_DEVICE,
@@ -30,6 +31,7 @@ from kerrigan.core.lifecycle import (
     should_retry,
 )
 from kerrigan.store.device_health import count_outcome
+from kerrigan.store.health_checks import checked_device, record_check_end
 from kerrigan.store.leases import release_lease
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import Topic, mark
@@ -70,13 +72,19 @@ async def move_job(
         job.finished_at = at
         klass = failure_class(to, job.reason, job.exit_status)
         job.failure_class = klass.value if klass is not None else None
-        if before in HOLDING_A_DEVICE and job.device_id is not None and job.started_at is not None:
+        checked = await checked_device(session, job.session_pk) if job.task_id == HEALTH_CHECK_TASK else None
+        if checked is not None:
+            await record_check_end(session, checked, job, to, at)  # never counted as a device's failure
+        elif before in HOLDING_A_DEVICE and job.device_id is not None and job.started_at is not None:
             await count_outcome(session, job.device_id, to, klass, job_pk=job.pk, reason=job.reason, at=at)
 
 
 def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:
     """The check run should show ``row`` as it is now: its next version, due to be sent at once unless the
-    reconciler is backing off after GitHub failed (then the version waits for the backoff to end)."""
+    reconciler is backing off after GitHub failed (then the version waits for the backoff to end).
+    A health-check session has no check run: nothing is recorded for it."""
+    if row.health_check_device is not None:
+        return
     row.version += 1
     row.version_at = at
     if row.sync_due_at is None or row.sync_attempts == 0:
@@ -129,8 +137,8 @@ async def retry_failed(
 ) -> list[JobRow]:
     """Give each failed job of ``row`` that its session's retry policy allows another attempt: it becomes
     ``retried`` and a new job of the same task is queued, avoiding the devices where this task failed.
-    A session being cancelled retries nothing. The new jobs."""
-    if row.cancel_reason is not None:
+    A session being cancelled, or a health check, retries nothing. The new jobs."""
+    if row.cancel_reason is not None or row.health_check_device is not None:
         return []
     policy = RetryPolicy.from_dict((row.resolution or {}).get(RETRY_POLICY_KEY))
     added = []

@@ -42,10 +42,12 @@ from kerrigan.core.roles import (
     UnapprovedKeyError,
     check_label,
     may_administer,
+    may_check_health,
     may_edit_labels,
     may_set_state,
 )
 from kerrigan.store.audit import Change
+from kerrigan.store.health_checks import NoHealthCheckError, QueuedCheck, queue_check
 from kerrigan.store.inventory import (
     NotFoundError,
     StoredDevice,
@@ -369,6 +371,22 @@ class Editor:
         return await set_state(
             self.session, device_id, state, reason, until=until, change=self.change, if_match=self.if_match
         )
+
+    async def check_health(self, device_id: str) -> QueuedCheck:
+        """Queue the device's health check (admins and the pool's owners; 409 when it has none); while
+        one is queued or running, that one."""
+        stored = await get_device(self.session, device_id, lock=True)
+        if not may_check_health(self.principal, stored.pool):
+            raise forbidden(
+                self.principal,
+                f"check device {device_id}: only System Admins and owners of pool {stored.pool.id} may",
+            )
+        try:
+            return await queue_check(
+                self.session, device_id, self.change.at, why=f"asked by {self.principal.login}"
+            )
+        except NoHealthCheckError as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
 
 
 def editor(request: web.Request, session: AsyncSession, principal: Principal, *, if_match: bool) -> Editor:

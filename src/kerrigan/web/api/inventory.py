@@ -283,3 +283,14 @@ async def devices_state(request: web.Request) -> web.Response:
         until = editing.state_until(body.get("until"), state, editor.change.at)
         saved = await editor.set_device_state(request.match_info["device_id"], state, reason, until)
     return _with_etag(device_json(saved), saved.etag)
+
+
+@routes.post("/devices/{device_id}/health-check")
+async def devices_health_check(request: web.Request) -> web.Response:
+    """Queue the device's health check now (admins and the pool's owners): 202 with its job; 409 when the
+    device has none. While one is queued or running, that one is the answer (``queued`` false)."""
+    principal = await signed_in(request)
+    device_id = request.match_info["device_id"]
+    async with writing(request) as session:
+        found = await _editor(request, session, principal).check_health(device_id)
+    return web.json_response({"device": device_id, "job": found.job_pk, "queued": found.queued}, status=202)

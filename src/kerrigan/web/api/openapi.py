@@ -73,6 +73,18 @@ _EFFECTIVE_LABEL = _object(
     required=["key", "value", "source"],
 )
 
+_HEALTH_CHECK = {
+    "type": ["object", "null"],
+    "properties": {
+        "run": _STRING,
+        "every": {"type": "string", "description": "30m, 24h, 7d, or seconds: 90s"},
+        "timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400},
+        "vcpus": {"type": "integer", "minimum": 1, "maximum": 256},
+    },
+    "required": ["run", "timeout_s", "vcpus"],
+    "additionalProperties": False,
+}
+
 SCHEMAS: Final[dict[str, Any]] = {
     "Error": _object({"error": _object({"code": _STRING, "message": _STRING, "field": _NULLABLE_STRING})}),
     "Firmware": _object({"channel": _NULLABLE_STRING, "base_version": _NULLABLE_STRING}),
@@ -92,11 +104,23 @@ SCHEMAS: Final[dict[str, Any]] = {
             "firmware": _ref("Firmware"),
             "labels": _ref("Labels"),
             "tags": _STRINGS,
+            "health_check": _HEALTH_CHECK,
             "devices": {"type": "integer", "minimum": 0},
             "version": {"type": "integer", "minimum": 1},
             "device_states": {"type": "object", "additionalProperties": {"type": "integer"}},
         },
-        required=["id", "name", "owners", "repositories", "firmware", "labels", "tags", "devices", "version"],
+        required=[
+            "id",
+            "name",
+            "owners",
+            "repositories",
+            "firmware",
+            "labels",
+            "tags",
+            "health_check",
+            "devices",
+            "version",
+        ],
     ),
     "PoolList": _object({"pools": {"type": "array", "items": _ref("Pool")}}),
     "Device": _object(
@@ -122,8 +146,14 @@ SCHEMAS: Final[dict[str, Any]] = {
             ),
             "labels": _ref("Labels"),
             "tags": _object({"pool": _STRINGS, "device": _STRINGS, "effective": _STRINGS}),
+            "health_check": _HEALTH_CHECK,
+            "effective_health_check": _HEALTH_CHECK,
             "version": {"type": "integer", "minimum": 1},
         }
+    ),
+    "HealthCheckQueued": _object(
+        {"device": _STRING, "job": {"type": "integer"}, "queued": {"type": "boolean"}},
+        description="the device's health-check job; queued false: one was queued or running already",
     ),
     "DeviceList": _object({"devices": {"type": "array", "items": _ref("Device")}}),
     "PoolCreate": _object(
@@ -573,6 +603,18 @@ def document() -> dict[str, Any]:
                     {"200": _json("Device", "the device", etag=True), **_WRITE_ERRORS},
                     requestBody=_body("DeviceState"),
                     parameters=[_IF_MATCH],
+                ),
+            },
+            "/devices/{device_id}/health-check": {
+                "parameters": [_path_param("device_id")],
+                "post": _op(
+                    "queue the device's health check (admins and the pool's owners); a second is not "
+                    "queued while one is queued or running",
+                    {
+                        "202": _json("HealthCheckQueued", "the health-check job"),
+                        **_WRITE_ERRORS,
+                        "409": _error("the device has no health check"),
+                    },
                 ),
             },
             "/label-keys": {

@@ -6,10 +6,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import (
     Device,
     Pool,
     effective_pool_labels,
+    health_check_of,
     implicit_device_labels,
     implicit_pool_labels,
     sourced_target_labels,
@@ -43,12 +45,17 @@ def pool_json(stored: StoredPool, states: Mapping[str, int] | None = None) -> di
             ],
         },
         "tags": sorted(pool.tags),
+        "health_check": _check(pool.health_check),
         "devices": stored.devices,
         "version": stored.version,
     }
     if states is not None:
         body["device_states"] = dict(states)
     return body
+
+
+def _check(check: HealthCheck | None) -> dict[str, object] | None:
+    return check.as_document() if check is not None else None
 
 
 def _iso(at: datetime | None) -> str | None:
@@ -91,6 +98,8 @@ def device_json(stored: StoredDevice) -> dict[str, Any]:
             "device": sorted(device.tags),
             "effective": sorted(pool.tags | device.tags),
         },
+        "health_check": _check(device.health_check),  # its own
+        "effective_health_check": _check(health_check_of(device, pool)),  # its own, else its pool's
         "version": stored.version,
     }
 

@@ -11,6 +11,7 @@ code: roles, label rules, approved keys, audit log):
 - ``POST /devices/{device_id}/tags`` (``tag``): add a tag
 - ``POST /devices/{device_id}/tags/{tag}/delete``: remove it (the pool's tags stay)
 - ``POST /devices/{device_id}/state`` (``state``, ``reason``): System Admins only
+- ``POST /devices/{device_id}/health-check``: queue its health check (admins and the pool's owners)
 
 The label and tag forms (the same as the pool page's: :mod:`kerrigan.web.pages.label_forms`) are for
 System Admins and the owners of the device's pool. Success redirects back with a notice; a broken rule
@@ -30,12 +31,14 @@ from kerrigan.core.inventory import (
     Device,
     DeviceState,
     LabelSource,
+    health_check_of,
     implicit_device_labels,
     implicit_pool_labels,
     sourced_target_labels,
 )
-from kerrigan.core.roles import Principal, may_set_state
+from kerrigan.core.roles import Principal, may_check_health, may_set_state
 from kerrigan.store.audit import AuditEntry, list_audit
+from kerrigan.store.health_checks import last_check_job
 from kerrigan.store.history import device_jobs
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.label_keys import label_keys
@@ -140,6 +143,7 @@ async def _device_page(
         recent = await device_jobs(session, device_id, limit=RECENT_JOBS)
         database = request.config_dict[DATABASE]
         found = await tracker_of(database.signals).suspects(session, database.clock())
+        last_check = await last_check_job(session, device_id)
     device, pool = stored.device, stored.pool
     # People's labels first, then the generated ones; each group by key.
     effective = sorted(
@@ -158,6 +162,9 @@ async def _device_page(
         "recent_jobs": recent.items,
         "suspects": sorted(s.sentence() for s in found.values() if s.device == device_id),
         "more_jobs": recent.next is not None,
+        "health_check": health_check_of(device, pool),
+        "last_check": last_check,
+        "may_check": principal is not None and may_check_health(principal, pool),
         "duration": _job_duration,
         # The states this person may put the device in (none: no form).
         "state_choices": tuple(
@@ -193,6 +200,26 @@ DEVICE = FormSubject(
 """The device as its page's forms edit it."""
 
 DEVICE.add_routes(routes)
+
+
+@routes.post("/devices/{device_id}/health-check")
+async def check_health(request: web.Request) -> web.Response:
+    """Queue the device's health check (admins and the pool's owners)."""
+    posted = await PostedForm.read(request)
+    device_id = request.match_info["device_id"]
+
+    async def edit(editor: Editor) -> object:
+        return await editor.check_health(device_id)
+
+    return await DEVICE.edit_from_page(
+        request,
+        posted,
+        edit,
+        form="health-check",
+        typed={},
+        fields={},
+        notice=f"A health check of {device_id} is queued.",
+    )
 
 
 @routes.post("/devices/{device_id}/state")
