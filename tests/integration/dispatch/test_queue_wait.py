@@ -26,6 +26,9 @@ from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
 Client = TestClient  # type: ignore[type-arg]
 SESSION = "99999999-9999-9999-9999-999999999999"
+# The runner these tests speak as is lab-a-01: a job pinned to its device, so that neither dispatcher (the
+# test's or the server's own, which runs beside it) can lease it to another host's.
+ON_BLUEBOX = {**SOM_UART, "labels": {**SOM_UART["labels"], "kerrigan.target_id": ["modalix-bluebox"]}}
 
 
 def result_pks(result: Round) -> list[int]:
@@ -137,12 +140,12 @@ async def runner(db: Database, aiohttp_client: Callable[..., Any]) -> tuple[Clie
 
 
 async def accepted_job(client: Client, headers: dict[str, str], db: Database) -> str:
-    await queue(db, SESSION, {"smoke": SOM_UART}, max_devkits=1)
+    await queue(db, SESSION, {"smoke": ON_BLUEBOX}, max_devkits=1)
     await limit(db, 30)
     await Dispatcher(db).dispatch_once()
     # The app's own dispatcher may have taken the round: the long poll waits for its lease to commit.
     polled = await (await client.get("/api/runner/v1/poll?wait=5", headers=headers)).json()
-    [offer] = [o for o in polled["offers"] if o["device"] == "modalix-bluebox"] or polled["offers"]
+    [offer] = polled["offers"]
     assert offer["queue_wait_remaining_s"] == 30
     await client.post(f"/api/runner/v1/jobs/{offer['id']}/accept", headers=headers)
     return str(offer["id"])
@@ -204,9 +207,9 @@ async def test_a_refusal_the_host_can_never_lift_ends_the_job_with_its_detail(
     runner: tuple[Client, dict[str, str]], db: Database
 ) -> None:
     client, headers = runner
-    await queue(db, SESSION, {"smoke": SOM_UART}, max_devkits=1)
-    await Dispatcher(db).dispatch_once()
-    polled = await (await client.get("/api/runner/v1/poll", headers=headers)).json()
+    await queue(db, SESSION, {"smoke": ON_BLUEBOX}, max_devkits=1)
+    await Dispatcher(db).dispatch_once()  # or the server's own: the long poll waits for its lease
+    polled = await (await client.get("/api/runner/v1/poll?wait=5", headers=headers)).json()
     job = polled["offers"][0]["id"]
     body = {"reason": "runner_full", "detail": "claims 9 vCPUs; this host has 2 allocatable", "retry": False}
     answer = await (await client.post(f"/api/runner/v1/jobs/{job}/refuse", json=body, headers=headers)).json()
@@ -243,7 +246,7 @@ async def test_streamed_elapsed_queue_time_sets_a_local_deadline(
     # Made in one transaction: the server's own dispatcher runs beside this test, and a round of it that
     # read the job before the 12 s were written could write its own figure over them afterwards.
     resolution = {
-        "tasks": [{"id": "smoke", "requested": SOM_UART}],
+        "tasks": [{"id": "smoke", "requested": ON_BLUEBOX}],
         "scheduling": {
             "max_devkits": 1,
             "strategy": "spread",
@@ -256,7 +259,7 @@ async def test_streamed_elapsed_queue_time_sets_a_local_deadline(
         [row] = await session.scalars(select(JobRow))
         row.queue_wait_s = 12.0
     await Dispatcher(db).dispatch_once()  # or the server's own: the offer is the same
-    polled = await (await client.get("/api/runner/v1/poll", headers=headers)).json()
+    polled = await (await client.get("/api/runner/v1/poll?wait=5", headers=headers)).json()
     [offer] = polled["offers"]
     assert offer["queue_wait_remaining_s"] == 18
     job = str(offer["id"])
