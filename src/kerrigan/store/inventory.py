@@ -166,9 +166,10 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             ).order_by(RunnerHostRow.id)
         )
     ).all()
-    # What each host's agent last reported it could not find (missing, or its check failed): absent.
+    # What each host's agent last reported it could not find (missing, or its check failed): absent. Only
+    # a device's own host speaks for it (a host's file naming another host's device says nothing of it).
     absent = {
-        device_id
+        (row.id, device_id)
         for row in host_rows
         if isinstance(row.device_states, dict)
         for device_id, presence in row.device_states.items()
@@ -217,7 +218,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             if state == DeviceState.AVAILABLE
             else _shared(notes, StateNote, reason, by, since, until),
             health=_shared(healths, DeviceHealth, _health(health), health_reason, health_at, health_job),
-            present=device_id not in absent,
+            present=(host, device_id) not in absent,
             health_check=stored_health_check(check) if check is not None else None,
         )
         for (

@@ -151,3 +151,31 @@ async def test_a_pause_until_a_time_ends_by_itself(db: Database, clock: FakeCloc
     clock.advance(6 * 60)
     await dispatcher.expire()
     assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+
+
+async def test_only_a_devices_own_host_says_it_is_absent(db: Database, clock: FakeClock) -> None:
+    from kerrigan.store.runners import record_report
+
+    await lab(db)
+
+    async def present() -> bool:
+        async with db.sessions() as session:
+            return (await load_inventory(session)).devices_by_id["modalix-bluebox"].present
+
+    async with db.sessions() as session, session.begin():  # lab-a-02's file names lab-a-01's board
+        await record_report(
+            session, "lab-a-02", db.clock(), resources={}, device_states={"modalix-bluebox": "missing"}
+        )
+    assert await present()
+    async with db.sessions() as session, session.begin():
+        await record_report(
+            session, "lab-a-01", db.clock(), resources={}, device_states={"modalix-bluebox": "missing"}
+        )
+    assert not await present()
+    assert "device absent from runner host lab-a-01" in await waits_because_of_bluebox(db)
+
+
+async def waits_because_of_bluebox(db: Database) -> list[str]:
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    assert (await Dispatcher(db).dispatch_once()).granted == ()
+    return await waits_because(db)
