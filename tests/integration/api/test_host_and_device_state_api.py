@@ -80,3 +80,28 @@ async def test_an_owner_sets_maintenance_until_a_time_and_the_device_says_who_an
         assert refused.status == status, body
         if field:
             assert refused.body["error"]["field"] == field
+
+
+async def test_a_health_check_on_demand_is_for_admins_and_owners_and_never_queued_twice(api: Api) -> None:
+    import dataclasses
+
+    from kerrigan.core.health_checks import HealthCheck
+    from kerrigan.store.audit import Change
+    from kerrigan.store.inventory import get_device, save_device
+
+    assert (await api.call("POST", "/devices/dev-a1/health-check")).status == 409  # it has none yet
+    async with api.db.sessions() as session, session.begin():
+        stored = await get_device(session, "dev-a1")
+        check = HealthCheck("/opt/lab/health.sh")
+        await save_device(
+            session, dataclasses.replace(stored.device, health_check=check), Change("t", api.db.clock())
+        )
+    for who in (OWNER_B, READER):
+        assert (await api.call("POST", "/devices/dev-a1/health-check", who=who)).status == 403, who
+    first = await api.call("POST", "/devices/dev-a1/health-check", who=OWNER_A)
+    assert first.status == 202, first.body
+    assert first.body["queued"] is True
+    again = await api.call("POST", "/devices/dev-a1/health-check")
+    assert again.status == 202
+    assert (again.body["queued"], again.body["job"]) == (False, first.body["job"])
+    assert (await api.call("POST", "/devices/nope/health-check")).status == 404
