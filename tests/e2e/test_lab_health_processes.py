@@ -6,23 +6,29 @@ read back through the stand-in's API.
   at the end; tests/integration/github/test_host_pause_agents.py sees one finish), a push after the pause
   gets none of its devices, and its check run says who paused the host and why.
 - An owner's maintenance, with its reason and until, reaches the check run of a push that needs the board.
+- A board whose health check fails leaves the eligible set, and comes back when its check passes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import time
 from datetime import UTC, datetime, timedelta
 
 from kerrigan.core.device_status import HostPause
-from kerrigan.core.inventory import DeviceState
+from kerrigan.core.health_checks import HealthCheck
+from kerrigan.core.inventory import Device, DeviceState
+from kerrigan.core.matching import resolve
+from kerrigan.core.requirements import Requirements
 from kerrigan.runner.isolation.cgroups import empty
 from kerrigan.runner.records import JobRecords
 from kerrigan.store.audit import Change
-from kerrigan.store.inventory import set_state
+from kerrigan.store.health_checks import queue_check
+from kerrigan.store.inventory import get_device, load_inventory, save_device, set_state
 from kerrigan.store.runners import set_pause
 from tests.e2e.test_runner_lost_retry import Lab, check_runs, lab, runner  # noqa: F401 -- the fixture
 from tests.e2e.test_runner_processes import jobs_of, push, session_at
@@ -96,3 +102,42 @@ async def test_an_owners_maintenance_reaches_the_check_run(lab: Lab) -> None:  #
             await asyncio.sleep(0.5)
         [run] = runs
         assert run["status"] == "queued"
+
+
+async def test_a_failing_health_check_takes_a_board_out_and_a_passing_one_brings_it_back(
+    lab: Lab,  # noqa: F811
+) -> None:
+    db = lab.database
+
+    async def check(command: str) -> None:
+        now = datetime.now(UTC)
+        async with db.sessions() as session, session.begin():
+            stored = await get_device(session, "board-a")
+            replaced = dataclasses.replace(stored.device, health_check=HealthCheck(command))
+            await save_device(session, replaced, Change("octocat", now))
+        async with db.sessions() as session, session.begin():
+            assert (await queue_check(session, "board-a", now, why="asked")).queued
+
+    async def health_becomes(value: str) -> Device:
+        deadline = time.monotonic() + 60
+        while True:
+            async with db.sessions() as session:
+                device = (await load_inventory(session)).devices_by_id["board-a"]
+            if device.health.health.value == value:
+                return device
+            assert time.monotonic() < deadline, f"board-a's health stayed {device.health.health.value}"
+            await asyncio.sleep(0.2)
+
+    async def eligible() -> list[str]:
+        async with db.sessions() as session:
+            inventory = await load_inventory(session)
+        return [device.id for device in resolve(Requirements(), inventory).eligible]
+
+    async with runner(lab, "rig-01"), runner(lab, "rig-02"):
+        await check("false")
+        bad = await health_becomes("bad")
+        assert bad.health.reason == "health check failed"
+        assert await eligible() == ["board-b"]
+        await check("true")
+        await health_becomes("good")
+        assert await eligible() == ["board-a", "board-b"]
