@@ -28,7 +28,7 @@ from kerrigan.core.dispatch_order import DispatchPlan
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, QUEUE_WAIT_EXCEEDED, RUNNER_LOST, JobState
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.store.database import Database
-from kerrigan.store.device_health import quarantine
+from kerrigan.store.device_health import act_on_suspects
 from kerrigan.store.health_checks import SCAN_INTERVAL, queue_due_checks
 from kerrigan.store.inventory import end_due_maintenance
 from kerrigan.store.leases import (
@@ -128,9 +128,9 @@ class Dispatcher:
             if scanned is None or now - scanned >= SCAN_INTERVAL or now < scanned:
                 self._checks_scanned_at = now
                 await queue_due_checks(session, now)
-            if self.quarantine_suspects:
+                # Suspects get a health check, and with KERRIGAN_QUARANTINE=suspect no job until it passes.
                 found = await tracker_of(self.database.signals).suspects(session, now)
-                await quarantine(session, found.values(), now)
+                await act_on_suspects(session, found.values(), now, quarantine=self.quarantine_suspects)
             lost = await expired_leases(session, now)
             settle = []
             for device_id, job_pk in lost:

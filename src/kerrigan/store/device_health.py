@@ -5,7 +5,9 @@ gets its check queued: the check, not the count, says whether it is bad. Without
 its jobs for the infrastructure three times in a row (``runner_lost``, ``source_unavailable``, exit status
 75, ...) is set ``bad`` and leaves every eligible set until a person puts it back: setting it ``available``
 (from maintenance, say) makes its health ``unknown`` again. A job that passes, or fails its test, resets the
-count: the device worked. A cancel or a timeout says nothing about the device.
+count: the device worked. A cancel or a timeout says nothing about the device. A suspect device
+(:mod:`kerrigan.store.suspects`) gets its health check too, and with ``KERRIGAN_QUARANTINE=suspect`` is set
+bad until the check passes or a person puts it back.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import INFRASTRUCTURE_FAILURES_FOR_BAD, Health
 from kerrigan.core.flaky import Suspect
 from kerrigan.core.lifecycle import FailureClass, JobState
 from kerrigan.store.health_checks import queue_check_if_any
-from kerrigan.store.models import DeviceRow
+from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.store.signals import Topic, mark
+
+SUSPECT_FAILURES = ("failed", "retried", "timed_out")  # what store.suspects counts as a failed run
 
 
 async def count_outcome(
@@ -63,30 +67,50 @@ async def count_outcome(
 def forget_failures(row: DeviceRow, at: datetime) -> None:
     """A person put the device back (available): what its failures made ``bad`` is ``unknown`` again."""
     row.infrastructure_failures = 0
-    if row.health == Health.BAD and row.health_job_pk is not None:
+    if row.health == Health.BAD:  # whatever made it bad: the person vouches for it
         row.health, row.health_reason, row.health_at = Health.UNKNOWN.value, "put back by a person", at
 
 
-async def quarantine(session: AsyncSession, suspects: Iterable[Suspect], at: datetime) -> list[str]:
-    """``KERRIGAN_QUARANTINE=suspect``: each suspect device not bad yet is set bad with its numbers, and
-    takes no job until a person puts it back; the ids of those set."""
+async def act_on_suspects(
+    session: AsyncSession, suspects: Iterable[Suspect], at: datetime, *, quarantine: bool
+) -> list[str]:
+    """Each suspect device gets its health check (when it has one); with ``quarantine``
+    (``KERRIGAN_QUARANTINE=suspect``) it is also set bad with its numbers, and takes no job until its check
+    passes or a person puts it back. A device a check or a person cleared after its last failure is left
+    alone until it fails again. The ids of the devices acted on."""
     found: dict[str, Suspect] = {}
     for suspect in suspects:
         found.setdefault(suspect.device, suspect)
     if not found:
         return []
+    last_failed = dict(
+        (
+            await session.execute(
+                select(JobRow.device_id, func.max(JobRow.finished_at))
+                .where(JobRow.device_id.in_(found), JobRow.state.in_(SUSPECT_FAILURES))
+                .group_by(JobRow.device_id)
+            )
+        ).all()
+    )
     rows = (
         await session.scalars(
             select(DeviceRow).where(DeviceRow.id.in_(found), DeviceRow.health != Health.BAD).with_for_update()
         )
     ).all()
+    acted = []
     for row in rows:
-        row.health, row.health_reason, row.health_at = (
-            Health.BAD.value,
-            f"suspect: {found[row.id].sentence()}",
-            at,
-        )
-        row.health_job_pk = None
-    if rows:
-        mark(session, Topic.DISPATCH)
-    return [row.id for row in rows]
+        failed_at = last_failed.get(row.id)
+        if row.health_at is not None and (failed_at is None or row.health_at >= failed_at):
+            continue  # checked (or put back) since its last failure: trusted until it fails again
+        words = f"suspect: {found[row.id].sentence()}"
+        await queue_check_if_any(session, row.id, at, why=words)
+        if quarantine:
+            row.health, row.health_reason, row.health_at, row.health_job_pk = (
+                Health.BAD.value,
+                words,
+                at,
+                None,
+            )
+            mark(session, Topic.DISPATCH)
+        acted.append(row.id)
+    return acted

@@ -1,5 +1,5 @@
 """The lab's health at a glance (the ``/health`` page): per pool, its devices by state and health, how busy
-they were and which sat idle; the bad devices and why.
+they were and which sat idle; the bad devices and why; the health checks that ran.
 
 Everything is over the last ``WINDOW`` (7 days) and read in a few grouped queries, not a query per device.
 """
@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory import Device
 from kerrigan.store.inventory import load_inventory
-from kerrigan.store.models import JobRow
+from kerrigan.store.models import JobRow, SessionRow
 
 WINDOW: Final = timedelta(days=7)
 
@@ -33,6 +33,36 @@ class PoolHealth:
     utilisation: float  # busy_s over the devices' time in the window (0..1)
     idle: tuple[str, ...]  # devices that started no job in the window
     bad: tuple[Device, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """One health-check job of the window that ended: its device, job, state and end."""
+
+    device_id: str
+    job_pk: int
+    session_id: str
+    state: str
+    finished_at: datetime
+
+
+async def health_checks(session: AsyncSession, now: datetime) -> list[CheckRun]:
+    """The health checks that ended in the window, newest first."""
+    rows = await session.execute(
+        select(SessionRow.health_check_device, JobRow.pk, SessionRow.id, JobRow.state, JobRow.finished_at)
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(
+            SessionRow.health_check_device.is_not(None),
+            JobRow.finished_at.is_not(None),
+            JobRow.finished_at >= now - WINDOW,
+        )
+        .order_by(JobRow.finished_at.desc(), JobRow.pk.desc())
+    )
+    return [
+        CheckRun(str(device), int(pk), str(session_id), str(state), finished_at)
+        for device, pk, session_id, state, finished_at in rows
+        if finished_at is not None
+    ]
 
 
 async def lab_health(session: AsyncSession, now: datetime) -> list[PoolHealth]:

@@ -13,7 +13,7 @@ from kerrigan.core.health_checks import HealthCheck
 from kerrigan.store.audit import Change
 from kerrigan.store.health_checks import queue_check
 from kerrigan.store.inventory import get_device, save_device
-from kerrigan.store.models import SessionRow
+from kerrigan.store.models import JobRow, SessionRow
 from tests.integration.pages.conftest import OWNER, READER, Site
 
 
@@ -40,3 +40,25 @@ async def test_a_health_check_session_renders_on_every_page(site: Site, browser:
     owner = await browser(OWNER)
     _, page = await owner.get("/devices/modalix-bluebox")
     assert "/devices/modalix-bluebox/health-check" in page  # the owner's button
+
+
+async def test_the_lab_health_page_lists_the_failed_health_checks(
+    site: Site, browser: Callable[..., Any]
+) -> None:
+    db = site.database
+    async with db.sessions() as session, session.begin():
+        stored = await get_device(session, "modalix-redbox")
+        check = HealthCheck("/opt/lab/health/modalix.sh")
+        await save_device(
+            session, dataclasses.replace(stored.device, health_check=check), Change("t", db.clock())
+        )
+    async with db.sessions() as session, session.begin():
+        queued = await queue_check(session, "modalix-redbox", db.clock(), why="asked")
+        job = await session.get(JobRow, queued.job_pk)
+        assert job is not None
+        job.state, job.started_at, job.finished_at, job.exit_status = "failed", db.clock(), db.clock(), 1
+    _, page = await (await browser(READER)).get("/health")
+    assert "1 ran in the last 7 days; 1 failed." in page
+    failed = page.split('id="failed-checks"')[1].split("</ul>")[0]
+    assert "modalix-redbox" in failed
+    assert f"job {queued.job_pk}" in failed

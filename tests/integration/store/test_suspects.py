@@ -105,3 +105,55 @@ async def test_with_quarantine_a_suspect_device_is_set_bad_and_gets_no_more_jobs
         "suspect: modalix-redbox failed 8 of 10 runs of this task in 7 days; its 2 peers failed 1 of 52"
     )
     assert peer.health.value == "unknown"
+
+
+async def test_a_suspect_gets_its_health_check_and_once_it_passes_is_trusted_until_it_fails_again(
+    db: Database, clock: FakeClock
+) -> None:
+    import dataclasses
+
+    from kerrigan.core.health_checks import HealthCheck
+    from kerrigan.dispatch.dispatcher import Dispatcher
+    from kerrigan.store import jobs
+    from kerrigan.store.audit import Change
+    from kerrigan.store.health_checks import pending_check
+    from kerrigan.store.inventory import get_device, save_device
+    from tests.integration.dispatch.test_dispatcher import lab
+
+    await lab(db)
+    async with db.sessions() as session, session.begin():
+        stored = await get_device(session, "modalix-redbox")
+        check = HealthCheck("/opt/lab/health.sh")
+        await save_device(
+            session, dataclasses.replace(stored.device, health_check=check), Change("t", db.clock())
+        )
+    for n in range(10):
+        await ran(db, "modalix-redbox", failed=n < 8)
+    for n in range(52):
+        await ran(db, ("modalix-bluebox", "modalix-greenbox")[n % 2], failed=n == 0)
+    dispatcher = Dispatcher(db, quarantine_suspects=True)
+    await dispatcher.expire()
+
+    async def health() -> str:
+        async with db.sessions() as session:
+            return (await get_device(session, "modalix-redbox")).device.health.health.value
+
+    async with db.sessions() as session:
+        job = await pending_check(session, "modalix-redbox")
+    assert job is not None  # a suspect gets its check
+    assert await health() == "bad"  # and, quarantined, no job but it until it passes
+    granted = (await dispatcher.dispatch_once()).granted
+    assert [(grant.job_pk, grant.device_id) for grant in granted] == [(job, "modalix-redbox")]
+    async with db.sessions() as session, session.begin():
+        host = granted[0].host
+        await jobs.accept(session, str(job), host, db.clock())
+        await jobs.start(session, str(job), host, db.clock())
+        await jobs.finish(session, str(job), host, db.clock(), exit_status=0, accounting=None)
+    assert await health() == "good"
+    clock.advance(31)
+    await dispatcher.expire()  # still suspect by the numbers, but checked since its last failure
+    assert await health() == "good"
+    await ran(db, "modalix-redbox", failed=True, days_ago=0)  # it fails again: checked again
+    clock.advance(31)
+    await dispatcher.expire()
+    assert await health() == "bad"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kerrigan.store.lab_health import WINDOW, lab_health
+from kerrigan.store.lab_health import WINDOW, health_checks, lab_health
 from kerrigan.store.suspects import tracker_of
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
@@ -26,10 +26,18 @@ async def health_page(request: web.Request) -> web.Response:
     now = database.clock()
     async with database.sessions() as session:
         pools = await lab_health(session, now)
+        checks = await health_checks(session, now)
         found = await tracker_of(database.signals).suspects(session, now)
     suspects = sorted(found.values(), key=lambda suspect: (suspect.device, suspect.task))
     return await render(
         request,
         "health.html",
-        {"now": now, "pools": pools, "suspects": suspects, "days": WINDOW.days},
+        {
+            "now": now,
+            "pools": pools,
+            "suspects": suspects,
+            "days": WINDOW.days,
+            "checks": checks,
+            "failed_checks": [check for check in checks if check.state != "succeeded"],
+        },
     )
