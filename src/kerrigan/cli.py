@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kerrigan import __version__
 from kerrigan.config import ConfigError, Settings
 from kerrigan.core.explain import EXIT_INVALID, explain, explanation_json, invalid_input, render_text
-from kerrigan.core.inventory import RepositoryGlobError, validate_repository
+from kerrigan.core.inventory import Inventory, RepositoryGlobError, validate_repository
 from kerrigan.core.inventory_file import inventory_document, parse_inventory
 from kerrigan.core.manifest import parse_manifest
 
@@ -53,18 +53,36 @@ def _explain(args: argparse.Namespace) -> int:
             validate_repository(repository)
         except RepositoryGlobError as exc:
             raise UsageError(f"--repository: {exc}") from None
-    inventory_result = parse_inventory(_read(args.inventory, "inventory"), args.inventory)
     manifest = parse_manifest(_read(args.manifest, "manifest"), args.manifest)
-    if inventory_result.inventory is None:
-        explanation = invalid_input(manifest, inventory_result.errors)
+    if args.inventory is None:  # the lab as the server sees it now: health, maintenance, pauses, presence
+        explanation = explain(manifest, _stored_inventory(), repository=repository)
     else:
-        explanation = explain(manifest, inventory_result.inventory, repository=repository)
+        inventory_result = parse_inventory(_read(args.inventory, "inventory"), args.inventory)
+        if inventory_result.inventory is None:
+            explanation = invalid_input(manifest, inventory_result.errors)
+        else:
+            explanation = explain(manifest, inventory_result.inventory, repository=repository)
     if args.format == "json":
         json.dump(explanation_json(explanation), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(explanation))
     return explanation.exit_code
+
+
+def _stored_inventory() -> Inventory:
+    """The inventory in the lab's database (``KERRIGAN_DATABASE_URL``), with its live state."""
+    from kerrigan.store.inventory import load_inventory
+
+    found: list[Inventory] = []
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session:
+            found.append(await load_inventory(session))
+        return 0
+
+    asyncio.run(_with_database(_settings(), work))
+    return found[0]
 
 
 def _settings() -> Settings:
@@ -750,11 +768,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain_cmd = commands.add_parser(
         "explain",
-        help="resolve a workflow manifest against an inventory file and say why",
-        description="Resolve every task of MANIFEST against INVENTORY and explain each decision. "
+        help="resolve a workflow manifest against an inventory file (or the lab's database) and say why",
+        description="Resolve every task of MANIFEST against INVENTORY (without it: the lab's database, "
+        "KERRIGAN_DATABASE_URL, with each device's health, maintenance, host pause and presence as the "
+        "server sees them now) and explain each decision. "
         "Exit status: 0 every task has an eligible device, 1 some task has none, 2 invalid input.",
     )
-    explain_cmd.add_argument("--inventory", required=True, metavar="INVENTORY", help="inventory file (YAML)")
+    explain_cmd.add_argument(
+        "--inventory", metavar="INVENTORY", help="inventory file (YAML); without it, the lab's database"
+    )
     explain_cmd.add_argument("manifest", metavar="MANIFEST", help="workflow manifest (YAML)")
     explain_cmd.add_argument("--format", choices=("text", "json"), default="text")
     explain_cmd.add_argument(
