@@ -127,6 +127,9 @@ async def _background(
     try:
         yield
     finally:
+        dispatcher.stop()  # its round ends with its transaction, not in the middle of a query
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(dispatcher_task), DISPATCHER_STOP_S)
         for task in (dispatcher_task, worker_task, reconciler_task, retention_task):
             if task is not None:
                 task.cancel()
@@ -138,6 +141,7 @@ async def _background(
             await process.wait()
 
 
+DISPATCHER_STOP_S = 10.0  # how long a stopping server waits for the dispatch round under way
 RETENTION_EVERY_S = 3600.0
 """How often history past ``KERRIGAN_HISTORY_DAYS`` and output past ``KERRIGAN_OUTPUT_DAYS`` are deleted."""
 

@@ -89,28 +89,35 @@ class Dispatcher:
         self.lease_ttl = timedelta(seconds=lease_ttl_s)
         self._wake = asyncio.Event()
         self._checks_scanned_at: datetime | None = None
+        self._stopping = False
         database.signals.listen(Topic.DISPATCH, self.wake)
 
     def wake(self) -> None:
         """Something changed (a new session, a freed device): look now."""
         self._wake.set()
 
+    def stop(self) -> None:
+        """Finish the round under way and return from :meth:`run` (a round cut off by a cancel would leave
+        its database connection to the garbage collector)."""
+        self._stopping = True
+        self._wake.set()
+
     async def run(self) -> None:
-        """Dispatch until cancelled.
+        """Dispatch until stopped (:meth:`stop`) or cancelled.
 
         First every lease gets a full lease time again: while the server was down no heartbeat could
         arrive, and that must not count against the runner hosts.
         """
         async with self.database.writing(), self.database.sessions() as session, session.begin():
             await extend_all_leases(session, self.database.clock(), self.lease_ttl)
-        while True:
+        while not self._stopping:
             self._wake.clear()  # before the round: a wake during it means look again at once
             try:
                 await self.expire()
                 await self.dispatch_once()
             except Exception:
                 log.exception("dispatch round failed; trying again")
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError):  # stop() wakes it: the loop's test then ends it
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
 
     async def expire(self) -> tuple[int, ...]:

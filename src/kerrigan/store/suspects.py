@@ -47,6 +47,7 @@ class SuspectTracker:
         self._loaded_at: datetime | None = None  # the ``finished_at`` the counts reach
         self._seen: set[int] = set()  # jobs at the edge already counted (their finished_at >= the edge)
         self._looked: datetime | None = None
+        self._newest_pk = 0  # the newest job when last looked: one stored later is read whenever it ended
         self._suspects: dict[tuple[str, str], Suspect] = {}
 
     async def suspects(self, session: AsyncSession, now: datetime) -> dict[tuple[str, str], Suspect]:
@@ -65,6 +66,7 @@ class SuspectTracker:
             JobRow.finished_at.is_not(None),
         )
         if self._loaded_at is None:
+            newest_at_load = await session.scalar(select(func.max(JobRow.pk)))  # before the counts: none lost
             # The day in SQL (one row per task, device and day), in UTC on both databases.
             at = func.timezone("UTC", JobRow.finished_at) if _is_postgres(session) else JobRow.finished_at
             day = func.date(at)
@@ -95,9 +97,11 @@ class SuspectTracker:
                     )
                 ).all()
             )
+            self._newest_pk = int(newest_at_load or 0)
             self._loaded_at = now
             return
         edge = self._loaded_at - _OVERLAP
+        newest = await session.scalar(select(func.max(JobRow.pk)))
         rows = await session.execute(
             select(
                 JobRow.pk,
@@ -109,7 +113,14 @@ class SuspectTracker:
                 JobRow.finished_at,
             )
             .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-            .where(*ended, JobRow.finished_at > edge, JobRow.finished_at <= now)
+            # Jobs that ended since the last look, and jobs stored since whenever they ended (history
+            # brought in later): the first by their end, the second by their number.
+            .where(
+                *ended,
+                (JobRow.finished_at > edge) | (JobRow.pk > self._newest_pk),
+                JobRow.finished_at >= since,
+                JobRow.finished_at <= now,
+            )
         )
         seen: set[int] = set()  # every job read now: the next look reads back to after them
         for pk, repository, workflow, task, device, state, finished_at in rows:
@@ -118,6 +129,7 @@ class SuspectTracker:
                 continue
             key = task_key(repository, workflow, task)
             self.stats.record(key, str(device), day_of(finished_at), failed=state in FAILED)
+        self._newest_pk = max(self._newest_pk, int(newest or 0))
         self._seen = seen
         self._loaded_at = now
 

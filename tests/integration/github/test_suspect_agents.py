@@ -9,6 +9,7 @@ from datetime import timedelta
 from kerrigan.core.inventory import DeviceState
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import set_state
+from tests.conftest import FakeClock
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.github.conftest import Harness
 from tests.integration.github.test_runner_agent import (
@@ -28,6 +29,7 @@ FAILS_ON_REDBOX = (
 async def test_a_failed_check_run_names_the_suspect_board_with_its_numbers(
     harness: Harness,
     agents: AgentFactory,  # noqa: F811
+    clock: FakeClock,
 ) -> None:
     db = harness.database
     at = db.clock() - timedelta(days=2)
@@ -52,6 +54,7 @@ async def test_a_failed_check_run_names_the_suspect_board_with_its_numbers(
             until=None,
             change=Change("t", db.clock()),
         )
+    clock.advance(31)  # the server's suspects are read again (it may have looked before the history was in)
     await start_both(harness, agents)
     [run] = await harness.push_commit(smoke_commit(smoke=FAILS_ON_REDBOX, boot=BOOT))
     await completed(harness, run, timeout=60)
