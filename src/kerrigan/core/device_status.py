@@ -110,14 +110,8 @@ def health_text(health: DeviceHealth) -> str:
 
 def pause_text(host: str, pause: HostPause) -> str:
     """``runner host lab-a-01 paused by octocat until 2026-12-01 18:00: kernel upgrade``."""
-    words = f"runner host {host} paused"
-    if pause.by:
-        words += f" by {pause.by}"
-    if pause.until is not None:
-        words += f" until {when(pause.until)}"
-    if pause.reason:
-        words += f": {pause.reason}"
-    return words
+    # The note's words without its since (the page says when the pause began).
+    return f"runner host {host} paused" + _note_words(StateNote(pause.reason, pause.by, None, pause.until))
 
 
 def absent_text(host: str) -> str:
