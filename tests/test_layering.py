@@ -20,8 +20,14 @@ RANKS = {
     "app": 5,
     "demo": 6,
     "cli": 7,
+    "__main__": 8,  # python -m kerrigan: the command line
     # Settings are a plain frozen dataclass that adapters are handed; the core never sees them.
     "config": 2,
+    # The process's Prometheus counters: the adapters count into them; the store's facts reach them
+    # through the application, which listens.
+    "metrics": 2,
+    # One logging set-up (structlog over the standard library) for every process but the runner's.
+    "logs": 2,
 }
 # The runner agent reaches the server only over HTTP: of Kerrigan, it imports the core alone.
 ALLOWED_BELOW = {"runner": {"core"}}

@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import aiohttp
 from aiohttp import web
-from sqlalchemy import text
 
 from kerrigan.config import Settings
 from kerrigan.dispatch.dispatcher import Dispatcher
@@ -24,10 +23,20 @@ from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
-from kerrigan.store.database import Clock, Database, check_schema, utc_now
+from kerrigan.logs import fresh_log_context
+from kerrigan.store.database import (
+    Clock,
+    Database,
+    check_schema,
+    current_revision,
+    head_revision,
+    known_revisions,
+    utc_now,
+)
 from kerrigan.store.history import Pruned, prune_history
 from kerrigan.web.api import create_api
 from kerrigan.web.headers import install_security_headers
+from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
 from kerrigan.web.pages import setup_pages
 from kerrigan.web.state import DATABASE, SETTINGS
 
@@ -36,6 +45,9 @@ log = logging.getLogger(__name__)
 WORKER = web.AppKey("worker", DeliveryWorker)
 RECONCILER = web.AppKey("reconciler", Reconciler)
 PROTOCOL = web.AppKey("protocol", RunnerProtocol)
+METRICS = web.AppKey("metrics", LabMetrics)
+SCHEMA_HEAD = web.AppKey("schema_head", str)
+KNOWN_REVISIONS = web.AppKey("known_revisions", frozenset[str])
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: int = 0) -> web.Application:
@@ -46,7 +58,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     or by that many ``kerrigan worker`` processes, which leave this one free to answer webhooks at once.
     Everything stops with the application.
     """
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[fresh_log_context])
     install_security_headers(app)
     app[SETTINGS] = settings
     database = Database.connect(settings.database_url, clock)
@@ -57,6 +69,11 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
         database, lease_ttl_s=settings.runner_lease_s, output_max_bytes=settings.output_max_bytes
     )
     app[PROTOCOL] = protocol
+    metrics = LabMetrics(database)
+    app[METRICS] = metrics
+    app[SCHEMA_HEAD] = head_revision()
+    app[KNOWN_REVISIONS] = known_revisions()
+    database.signals.listen_facts(count_fact)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -72,6 +89,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.cleanup_ctx.append(lifecycle)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", metrics_handler(metrics.exposition, settings.metrics_token))
     app.router.add_post("/webhooks/github", receiver.handle)
     app.router.add_routes(protocol.routes())
     app.add_subapp("/api/v1", create_api())
@@ -124,13 +142,14 @@ async def _background(
     )
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="kerrigan-dispatch")
     retention_task = asyncio.create_task(_retention(database, settings), name="kerrigan-retention")
+    metrics_task = asyncio.create_task(app[METRICS].run(), name="kerrigan-metrics")
     try:
         yield
     finally:
         dispatcher.stop()  # its round ends with its transaction, not in the middle of a query
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(dispatcher_task), DISPATCHER_STOP_S)
-        for task in (dispatcher_task, worker_task, reconciler_task, retention_task):
+        for task in (dispatcher_task, worker_task, reconciler_task, retention_task, metrics_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -207,16 +226,20 @@ async def _spawn_worker() -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "kerrigan.cli", "worker")
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(
+    settings: Settings, *, metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
+) -> None:
     """The body of ``kerrigan worker``: process stored deliveries, and send the check runs they make, until
-    cancelled.
+    cancelled. With ``metrics_port`` it serves its own counters at ``http://metrics_host:port/metrics``
+    (the lab's gauges are the servers'; they read the same database).
 
     It looks for new deliveries every quarter second when idle; the web process stores them.
     """
     database = Database.connect(settings.database_url)
+    database.signals.listen_facts(count_fact)
     try:
         await check_schema(database.engine)
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession() as http, _metrics_server(metrics_host, metrics_port, settings):
             github = GitHubApp.connect(database, settings, http)
             worker = DeliveryWorker(github, router, idle_poll_s=0.25, lease_s=settings.delivery_lease_s)
             reconciler = Reconciler(github)
@@ -228,16 +251,54 @@ async def run_worker(settings: Settings) -> None:
         await database.close()
 
 
+@contextlib.asynccontextmanager
+async def _metrics_server(host: str, port: int | None, settings: Settings) -> AsyncIterator[None]:
+    """A worker's ``/metrics`` and ``/healthz`` on ``host:port`` while the block runs (no port: none)."""
+    if port is None:
+        yield
+        return
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_handler(process_exposition(), settings.metrics_token))
+    app.router.add_get("/healthz", _healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise MetricsPortError(
+            f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror})"
+        ) from None
+    try:
+        yield
+    finally:
+        await runner.cleanup()
+
+
+class MetricsPortError(RuntimeError):
+    """The worker's metrics port cannot be listened on; the message names the flag."""
+
+
 async def _healthz(request: web.Request) -> web.Response:
     """The process is up."""
     return web.json_response({"status": "ok"})
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """The database answers."""
+    """The database answers and its schema is the one this code needs (during a rolling upgrade, a pod
+    of the new version is not sent traffic before the migration job has run)."""
+    head = request.app[SCHEMA_HEAD]
     try:
-        async with request.app[DATABASE].engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+        current = await current_revision(request.app[DATABASE].engine)
     except Exception as exc:  # any failure means not ready, and says why
-        return web.json_response({"status": "unavailable", "reason": str(exc)}, status=503)
-    return web.json_response({"status": "ok"})
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return web.json_response({"status": "unavailable", "reason": f"the database: {reason}"}, status=503)
+    if current is not None and current != head and current not in request.app[KNOWN_REVISIONS]:
+        # Migrated by a newer Kerrigan during a rolling upgrade: migrations only add for one release
+        # (docs/operations.md), so this one keeps serving until it is replaced.
+        return web.json_response({"status": "ok", "schema": current, "code_schema": head})
+    if current != head:
+        at = f"at revision {current}" if current else "empty"
+        reason = f"the database is {at}; this Kerrigan needs revision {head} (run `kerrigan db upgrade`)"
+        return web.json_response({"status": "unavailable", "reason": reason}, status=503)
+    return web.json_response({"status": "ok", "schema": head})

@@ -1,7 +1,9 @@
 """Configuration from the environment (all names prefixed ``KERRIGAN_``), as DESIGN.md's contract lists it.
 
 :meth:`Settings.from_env` takes the mapping to read, so tests pass a dict and nothing is read at import time.
-A missing or malformed setting raises :class:`ConfigError` with one line naming it.
+A missing or malformed setting raises :class:`ConfigError` with one line naming it. The same settings may
+sit in an env file (``kerrigan.env``, which ``kerrigan setup`` writes): :func:`parse_env_file` reads its
+text and :func:`with_env_file` lays the environment over it, so the environment wins.
 """
 
 from __future__ import annotations
@@ -32,6 +34,79 @@ class ConfigError(ValueError):
     """A setting is missing or malformed; the message is one line naming it."""
 
 
+ENV_FILE: Final = "kerrigan.env"  # read from the working directory by the commands that use the settings
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPES: Final = {"\\": "\\", '"': '"', "n": "\n", "$": "$", "`": "`"}
+
+
+def parse_env_file(text: str, source: str = ENV_FILE) -> dict[str, str]:
+    """The ``NAME=value`` lines of an env file, in the part of systemd's ``EnvironmentFile=`` syntax that
+    kerrigan.service and a POSIX shell read alike: blank lines and ``#`` or ``;`` comments; a value bare (its
+    surrounding spaces dropped), in single quotes (taken as written) or in double quotes (backslash escapes
+    ``\\``, ``"``, ``n``, ``$`` and a backquote). A later line wins over an earlier one. Any other line is a
+    :class:`ConfigError` naming ``source`` and the line's number."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        where = f"{source}:{number}"
+        name, equals, value = stripped.partition("=")
+        name = name.strip()
+        if not equals:
+            raise ConfigError(f"{where}: expected NAME=value, not {stripped[:40]!r}")
+        if not _ENV_NAME.fullmatch(name):
+            hint = " (leave out `export`)" if name.startswith("export ") else ""
+            raise ConfigError(f"{where}: {name[:40]!r} is not a variable name{hint}")
+        values[name] = _env_value(value.strip(), where)
+    return values
+
+
+def _env_value(value: str, where: str) -> str:
+    if not value or value[0] not in "'\"":
+        return value
+    quote = value[0]
+    if quote == "'":
+        if len(value) < 2 or not value.endswith("'") or "'" in value[1:-1]:
+            raise ConfigError(f"{where}: a value opened with ' must end with ' (and hold none)")
+        return value[1:-1]
+    found: list[str] = []
+    index = 1
+    while index < len(value):
+        char = value[index]
+        if char == "\\" and index + 1 < len(value):
+            following = value[index + 1]
+            found.append(_ESCAPES.get(following, "\\" + following))
+            index += 2
+            continue
+        if char == '"':
+            if index != len(value) - 1:
+                raise ConfigError(f"{where}: text after the closing quote of the value")
+            return "".join(found)
+        found.append(char)
+        index += 1
+    raise ConfigError(f'{where}: a value opened with " must end with "')
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The settings in the env file at ``path``; none when there is no such file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    return parse_env_file(text, str(path))
+
+
+def with_env_file(environ: Mapping[str, str], file_values: Mapping[str, str]) -> dict[str, str]:
+    """The environment laid over an env file's values: a variable set in the environment wins, even empty
+    (so ``KERRIGAN_X= kerrigan serve`` can blank out a file's setting)."""
+    return {**file_values, **environ}
+
+
 def _http_url(name: str, value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -40,6 +115,27 @@ def _http_url(name: str, value: str) -> str:
 
 
 QUARANTINE_MODES: Final = ("off", "suspect")
+LOG_FORMATS: Final = ("auto", "json", "text")
+LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def log_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    """``value`` of ``KERRIGAN_<name>`` when it is one of ``choices`` (in any case); else a ConfigError."""
+    if value.lower() not in choices:
+        raise ConfigError(f"{PREFIX}{name} must be one of {', '.join(choices)}, not {value[:40]!r}")
+    return value.lower()
+
+
+def _operations(token: str | None, log_format: str | None, log_level: str | None) -> dict[str, object]:
+    """``KERRIGAN_METRICS_TOKEN``, ``KERRIGAN_LOG_FORMAT`` and ``KERRIGAN_LOG_LEVEL``, when set."""
+    values: dict[str, object] = {}
+    if token is not None:
+        values["metrics_token"] = token
+    if log_format is not None:
+        values["log_format"] = log_choice("LOG_FORMAT", log_format, LOG_FORMATS)
+    if log_level is not None:
+        values["log_level"] = log_choice("LOG_LEVEL", log_level, LOG_LEVELS)
+    return values
 
 
 def _public_read(text: str | None) -> dict[str, object]:
@@ -86,6 +182,9 @@ class Settings:
     history_days: int = 90  # completed sessions (and their jobs) older are deleted; 0 keeps them
     output_days: int = 14  # job output older is deleted, the job kept; 0 keeps it
     quarantine: str = "off"  # "suspect": a suspect device is set bad (no jobs) until put back
+    metrics_token: str | None = field(default=None, repr=False)  # a bearer token /metrics then asks for
+    log_format: str = "auto"  # json, text, or auto: text on a terminal, JSON otherwise
+    log_level: str = "info"  # debug, info, warning or error
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -145,6 +244,7 @@ class Settings:
                 )
             values["workers"] = number
         values.update(_quarantine(get("QUARANTINE")))
+        values.update(_operations(get("METRICS_TOKEN"), get("LOG_FORMAT"), get("LOG_LEVEL")))
         if (lease := get("RUNNER_LEASE_S")) is not None:
             if (number := _whole_number(lease, 2, 3600)) is None:
                 raise ConfigError(

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from kerrigan.config import DEFAULT_DATABASE_URL, ConfigError, Settings
+from kerrigan.config import (
+    DEFAULT_DATABASE_URL,
+    ConfigError,
+    Settings,
+    parse_env_file,
+    read_env_file,
+    with_env_file,
+)
 from kerrigan.testing.github import generate_app_key
 
 BROKEN_KEY = (
@@ -81,3 +90,58 @@ def test_quarantine_is_off_unless_asked() -> None:
 def test_a_valid_private_key_is_read_from_the_environment() -> None:
     private, _ = generate_app_key()
     assert Settings.from_env({"KERRIGAN_GITHUB_PRIVATE_KEY": private}).github_private_key == private.strip()
+
+
+# -- kerrigan.env: the env file `kerrigan setup` writes and `kerrigan serve` reads ---------------------------
+
+
+def test_an_env_file_is_name_value_lines_with_comments_and_optional_quotes() -> None:
+    text = (
+        "# written by kerrigan setup\n"
+        "\n"
+        "KERRIGAN_GITHUB_APP_ID=123\n"
+        "; a systemd comment\n"
+        "KERRIGAN_ADMINS = alice,bob \n"
+        "KERRIGAN_WEBHOOK_SECRET='s3cr#t \\n'\n"
+        'KERRIGAN_PUBLIC_URL="https://lab.example.com/\\"x\\""\n'
+        "KERRIGAN_GITHUB_APP_ID=456\n"
+    )
+    assert parse_env_file(text) == {
+        "KERRIGAN_GITHUB_APP_ID": "456",  # a later line wins
+        "KERRIGAN_ADMINS": "alice,bob",
+        "KERRIGAN_WEBHOOK_SECRET": "s3cr#t \\n",
+        "KERRIGAN_PUBLIC_URL": 'https://lab.example.com/"x"',
+    }
+
+
+def test_the_environment_wins_over_the_env_file() -> None:
+    file_values = parse_env_file("KERRIGAN_PORT=9000\nKERRIGAN_HOST=0.0.0.0\nKERRIGAN_ADMINS=alice\n")
+    merged = with_env_file({"KERRIGAN_PORT": "9100", "KERRIGAN_ADMINS": ""}, file_values)
+    settings = Settings.from_env(merged)
+    assert (settings.host, settings.port) == ("0.0.0.0", 9100)
+    assert settings.admins == frozenset()  # set empty in the environment: the file's value is not used
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("KERRIGAN_PORT=1\nnot an assignment\n", "lab.env:2: expected NAME=value"),
+        ("export KERRIGAN_PORT=1\n", "lab.env:1: 'export KERRIGAN_PORT' is not a variable name (leave out"),
+        ("\n\nKERRIGAN-PORT=1\n", "lab.env:3: 'KERRIGAN-PORT' is not a variable name"),
+        ("KERRIGAN_WEBHOOK_SECRET='open\n", "lab.env:1: a value opened with ' must end with '"),
+        ('KERRIGAN_WEBHOOK_SECRET="open\n', 'lab.env:1: a value opened with " must end with "'),
+        ('KERRIGAN_WEBHOOK_SECRET="a"b\n', "lab.env:1: text after the closing quote"),
+    ],
+)
+def test_a_malformed_env_file_line_is_one_line_naming_file_and_line(text: str, says: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_env_file(text, "lab.env")
+    assert str(raised.value).startswith(says)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_missing_env_file_holds_no_settings(tmp_path: Path) -> None:
+    assert read_env_file(tmp_path / "kerrigan.env") == {}
+    (tmp_path / "kerrigan.env").write_bytes(b"KERRIGAN_PORT=\xff\n")
+    with pytest.raises(ConfigError, match=r"kerrigan\.env: not UTF-8 text"):
+        read_env_file(tmp_path / "kerrigan.env")

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
+import structlog
 from aiohttp import web
 from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -210,6 +211,7 @@ class RunnerProtocol:
             raise ProtocolError(
                 401, "unauthenticated", "unknown runner token: run `kerrigan runners create HOST`"
             )
+        structlog.contextvars.bind_contextvars(runner_host=host)
         return host
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
@@ -242,9 +244,11 @@ class RunnerProtocol:
     def _job_id(request: web.Request) -> str:
         """The job id in the path, in the database's range (a 404 is for ids that could exist)."""
         try:
-            return str(fields.job_id(request.match_info["job_id"]))
+            job_id = str(fields.job_id(request.match_info["job_id"]))
         except FieldError as exc:
             raise _invalid(exc) from None
+        structlog.contextvars.bind_contextvars(job_id=job_id)
+        return job_id
 
     def _resources(
         self, host: str, body: dict[str, Any], known: Mapping[str, int] | None = None

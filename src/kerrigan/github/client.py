@@ -38,8 +38,10 @@ from gidgethub import GitHubException, HTTPException, sansio
 from gidgethub.aiohttp import GitHubAPI
 
 from kerrigan import __version__
+from kerrigan.core.github_operations import operation
 from kerrigan.core.github_retry import backoff, outcome_unknown, retry_after
 from kerrigan.github.budget import APP, Budget, creating
+from kerrigan.metrics import GITHUB_RATE_LIMIT, GITHUB_RATE_REMAINING, GITHUB_REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,21 @@ def repeatable(method: str, url: str) -> bool:
 
 
 # -- reading failures -------------------------------------------------------------------------------------
+
+
+def _show_allowance(installation_id: int, headers: Mapping[str, str]) -> None:
+    """Set the rate gauges from an answer's ``x-ratelimit-*`` headers (of the core allowance only)."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    if lowered.get("x-ratelimit-resource", "core").strip() != "core":
+        return
+    account = "app" if installation_id == APP else str(installation_id)
+    for header, gauge in (
+        ("x-ratelimit-remaining", GITHUB_RATE_REMAINING),
+        ("x-ratelimit-limit", GITHUB_RATE_LIMIT),
+    ):
+        value = lowered.get(header, "").strip()
+        if value.isascii() and value.isdigit() and len(value) < 12:
+            gauge.labels(account).set(int(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +315,7 @@ class GitHubClient(GitHubAPI):
             try:
                 status, answer_headers, data = await super()._request(method, url, sent, body)
             except (aiohttp.ClientError, TimeoutError) as exc:
+                GITHUB_REQUESTS.labels(operation(method, url), "0").inc()
                 if call.paid is not None or attempt >= self.max_attempts or not repeatable(method, url):
                     raise GitHubUnreachable(method, url, exc) from exc
                 delay = backoff(attempt)
@@ -313,9 +331,11 @@ class GitHubClient(GitHubAPI):
                 lowered = {key.lower(): value for key, value in answer_headers.items()}
                 answer = GitHubAnswer(status, lowered, message, decoded)
             _LAST_ANSWER.set(answer)
+            GITHUB_REQUESTS.labels(operation(method, url), str(status)).inc()
             if call.installation_id is not None:
                 message = answer.message if answer is not None else ""
                 self.budget.observe(call.installation_id, status, answer_headers, message, self._clock())
+                _show_allowance(call.installation_id, answer_headers)
             return status, answer_headers, data
 
     async def handle_rate_limit_error(

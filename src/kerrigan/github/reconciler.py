@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Final
 
+import structlog
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.github_retry import retry_after
@@ -148,6 +149,8 @@ class Reconciler:
             return await check_runs.claim_due(session, database.clock(), self.lease, limit)
 
     async def _sync(self, claim: Claim) -> None:
+        # Each claim is synced in a task of its own: what it logs names its session.
+        structlog.contextvars.bind_contextvars(session_id=claim.session_id)
         renewing = asyncio.create_task(self._renew(claim))
         sending = asyncio.create_task(self._send(claim))
         try:

@@ -24,12 +24,14 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Final
 
+import structlog
 from aiohttp import web
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.sessions import GitHubApp
+from kerrigan.metrics import WEBHOOK_ACK, WEBHOOK_DELIVERIES
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import (
     Claim,
@@ -130,7 +132,15 @@ class WebhookReceiver:
         return self._clock() - self._last_delivery < BUSY_WINDOW_S
 
     async def handle(self, request: web.Request) -> web.Response:
-        """Verify the signature, store the delivery, answer 202 (200 for a redelivery or a ping)."""
+        """Verify the signature, store the delivery, answer 202 (200 for a redelivery or a ping); the time
+        to a signed delivery's answer is :data:`~kerrigan.metrics.WEBHOOK_ACK`."""
+        started = time.perf_counter()
+        answer = await self._answer(request)
+        if answer.status < 300:
+            WEBHOOK_ACK.observe(time.perf_counter() - started)
+        return answer
+
+    async def _answer(self, request: web.Request) -> web.Response:
         if request.content_length is not None and request.content_length > MAX_BODY:
             return _error(413, "deliveries are at most 25 MB")
         body = await request.read()
@@ -263,6 +273,16 @@ class DeliveryWorker:
             delivery = await claim_delivery(session, database.clock(), self.lease)
         if delivery is None:
             return False
+        with structlog.contextvars.bound_contextvars(delivery_id=delivery.delivery_id, event=delivery.event):
+            outcome = await self._process(delivery)
+        if outcome is not None:
+            WEBHOOK_DELIVERIES.labels(delivery.event, outcome).inc()
+        return True
+
+    async def _process(self, delivery: Delivery) -> str | None:
+        """Run the delivery's route and record how it went; the outcome to count (None: another worker
+        took the delivery over, and counts it)."""
+        database = self.app.database
         handler = asyncio.create_task(self._handle(delivery), name=f"kerrigan-delivery-{delivery.pk}")
         try:
             held = await self._hold(delivery.claim, handler)
@@ -275,9 +295,9 @@ class DeliveryWorker:
                 delivery.delivery_id,
                 delivery.event,
             )
-            return True
+            return None
         try:
-            handler.result()
+            routed = handler.result()
         except PayloadError as exc:
             # The payload lacks a field a route needs: no attempt could succeed, so it is not retried, and
             # the reason says all there is to say (no traceback).
@@ -292,7 +312,7 @@ class DeliveryWorker:
                 exc,
                 "" if wrote else " (and not recorded: its claim was taken over by another worker)",
             )
-            return True
+            return "failed" if wrote else None
         except Exception as exc:
             async with database.writing(), database.sessions() as session, session.begin():
                 wrote = await fail_delivery(
@@ -307,7 +327,7 @@ class DeliveryWorker:
                     delivery.attempts,
                     exc,
                 )
-                return True
+                return None
             log.exception(
                 "delivery %s (%s) failed on attempt %d%s",
                 delivery.delivery_id,
@@ -315,36 +335,41 @@ class DeliveryWorker:
                 delivery.attempts,
                 "; giving up" if gives_up(delivery.attempts) else "; will retry",
             )
-            return True
+            return "failed" if gives_up(delivery.attempts) else "retrying"
         async with database.writing(), database.sessions() as session, session.begin():
             wrote = await finish_delivery(session, delivery.claim, database.clock())
         if wrote:
             self.processed += 1
-        else:
-            log.warning(
-                "delivery %s (%s) was processed after its claim was taken over by another worker: "
-                "not marked done",
-                delivery.delivery_id,
-                delivery.event,
-            )
-        return True
+            return "processed" if routed else "ignored"
+        log.warning(
+            "delivery %s (%s) was processed after its claim was taken over by another worker: "
+            "not marked done",
+            delivery.delivery_id,
+            delivery.event,
+        )
+        return None
 
-    async def _handle(self, delivery: Delivery) -> None:
+    async def _handle(self, delivery: Delivery) -> bool:
+        """Route the delivery; whether a route took it."""
         # The handler's task has its own copy of the context: the claim is current for it alone.
         current_claim.set(delivery.claim)
         data, _ = read_payload(delivery.payload.encode("utf-8"))
+        repository = data.get("repository")
+        if isinstance(repository, dict) and isinstance(repository.get("full_name"), str):
+            structlog.contextvars.bind_contextvars(repository=repository["full_name"])
         event = Event(data, event=delivery.event, delivery_id=delivery.delivery_id)
         if self.router.fetch(event):
             await self.router.dispatch(event, self.app)
-        else:
-            log.info(
-                "delivery %s: %s/%s ignored (no router for it)",
-                delivery.delivery_id,
-                delivery.event,
-                delivery.action,
-            )
+            return True
+        log.info(
+            "delivery %s: %s/%s ignored (no router for it)",
+            delivery.delivery_id,
+            delivery.event,
+            delivery.action,
+        )
+        return False
 
-    async def _hold(self, claim: Claim, handler: asyncio.Task[None]) -> bool:
+    async def _hold(self, claim: Claim, handler: asyncio.Task[bool]) -> bool:
         """Renew ``claim`` every third of the lease until ``handler`` is done; ``False`` (and the handler
         cancelled) when a renewal finds the claim taken over."""
         database = self.app.database
@@ -365,7 +390,7 @@ class DeliveryWorker:
                 return False
 
 
-async def _stop(task: asyncio.Task[None]) -> None:
+async def _stop(task: asyncio.Task[Any]) -> None:
     """Cancel ``task`` and wait until it has ended (whatever it raised is no longer of interest)."""
     task.cancel()
     await asyncio.wait({task})

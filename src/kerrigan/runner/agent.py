@@ -13,7 +13,8 @@ devices file names checked before registering and before each heartbeat:
 (so the server can ask to withdraw one whose queue-wait budget ran out) and its health (with how jobs are
 isolated: :mod:`kerrigan.runner.isolation`). Cancel and withdraw requests arrive on the poll. A restarted
 agent finds its job records, registers the CPU sets of jobs still running and follows them to their end,
-and empties the cgroups of jobs that ended while it was away.
+and empties the cgroups of jobs that ended while it was away. Given a metrics port, it serves its figures
+at ``GET /metrics`` while it runs (:mod:`kerrigan.runner.metrics`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
+from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
 from kerrigan.runner.server import Registration, ServerRefused, ServerUnavailable
@@ -51,15 +53,38 @@ class Agent(Recovery):
     cut off half-done.
     """
 
+    metrics_port: int | None = None  # the port GET /metrics listens on while run() runs (the one bound for 0)
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Register, pick up where a previous agent left off, then work until cancelled.
+        """Register, pick up where a previous agent left off, then work until cancelled; with a metrics
+        port, serve ``GET /metrics`` all the while.
 
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
-        :class:`ServerRefused`.
+        :class:`ServerRefused`; a metrics address that cannot be listened on raises
+        :class:`~kerrigan.runner.metrics.MetricsAddressError` before anything else starts.
         """
         self._lay_out_work_dir()
+        metrics = await self._serve_metrics()
+        try:
+            await self._work()
+        finally:
+            if metrics is not None:
+                await metrics.stop()
+                self.metrics_port = None
+
+    async def _serve_metrics(self) -> MetricsServer | None:
+        """The metrics server, listening, when the settings give a port."""
+        host, port = self.settings.metrics_host, self.settings.metrics_port
+        if port is None:
+            return None
+        server = MetricsServer(agent_registry(self))
+        self.metrics_port = await server.start(host, port)
+        log.info("metrics at http://%s:%d/metrics", host, self.metrics_port)
+        return server
+
+    async def _work(self) -> None:
         self.announce_isolation()
         self.devices = dict(await self.presence.check())  # the devices file's, before the server names ours
         registration = await self._register()

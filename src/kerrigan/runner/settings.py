@@ -37,6 +37,8 @@ class AgentSettings:
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
     devices_file: DevicesFile | None = None  # --devices-file, read: which devices are there, their jobs' env
+    metrics_host: str = "127.0.0.1"  # where GET /metrics listens (--metrics-host)
+    metrics_port: int | None = None  # --metrics-port: None serves no metrics, 0 any free port (tests)
 
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATION_MODES:
@@ -45,6 +47,10 @@ class AgentSettings:
             raise ValueError(f"github_retry_s must be 0 or more, not {self.github_retry_s}")
         if self.github_backoff_s <= 0:
             raise ValueError(f"github_backoff_s must be more than 0, not {self.github_backoff_s}")
+        if not self.metrics_host.strip():
+            raise ValueError("metrics_host must name an address to listen on, not an empty string")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port must be 0-65535, not {self.metrics_port}")
 
     @property
     def github_retry(self) -> RetryBudget:

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import Conclusion, SessionState, check_session_transition
 from kerrigan.store.jobs import request_cancel
 from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.signals import SessionConcluded, note
 from kerrigan.store.transitions import record_version
 
 
@@ -53,6 +54,7 @@ async def cancel_session(
         # Nothing was ever queued (a fork's session awaiting approval): it ends here.
         check_session_transition(state, SessionState.COMPLETED)
         row.state, row.conclusion = SessionState.COMPLETED, Conclusion.CANCELLED.value
+        note(session, SessionConcluded(row.conclusion))
         row.updated_at = at
         record_version(session, row, at)
     elif not ended and not asked_before:

@@ -203,6 +203,8 @@ async def shown(session: AsyncSession, claim: Claim, version: int, now: datetime
         shown_version=shown_now,
         sync_attempts=0,
         sync_due_at=case((SessionRow.version > shown_now, now), else_=None),
+        # A newer version is behind since it was recorded (about: the newest one's time).
+        unshown_since=case((SessionRow.version > shown_now, SessionRow.version_at), else_=None),
         sync_claim=None,
         sync_claimed_until=None,
     )
@@ -251,6 +253,7 @@ async def refused(
         assert row is not None
         row.shown_version = max(row.shown_version, shown_version)
         row.sync_due_at = None if row.shown_version >= row.version else now
+        row.unshown_since = None if row.shown_version >= row.version else row.unshown_since
     else:
         await session.execute(
             update(SessionRow).where(SessionRow.pk == claim.session_pk).values(sync_due_at=retry_at)

@@ -114,6 +114,13 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> frozenset[str]:
+    """Every revision of the code's migration history."""
+    return frozenset(
+        script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()
+    )
+
+
 def _current(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 

@@ -258,6 +258,8 @@ class SessionRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     version_at: Mapped[datetime | None] = mapped_column(Timestamp)
     shown_version: Mapped[int] = mapped_column(Integer, default=0)
+    # Since when GitHub has not shown the newest version (None: it shows it): the check-run lag.
+    unshown_since: Mapped[datetime | None] = mapped_column(Timestamp, index=True)
     check_run_resolution: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     sync_due_at: Mapped[datetime | None] = mapped_column(Timestamp, index=True)
     sync_claim: Mapped[str | None] = mapped_column(String(32))

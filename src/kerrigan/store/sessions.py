@@ -15,7 +15,7 @@ from kerrigan.core.manifest import Strategy
 from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import JobRow, SessionRow
-from kerrigan.store.signals import Topic, mark
+from kerrigan.store.signals import SessionConcluded, Topic, mark, note
 from kerrigan.store.transitions import move_job, record_version
 
 
@@ -102,6 +102,8 @@ async def create_session(
     )
     session.add(row)
     await session.flush()
+    if new.state is SessionState.COMPLETED and new.conclusion is not None:
+        note(session, SessionConcluded(new.conclusion.value))  # decided at once: manifest errors, none to run
     jobs = [
         JobRow(
             session_pk=row.pk,
@@ -166,6 +168,8 @@ async def resolve_session(
     check_session_transition(SessionState(row.state), outcome.state)
     row.state = outcome.state
     row.conclusion = outcome.conclusion.value if outcome.conclusion else None
+    if outcome.state is SessionState.COMPLETED and row.conclusion is not None:
+        note(session, SessionConcluded(row.conclusion))
     row.resolution = compact(resolution)
     row.check_run_resolution = dict(check_run)
     if awaiting_approval is not None:

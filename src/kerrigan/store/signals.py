@@ -4,12 +4,16 @@ A transaction that records a check run's new version, or frees or adds work for 
 (:func:`mark`); when it commits, the database fires those topics' listeners (the reconciler's and the
 dispatcher's ``wake``). Nothing fires for a transaction that rolls back. Other processes see the change on
 their next poll.
+
+A transaction may also :func:`note` facts (a job ended, a session concluded): once it commits, the fact
+listeners hear them, in order (the metrics count them). A rolled-back transaction's facts are forgotten.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sqlalchemy import event
@@ -17,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 _MARKS: Final = "kerrigan.signals"
+_FACTS: Final = "kerrigan.facts"
 
 
 class Topic(enum.StrEnum):
@@ -27,11 +32,44 @@ class Topic(enum.StrEnum):
     RUNNER_REQUESTS = "runner_requests"  # a job a runner holds was asked to stop (cancelled, withdrawn)
 
 
+@dataclass(frozen=True, slots=True)
+class JobStarted:
+    """A job started on its device, ``waited_s`` after it was queued."""
+
+    waited_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnded:
+    """A job ended in ``state``; it ran on ``device`` for ``ran_s`` (0 if it never started)."""
+
+    state: str
+    failure_class: str | None
+    device: str | None
+    ran_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConcluded:
+    """A session completed with ``conclusion``."""
+
+    conclusion: str
+
+
+Fact = JobStarted | JobEnded | SessionConcluded
+
+
 class Signals:
-    """Listeners per topic, called after a commit that marked the topic."""
+    """Listeners per topic, called after a commit that marked the topic, and listeners of committed facts."""
 
     def __init__(self) -> None:
         self._listeners: dict[Topic, list[Callable[[], None]]] = {topic: [] for topic in Topic}
+        self._fact_listeners: list[Callable[[Fact], None]] = []
+
+    def listen_facts(self, callback: Callable[[Fact], None]) -> Callable[[], None]:
+        """Call ``callback`` with each fact a committed transaction noted; returns what stops it."""
+        self._fact_listeners.append(callback)
+        return lambda: self._fact_listeners.remove(callback)
 
     def listen(self, topic: Topic, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` after each commit that changes ``topic``; returns what stops it."""
@@ -49,10 +87,15 @@ class Signals:
 
         def committed(session: Session) -> None:
             marks: set[Topic] = session.info.pop(_MARKS, set())
+            facts: list[Fact] = session.info.pop(_FACTS, [])
             self.fire(*sorted(marks))
+            for fact in facts:
+                for listener in list(self._fact_listeners):
+                    listener(fact)
 
         def rolled_back(session: Session, *_: Any) -> None:
             session.info.pop(_MARKS, None)
+            session.info.pop(_FACTS, None)
 
         event.listen(session_class, "after_commit", committed)
         event.listen(session_class, "after_soft_rollback", rolled_back)
@@ -61,3 +104,8 @@ class Signals:
 def mark(session: AsyncSession, *topics: Topic) -> None:
     """Fire ``topics`` once the transaction under way commits."""
     session.sync_session.info.setdefault(_MARKS, set()).update(topics)
+
+
+def note(session: AsyncSession, fact: Fact) -> None:
+    """Tell the fact listeners ``fact`` once the transaction under way commits."""
+    session.sync_session.info.setdefault(_FACTS, []).append(fact)

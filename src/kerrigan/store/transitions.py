@@ -34,7 +34,7 @@ from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
 from kerrigan.store.leases import release_lease
 from kerrigan.store.models import JobRow, SessionRow
-from kerrigan.store.signals import Topic, mark
+from kerrigan.store.signals import JobEnded, JobStarted, SessionConcluded, Topic, mark, note
 
 RETRY_POLICY_KEY = "retry"  # where a session's resolution keeps its manifest's retry policy
 
@@ -68,10 +68,14 @@ async def move_job(
     if to is JobState.QUEUED:
         job.device_id = None
         mark(session, Topic.DISPATCH)
+    if to is JobState.RUNNING:
+        note(session, JobStarted(max(0.0, (at - job.created_at).total_seconds())))
     if to in ENDED:
         job.finished_at = at
         klass = failure_class(to, job.reason, job.exit_status)
         job.failure_class = klass.value if klass is not None else None
+        ran_s = (at - job.started_at).total_seconds() if job.started_at is not None else 0.0
+        note(session, JobEnded(to.value, job.failure_class, job.device_id, max(0.0, ran_s)))
         checked = await checked_device(session, job.session_pk) if job.task_id == HEALTH_CHECK_TASK else None
         if checked is not None:
             await record_check_end(session, checked, job, to, at)  # never counted as a device's failure
@@ -87,6 +91,8 @@ def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None
         return
     row.version += 1
     row.version_at = at
+    if row.unshown_since is None:
+        row.unshown_since = at
     if row.sync_due_at is None or row.sync_attempts == 0:
         row.sync_due_at = at
     mark(session, Topic.CHECK_RUNS)
@@ -126,6 +132,8 @@ async def settle_session(
     conclusion = outcome.conclusion.value if outcome.conclusion else None
     changed = (outcome.state, conclusion) != (before, row.conclusion)
     row.state, row.conclusion = outcome.state, conclusion
+    if outcome.state is SessionState.COMPLETED and conclusion is not None:
+        note(session, SessionConcluded(conclusion))
     if changed or news:
         row.updated_at = at
         record_version(session, row, at)

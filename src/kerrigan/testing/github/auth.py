@@ -47,15 +47,37 @@ def _credentials(request: web.Request) -> tuple[str, str]:
     return scheme.lower(), token.strip()
 
 
-def check_app_jwt(github: GitHubStandIn, request: web.Request) -> None:
-    """Refuse the request unless it carries a valid JWT of the App, as GitHub checks it."""
+def app_key(github: GitHubStandIn, app_id: str) -> str | None:
+    """The public key JWTs of ``app_id`` are checked with: the stand-in's own App's, or a created App's."""
+    if app_id == github.app_id:
+        return github.public_key
+    created = github.created_apps.get(app_id)
+    return created.public_key if created is not None else None
+
+
+def app_permissions(github: GitHubStandIn, app_id: str) -> dict[str, str]:
+    """What an installation of the App grants."""
+    created = github.created_apps.get(app_id)
+    return dict(created.permissions) if created is not None else dict(github.app_permissions)
+
+
+def check_app_jwt(github: GitHubStandIn, request: web.Request) -> str:
+    """The App whose valid JWT the request carries (the stand-in's own or one created from a manifest);
+    refused otherwise, as GitHub checks it."""
     scheme, token = _credentials(request)
     if scheme != "bearer":
         raise GitHubError(401, "A JSON web token could not be decoded")
     try:
+        issuer = str(jwt.decode(token, options={"verify_signature": False}).get("iss"))
+    except jwt.PyJWTError as exc:
+        raise GitHubError(401, f"A JSON web token could not be decoded: {exc}") from None
+    public_key = app_key(github, issuer)
+    if public_key is None:
+        raise GitHubError(401, "'Issuer' claim ('iss') must be the App's id")
+    try:
         claims = jwt.decode(
             token,
-            github.public_key,
+            public_key,
             algorithms=["RS256"],
             options={"require": ["iat", "exp", "iss"]},
             leeway=0,
@@ -63,12 +85,11 @@ def check_app_jwt(github: GitHubStandIn, request: web.Request) -> None:
     except jwt.PyJWTError as exc:
         raise GitHubError(401, f"A JSON web token could not be decoded: {exc}") from None
     now = time.time()
-    if str(claims["iss"]) != github.app_id:
-        raise GitHubError(401, "'Issuer' claim ('iss') must be the App's id")
     if claims["exp"] - claims["iat"] > 600 or claims["exp"] > now + 600:
         raise GitHubError(401, "'Expiration time' claim ('exp') is too far in the future")
     if claims["iat"] > now + 60:
         raise GitHubError(401, "'Issued at' claim ('iat') must be an Integer representing a time in the past")
+    return issuer
 
 
 def installation_of(github: GitHubStandIn, request: web.Request) -> int | None:
@@ -107,10 +128,12 @@ def authorized_repository(github: GitHubStandIn, request: web.Request) -> FakeRe
 async def create_access_token(github: GitHubStandIn, request: web.Request) -> web.Response:
     """``POST /app/installations/{installation_id}/access_tokens``, optionally narrowed to repositories and
     permissions (which must be within the installation's)."""
-    check_app_jwt(github, request)
+    app_id = check_app_jwt(github, request)
     installation = int(request.match_info["installation_id"])
     if installation not in github.installations:
         raise GitHubError(404, "Not Found")
+    if github.installation_apps.get(installation, github.app_id) != app_id:
+        raise GitHubError(404, "Not Found")  # another App's installation
     raw = await request.read()  # read once already by the middleware; aiohttp keeps it
     body: Any = json.loads(raw) if raw else {}
     if not isinstance(body, dict):
@@ -127,7 +150,7 @@ async def create_access_token(github: GitHubStandIn, request: web.Request) -> we
                     "There is at least one repository that does not exist or is not accessible to the parent "
                     "installation.",
                 )
-    granted = dict(github.app_permissions)
+    granted = app_permissions(github, app_id)
     asked = body.get("permissions")
     if isinstance(asked, dict):
         for name, level in asked.items():

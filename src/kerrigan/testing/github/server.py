@@ -16,11 +16,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kerrigan.testing.github import auth, checks, contents, issues, limits, repositories
+from kerrigan.testing.github import auth, checks, contents, issues, limits, manifests, repositories
 from kerrigan.testing.github.auth import generate_app_key, installation_of
 from kerrigan.testing.github.errors import GitHubError, error_response
 from kerrigan.testing.github.faults import Fault, Faults
 from kerrigan.testing.github.limits import LimitedRequest, RateLimits
+from kerrigan.testing.github.manifests import CreatedApp
 from kerrigan.testing.github.records import FakeRepository, RecordedRequest
 from kerrigan.testing.github.schema import check_request_body, github_description
 
@@ -32,6 +33,7 @@ APP_PERMISSIONS: Final = {
     "checks": "write",
     "contents": "read",
     "issues": "write",
+    "merge_queues": "read",
     "metadata": "read",
     "pull_requests": "read",
 }
@@ -64,6 +66,10 @@ class GitHubStandIn:
         self.private_key = private_key
         self.app_permissions: dict[str, str] = dict(APP_PERMISSIONS)
         self.installations: dict[int, str] = {}  # installation id -> account
+        self.installation_apps: dict[int, str] = {}  # installation id -> App id, where not this App's
+        # The App manifest flow: Apps created from manifests (by id) and the codes that convert into them.
+        self.created_apps: dict[str, CreatedApp] = {}
+        self.manifest_codes: dict[str, tuple[str, datetime]] = {}  # code -> (App id, expiry)
         self.repositories: dict[str, FakeRepository] = {}
         self.tokens: dict[str, tuple[int, datetime]] = {}  # token -> (installation, expiry)
         self.token_scopes: dict[str, frozenset[str]] = {}  # token -> the repository names it is limited to
@@ -88,9 +94,11 @@ class GitHubStandIn:
 
     # -- set-up ------------------------------------------------------------------------------------
 
-    def add_installation(self, installation_id: int, account: str) -> None:
-        """An installation of the App on ``account``."""
+    def add_installation(self, installation_id: int, account: str, *, app_id: str | None = None) -> None:
+        """An installation of the App (or of ``app_id``, one created from a manifest) on ``account``."""
         self.installations[installation_id] = account
+        if app_id is not None and app_id != self.app_id:
+            self.installation_apps[installation_id] = app_id
 
     def add_repository(self, full_name: str, installation_id: int) -> FakeRepository:
         """A repository the installation covers."""
@@ -170,7 +178,7 @@ class GitHubStandIn:
     async def start(self, port: int = 0) -> None:
         """Listen on 127.0.0.1 (a free port unless one is given)."""
         app = web.Application(middlewares=[self._middleware])
-        for concern in (auth, contents, checks, issues, limits, repositories):
+        for concern in (auth, contents, checks, issues, limits, manifests, repositories):
             concern.add_routes(app.router, self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -1,0 +1,55 @@
+"""The ``kerrigan`` command: :func:`build_parser` names every subcommand, each module here holds a group of
+them (``serve``, ``runner``, ``sessions``, ``setup``...), and :func:`main` runs one."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from kerrigan import __version__
+from kerrigan.cli import explain, inventory, lab, runner, serve, sessions, setup
+from kerrigan.cli.usage import UsageError
+from kerrigan.core.explain import EXIT_INVALID
+
+__all__ = ["UsageError", "build_parser", "main", "run"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="kerrigan", description="Hardware-in-the-loop test sessions on a lab of devkits."
+    )
+    parser.add_argument("--version", action="version", version=f"kerrigan {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    explain.add_parser(commands)
+    serve.add_parsers(commands)  # demo, serve, worker
+    lab.add_parsers(commands)  # db, tokens, runners
+    runner.add_parser(commands)
+    sessions.add_parser(commands)
+    inventory.add_parser(commands)
+    setup.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+        sys.stdout.flush()
+    except UsageError as exc:
+        print(f"kerrigan {args.command}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, as other command-line tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_INVALID
+    return status
+
+
+def run() -> None:
+    """Console-script entry point."""
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""``kerrigan db upgrade``, ``kerrigan tokens create`` and ``kerrigan runners create``: commands that act on
+the lab's database directly."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+from typing import TYPE_CHECKING
+
+from kerrigan.cli.database import with_database
+from kerrigan.cli.settings import load_settings
+from kerrigan.cli.usage import UsageError, first_line
+
+if TYPE_CHECKING:
+    from kerrigan.store.database import Database
+
+
+def _db_upgrade(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kerrigan.store.database import Database, current_revision, upgrade
+
+    settings = load_settings()
+
+    async def run() -> str | None:
+        database = Database.connect(settings.database_url)
+        try:
+            await upgrade(database.engine)
+            return await current_revision(database.engine)
+        except (OSError, SQLAlchemyError) as exc:
+            raise UsageError(f"cannot upgrade the database: {first_line(exc)}") from None
+        finally:
+            await database.close()
+
+    print(f"database at revision {asyncio.run(run())}")
+    return 0
+
+
+def _tokens_create(args: argparse.Namespace) -> int:
+    from kerrigan.store.tokens import create_token
+
+    login = args.login
+    if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", login):
+        raise UsageError(f"--login {login!r} is not a GitHub login")
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            token = await create_token(session, login, database.clock())
+        print(token)
+        return 0
+
+    return asyncio.run(with_database(load_settings(), work))
+
+
+def _runners_create(args: argparse.Namespace) -> int:
+    from kerrigan.store.runners import create_runner_token
+
+    host = args.host
+    if not re.fullmatch(r"[a-z0-9._-]{1,63}", host):
+        raise UsageError(
+            f"{host!r} is not a runner host id: 1-63 of lowercase letters, digits, '.', '_', '-'"
+        )
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            token = await create_runner_token(session, host, database.clock())
+        print(token)
+        return 0
+
+    return asyncio.run(with_database(load_settings(), work))
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``db``, ``tokens`` and ``runners``."""
+    db_cmd = commands.add_parser("db", help="the database schema").add_subparsers(
+        dest="db_command", required=True, metavar="ACTION"
+    )
+    db_cmd.add_parser("upgrade", help="apply migrations (KERRIGAN_DATABASE_URL)").set_defaults(
+        handler=_db_upgrade
+    )
+
+    tokens_cmd = commands.add_parser("tokens", help="API tokens").add_subparsers(
+        dest="tokens_command", required=True, metavar="ACTION"
+    )
+    create_cmd = tokens_cmd.add_parser("create", help="print a new API token for a GitHub login")
+    create_cmd.add_argument("--login", required=True, help="the GitHub login the token acts as")
+    create_cmd.set_defaults(handler=_tokens_create)
+
+    runners_cmd = commands.add_parser("runners", help="runner hosts").add_subparsers(
+        dest="runners_command", required=True, metavar="ACTION"
+    )
+    runner_create = runners_cmd.add_parser(
+        "create", help="print a new token for a runner host (the host's previous token stops working)"
+    )
+    runner_create.add_argument("host", metavar="HOST", help="the runner host's id, as the inventory names it")
+    runner_create.set_defaults(handler=_runners_create)

@@ -1,0 +1,237 @@
+"""``kerrigan sessions list|show|cancel``: history and cancel, against a live lab's API."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from kerrigan.cli.usage import UsageError, first_line
+
+SESSION_LIST_FILTERS = {
+    "repository": "owner/name",
+    "branch": "the pushed branch",
+    "workflow": "the manifest's name",
+    "state": "queued, in_progress or completed",
+    "conclusion": "success, failure, cancelled or timed_out",
+    "device": "a device one of its jobs ran on",
+    "since": "created at or after, ISO 8601 with a zone: 2026-12-01T09:00:00Z",
+}
+EXIT_REFUSED = 1
+
+
+class ApiRefusedError(Exception):
+    """The API answered with an error: its status, code and message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def _api_target(args: argparse.Namespace) -> tuple[str, str | None]:
+    url = args.url or os.environ.get("KERRIGAN_URL", "")
+    if not url:
+        raise UsageError("say where the lab is: --url or KERRIGAN_URL (like https://kerrigan.example.com)")
+    if not re.match(r"https?://[^/\s]+", url):
+        raise UsageError(f"--url must be an http:// or https:// address, not {url[:80]!r}")
+    return url.rstrip("/"), args.token or os.environ.get("KERRIGAN_TOKEN") or None
+
+
+async def _api_call(
+    args: argparse.Namespace, method: str, path: str, query: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """One request to ``/api/v1``; the JSON body. An API error is :class:`ApiRefusedError`; a lab that
+    cannot be reached is a :class:`UsageError` of one line."""
+    import aiohttp
+
+    url, token = _api_target(args)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
+            http.request(method, f"{url}/api/v1{path}", params=query, headers=headers) as response,
+        ):
+            try:
+                body = await response.json(content_type=None)
+            except ValueError:
+                body = None
+            if response.status >= 400:
+                error = body.get("error") if isinstance(body, dict) else None
+                if not isinstance(error, dict):
+                    error = {"code": "error", "message": f"{url} answered HTTP {response.status}"}
+                raise ApiRefusedError(response.status, str(error.get("code")), str(error.get("message")))
+            if not isinstance(body, dict):
+                raise UsageError(f"{url} did not answer as Kerrigan's API does (no JSON object at {path})")
+            return body
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        raise UsageError(f"cannot reach {url}: {first_line(exc) or type(exc).__name__}") from None
+
+
+def _refused(exc: ApiRefusedError) -> int:
+    print(f"kerrigan sessions: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+def _outcome(session: dict[str, object]) -> str:
+    conclusion = session.get("conclusion")
+    return f"{session.get('state')} ({conclusion})" if conclusion else str(session.get("state"))
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def _sessions_list(args: argparse.Namespace) -> int:
+    query = {
+        name: str(getattr(args, name)) for name in SESSION_LIST_FILTERS if getattr(args, name) is not None
+    }
+    query["limit"] = str(args.limit)
+    if args.cursor:
+        query["cursor"] = args.cursor
+    try:
+        body = asyncio.run(_api_call(args, "GET", "/sessions", query))
+    except ApiRefusedError as exc:
+        return _refused(exc)
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    items: list[dict[str, object]] = body["items"]
+    if not items:
+        print("no sessions match")
+        return 0
+    rows = [["ID", "CREATED", "REPOSITORY", "BRANCH", "WORKFLOW", "COMMIT", "STATE", "DEVICES"]]
+    for item in items:
+        devices = item.get("devices") or []
+        assert isinstance(devices, list)
+        rows.append(
+            [
+                str(item["id"]),
+                str(item["created_at"]),
+                str(item["repository"]),
+                str(item.get("branch") or ""),
+                str(item["workflow"]),
+                str(item["commit"])[:7],
+                _outcome(item),
+                ",".join(map(str, devices)),
+            ]
+        )
+    print(_table(rows))
+    if body.get("next_cursor"):
+        print(f"more: add --cursor {body['next_cursor']}", file=sys.stderr)
+    return 0
+
+
+def _sessions_show(args: argparse.Namespace) -> int:
+    try:
+        body = asyncio.run(_api_call(args, "GET", f"/sessions/{args.id}"))
+    except ApiRefusedError as exc:
+        return _refused(exc)
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    for label, key in (
+        ("session", "id"),
+        ("repository", "repository"),
+        ("branch", "branch"),
+        ("workflow", "workflow"),
+        ("commit", "commit"),
+        ("created", "created_at"),
+        ("finished", "finished_at"),
+    ):
+        print(f"{label + ':':12} {body.get(key) or ''}".rstrip())
+    print(f"{'state:':12} {_outcome(body)}")
+    if body.get("cancelled_by") or body.get("cancel_reason"):
+        print(
+            f"{'cancelled:':12} {body.get('cancelled_by') or 'kerrigan'}: {body.get('cancel_reason') or ''}"
+        )
+    jobs: list[dict[str, object]] = body.get("jobs") or []
+    if jobs:
+        rows = [
+            ["JOB", "TASK", "ATTEMPT", "STATE", "FAILURE", "DEVICE", "HOST", "EXIT", "STARTED", "FINISHED"]
+        ]
+        for job in jobs:
+            rows.append(
+                [
+                    str(job["id"]),
+                    str(job["task"]),
+                    str(job["attempt"]) + (f" (retry of {job['retry_of']})" if job.get("retry_of") else ""),
+                    str(job["state"]),
+                    str(job.get("failure_class") or ""),
+                    str(job.get("device") or ""),
+                    str(job.get("host") or ""),
+                    "" if job.get("exit_status") is None else str(job["exit_status"]),
+                    str(job.get("started_at") or ""),
+                    str(job.get("finished_at") or ""),
+                ]
+            )
+        print()
+        print(_table(rows))
+    return 0
+
+
+def _sessions_cancel(args: argparse.Namespace) -> int:
+    async def cancel() -> tuple[int, dict[str, Any]]:
+        try:
+            return 0, await _api_call(args, "POST", f"/sessions/{args.id}/cancel")
+        except ApiRefusedError as exc:
+            if exc.status != 409:
+                raise
+            print(f"kerrigan sessions: {exc.message}", file=sys.stderr)
+            return EXIT_REFUSED, await _api_call(args, "GET", f"/sessions/{args.id}")
+
+    try:
+        status, body = asyncio.run(cancel())
+    except ApiRefusedError as exc:
+        return _refused(exc)
+    if status:
+        print(f"session {body.get('id')} has ended: {_outcome(body)}")
+        return status
+    state = _outcome(body)
+    print(f"session {body.get('session')}: {state}" + ("" if body.get("changed", True) else " (unchanged)"))
+    return 0
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``kerrigan sessions list|show|cancel``, a client of a live lab's API."""
+    sessions_cmd = commands.add_parser(
+        "sessions",
+        help="find, show and cancel sessions on a running lab (KERRIGAN_URL, KERRIGAN_TOKEN)",
+        description="A client of the lab's REST API. Exit status: 0 done, 1 the API refused (the reason is "
+        "printed; cancelling an ended session), 2 a usage or connection error.",
+    )
+    sessions_sub = sessions_cmd.add_subparsers(dest="sessions_command", required=True, metavar="ACTION")
+
+    def target(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--url", help="the lab's address (default: KERRIGAN_URL)")
+        parser.add_argument(
+            "--token",
+            help="an API token (default: KERRIGAN_TOKEN, which other users of the host cannot read in the "
+            "process list as they can an option)",
+        )
+
+    list_cmd = sessions_sub.add_parser("list", help="sessions, newest first")
+    for name, meaning in SESSION_LIST_FILTERS.items():
+        list_cmd.add_argument(f"--{name}", metavar=name.upper(), help=meaning)
+    list_cmd.add_argument("--limit", type=int, default=50, metavar="N", help="at most N sessions (1-500)")
+    list_cmd.add_argument("--cursor", help="the next page, as a previous list printed it")
+    list_cmd.add_argument("--json", action="store_true", help="print the API's answer")
+    target(list_cmd)
+    list_cmd.set_defaults(handler=_sessions_list)
+    show_cmd = sessions_sub.add_parser("show", help="one session with its jobs and attempts")
+    show_cmd.add_argument("id", metavar="ID")
+    show_cmd.add_argument("--json", action="store_true", help="print the API's answer")
+    target(show_cmd)
+    show_cmd.set_defaults(handler=_sessions_show)
+    cancel_cmd = sessions_sub.add_parser(
+        "cancel", help="cancel a session: its jobs stop, its check run says who"
+    )
+    cancel_cmd.add_argument("id", metavar="ID")
+    target(cancel_cmd)
+    cancel_cmd.set_defaults(handler=_sessions_cancel)

@@ -1,0 +1,143 @@
+"""The local server of ``kerrigan setup``, on 127.0.0.1: the page whose form posts the manifest to GitHub,
+and the manifest's ``redirect_url``, where GitHub sends the browser back with the one-time code."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import jinja2
+from aiohttp import web
+
+CALLBACK_PATH: Final = "/setup/callback"
+_TEMPLATES: Final = Path(__file__).resolve().parents[2] / "web" / "templates"
+
+
+class SetupError(Exception):
+    """The flow cannot finish (GitHub refused the code, say); the message is one line."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """What the done page shows."""
+
+    app_name: str
+    install_url: str
+    out: str
+    key: str
+
+
+def listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1 (any free port for 0); OSError when the port is taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+        sock.listen(16)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+class SetupServer:
+    """Serves the start page until GitHub's answer comes back with the right ``state``; then ``complete``
+    turns the code into written settings, and :attr:`result` holds what happened. Answers without the
+    state are refused (and ``refused`` told why), and the flow waits on."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        action: str,
+        manifest: dict[str, Any],
+        state: str,
+        out: str,
+        complete: Callable[[str], Awaitable[Done]],
+        refused: Callable[[str], object],
+    ) -> None:
+        self._sock = sock
+        self._action = action
+        self._manifest = manifest
+        self._state = state
+        self._out = out
+        self._complete = complete
+        self._busy = False
+        self._runner: web.AppRunner | None = None
+        self.result: asyncio.Future[Done] = asyncio.get_running_loop().create_future()
+        self._refused = refused  # told why an answer was turned away (the flow waits on for the right one)
+        self._templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+        )
+
+    @property
+    def url(self) -> str:
+        """The start page."""
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}/"
+
+    async def start(self) -> None:
+        """Serve on the socket."""
+        app = web.Application()
+        app.router.add_get("/", self._page)
+        app.router.add_get(CALLBACK_PATH, self._callback)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
+        await self._runner.setup()
+        await web.SockSite(self._runner, self._sock).start()
+
+    async def close(self) -> None:
+        """Stop serving (after the last answer has gone out)."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _render(self, status: int, title: str, mode: str, **context: object) -> web.Response:
+        text = self._templates.get_template("setup.html").render(title=title, mode=mode, **context)
+        return web.Response(status=status, text=text, content_type="text/html")
+
+    async def _page(self, request: web.Request) -> web.Response:
+        return self._render(
+            200,
+            "Register Kerrigan's GitHub App",
+            "start",
+            action=self._action,
+            manifest=json.dumps(self._manifest, separators=(",", ":")),
+            webhook_url=self._manifest["hook_attributes"]["url"],
+            github_host=urlsplit(self._action).netloc,
+            out=self._out,
+        )
+
+    def _refuse(self, status: int, message: str) -> web.Response:
+        self._refused(message)
+        return self._render(status, "Not this setup's answer", "refused", message=message)
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        state, code = request.query.get("state", ""), request.query.get("code", "")
+        # Only GitHub's answer to this page's form carries the state; anything else is someone else's.
+        if not hmac.compare_digest(state.encode(), self._state.encode()):
+            return self._refuse(403, "This answer does not carry this setup's state: it was refused.")
+        if not code:
+            return self._refuse(400, "GitHub's answer has no code.")
+        if self._busy or self.result.done():
+            return self._refuse(409, "This setup has already had GitHub's answer.")
+        self._busy = True
+        try:
+            done = await self._complete(code)
+        except SetupError as exc:
+            self.result.set_exception(exc)
+            return self._render(502, "The App's settings were not written", "failed", message=str(exc))
+        self.result.set_result(done)
+        return self._render(
+            200,
+            "Kerrigan's GitHub App is registered",
+            "done",
+            app_name=done.app_name,
+            install_url=done.install_url,
+            out=done.out,
+            key=done.key,
+        )

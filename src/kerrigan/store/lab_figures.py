@@ -1,0 +1,168 @@
+"""The lab's state in figures, read from the shared database: what ``/metrics`` reports as gauges.
+
+Every replica reads the same database, so each reports the same figures (dashboards take ``max``, not
+``sum``). :func:`read_figures` is a handful of grouped counts over indexed columns; the queue's split by
+pool resolves each distinct set of requirements once and keeps the answer while the inventory is
+unchanged (:class:`PoolsOfRequirements`), so a deep queue costs one pass over its rows' columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Text, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.inventory import Inventory
+from kerrigan.core.lifecycle import JobState
+from kerrigan.core.matching import resolve
+from kerrigan.core.sessions import SessionState
+from kerrigan.store.inventory import load_inventory
+from kerrigan.store.models import DeviceRow, JobRow, PoolRow, RunnerHostRow, SessionRow
+from kerrigan.store.queue_view import requirements_of_mapping
+
+NO_POOL = ""  # the pool label of queued jobs no device of the lab can ever take
+
+
+@dataclass(frozen=True, slots=True)
+class HostFigure:
+    """A runner host as the metrics show it."""
+
+    id: str
+    state: str  # online, offline or paused
+    last_heartbeat_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class LabFigures:
+    """The lab's gauges at ``read_at``."""
+
+    read_at: datetime
+    queue: Mapping[str, int] = field(default_factory=dict)  # queued jobs by the pools they wait on
+    devices: Mapping[tuple[str, str, str], int] = field(default_factory=dict)  # (pool, state, health)
+    hosts: tuple[HostFigure, ...] = ()
+    checkruns_pending: int = 0
+    checkruns_unshown_since: datetime | None = None  # the oldest version GitHub does not show yet
+
+
+class PoolsOfRequirements:
+    """Which pools can take a job of given requirements: resolved once per distinct requirements, and
+    forgotten when the inventory changes (its devices' or pools' last change, or their number)."""
+
+    def __init__(self) -> None:
+        self._fingerprint: tuple[object, ...] | None = None
+        self._inventory: Inventory | None = None
+        self._pools: dict[str, tuple[str, ...]] = {}
+
+    async def pools(self, session: AsyncSession, groups: Mapping[str, int]) -> dict[str, int]:
+        """Queued jobs by pool, from counts of jobs by :func:`_group_key`."""
+        if not groups:
+            return {}
+        fingerprint = tuple(
+            (
+                await session.execute(
+                    select(
+                        func.count(DeviceRow.pk),
+                        func.max(DeviceRow.updated_at),
+                        select(func.max(PoolRow.updated_at)).scalar_subquery(),
+                        select(func.count(PoolRow.pk)).scalar_subquery(),
+                    )
+                )
+            ).one()
+        )
+        if fingerprint != self._fingerprint or self._inventory is None:
+            self._fingerprint, self._pools = fingerprint, {}
+            self._inventory = await load_inventory(session)
+        inventory = self._inventory
+        by_pool: Counter[str] = Counter()
+        for key, count in groups.items():
+            if key not in self._pools:
+                self._pools[key] = _eligible_pools(inventory, key)
+            for pool in self._pools[key] or (NO_POOL,):
+                by_pool[pool] += count
+        return dict(by_pool)
+
+
+def _group_key(requirements: str | None, vcpus: int, repository: str, health_check: bool) -> str:
+    return json.dumps([requirements, vcpus, repository, health_check])
+
+
+def _eligible_pools(inventory: Inventory, key: str) -> tuple[str, ...]:
+    requirements, vcpus, repository, health_check = json.loads(key)
+    if requirements is None:
+        return ()
+    found = resolve(
+        requirements_of_mapping(json.loads(requirements)),
+        inventory,
+        repository=repository if any(pool.repositories for pool in inventory.pools) else None,
+        vcpus=vcpus,
+        unreported_fit=True,
+        health_check=health_check,
+    )
+    # A job waits on every device it could take once free, back from maintenance or online again: those
+    # that fail no rule, or only rules that pass with time.
+    return tuple(
+        sorted(
+            {
+                device.pool_id
+                for device, reasons in zip(found.devices, found.reasons, strict=True)
+                if not any(reason.permanent for reason in reasons)
+            }
+        )
+    )
+
+
+async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequirements) -> LabFigures:
+    """The lab's gauges now."""
+    devices = {
+        (pool, str(getattr(state, "value", state)), health): int(count)
+        for pool, state, health, count in await session.execute(
+            select(PoolRow.id, DeviceRow.state, DeviceRow.health, func.count(DeviceRow.pk))
+            .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
+            .group_by(PoolRow.id, DeviceRow.state, DeviceRow.health)
+        )
+    }
+    hosts = tuple(
+        HostFigure(host, "paused" if paused_at is not None else "online" if online else "offline", beat)
+        for host, online, paused_at, beat in await session.execute(
+            select(
+                RunnerHostRow.id,
+                RunnerHostRow.online,
+                RunnerHostRow.paused_at,
+                RunnerHostRow.last_heartbeat_at,
+            ).order_by(RunnerHostRow.id)
+        )
+    )
+    pending, since = (
+        await session.execute(
+            select(func.count(SessionRow.pk), func.min(SessionRow.unshown_since)).where(
+                SessionRow.unshown_since.is_not(None)
+            )
+        )
+    ).one()
+    groups: Counter[str] = Counter()
+    requirements_text = JobRow.requirements.cast(Text)
+    checking = SessionRow.health_check_device.is_not(None)
+    for requirements, vcpus, repository, health_check, count in await session.execute(
+        select(requirements_text, JobRow.vcpus, SessionRow.repository, checking, func.count(JobRow.pk))
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(
+            JobRow.state == JobState.QUEUED,
+            SessionRow.awaiting_approval.is_(False),
+            SessionRow.state != SessionState.COMPLETED,
+        )
+        .group_by(requirements_text, JobRow.vcpus, SessionRow.repository, checking)
+    ):
+        groups[_group_key(requirements, int(vcpus), repository, bool(health_check))] += int(count)
+    return LabFigures(
+        now,
+        queue=await pools.pools(session, groups),
+        devices=devices,
+        hosts=hosts,
+        checkruns_pending=int(pending),
+        checkruns_unshown_since=since,
+    )
