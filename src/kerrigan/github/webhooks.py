@@ -273,7 +273,9 @@ class DeliveryWorker:
             delivery = await claim_delivery(session, database.clock(), self.lease)
         if delivery is None:
             return False
-        with structlog.contextvars.bound_contextvars(delivery_id=delivery.delivery_id, event=delivery.event):
+        with structlog.contextvars.bound_contextvars(
+            delivery_id=delivery.delivery_id, github_event=delivery.event
+        ):
             outcome = await self._process(delivery)
         if outcome is not None:
             WEBHOOK_DELIVERIES.labels(delivery.event, outcome).inc()

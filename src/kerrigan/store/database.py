@@ -168,8 +168,12 @@ class SchemaBehindError(RuntimeError):
 
 
 async def check_schema(engine: AsyncEngine) -> None:
-    """Raise :class:`SchemaBehindError` unless the database is at the code's head revision."""
+    """Raise :class:`SchemaBehindError` unless the database is at the code's head revision, or at a newer
+    one this code does not know (a newer release migrated it: its migrations only add, so this release runs
+    on it during a rolling upgrade or a rollback; docs/operations.md)."""
     current, head = await current_revision(engine), head_revision()
+    if current is not None and current != head and current not in known_revisions():
+        return
     if current != head:
         at = f"at revision {current}" if current else "empty"
         raise SchemaBehindError(

@@ -93,10 +93,11 @@ def _group_key(requirements: str | None, vcpus: int, repository: str, health_che
 
 def _eligible_pools(inventory: Inventory, key: str) -> tuple[str, ...]:
     requirements, vcpus, repository, health_check = json.loads(key)
-    if requirements is None:
+    requested = json.loads(requirements) if requirements is not None else None
+    if not isinstance(requested, dict):  # none recorded (SQL NULL, or JSON null): nothing to match
         return ()
     found = resolve(
-        requirements_of_mapping(json.loads(requirements)),
+        requirements_of_mapping(requested),
         inventory,
         repository=repository if any(pool.repositories for pool in inventory.pools) else None,
         vcpus=vcpus,

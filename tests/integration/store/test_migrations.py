@@ -131,3 +131,22 @@ async def test_sessions_stored_before_the_state_machine_carry_over(tmp_path: Pat
         assert jobs[1][3] is None  # ended jobs are not planned again
     finally:
         await database.close()
+
+
+async def test_start_up_refuses_a_schema_behind_and_accepts_one_a_newer_release_migrated(
+    tmp_path: Path,
+) -> None:
+    database = Database.connect(f"sqlite+aiosqlite:///{tmp_path}/lab.db")
+    try:
+        await upgrade(database.engine)
+        async with database.engine.begin() as connection:
+            await connection.execute(text("UPDATE alembic_version SET version_num = '0013'"))
+        with pytest.raises(SchemaBehindError, match="at revision 0013 but this Kerrigan needs"):
+            await check_schema(database.engine)
+        # A revision this code does not know is a newer release's (its migrations only add): accepted, so
+        # the previous release keeps running through a rolling upgrade and can be rolled back to.
+        async with database.engine.begin() as connection:
+            await connection.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+        await check_schema(database.engine)
+    finally:
+        await database.close()
