@@ -87,6 +87,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
             await database.close()
 
     app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(protocol.stop_polls)  # before aiohttp waits for the handlers to finish
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", metrics_handler(metrics.exposition, settings.metrics_token))
@@ -110,8 +111,7 @@ async def _background(
     """The dispatcher, the check-run reconciler and the delivery worker(s), for as long as the application
     runs."""
     settings, database = app[SETTINGS], app[DATABASE]
-    worker_task = reconciler_task = None
-    processes: list[asyncio.subprocess.Process] = []
+    worker_task = reconciler_task = supervisor_task = None
     if not (settings.github_app_id and settings.github_private_key):
         log.warning(
             "the GitHub App is not configured (KERRIGAN_GITHUB_APP_ID and a private key): "
@@ -124,10 +124,15 @@ async def _background(
         protocol.revoking = functools.partial(_count_revoke, github)
         reconciler = Reconciler(github)
         app[RECONCILER] = reconciler
-        reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
-        if workers:
-            processes = [await _spawn_worker() for _ in range(workers)]
+        if not settings.process_deliveries:
+            log.info(
+                "KERRIGAN_WORKERS=none: deliveries and check runs are left to `kerrigan worker` processes"
+            )
+        elif workers:
+            reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
+            supervisor_task = asyncio.create_task(_supervise_workers(workers), name="kerrigan-workers")
         else:
+            reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
             worker = DeliveryWorker(
                 github,
                 router,
@@ -149,15 +154,18 @@ async def _background(
         dispatcher.stop()  # its round ends with its transaction, not in the middle of a query
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(dispatcher_task), DISPATCHER_STOP_S)
-        for task in (dispatcher_task, worker_task, reconciler_task, retention_task, metrics_task):
+        for task in (
+            dispatcher_task,
+            worker_task,
+            reconciler_task,
+            retention_task,
+            metrics_task,
+            supervisor_task,
+        ):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-            await process.wait()
 
 
 DISPATCHER_STOP_S = 10.0  # how long a stopping server waits for the dispatch round under way
@@ -224,6 +232,31 @@ async def tune_collector(app: web.Application | None = None) -> None:
 async def _spawn_worker() -> asyncio.subprocess.Process:
     """A ``kerrigan worker`` process with this process's environment (and so its settings)."""
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "kerrigan.cli", "worker")
+
+
+WORKER_RESTART_S = 1.0  # after a worker process died, before another is started in its place
+
+
+async def _supervise_workers(count: int) -> None:
+    """Keep ``count`` ``kerrigan worker`` processes running until cancelled: one that exits is logged and
+    replaced; on cancel each is terminated and waited for."""
+
+    async def keep_one(number: int) -> None:
+        while True:
+            process = await _spawn_worker()
+            try:
+                status = await process.wait()
+            except asyncio.CancelledError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.terminate()
+                await process.wait()
+                raise
+            log.error("worker process %d exited with status %s; starting another", number, status)
+            await asyncio.sleep(WORKER_RESTART_S)
+
+    async with asyncio.TaskGroup() as group:
+        for number in range(1, count + 1):
+            group.create_task(keep_one(number), name=f"kerrigan-worker-{number}")
 
 
 async def run_worker(

@@ -126,6 +126,16 @@ def log_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     return value.lower()
 
 
+def _workers(text: str) -> dict[str, object]:
+    """``KERRIGAN_WORKERS``: how many ``kerrigan worker`` processes ``kerrigan serve`` starts, or ``none``
+    (deliveries and check runs are left to workers run apart, such as a Deployment of their own)."""
+    if text.lower() == "none":
+        return {"workers": 0, "process_deliveries": False}
+    if (number := _whole_number(text, 0, 32)) is None:
+        raise ConfigError(f"{PREFIX}WORKERS must be a whole number from 0 to 32 or none, not {text[:40]!r}")
+    return {"workers": number}
+
+
 def _operations(token: str | None, log_format: str | None, log_level: str | None) -> dict[str, object]:
     """``KERRIGAN_METRICS_TOKEN``, ``KERRIGAN_LOG_FORMAT`` and ``KERRIGAN_LOG_LEVEL``, when set."""
     values: dict[str, object] = {}
@@ -176,6 +186,7 @@ class Settings:
     session_secret: str | None = field(default=None, repr=False)
     public_read: bool = False
     workers: int | None = None  # worker processes; None: 0 (in-process) on SQLite, 1 on PostgreSQL
+    process_deliveries: bool = True  # False (KERRIGAN_WORKERS=none): only `kerrigan worker` processes do
     runner_lease_s: int = 60  # a runner host's leases expire this long after its last heartbeat
     delivery_lease_s: float = 30.0  # a worker's claim of a webhook delivery, renewed every third of it
     output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES  # a job's output stored; the rest is cut, and marked
@@ -238,11 +249,7 @@ class Settings:
             raise ConfigError(f"{PREFIX}GITHUB_APP_ID must be a number, not {str(app_id)[:40]!r}")
         values["github_private_key"] = _private_key(get("GITHUB_PRIVATE_KEY"), get("GITHUB_PRIVATE_KEY_PATH"))
         if (workers := get("WORKERS")) is not None:
-            if (number := _whole_number(workers, 0, 32)) is None:
-                raise ConfigError(
-                    f"{PREFIX}WORKERS must be a whole number from 0 to 32, not {workers[:40]!r}"
-                )
-            values["workers"] = number
+            values.update(_workers(workers))
         values.update(_quarantine(get("QUARANTINE")))
         values.update(_operations(get("METRICS_TOKEN"), get("LOG_FORMAT"), get("LOG_LEVEL")))
         if (lease := get("RUNNER_LEASE_S")) is not None:

@@ -145,3 +145,33 @@ def test_a_missing_env_file_holds_no_settings(tmp_path: Path) -> None:
     (tmp_path / "kerrigan.env").write_bytes(b"KERRIGAN_PORT=\xff\n")
     with pytest.raises(ConfigError, match=r"kerrigan\.env: not UTF-8 text"):
         read_env_file(tmp_path / "kerrigan.env")
+
+
+def test_workers_none_leaves_deliveries_and_check_runs_to_workers_run_apart() -> None:
+    settings = Settings.from_env({"KERRIGAN_WORKERS": "none"})
+    assert (settings.workers, settings.process_deliveries) == (0, False)
+    assert Settings.from_env({"KERRIGAN_WORKERS": "2"}).process_deliveries is True
+    with pytest.raises(ConfigError, match="KERRIGAN_WORKERS must be a whole number from 0 to 32 or none"):
+        Settings.from_env({"KERRIGAN_WORKERS": "nobody"})
+
+
+def test_operations_settings_are_checked_and_the_token_kept_out_of_the_repr() -> None:
+    settings = Settings.from_env(
+        {
+            "KERRIGAN_METRICS_TOKEN": "scrape-token-1",
+            "KERRIGAN_LOG_FORMAT": "JSON",
+            "KERRIGAN_LOG_LEVEL": "debug",
+        }
+    )
+    assert (settings.metrics_token, settings.log_format, settings.log_level) == (
+        "scrape-token-1",
+        "json",
+        "debug",
+    )
+    assert "scrape-token-1" not in repr(settings)
+    defaults = Settings.from_env({})
+    assert (defaults.metrics_token, defaults.log_format, defaults.log_level) == (None, "auto", "info")
+    with pytest.raises(ConfigError, match="KERRIGAN_LOG_FORMAT must be one of auto, json, text, not 'xml'"):
+        Settings.from_env({"KERRIGAN_LOG_FORMAT": "xml"})
+    with pytest.raises(ConfigError, match="KERRIGAN_LOG_LEVEL must be one of debug, info, warning, error"):
+        Settings.from_env({"KERRIGAN_LOG_LEVEL": "loud"})

@@ -212,7 +212,7 @@ def test_the_server_listens_on_8080_with_probes_on_healthz_and_readyz(minimal: l
     assert env["KERRIGAN_PORT"] == "8080"
     assert env["KERRIGAN_HOST"] == "0.0.0.0"  # the default, 127.0.0.1, is unreachable from the Service
     # The worker Deployment processes deliveries: no worker processes inside the server's container.
-    assert env["KERRIGAN_WORKERS"] == "0"
+    assert env["KERRIGAN_WORKERS"] == "none"  # the worker Deployment processes deliveries
 
     def probe(name: str) -> tuple[str, int]:
         get = server[name]["httpGet"]

@@ -157,6 +157,7 @@ class RunnerProtocol:
         # that asks a runner to stop a job, answers them at once; the check every POLL_INTERVAL_S stays for
         # what another process does.
         self._waiting_polls: dict[str, set[asyncio.Event]] = {}
+        self._stopping = False
         # Through a weak reference: the listener lives as long as the database, and must not keep this
         # protocol (and with it the database, the listener's own key) alive.
         protocol = weakref.ref(self)
@@ -179,6 +180,15 @@ class RunnerProtocol:
         for host in hosts:
             for event in self._waiting_polls.get(host, ()):
                 event.set()
+
+    async def stop_polls(self, app: web.Application | None = None) -> None:
+        """The server is stopping: answer every waiting long poll now (with what it has, usually nothing)
+        rather than hold the shutdown for up to :data:`POLL_TIMEOUT_S`; the agents poll another replica,
+        or this one once it is back."""
+        self._stopping = True
+        for waiting in list(self._waiting_polls.values()):
+            for woken in list(waiting):
+                woken.set()
 
     def routes(self) -> list[web.RouteDef]:
         """The routes, to add under ``/api/runner/v1``."""
@@ -412,7 +422,7 @@ class RunnerProtocol:
                             requests = jobs.RunnerRequests(cancel=requests.cancel)
                     if found or requests.cancel or requests.withdraw:
                         break
-                    if asyncio.get_running_loop().time() >= deadline:
+                    if self._stopping or asyncio.get_running_loop().time() >= deadline:
                         break
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(woken.wait(), POLL_INTERVAL_S)

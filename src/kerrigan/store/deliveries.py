@@ -114,12 +114,17 @@ async def claim_delivery(session: AsyncSession, now: datetime, lease: timedelta)
     due = or_(DeliveryRow.claimed_until.is_(None), DeliveryRow.claimed_until < now)
     ready = or_(DeliveryRow.next_attempt_at.is_(None), DeliveryRow.next_attempt_at <= now)
     for _ in range(3):
-        row = await session.scalar(
+        query = (
             select(DeliveryRow)
             .where(DeliveryRow.processed_at.is_(None), due, ready)
             .order_by(DeliveryRow.pk)
             .limit(1)
         )
+        if session.get_bind().dialect.name == "postgresql":
+            # Workers racing for the oldest row would each lose all but one try: each takes the oldest no
+            # other worker is taking right now.
+            query = query.with_for_update(skip_locked=True)
+        row = await session.scalar(query)
         if row is None:
             return None
         token = secrets.token_hex(16)

@@ -111,3 +111,24 @@ async def test_a_waiting_poll_hears_of_a_cancel_made_in_this_process_at_once(
         assert await cancel_session(session, SESSION, db.clock(), by="octocat", reason="cancelled by octocat")
     answer = await asyncio.wait_for(waiting, 15)  # a guard against hanging, not a timing assertion
     assert answer["cancel"] == [job]
+
+
+async def test_a_stopping_server_answers_its_waiting_polls_instead_of_holding_its_shutdown(
+    lab_db: Database, aiohttp_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = lab_db
+    monkeypatch.setattr(protocol_module, "POLL_INTERVAL_S", 3600.0)
+    async with db.sessions() as session, session.begin():
+        token = await create_runner_token(session, "lab-a-01", db.clock())
+    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
+    client = await aiohttp_client(create_app(settings, clock=db.clock))
+    auth = {"Authorization": f"Bearer {token}"}
+    assert (await client.post("/api/runner/v1/register", json={"protocol": [1]}, headers=auth)).status == 200
+    waiting = asyncio.create_task(client.get("/api/runner/v1/poll?wait=20", headers=auth))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+
+    await client.app.shutdown()  # what aiohttp runs on SIGTERM, before it waits for the handlers
+    response = await asyncio.wait_for(waiting, 5)  # a guard against hanging, not a timing assertion
+    assert response.status == 200
+    assert await response.json() == {"offers": [], "cancel": [], "withdraw": []}

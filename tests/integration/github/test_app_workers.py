@@ -1,0 +1,61 @@
+"""Who processes deliveries: the server itself (``KERRIGAN_WORKERS=0``), worker processes it starts and
+restarts, or workers run apart (``KERRIGAN_WORKERS=none``, the Helm chart's servers)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import pytest
+
+from kerrigan import app as application
+from kerrigan.app import RECONCILER, WORKER
+from kerrigan.github.routes import router
+from kerrigan.github.webhooks import DeliveryWorker
+from kerrigan.store.database import Database
+from kerrigan.testing.github import GitHubStandIn
+from kerrigan.testing.waiting import wait_until
+from tests.integration.github.conftest import Harness, StartApp, push_payload, settings_for, stored_deliveries
+
+
+async def test_with_workers_none_the_server_stores_deliveries_and_leaves_them_to_a_worker(
+    db: Database, github: GitHubStandIn, start_app: StartApp
+) -> None:
+    client = await start_app(settings_for(db, github, process_deliveries=False))
+    assert WORKER not in client.app
+    assert await Harness(client, github, db).deliver("push", push_payload()) == 202
+    await asyncio.sleep(0.5)  # time the server's own worker would have needed
+    [stored] = await stored_deliveries(db)
+    assert not stored.processed
+
+    # What `kerrigan worker` runs: it takes the delivery up.
+    worker = DeliveryWorker(client.app[RECONCILER].app, router, idle_poll_s=0.05)
+    assert await worker.process_one()
+    [stored] = await stored_deliveries(db)
+    assert stored.processed
+
+
+async def test_a_worker_process_that_exits_is_logged_and_replaced(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    started: list[asyncio.subprocess.Process] = []
+
+    async def spawn() -> asyncio.subprocess.Process:
+        # The first worker dies at once (status 3); the one started in its place keeps running.
+        code = "import sys; sys.exit(3)" if not started else "import time; time.sleep(60)"
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
+        started.append(process)
+        return process
+
+    monkeypatch.setattr(application, "_spawn_worker", spawn)
+    monkeypatch.setattr(application, "WORKER_RESTART_S", 0.01)
+    caplog.set_level(logging.ERROR, "kerrigan.app")
+    supervisor = asyncio.create_task(application._supervise_workers(1))
+    await wait_until(lambda: len(started) == 2, timeout=10)
+    assert "worker process 1 exited with status 3; starting another" in caplog.text
+    supervisor.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await supervisor
+    # Stopping the server stops its workers: the running one was terminated and waited for.
+    assert started[1].returncode is not None
