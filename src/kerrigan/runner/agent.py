@@ -25,6 +25,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+import structlog
+
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
 from kerrigan.runner.metrics import MetricsServer, agent_registry
@@ -65,6 +67,8 @@ class Agent(Recovery):
         :class:`ServerRefused`; a metrics address that cannot be listened on raises
         :class:`~kerrigan.runner.metrics.MetricsAddressError` before anything else starts.
         """
+        # Every line this agent (and each job's task, which copies this context) logs names its host.
+        structlog.contextvars.bind_contextvars(runner_host=self.settings.host_id)
         self._lay_out_work_dir()
         metrics = await self._serve_metrics()
         try:

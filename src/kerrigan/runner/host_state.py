@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
+import structlog
 
 from kerrigan.core.cpus import CpuAllocator
 from kerrigan.runner.devices_file import DevicePresence
@@ -116,7 +118,10 @@ class HostState:
         return record.user
 
     def _spawn(self, job_id: str, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work, name=f"kerrigan-job-{job_id}")
+        # What the job's task logs names the job (its own copy of the context: no other job's lines do).
+        context = contextvars.copy_context()
+        context.run(structlog.contextvars.bind_contextvars, job_id=job_id)
+        task = asyncio.create_task(work, name=f"kerrigan-job-{job_id}", context=context)
         self._tasks[job_id] = task
 
         def done(finished: asyncio.Task[None]) -> None:
