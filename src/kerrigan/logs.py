@@ -35,6 +35,18 @@ _TOKEN_SHAPES: Final = re.compile(
 _MIN_SECRET: Final = 6  # shorter "secrets" would blank out ordinary words
 
 
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(_: object, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Escape control characters in every string but the traceback, so a text line is one event and
+    nothing a client sends (a path, a header) can start a line of its own."""
+    for key, value in event.items():
+        if key != "exception" and isinstance(value, str) and _CONTROL.search(value):
+            event[key] = _CONTROL.sub(lambda found: repr(found.group())[1:-1], value)
+    return event
+
+
 class Redactor:
     """Replaces the secrets it was given, and anything token-shaped, in every string of an event."""
 
@@ -93,6 +105,7 @@ def configure_logging(
         rendering = [
             structlog.processors.format_exc_info,
             redact,
+            one_line,  # JSON escapes them already
             structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0),
         ]
     formatter = structlog.stdlib.ProcessorFormatter(
@@ -106,6 +119,8 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    # At debug aiosqlite logs every statement with its parameters (payloads, ids, hashes): never wanted.
+    logging.getLogger("aiosqlite").setLevel(max(level, logging.INFO))
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -122,7 +137,7 @@ class AccessLogger(AbstractAccessLogger):
         self.logger.info(
             "%s %s %s",
             request.method,
-            request.path,
+            request.rel_url.raw_path,  # as sent, percent-encoded: a %0A stays three characters
             response.status,
             extra={"bytes": response.body_length, "ms": round(time * 1000, 1)},
         )
@@ -132,7 +147,8 @@ class AccessLogger(AbstractAccessLogger):
 async def fresh_log_context(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
-    """Start each request with nothing bound: requests on one kept-alive connection share a task, so
-    what one request bound would otherwise name the next one's lines."""
+    """Start each request with nothing bound: a request's handler runs in a copy of the context the
+    server's connection was made in, so what was bound there (by the code that started the server, say)
+    would otherwise name every request's lines."""
     structlog.contextvars.clear_contextvars()
     return await handler(request)

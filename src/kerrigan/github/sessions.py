@@ -155,6 +155,14 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             )
             if group is not None and trigger.event is not None:
                 await _supersede(db, session, manifest, group, database.clock())
+    log.info(
+        "%s at %s of %s started %d sessions: %s",
+        trigger.event_name,
+        trigger.sha[:12],
+        repo.full_name,
+        len(started),
+        ", ".join(f"{session.workflow} ({session.id})" for session in started) or "none (started before)",
+    )
     return started
 
 
