@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
 
+import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kerrigan import app as application
 from kerrigan.app import RECONCILER, WORKER
+from kerrigan.config import Settings
 from kerrigan.github.routes import router
 from kerrigan.github.webhooks import DeliveryWorker
 from kerrigan.store.database import Database
@@ -59,3 +63,35 @@ async def test_a_worker_process_that_exits_is_logged_and_replaced(
         await supervisor
     # Stopping the server stops its workers: the running one was terminated and waited for.
     assert started[1].returncode is not None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_a_worker_serves_its_own_counters_on_its_metrics_port() -> None:
+    port = _free_port()
+    settings = Settings(metrics_token="worker-scrape-token")
+    async with application._metrics_server("127.0.0.1", port, settings), aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/metrics") as refused:
+            assert refused.status == 401
+        auth = {"Authorization": "Bearer worker-scrape-token"}
+        async with http.get(f"http://127.0.0.1:{port}/metrics", headers=auth) as answer:
+            assert answer.status == 200
+            families = {family.name for family in text_string_to_metric_families(await answer.text())}
+        assert {"kerrigan_webhook_deliveries", "kerrigan_github_requests", "kerrigan_jobs"} <= families
+        assert "kerrigan_queue_jobs" not in families  # the lab's gauges are the servers'
+        async with http.get(f"http://127.0.0.1:{port}/healthz") as alive:
+            assert alive.status == 200
+
+
+async def test_a_metrics_port_in_use_is_one_line_naming_the_flag() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(application.MetricsPortError, match=f"--metrics-port {port}: cannot listen on"):
+            async with application._metrics_server("127.0.0.1", port, Settings()):
+                pass
