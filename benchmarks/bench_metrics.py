@@ -14,7 +14,8 @@ figures. Then:
   and scan the history for suspects on the same event loop, so the figure would be theirs, not the
   scrape's). ``GET /metrics`` as Prometheus asks (OpenMetrics) and as text 0.0.4, p50/p95/max of
   sequential scrapes; the baseline in the same run, interleaved with them, is ``GET /healthz`` on the same
-  server. Beside it, the exposition rendered without HTTP, which is the server's own share.
+  server. Beside it, the exposition rendered without HTTP, which is the server's own share. The
+  figures are read once before; the background refresh does not run during the scrapes.
 - the background refresh (:meth:`LabMetrics.refresh`, every 10 s and after changes): cold (a new pool
   cache: the inventory loaded, every distinct set of requirements resolved) and warm (the cache kept).
   It is not on a scrape's path, but it is CPU the server spends.
@@ -122,6 +123,17 @@ class Sizes:
         return self.pools * 50
 
 
+@dataclass(frozen=True)
+class Figures:
+    """What one database's run measured."""
+
+    refresh: dict[str, float]  # the background refresh, cold and warm: wall and CPU ms
+    latencies: dict[str, list[float]]  # by request, ms
+    series: Counter[str]  # samples in the scraped text, by metric family
+    text_bytes: int
+    openmetrics_bytes: int
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     """The ``fraction`` quantile (nearest rank)."""
     ordered = sorted(samples)
@@ -195,7 +207,8 @@ async def fill(database: Database, lab: Inventory, sizes: Sizes, now: datetime) 
         ended = sizes.jobs // JOBS_PER_SESSION
         session_pk = job_pk = 0
         while session_pk < ended + sizes.queued // JOBS_PER_SESSION:
-            sessions, jobs = [], []
+            sessions: list[dict[str, object]] = []
+            jobs: list[dict[str, object]] = []
             for _ in range(min(BATCH, ended + sizes.queued // JOBS_PER_SESSION - session_pk)):
                 session_pk += 1
                 queued = session_pk > ended
@@ -373,7 +386,7 @@ def count_series(exposition: str) -> Counter[str]:
     )
 
 
-async def measure(url: str, sizes: Sizes, *, count_counters: bool) -> dict[str, object]:
+async def measure(url: str, sizes: Sizes, *, count_counters: bool) -> Figures:
     """Fill the database at ``url`` and time the refresh and the scrapes."""
     database = Database.connect(url)
     try:
@@ -388,48 +401,47 @@ async def measure(url: str, sizes: Sizes, *, count_counters: bool) -> dict[str, 
         if count_counters:  # the process's counters are the process's: filled once, for both databases
             busy = await count_history(database)
             print(f"  counted the history: {busy:,} kerrigan_device_busy_seconds series")
-        figures: dict[str, object] = dict(await time_refresh(database, max(3, sizes.scrapes // 20)))
+        refresh = await time_refresh(database, max(3, sizes.scrapes // 20))
         metrics = LabMetrics(database)
         await metrics.refresh()
         await tune_collector()  # as `kerrigan serve` does once started
         latencies, exposition, openmetrics_bytes = await time_scrapes(metrics, sizes.scrapes)
-        figures["latencies"] = latencies
-        figures["series"] = count_series(exposition)
-        figures["bytes"] = (len(exposition.encode()), openmetrics_bytes)
-        return figures
+        return Figures(
+            refresh, latencies, count_series(exposition), len(exposition.encode()), openmetrics_bytes
+        )
     finally:
         await database.close()
 
 
-async def on_postgres(server: str, sizes: Sizes, *, count_counters: bool) -> dict[str, object]:
+async def on_postgres(server: str, sizes: Sizes, *, count_counters: bool) -> Figures:
     """:func:`measure` on a scratch database."""
     async with scratch_postgres(server) as url:
         return await measure(url, sizes, count_counters=count_counters)
 
 
-def report(name: str, figures: dict[str, object], scrapes: int, *, judged: bool) -> None:
+def report(name: str, figures: Figures, *, judged: bool) -> None:
     """Print one database's figures."""
-    series: Counter[str] = figures["series"]  # type: ignore[assignment]
-    text_bytes, openmetrics_bytes = figures["bytes"]  # type: ignore[misc]
+    series = figures.series
     print(f"{name}:")
     print(
         f"  exposition: {sum(series.values()):,} series in {len(series)} families "
-        f"({text_bytes / 1e6:.2f} MB as text 0.0.4, {openmetrics_bytes / 1e6:.2f} MB as OpenMetrics); "
-        "largest: " + ", ".join(f"{family} {count:,}" for family, count in series.most_common(4))
+        f"({figures.text_bytes / 1e6:.2f} MB as text 0.0.4, {figures.openmetrics_bytes / 1e6:.2f} MB as "
+        "OpenMetrics); largest: "
+        + ", ".join(f"{family} {count:,}" for family, count in series.most_common(4))
     )
-    print(f"  {'':<38} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}   ({scrapes} each)")
-    latencies: dict[str, list[float]] = figures["latencies"]  # type: ignore[assignment]
-    for request, samples in latencies.items():
+    print(f"  {'':<38} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'n':>5}")
+    for request, samples in figures.latencies.items():
         print(
             f"  {request:<38} {percentile(samples, 0.5):>8.1f} {percentile(samples, 0.95):>8.1f} "
-            f"{max(samples):>8.1f}"
+            f"{max(samples):>8.1f} {len(samples):>5}"
         )
+    refresh = figures.refresh
     print(
-        f"  background refresh (read_figures), median: cold {figures['refresh cold ms']:.1f} ms "
-        f"(CPU {figures['refresh cold cpu ms']:.1f} ms), warm {figures['refresh warm ms']:.1f} ms "
-        f"(CPU {figures['refresh warm cpu ms']:.1f} ms); every {REFRESH_S:.0f} s"
+        f"  background refresh (read_figures), median: cold {refresh['refresh cold ms']:.1f} ms "
+        f"(CPU {refresh['refresh cold cpu ms']:.1f} ms), warm {refresh['refresh warm ms']:.1f} ms "
+        f"(CPU {refresh['refresh warm cpu ms']:.1f} ms); every {REFRESH_S:.0f} s"
     )
-    p95 = percentile(latencies["GET /metrics (OpenMetrics)"], 0.95)
+    p95 = percentile(figures.latencies["GET /metrics (OpenMetrics)"], 0.95)
     verdict = ("met   " if p95 <= SCRAPE_TARGET_MS else "MISSED") if judged else "quick run, not judged:"
     print(f"  {verdict} a scrape <= {SCRAPE_TARGET_MS} ms (p95 {p95:.1f} ms, as Prometheus asks)")
 
@@ -447,7 +459,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = Sizes(20, 10_000, 200, 50) if args.quick else Sizes(200, 100_000, 1_000, 200)
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other work slows the figures)")
-    results: list[tuple[str, dict[str, object]]] = []
+    results: list[tuple[str, Figures]] = []
     with tempfile.TemporaryDirectory() as folder:
         print("sqlite:")
         url = f"sqlite+aiosqlite:///{Path(folder) / 'bench.db'}"
@@ -460,7 +472,7 @@ def main() -> None:
         f"({len(REQUIREMENTS)} sets of requirements over {REPOSITORIES} repositories):"
     )
     for name, figures in results:
-        report(name, figures, sizes.scrapes, judged=not args.quick)
+        report(name, figures, judged=not args.quick)
     if not args.postgres:
         print(f"postgresql skipped: set {POSTGRES_ENV} or pass --postgres")
 

@@ -7,18 +7,31 @@
 2. Push to check run: a push whose commit holds a workflow, until its check run exists at the GitHub
    stand-in, one after another. Target: p95 <= 1 s.
 
+The server logs as ``kerrigan serve`` does by default: at INFO, access log on, as JSON (its standard
+error is not a terminal), written to ``/dev/null``. ``--log-formats text,json,none`` instead runs the
+same load once per format, each on a fresh server and database (``KERRIGAN_LOG_FORMAT``, and for
+``none`` ``KERRIGAN_LOG_LEVEL=error``: no line of this load is formatted or written): p99 at 200/s, and
+the throughput: requests answered per second with 16 senders sending back to back, deliveries and, as
+the baseline, ``GET /healthz``; 3 rounds (5 s a phase), medians, then the JSON/none and JSON/text
+ratios. At INFO a delivery writes one line, the access log's. Target (issue 14): JSON costs at most
+10 % of the throughput.
+
     python benchmarks/bench_webhooks.py            # 10 s at 200/s, 40 pushes
     python benchmarks/bench_webhooks.py --quick    # 2 s, 5 pushes
+    python benchmarks/bench_webhooks.py --log-formats text,json,none [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import json
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +49,9 @@ from kerrigan.testing.labs import synthetic_lab
 from kerrigan.testing.processes import serve_with_github
 
 SECRET = "bench-secret"  # noqa: S105 -- the benchmark's own throwaway webhook secret
+LOG_FORMATS = ("text", "json", "none")
+LOG_COST_TARGET = 0.10  # JSON logging may cost at most this share of the throughput
+SENDERS = 16  # concurrent senders when measuring throughput: enough to keep the server busy
 REPO = "octo/bench"
 MANIFEST = """
 name: bench
@@ -86,8 +102,12 @@ async def steady(
     return latencies, count / (loop.time() - start)
 
 
-async def run(seconds: float, pushes: int, *, store_only: bool = False) -> None:
-    """The GitHub stand-in and `kerrigan serve` each in a process of their own; this one only sends."""
+@contextlib.asynccontextmanager
+async def served_lab(
+    *, store_only: bool = False, environment: Mapping[str, str] | None = None
+) -> AsyncIterator[tuple[aiohttp.ClientSession, str, Database]]:
+    """The GitHub stand-in and `kerrigan serve` each in a process of their own, on a fresh SQLite
+    database holding a small lab; this process only sends."""
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         url = f"sqlite+aiosqlite:///{folder / 'bench.db'}"
@@ -109,12 +129,19 @@ async def run(seconds: float, pushes: int, *, store_only: bool = False) -> None:
                     workflows=folder / "workflows",
                     webhook_secret=SECRET,
                     configure_app=not store_only,
+                    environment=environment,
                 ) as served,
                 aiohttp.ClientSession() as http,
             ):
-                await report(http, served.base, database, seconds, 0 if store_only else pushes)
+                yield http, served.base, database
         finally:
             await database.close()
+
+
+async def run(seconds: float, pushes: int, *, store_only: bool = False) -> None:
+    """The two measurements, on the server as `kerrigan serve` runs by default."""
+    async with served_lab(store_only=store_only) as (http, base, database):
+        await report(http, base, database, seconds, 0 if store_only else pushes)
 
 
 async def check_run_created(database: Database, sha: str) -> bool:
@@ -122,6 +149,56 @@ async def check_run_created(database: Database, sha: str) -> bool:
     async with database.sessions() as session:
         found = await find_sessions(session, REPO, head_sha=sha)
     return any(entry.check_run_id is not None for entry in found)
+
+
+def deliveries_to(base: str, first: int = 0) -> Any:
+    """A request for :func:`steady` or :func:`saturate`: the ``index``-th signed push, numbered from
+    ``first``, to a branch no workflow runs on (its manifests are read, nothing is started)."""
+
+    async def delivery(session: aiohttp.ClientSession, index: int) -> int:
+        body = push(f"{first + index:040x}", "feature")
+        async with session.post(
+            f"{base}/webhooks/github", data=body, headers=signed_headers(SECRET, "push", body)
+        ) as response:
+            return response.status
+
+    return delivery
+
+
+async def warm_up(http: aiohttp.ClientSession, delivery: Any) -> None:
+    """A second of traffic, not measured: the server's connection pool and statement caches fill."""
+    await steady(http, 200.0, 1.0, lambda session, index: delivery(session, index + 10**7))
+
+
+async def saturate(
+    http: aiohttp.ClientSession, senders: int, seconds: float, request: Any
+) -> tuple[list[float], float]:
+    """``senders`` senders each sending the next request as soon as the last is answered (closed loop),
+    for ``seconds``; latencies in ms, and requests answered per second."""
+    latencies: list[float] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    numbers = itertools.count()
+
+    async def sender() -> None:
+        while loop.time() - start < seconds:
+            began = time.perf_counter()
+            status = await request(http, next(numbers))
+            latencies.append((time.perf_counter() - began) * 1000)
+            assert status in (200, 202), status
+
+    await asyncio.gather(*(sender() for _ in range(senders)))
+    return latencies, len(latencies) / (loop.time() - start)
+
+
+async def drained(database: Database) -> float:
+    """Wait until the worker has processed every stored delivery; the seconds it took."""
+    started = time.perf_counter()
+    while True:
+        async with database.sessions() as session:
+            if await pending_count(session) == 0:
+                return time.perf_counter() - started
+        await asyncio.sleep(0.05)
 
 
 async def report(
@@ -138,20 +215,8 @@ async def report(
         async with session.get(f"{base}/healthz") as response:
             return response.status
 
-    async def delivery(session: aiohttp.ClientSession, index: int) -> int:
-        body = push(
-            f"{index:040x}", "feature"
-        )  # a branch no workflow runs on: manifests read, nothing started
-        async with session.post(
-            f"{base}/webhooks/github", data=body, headers=signed_headers(SECRET, "push", body)
-        ) as response:
-            return response.status
-
-    async def warm_up(session: aiohttp.ClientSession, index: int) -> int:
-        return await delivery(session, index + 10**7)
-
-    # A second of traffic first, not measured: the server's connection pool and statement caches fill.
-    await steady(http, rate, 1.0, warm_up)
+    delivery = deliveries_to(base)
+    await warm_up(http, delivery)
     baseline, baseline_rate = await steady(http, rate, seconds, healthz)
     latencies, achieved = await steady(http, rate, seconds, delivery)
     print(f"{'':>28} {'sent/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
@@ -176,16 +241,10 @@ async def push_to_check_run(  # noqa: PLR0917 -- one step of the report
     http: aiohttp.ClientSession, base: str, database: Database, seconds: float, delivered: int, pushes: int
 ) -> None:
     """Drain the backlog, then time pushes one after another until their check run exists."""
-    backlog_start = time.perf_counter()
-    while True:
-        async with database.sessions() as session:
-            if await pending_count(session) == 0:
-                break
-        await asyncio.sleep(0.1)
-    drained = time.perf_counter() - backlog_start
+    drain_s = await drained(database)
     print(
-        f"the worker drained the backlog {drained:.1f} s after the last delivery "
-        f"({delivered / (seconds + drained):.0f} deliveries/s processed overall)"
+        f"the worker drained the backlog {drain_s:.1f} s after the last delivery "
+        f"({delivered / (seconds + drain_s):.0f} deliveries/s processed overall)"
     )
     times = []
     for index in range(pushes):
@@ -207,6 +266,90 @@ async def push_to_check_run(  # noqa: PLR0917 -- one step of the report
     print(f"{'met ' if p95 <= 1000 else 'MISSED'} push -> check run p95 <= 1 s ({p95:.0f} ms)")
 
 
+def log_environment(log_format: str) -> dict[str, str]:
+    """The server's logging for ``log_format``: at INFO, access log included, as ``text`` or ``json``; or
+    ``none``: errors only, so no line of this load is formatted or written."""
+    if log_format == "none":
+        return {"KERRIGAN_LOG_FORMAT": "json", "KERRIGAN_LOG_LEVEL": "error"}
+    return {"KERRIGAN_LOG_FORMAT": log_format, "KERRIGAN_LOG_LEVEL": "info"}
+
+
+async def log_format_load(log_format: str, seconds: float) -> dict[str, float]:
+    """The webhook load on a fresh server logging as ``log_format``: p99 at 200/s, then the requests
+    answered per second by saturating senders, deliveries and (the baseline) ``GET /healthz``."""
+    async with served_lab(environment=log_environment(log_format)) as (http, base, _):
+
+        async def healthz(session: aiohttp.ClientSession, index: int) -> int:
+            async with session.get(f"{base}/healthz") as response:
+                return response.status
+
+        await warm_up(http, deliveries_to(base))
+        steady_latencies, _ = await steady(http, 200.0, seconds, deliveries_to(base))
+        saturated, answered = await saturate(http, SENDERS, seconds, deliveries_to(base, first=2 * 10**7))
+        _, healthz_answered = await saturate(http, SENDERS, seconds, healthz)
+    return {
+        "p99 at 200/s": percentile(steady_latencies, 0.99),
+        "deliveries/s": answered,
+        "saturated p99": percentile(saturated, 0.99),
+        "healthz/s": healthz_answered,
+    }
+
+
+def compare_log_formats(formats: list[str], seconds: float, rounds: int, *, judged: bool) -> None:
+    """Run the load once per log format and round (each round in another order, so that a machine
+    getting busier does not favour one format) and print the medians and JSON's cost."""
+    runs: dict[str, list[dict[str, float]]] = {log_format: [] for log_format in formats}
+    for number in range(rounds):
+        for log_format in formats[number % len(formats) :] + formats[: number % len(formats)]:
+            runs[log_format].append(asyncio.run(log_format_load(log_format, seconds)))
+    results = {
+        log_format: {figure: statistics.median(run[figure] for run in done) for figure in done[0]}
+        for log_format, done in runs.items()
+    }
+    print(
+        f"log formats: {seconds:.0f} s a phase, median of {rounds} round(s), a fresh server each, "
+        "logs written to /dev/null"
+    )
+    print(
+        f"{'format':>8} {'p99 ms at 200/s':>16} {f'deliveries/s ({SENDERS} senders)':>27} {'p99 ms':>8} "
+        f"{'baseline /healthz/s':>20}"
+    )
+    for log_format, figures in results.items():
+        print(
+            f"{log_format:>8} {figures['p99 at 200/s']:>16.1f} {figures['deliveries/s']:>27.0f} "
+            f"{figures['saturated p99']:>8.1f} {figures['healthz/s']:>20.0f}"
+        )
+    if "json" not in results:
+        return
+    json_figures = results["json"]
+    for other in ("none", "text"):
+        if other in results:
+            ratios = ", ".join(
+                f"{figure} x{json_figures[figure] / results[other][figure]:.2f}"
+                for figure in ("deliveries/s", "healthz/s", "p99 at 200/s")
+            )
+            extra_us = 1e6 / json_figures["deliveries/s"] - 1e6 / results[other]["deliveries/s"]
+            print(f"json/{other}: {ratios}; {extra_us:+.0f} us a delivery")
+    if "none" in results:
+        cost = 1 - json_figures["deliveries/s"] / results["none"]["deliveries/s"]
+        verdict = ("met " if cost <= LOG_COST_TARGET else "MISSED") if judged else "quick run, not judged:"
+        print(
+            f"{verdict} JSON logging costs <= {LOG_COST_TARGET:.0%} of the throughput "
+            f"(deliveries answered/s, json/none: a cost of {cost:.1%})"
+        )
+
+
+def log_formats_of(value: str) -> list[str]:
+    """``--log-formats``: a comma-separated list of text, json and none."""
+    formats = [part.strip() for part in value.split(",") if part.strip()]
+    unknown = [part for part in formats if part not in LOG_FORMATS]
+    if unknown or not formats:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give a comma-separated list of {', '.join(LOG_FORMATS)}"
+        )
+    return formats
+
+
 def main() -> None:
     """Parse arguments and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -216,7 +359,20 @@ def main() -> None:
         action="store_true",
         help="no GitHub App configured: deliveries are stored, not processed (the receiver alone)",
     )
+    parser.add_argument(
+        "--log-formats",
+        type=log_formats_of,
+        metavar="LIST",
+        help="instead, the same load once per log format (text,json,none) and JSON's cost",
+    )
+    parser.add_argument(
+        "--rounds", type=int, metavar="N", help="with --log-formats: rounds of all formats (3; --quick: 1)"
+    )
     args = parser.parse_args()
+    if args.log_formats:
+        rounds = args.rounds or (1 if args.quick else 3)
+        compare_log_formats(args.log_formats, 2.0 if args.quick else 5.0, rounds, judged=not args.quick)
+        return
     asyncio.run(run(2.0 if args.quick else 10.0, 5 if args.quick else 40, store_only=args.store_only))
 
 

@@ -8,9 +8,14 @@ are in seconds. docs/operations.md lists them all.
 
 from __future__ import annotations
 
+import threading
 from typing import Final
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+# A ``_created`` series beside every counter doubles what a scrape renders (one per device, with 10,000
+# devices) for a figure Prometheus does not need: counter resets show in the counters themselves.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Webhook answers are milliseconds; a slow one is a database waiting on a lock.
 _ACK_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -40,9 +45,53 @@ QUEUE_WAIT: Final = Histogram(
     "Time from a job's queueing to its start on a device.",
     buckets=_WAIT_BUCKETS,
 )
-DEVICE_BUSY: Final = Counter(
-    "kerrigan_device_busy_seconds", "Seconds devices ran jobs (counted when each job ends).", ["device"]
-)
+
+
+class DeviceBusy:
+    """``kerrigan_device_busy_seconds_total{device}``: one series per device that ran a job, rendered here.
+
+    prometheus-client spends about 10 µs a sample encoding; with a series per device of a big lab that was
+    most of a scrape (10,000 devices: 170 ms). Each device's line prefix is escaped once, when its first job
+    ends, and a scrape joins the lines (about 5 ms for 10,000).
+    """
+
+    NAME: Final = "kerrigan_device_busy_seconds"
+    HELP: Final = "Seconds devices ran jobs (counted when each job ends)."
+
+    def __init__(self) -> None:
+        self._seconds: dict[str, float] = {}
+        self._prefixes: dict[str, str] = {}
+        self._lock = threading.Lock()  # a scrape may render while a commit's listener counts
+
+    def inc(self, device: str, seconds: float) -> None:
+        """Add ``seconds`` (0 or more) to ``device``'s total."""
+        with self._lock:
+            if device not in self._seconds:
+                self._prefixes[device] = f'{self.NAME}_total{{device="{_label_value(device)}"}} '
+                self._seconds[device] = 0.0
+            self._seconds[device] += max(0.0, seconds)
+
+    def value(self, device: str) -> float:
+        """``device``'s total so far (0 for one that has run nothing)."""
+        return self._seconds.get(device, 0.0)
+
+    def render(self, *, openmetrics: bool) -> str:
+        """The family in the text format (0.0.4) or in OpenMetrics."""
+        with self._lock:
+            lines = [prefix + repr(self._seconds[device]) for device, prefix in self._prefixes.items()]
+        if openmetrics:
+            head = f"# HELP {self.NAME} {self.HELP}\n# TYPE {self.NAME} counter\n"
+        else:
+            head = f"# HELP {self.NAME}_total {self.HELP}\n# TYPE {self.NAME}_total counter\n"
+        return head + "".join(line + "\n" for line in lines)
+
+
+def _label_value(text: str) -> str:
+    """A label value as both formats write it: backslash, double quote and newline escaped."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+DEVICE_BUSY: Final = DeviceBusy()
 GITHUB_REQUESTS: Final = Counter(
     "kerrigan_github_requests",
     "Requests to GitHub's API by operation (method and route template) and status (0: no answer).",

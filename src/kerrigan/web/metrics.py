@@ -45,7 +45,7 @@ def count_fact(fact: Fact) -> None:
         case JobEnded(state, failure_class, device, ran_s):
             JOBS.labels(state, failure_class or "").inc()
             if device is not None:  # a device's series starts with its first job, even one that never ran
-                DEVICE_BUSY.labels(device).inc(ran_s)
+                DEVICE_BUSY.inc(device, ran_s)
         case SessionConcluded(conclusion):
             SESSIONS.labels(conclusion).inc()
 
@@ -125,11 +125,19 @@ class _ProcessFigures(Collector):
 Exposition = Callable[[str], tuple[bytes, str]]
 
 
+_EOF: Final = b"# EOF\n"
+
+
 def _exposition(registry: CollectorRegistry) -> Exposition:
     def expose(accept: str) -> tuple[bytes, str]:
         # The format the scraper asks for: OpenMetrics for Prometheus, text 0.0.4 for anyone else.
         encoder, content_type = choose_encoder(accept)
-        return encoder(registry), content_type
+        body = encoder(registry)
+        openmetrics = content_type.startswith("application/openmetrics-text")
+        busy = DEVICE_BUSY.render(openmetrics=openmetrics).encode()
+        if openmetrics and body.endswith(_EOF):  # OpenMetrics ends with its EOF line, after every family
+            return body[: -len(_EOF)] + busy + _EOF, content_type
+        return body + busy, content_type
 
     return expose
 
