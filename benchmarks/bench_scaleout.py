@@ -4,7 +4,8 @@ side, with the GitHub stand-in and runner agents, every one a process of its own
 For each configuration a fresh database (``kerrigan_bench_scaleout``, dropped afterwards) is migrated with
 ``kerrigan db upgrade``, a lab of 2 runner hosts with 2 devices each is imported with ``kerrigan inventory
 import`` and the hosts get tokens from ``kerrigan runners create``. Then the stand-in, N ``kerrigan serve``
-replicas (each on its own port, ``KERRIGAN_WORKERS=0``), M ``kerrigan worker`` processes and one ``kerrigan
+replicas (each on its own port, ``KERRIGAN_WORKERS=none``: as the Helm chart's, they leave deliveries and
+check runs to the workers), M ``kerrigan worker`` processes and one ``kerrigan
 runner`` per host (the hosts spread over the replicas) start. Signed deliveries go to the replicas in turn,
 open loop on a fixed schedule (delivery i is due at i / rate; its time to the 202 is counted from when it was
 due, so a sender or server that falls behind shows in the figure rather than hiding it), for a fixed
@@ -28,10 +29,6 @@ both). The exit status is 1 when a duplicate is seen, a delivery is not answered
 Every process is stopped with SIGTERM at the end (runner agents first, then the servers and workers, then
 the stand-in), and its process group killed if it is still running :data:`STOP_S` later, or at once on a
 failure or Ctrl-C. ``--logs DIR`` keeps the processes' logs; the errors and warnings in them are counted.
-
-``kerrigan serve`` with ``KERRIGAN_WORKERS=0`` still processes deliveries in its own process; while webhooks
-keep arriving that worker defers to the receiver (at most one delivery a second), so under load the M
-workers do nearly all of it. There is no setting for a server that processes none.
 
     python benchmarks/bench_scaleout.py                       # 1,000/s for 10 s, 2 replicas then 1
     python benchmarks/bench_scaleout.py --quick               # 50/s for 3 s: a smoke run for CI
@@ -349,7 +346,7 @@ async def _started(
         "KERRIGAN_WEBHOOK_SECRET": SECRET,
         "KERRIGAN_HOST": "127.0.0.1",
         "KERRIGAN_PUBLIC_URL": bases[0],  # as behind one load balancer: every replica links alike
-        "KERRIGAN_WORKERS": "0",
+        "KERRIGAN_WORKERS": "none",
     }
     tokens = await fleet.watched(prepare_lab(env, folder))
     for n, port in enumerate(ports, 1):
