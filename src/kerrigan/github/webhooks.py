@@ -153,6 +153,8 @@ class WebhookReceiver:
         delivery_id = request.headers.get("X-GitHub-Delivery", "")
         if _EVENT.fullmatch(event) is None or _DELIVERY_ID.fullmatch(delivery_id) is None:
             return _error(400, "X-GitHub-Event and X-GitHub-Delivery are required")
+        # The request's lines, its access line among them, name the delivery.
+        structlog.contextvars.bind_contextvars(delivery_id=delivery_id, github_event=event)
         try:
             payload, action = read_payload(body)
         except PayloadError as exc:
