@@ -121,6 +121,11 @@ def configure_logging(
     root.setLevel(level)
     # At debug aiosqlite logs every statement with its parameters (payloads, ids, hashes): never wanted.
     logging.getLogger("aiosqlite").setLevel(max(level, logging.INFO))
+    # Alembic says which dialect it drives each time the schema's revision is read, which /readyz does on
+    # every probe; its warnings (and, at debug, the rest) still come through.
+    logging.getLogger("alembic.runtime.migration").setLevel(
+        level if level <= logging.DEBUG else logging.WARNING
+    )
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
