@@ -30,7 +30,7 @@ from kerrigan.store.database import (
     check_schema,
     current_revision,
     head_revision,
-    known_revisions,
+    schema_ahead,
     utc_now,
 )
 from kerrigan.store.history import Pruned, prune_history
@@ -47,7 +47,6 @@ RECONCILER = web.AppKey("reconciler", Reconciler)
 PROTOCOL = web.AppKey("protocol", RunnerProtocol)
 METRICS = web.AppKey("metrics", LabMetrics)
 SCHEMA_HEAD = web.AppKey("schema_head", str)
-KNOWN_REVISIONS = web.AppKey("known_revisions", frozenset[str])
 
 
 def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: int = 0) -> web.Application:
@@ -72,7 +71,6 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     metrics = LabMetrics(database)
     app[METRICS] = metrics
     app[SCHEMA_HEAD] = head_revision()
-    app[KNOWN_REVISIONS] = known_revisions()
     database.signals.listen_facts(count_fact)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
@@ -130,7 +128,9 @@ async def _background(
             )
         elif workers:
             reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
-            supervisor_task = asyncio.create_task(_supervise_workers(workers), name="kerrigan-workers")
+            supervisor_task = asyncio.create_task(
+                _supervise_workers(workers, settings), name="kerrigan-workers"
+            )
         else:
             reconciler_task = asyncio.create_task(reconciler.run(), name="kerrigan-check-runs")
             worker = DeliveryWorker(
@@ -229,34 +229,75 @@ async def tune_collector(app: web.Application | None = None) -> None:
     gc.set_threshold(20_000, 10, 10)
 
 
-async def _spawn_worker() -> asyncio.subprocess.Process:
-    """A ``kerrigan worker`` process with this process's environment (and so its settings)."""
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", "kerrigan.cli", "worker")
+def worker_argv(number: int, settings: Settings) -> list[str]:
+    """The command line of worker ``number`` (from 1) a server starts: ``kerrigan worker``, serving its
+    counters on ``KERRIGAN_WORKER_METRICS_PORT`` + ``number`` - 1 when that is set."""
+    argv = [sys.executable, "-m", "kerrigan.cli", "worker"]
+    if settings.worker_metrics_port is not None:
+        port = settings.worker_metrics_port + number - 1
+        argv += ["--metrics-host", settings.host, "--metrics-port", str(port)]
+    return argv
+
+
+async def _spawn_worker(number: int, settings: Settings) -> asyncio.subprocess.Process:
+    """Worker ``number``, with this process's environment (and so its settings)."""
+    return await asyncio.create_subprocess_exec(*worker_argv(number, settings))
 
 
 WORKER_RESTART_S = 1.0  # after a worker process died, before another is started in its place
+WORKER_RESTART_MAX_S = 30.0  # a worker that keeps dying (a bad setting) is restarted this often at most
+WORKER_STOP_S = 10.0  # a stopping server waits this long for a worker to exit, then kills it
 
 
-async def _supervise_workers(count: int) -> None:
-    """Keep ``count`` ``kerrigan worker`` processes running until cancelled: one that exits is logged and
-    replaced; on cancel each is terminated and waited for."""
+async def _supervise_workers(count: int, settings: Settings) -> None:
+    """Keep ``count`` ``kerrigan worker`` processes running until cancelled: one that exits (or cannot be
+    started) is logged and replaced, waiting longer each time it fails in a row, up to
+    :data:`WORKER_RESTART_MAX_S`; on cancel each is terminated, and killed if it has not exited within
+    :data:`WORKER_STOP_S`."""
 
     async def keep_one(number: int) -> None:
+        delay = WORKER_RESTART_S
         while True:
-            process = await _spawn_worker()
+            started = asyncio.get_running_loop().time()
             try:
-                status = await process.wait()
-            except asyncio.CancelledError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.terminate()
-                await process.wait()
-                raise
-            log.error("worker process %d exited with status %s; starting another", number, status)
-            await asyncio.sleep(WORKER_RESTART_S)
+                process = await _spawn_worker(number, settings)
+            except OSError as exc:
+                log.error(
+                    "worker process %d could not be started (%s); trying again in %.0f s", number, exc, delay
+                )
+            else:
+                try:
+                    status = await process.wait()
+                except asyncio.CancelledError:
+                    await _stop_process(process)
+                    raise
+                log.error(
+                    "worker process %d exited with status %s; starting another in %.0f s",
+                    number,
+                    status,
+                    delay,
+                )
+            ran_s = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(delay)
+            # One that ran a while had a reason of its own to stop: the next failure waits the least again.
+            delay = (
+                WORKER_RESTART_S if ran_s > WORKER_RESTART_MAX_S * 2 else min(delay * 2, WORKER_RESTART_MAX_S)
+            )
 
     async with asyncio.TaskGroup() as group:
         for number in range(1, count + 1):
             group.create_task(keep_one(number), name=f"kerrigan-worker-{number}")
+
+
+async def _stop_process(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), WORKER_STOP_S)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
 
 
 async def run_worker(
@@ -318,20 +359,27 @@ async def _healthz(request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """The database answers and its schema is the one this code needs (during a rolling upgrade, a pod
-    of the new version is not sent traffic before the migration job has run)."""
+    """The database answers (within :data:`READY_TIMEOUT_S`) and its schema is the one this code needs, or
+    a newer release's (its migrations only add): during a rolling upgrade a pod of the new version is not
+    sent traffic before the migration job has run, and the old ones keep serving until they are replaced."""
     head = request.app[SCHEMA_HEAD]
     try:
-        current = await current_revision(request.app[DATABASE].engine)
-    except Exception as exc:  # any failure means not ready, and says why
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return web.json_response({"status": "unavailable", "reason": f"the database: {reason}"}, status=503)
-    if current is not None and current != head and current not in request.app[KNOWN_REVISIONS]:
-        # Migrated by a newer Kerrigan during a rolling upgrade: migrations only add for one release
-        # (docs/operations.md), so this one keeps serving until it is replaced.
+        async with asyncio.timeout(READY_TIMEOUT_S):
+            current = await current_revision(request.app[DATABASE].engine)
+    except Exception as exc:  # any failure means not ready; the reason for the log, not for the caller
+        log.warning(
+            "/readyz: the database does not answer: %s", str(exc).splitlines()[0] if str(exc) else repr(exc)
+        )
+        return web.json_response(
+            {"status": "unavailable", "reason": "the database does not answer"}, status=503
+        )
+    if schema_ahead(current, head):
         return web.json_response({"status": "ok", "schema": current, "code_schema": head})
     if current != head:
         at = f"at revision {current}" if current else "empty"
         reason = f"the database is {at}; this Kerrigan needs revision {head} (run `kerrigan db upgrade`)"
         return web.json_response({"status": "unavailable", "reason": reason}, status=503)
     return web.json_response({"status": "ok", "schema": head})
+
+
+READY_TIMEOUT_S = 2.0  # a probe's own timeout is a few seconds: answer before it gives up

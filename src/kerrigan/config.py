@@ -126,14 +126,27 @@ def log_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     return value.lower()
 
 
-def _workers(text: str) -> dict[str, object]:
+def _workers(text: str | None, metrics_port: str | None) -> dict[str, object]:
     """``KERRIGAN_WORKERS``: how many ``kerrigan worker`` processes ``kerrigan serve`` starts, or ``none``
-    (deliveries and check runs are left to workers run apart, such as a Deployment of their own)."""
-    if text.lower() == "none":
-        return {"workers": 0, "process_deliveries": False}
-    if (number := _whole_number(text, 0, 32)) is None:
-        raise ConfigError(f"{PREFIX}WORKERS must be a whole number from 0 to 32 or none, not {text[:40]!r}")
-    return {"workers": number}
+    (deliveries and check runs are left to workers run apart, such as a Deployment of their own); and
+    ``KERRIGAN_WORKER_METRICS_PORT``, where the first of them serves its metrics (the next, one port up)."""
+    values: dict[str, object] = {}
+    if text is not None and text.lower() == "none":
+        values.update(workers=0, process_deliveries=False)
+    elif text is not None:
+        if (number := _whole_number(text, 0, 32)) is None:
+            raise ConfigError(
+                f"{PREFIX}WORKERS must be a whole number from 0 to 32 or none, not {text[:40]!r}"
+            )
+        values["workers"] = number
+    if metrics_port is not None:
+        if (port := _whole_number(metrics_port, 1, 65535 - 32)) is None:
+            raise ConfigError(
+                f"{PREFIX}WORKER_METRICS_PORT must be a port number from 1 to {65535 - 32}, "
+                f"not {metrics_port[:40]!r}"
+            )
+        values["worker_metrics_port"] = port
+    return values
 
 
 def _operations(token: str | None, log_format: str | None, log_level: str | None) -> dict[str, object]:
@@ -187,6 +200,7 @@ class Settings:
     public_read: bool = False
     workers: int | None = None  # worker processes; None: 0 (in-process) on SQLite, 1 on PostgreSQL
     process_deliveries: bool = True  # False (KERRIGAN_WORKERS=none): only `kerrigan worker` processes do
+    worker_metrics_port: int | None = None  # the first worker serve starts serves /metrics there, the next +1
     runner_lease_s: int = 60  # a runner host's leases expire this long after its last heartbeat
     delivery_lease_s: float = 30.0  # a worker's claim of a webhook delivery, renewed every third of it
     output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES  # a job's output stored; the rest is cut, and marked
@@ -248,8 +262,7 @@ class Settings:
         if app_id is not None and _whole_number(str(app_id), 1, 2**63 - 1) is None:
             raise ConfigError(f"{PREFIX}GITHUB_APP_ID must be a number, not {str(app_id)[:40]!r}")
         values["github_private_key"] = _private_key(get("GITHUB_PRIVATE_KEY"), get("GITHUB_PRIVATE_KEY_PATH"))
-        if (workers := get("WORKERS")) is not None:
-            values.update(_workers(workers))
+        values.update(_workers(get("WORKERS"), get("WORKER_METRICS_PORT")))
         values.update(_quarantine(get("QUARANTINE")))
         values.update(_operations(get("METRICS_TOKEN"), get("LOG_FORMAT"), get("LOG_LEVEL")))
         if (lease := get("RUNNER_LEASE_S")) is not None:

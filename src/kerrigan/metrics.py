@@ -102,6 +102,12 @@ GITHUB_RATE_REMAINING: Final = Gauge(
     "Requests the installation has left this hour, as GitHub's last answer said (app: the App's own).",
     ["installation"],
 )
+GITHUB_RATE_RESET: Final = Gauge(
+    "kerrigan_github_rate_reset_timestamp_seconds",
+    "When the installation's hour resets (Unix time), as GitHub's last answer said: the two gauges beside it "
+    "are stale once it has passed.",
+    ["installation"],
+)
 GITHUB_RATE_LIMIT: Final = Gauge(
     "kerrigan_github_rate_limit",
     "The installation's hourly allowance, as GitHub's last answer said (app: the App's own).",

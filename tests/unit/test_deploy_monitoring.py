@@ -49,6 +49,7 @@ DB_WIDE_GAUGES = frozenset(
 GAUGES = DB_WIDE_GAUGES | {
     "kerrigan_github_rate_remaining",
     "kerrigan_github_rate_limit",
+    "kerrigan_github_rate_reset_timestamp_seconds",
     # The runner agent's own registry (`kerrigan runner --metrics-port`).
     "kerrigan_runner_jobs",
     "kerrigan_runner_vcpus_claimed",
@@ -196,10 +197,10 @@ def test_alerts_cover_what_an_operator_must_hear_of(rules: list[dict[str, Any]])
     assert "kerrigan_queue_jobs[15m]" in exprs["KerriganQueueGrowing"]
     assert exprs["KerriganCheckRunsLagging"] == "max(kerrigan_checkrun_lag_seconds) > 300"
     assert 'health="bad"' in exprs["KerriganDevicesBad"]
-    assert (
-        "kerrigan_github_rate_remaining / kerrigan_github_rate_limit) < 0.1"
-        in (exprs["KerriganGitHubRateBudgetLow"])
-    )
+    budget = exprs["KerriganGitHubRateBudgetLow"]
+    assert "(kerrigan_github_rate_remaining / kerrigan_github_rate_limit)" in budget
+    assert budget.endswith(") < 0.1")
+    assert "kerrigan_github_rate_reset_timestamp_seconds > time()" in budget  # a stale figure does not fire
     durations = {rule["alert"]: rule["for"] for rule in rules}
     assert durations["KerriganRunnerHostSilent"] == "2m"
     assert durations["KerriganQueueGrowing"] == "15m"

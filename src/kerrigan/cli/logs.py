@@ -22,6 +22,7 @@ def configure_logging(args_or_settings: argparse.Namespace | Settings) -> None:
             settings.github_client_secret,
             settings.session_secret,
             settings.metrics_token,
+            _password(settings.database_url),
             *(settings.github_private_key or "").splitlines(),
         ]
     else:  # the runner agent, which reads flags and its token, not the server's settings
@@ -38,3 +39,15 @@ def configure_logging(args_or_settings: argparse.Namespace | Settings) -> None:
         level=logging.getLevelNamesMapping()[level.upper()],
         secrets=[secret for secret in secrets if secret and "PRIVATE KEY" not in secret],
     )
+
+
+def _password(url: str) -> str | None:
+    """The password of a database URL (``postgresql+asyncpg://user:password@host/db``), if it has one."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        return None
+    return str(password) if password else None

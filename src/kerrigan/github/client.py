@@ -41,7 +41,7 @@ from kerrigan import __version__
 from kerrigan.core.github_operations import operation
 from kerrigan.core.github_retry import backoff, outcome_unknown, retry_after
 from kerrigan.github.budget import APP, Budget, creating
-from kerrigan.metrics import GITHUB_RATE_LIMIT, GITHUB_RATE_REMAINING, GITHUB_REQUESTS
+from kerrigan.metrics import GITHUB_RATE_LIMIT, GITHUB_RATE_REMAINING, GITHUB_RATE_RESET, GITHUB_REQUESTS
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,7 @@ def _show_allowance(installation_id: int, headers: Mapping[str, str]) -> None:
     for header, gauge in (
         ("x-ratelimit-remaining", GITHUB_RATE_REMAINING),
         ("x-ratelimit-limit", GITHUB_RATE_LIMIT),
+        ("x-ratelimit-reset", GITHUB_RATE_RESET),
     ):
         value = lowered.get(header, "").strip()
         if value.isascii() and value.isdigit() and len(value) < 12:

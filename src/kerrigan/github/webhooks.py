@@ -56,6 +56,29 @@ MAX_DEFER_S: Final = 1.0
 MAX_DEPTH: Final = 64  # GitHub's payloads nest a dozen levels at most
 MAX_KEPT: Final = 64 * 1024  # of a body that is not a payload, the part kept to look at
 _EVENT: Final = re.compile(r"[a-z_]{1,64}")
+# The events the metrics name; any other (the header is not covered by the signature) counts as ``other``,
+# so no sender can grow the number of series.
+COUNTED_EVENTS: Final = frozenset(
+    {
+        "check_run",
+        "check_suite",
+        "installation",
+        "installation_repositories",
+        "issue_comment",
+        "merge_group",
+        "ping",
+        "pull_request",
+        "push",
+        "workflow_run",
+    }
+)
+
+
+def counted_event(event: str) -> str:
+    """``event`` as the metrics name it: itself if Kerrigan subscribes to it, else ``other``."""
+    return event if event in COUNTED_EVENTS else "other"
+
+
 _DELIVERY_ID: Final = re.compile(r"[!-~]{1,64}")  # a GUID from GitHub; printable ASCII at least
 
 
@@ -176,7 +199,8 @@ class WebhookReceiver:
         )
         # Enough of the body to see what it was, as text the database takes.
         shown = body[:MAX_KEPT].decode("utf-8", "replace").replace("\x00", "\ufffd")
-        await self._store(NewDelivery(delivery_id, event, None, shown, self.database.clock(), reason))
+        if await self._store(NewDelivery(delivery_id, event, None, shown, self.database.clock(), reason)):
+            WEBHOOK_DELIVERIES.labels(counted_event(event), "failed").inc()  # no attempt can use it
         return web.json_response({"status": "failed", "delivery": delivery_id, "reason": reason}, status=202)
 
 
@@ -280,7 +304,7 @@ class DeliveryWorker:
         ):
             outcome = await self._process(delivery)
         if outcome is not None:
-            WEBHOOK_DELIVERIES.labels(delivery.event, outcome).inc()
+            WEBHOOK_DELIVERIES.labels(counted_event(delivery.event), outcome).inc()
         return True
 
     async def _process(self, delivery: Delivery) -> str | None:

@@ -114,6 +114,15 @@ def head_revision() -> str:
     return head
 
 
+def schema_ahead(current: str | None, head: str) -> bool:
+    """Whether ``current`` is a later revision of Kerrigan's own history than ``head`` (a newer release
+    migrated the database). Kerrigan's revisions are numbered in order (``0015``); a revision this code does
+    not know and that is not such a number is another application's: not ahead, refused."""
+    if current is None or current == head or current in known_revisions():
+        return False
+    return current.isascii() and current.isdigit() and head.isdigit() and int(current) > int(head)
+
+
 def known_revisions() -> frozenset[str]:
     """Every revision of the code's migration history."""
     return frozenset(
@@ -172,7 +181,7 @@ async def check_schema(engine: AsyncEngine) -> None:
     one this code does not know (a newer release migrated it: its migrations only add, so this release runs
     on it during a rolling upgrade or a rollback; docs/operations.md)."""
     current, head = await current_revision(engine), head_revision()
-    if current is not None and current != head and current not in known_revisions():
+    if schema_ahead(current, head):
         return
     if current != head:
         at = f"at revision {current}" if current else "empty"

@@ -8,6 +8,7 @@ unchanged (:class:`PoolsOfRequirements`), so a deep queue costs one pass over it
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import Mapping
@@ -51,7 +52,8 @@ class LabFigures:
 
 class PoolsOfRequirements:
     """Which pools can take a job of given requirements: resolved once per distinct requirements, and
-    forgotten when the inventory changes (its devices' or pools' last change, or their number)."""
+    forgotten when the inventory changes (its devices' or pools' last change or number, or what the runner
+    hosts reported of their CPUs, which decides whether a claim can ever fit)."""
 
     def __init__(self) -> None:
         self._fingerprint: tuple[object, ...] | None = None
@@ -62,29 +64,44 @@ class PoolsOfRequirements:
         """Queued jobs by pool, from counts of jobs by :func:`_group_key`."""
         if not groups:
             return {}
-        fingerprint = tuple(
-            (
-                await session.execute(
-                    select(
-                        func.count(DeviceRow.pk),
-                        func.max(DeviceRow.updated_at),
-                        select(func.max(PoolRow.updated_at)).scalar_subquery(),
-                        select(func.count(PoolRow.pk)).scalar_subquery(),
-                    )
+        devices = (
+            await session.execute(
+                select(
+                    func.count(DeviceRow.pk),
+                    func.max(DeviceRow.updated_at),
+                    select(func.max(PoolRow.updated_at)).scalar_subquery(),
+                    select(func.count(PoolRow.pk)).scalar_subquery(),
                 )
-            ).one()
+            )
+        ).one()
+        hosts = (await session.execute(select(RunnerHostRow.id, RunnerHostRow.resources))).all()
+        fingerprint = (
+            *devices,
+            json.dumps(sorted((host, resources or {}) for host, resources in hosts), default=str),
         )
         if fingerprint != self._fingerprint or self._inventory is None:
             self._fingerprint, self._pools = fingerprint, {}
             self._inventory = await load_inventory(session)
         inventory = self._inventory
+        # Where no pool lists repositories the repository changes nothing: one resolution serves them all.
+        restricted = any(pool.repositories for pool in inventory.pools)
+        keys = {key: key if restricted else _without_repository(key) for key in groups}
+        missing = sorted({plain for plain in keys.values() if plain not in self._pools})
+        if missing:
+            # Matching a big lab takes a while per set of requirements: not on the event loop, where the
+            # server answers webhooks.
+            found = await asyncio.to_thread(lambda: [_eligible_pools(inventory, key) for key in missing])
+            self._pools.update(zip(missing, found, strict=True))
         by_pool: Counter[str] = Counter()
         for key, count in groups.items():
-            if key not in self._pools:
-                self._pools[key] = _eligible_pools(inventory, key)
-            for pool in self._pools[key] or (NO_POOL,):
+            for pool in self._pools[keys[key]] or (NO_POOL,):
                 by_pool[pool] += count
         return dict(by_pool)
+
+
+def _without_repository(key: str) -> str:
+    requirements, vcpus, _, health_check = json.loads(key)
+    return json.dumps([requirements, vcpus, "", health_check])
 
 
 def _group_key(requirements: str | None, vcpus: int, repository: str, health_check: bool) -> str:
@@ -141,7 +158,10 @@ async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequi
     pending, since = (
         await session.execute(
             select(func.count(SessionRow.pk), func.min(SessionRow.unshown_since)).where(
-                SessionRow.unshown_since.is_not(None)
+                # Both: a writer that leaves unshown_since set once GitHub shows the newest version (an
+                # older release's reconciler during a rolling upgrade) never makes a check run pending.
+                SessionRow.unshown_since.is_not(None),
+                SessionRow.shown_version < SessionRow.version,
             )
         )
     ).one()

@@ -74,8 +74,9 @@ async def move_job(
         job.finished_at = at
         klass = failure_class(to, job.reason, job.exit_status)
         job.failure_class = klass.value if klass is not None else None
-        ran_s = (at - job.started_at).total_seconds() if job.started_at is not None else 0.0
-        note(session, JobEnded(to.value, job.failure_class, job.device_id, max(0.0, ran_s)))
+        if before not in ENDED:  # failed -> retried is the same run, counted when it failed
+            ran_s = (at - job.started_at).total_seconds() if job.started_at is not None else 0.0
+            note(session, JobEnded(to.value, job.failure_class, job.device_id, max(0.0, ran_s)))
         checked = await checked_device(session, job.session_pk) if job.task_id == HEALTH_CHECK_TASK else None
         if checked is not None:
             await record_check_end(session, checked, job, to, at)  # never counted as a device's failure

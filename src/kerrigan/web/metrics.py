@@ -90,11 +90,12 @@ class LabFiguresCollector(Collector):
         yield hosts
         beats = GaugeMetricFamily(
             "kerrigan_runner_heartbeat_age_seconds",
-            "Seconds since each runner host's last heartbeat (hosts that have sent one).",
+            "Seconds since each runner host's last heartbeat (hosts that have sent one and are not paused).",
             labels=["host"],
         )
         for host in figures.hosts:
-            if host.last_heartbeat_at is not None:
+            # A paused host may be down on purpose (it takes no work): its silence is nobody's alert.
+            if host.last_heartbeat_at is not None and host.state != "paused":
                 beats.add_metric([host.id], _seconds(now, host.last_heartbeat_at))
         yield beats
         pending = GaugeMetricFamily(
@@ -185,11 +186,10 @@ class LabMetrics:
         try:
             while True:
                 self._changed.clear()
+                # A failed read keeps the figures as last read (their age says so); the next pass tries again.
                 try:
                     await self.refresh()
-                except (
-                    Exception
-                ):  # the figures stay as last read (their age says so); the next pass tries again
+                except Exception:
                     log.exception("reading the lab's figures for /metrics failed")
                 await asyncio.sleep(self.min_gap_s)
                 with contextlib.suppress(TimeoutError):

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kerrigan import app as application
 from kerrigan.app import RECONCILER, WORKER
-from kerrigan.config import Settings
+from kerrigan.config import ConfigError, Settings
 from kerrigan.github.routes import router
 from kerrigan.github.webhooks import DeliveryWorker
 from kerrigan.store.database import Database
@@ -45,7 +45,7 @@ async def test_a_worker_process_that_exits_is_logged_and_replaced(
 ) -> None:
     started: list[asyncio.subprocess.Process] = []
 
-    async def spawn() -> asyncio.subprocess.Process:
+    async def spawn(number: int, settings: Settings) -> asyncio.subprocess.Process:
         # The first worker dies at once (status 3); the one started in its place keeps running.
         code = "import sys; sys.exit(3)" if not started else "import time; time.sleep(60)"
         process = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
@@ -55,7 +55,7 @@ async def test_a_worker_process_that_exits_is_logged_and_replaced(
     monkeypatch.setattr(application, "_spawn_worker", spawn)
     monkeypatch.setattr(application, "WORKER_RESTART_S", 0.01)
     caplog.set_level(logging.ERROR, "kerrigan.app")
-    supervisor = asyncio.create_task(application._supervise_workers(1))
+    supervisor = asyncio.create_task(application._supervise_workers(1, Settings()))
     await wait_until(lambda: len(started) == 2, timeout=10)
     assert "worker process 1 exited with status 3; starting another" in caplog.text
     supervisor.cancel()
@@ -95,3 +95,18 @@ async def test_a_metrics_port_in_use_is_one_line_naming_the_flag() -> None:
         with pytest.raises(application.MetricsPortError, match=f"--metrics-port {port}: cannot listen on"):
             async with application._metrics_server("127.0.0.1", port, Settings()):
                 pass
+
+
+def test_the_workers_a_server_starts_serve_their_counters_on_consecutive_ports() -> None:
+    settings = Settings.from_env({"KERRIGAN_WORKER_METRICS_PORT": "9102", "KERRIGAN_HOST": "0.0.0.0"})
+    assert application.worker_argv(1, settings)[-5:] == [
+        "worker",
+        "--metrics-host",
+        "0.0.0.0",
+        "--metrics-port",
+        "9102",
+    ]
+    assert application.worker_argv(2, settings)[-1] == "9103"
+    assert application.worker_argv(1, Settings())[-1] == "worker"  # no setting: no metrics port
+    with pytest.raises(ConfigError, match="KERRIGAN_WORKER_METRICS_PORT must be a port number"):
+        Settings.from_env({"KERRIGAN_WORKER_METRICS_PORT": "99999"})

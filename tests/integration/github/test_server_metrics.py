@@ -213,3 +213,16 @@ async def _count(database: Database, table: str) -> int:
 async def _pools(database: Database) -> set[str]:
     async with database.engine.connect() as connection:
         return {row[0] for row in await connection.execute(text("SELECT id FROM pools"))}
+
+
+async def test_readyz_stays_ready_on_a_newer_release_s_schema(harness: Harness) -> None:
+    async with harness.database.engine.begin() as connection:
+        head = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar_one()
+        await connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    try:
+        answer = await harness.client.get("/readyz")
+        assert answer.status == 200
+        assert await answer.json() == {"status": "ok", "schema": "9999", "code_schema": head}
+    finally:
+        async with harness.database.engine.begin() as connection:
+            await connection.execute(text("UPDATE alembic_version SET version_num = :head"), {"head": head})

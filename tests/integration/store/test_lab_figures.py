@@ -144,3 +144,31 @@ async def test_a_check_run_behind_counts_from_its_first_unshown_version_until_gi
     found = await figures(db)
     assert found.checkruns_pending == 0
     assert found.checkruns_unshown_since is None
+
+
+async def test_a_check_run_github_shows_is_not_pending_whatever_unshown_since_says(db: Database) -> None:
+    session_id = await queue(db, {})
+    async with db.sessions() as session, session.begin():
+        # As an older release's reconciler leaves a row mid-upgrade: shown, yet unshown_since still set.
+        await session.execute(
+            update(SessionRow)
+            .where(SessionRow.id == session_id)
+            .values(version=3, shown_version=3, unshown_since=db.clock())
+        )
+    found = await figures(db)
+    assert found.checkruns_pending == 0
+    assert found.checkruns_unshown_since is None
+
+
+async def test_the_pools_a_queued_job_waits_on_follow_what_the_runner_hosts_report(lab_db: Database) -> None:
+    big = {"tasks": [{"id": "boot", "requested": {"labels": {"kerrigan.target_id": ["modalix-bluebox"]}}}]}
+    session_id = str(uuid.uuid4())
+    async with lab_db.sessions() as session, session.begin():
+        claim = builders.session(session_id, ["boot"], resolution=big, vcpus=64)
+        await create_session(session, claim, lab_db.clock())
+    pools = PoolsOfRequirements()
+    pool = await bluebox_pool(lab_db)
+    assert (await figures(lab_db, pools)).queue == {pool: 1}  # no host has said what it has: it may fit
+    async with lab_db.sessions() as session, session.begin():
+        await session.execute(update(RunnerHostRow).values(resources={"vcpus": 4}))
+    assert (await figures(lab_db, pools)).queue == {NO_POOL: 1}  # 64 vCPUs fit on no host that reported

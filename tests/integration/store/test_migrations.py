@@ -143,10 +143,15 @@ async def test_start_up_refuses_a_schema_behind_and_accepts_one_a_newer_release_
             await connection.execute(text("UPDATE alembic_version SET version_num = '0013'"))
         with pytest.raises(SchemaBehindError, match="at revision 0013 but this Kerrigan needs"):
             await check_schema(database.engine)
-        # A revision this code does not know is a newer release's (its migrations only add): accepted, so
-        # the previous release keeps running through a rolling upgrade and can be rolled back to.
+        # A later revision of Kerrigan's numbered history is a newer release's (its migrations only add):
+        # accepted, so the previous release keeps running through a rolling upgrade and can be rolled back to.
         async with database.engine.begin() as connection:
-            await connection.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+            await connection.execute(text("UPDATE alembic_version SET version_num = '0099'"))
         await check_schema(database.engine)
+        # Another application's revision is not Kerrigan's schema at all.
+        async with database.engine.begin() as connection:
+            await connection.execute(text("UPDATE alembic_version SET version_num = 'ae1027a6acf'"))
+        with pytest.raises(SchemaBehindError, match="at revision ae1027a6acf"):
+            await check_schema(database.engine)
     finally:
         await database.close()

@@ -131,6 +131,10 @@ class SetupServer:
         except SetupError as exc:
             self.result.set_exception(exc)
             return self._render(502, "The App's settings were not written", "failed", message=str(exc))
+        except Exception as exc:  # the command must end, not wait for an answer that has come and gone
+            failed = SetupError(f"converting GitHub's code failed unexpectedly: {exc!r}")
+            self.result.set_exception(failed)
+            return self._render(500, "The App's settings were not written", "failed", message=str(failed))
         self.result.set_result(done)
         return self._render(
             200,
