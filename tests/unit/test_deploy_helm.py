@@ -26,10 +26,6 @@ CHART = REPO / "deploy" / "helm" / "kerrigan"
 RELEASE = "kerrigan"
 NAMESPACE = "lab"
 
-# `kerrigan worker --metrics-host/--metrics-port` are being added to the CLI. Until the worker's parser has
-# them, each and its value are taken off before the command is parsed; once there, the whole line is parsed.
-PENDING_OPTIONS = {"worker": frozenset({"--metrics-host", "--metrics-port"})}
-
 # Values no rendered object but the Secret may hold.
 SENTINELS = {
     "KERRIGAN_DATABASE_URL": "postgresql+asyncpg://kerrigan:db-password-sentinel@postgres.lab:5432/kerrigan",
@@ -238,7 +234,7 @@ def test_the_workers_serve_metrics_on_their_port(minimal: list[Manifest], everyt
             str(port),
         ]
         assert container["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
-        assert container["livenessProbe"]["tcpSocket"]["port"] == "metrics"
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert "readinessProbe" not in container, "a worker is behind no Service that routes requests"
     annotations = _pod(_one(minimal, "Deployment", "kerrigan-worker"))["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
@@ -487,25 +483,6 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
-def _without_pending(argv: list[str]) -> list[str]:
-    """argv less the options of PENDING_OPTIONS that the parser does not know yet (with their values)."""
-    subcommand = _subparsers(build_parser()).get(argv[0])
-    pending = PENDING_OPTIONS.get(argv[0], frozenset())
-    unknown = {
-        option for option in pending if subcommand is None or option not in subcommand._option_string_actions
-    }
-    kept: list[str] = []
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word.split("=", 1)[0] in unknown:
-            skip = "=" not in word
-        else:
-            kept.append(word)
-    return kept
-
-
 def test_every_command_the_chart_runs_parses(
     minimal: list[Manifest], everything: list[Manifest], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -518,24 +495,13 @@ def test_every_command_the_chart_runs_parses(
     problems = []
     for name, command in sorted(commands):
         assert command[0] == "kerrigan", name
-        argv = _without_pending(list(command[1:]))
+        argv = list(command[1:])
         try:
             build_parser().parse_args(argv)
         except SystemExit as exc:
             error = capsys.readouterr().err.strip().splitlines()
             problems.append(f"{name}: kerrigan {' '.join(command[1:])}: exit {exc.code}: {error[-1:]}")
     assert not problems, "\n".join(problems)
-
-
-def test_pending_options_are_taken_off_only_while_the_parser_lacks_them() -> None:
-    worker = _subparsers(build_parser())["worker"]
-    stripped = _without_pending(["worker", "--metrics-port", "9102"])
-    if "--metrics-port" in worker._option_string_actions:
-        assert stripped == ["worker", "--metrics-port", "9102"]
-    else:
-        assert stripped == ["worker"]
-    assert _without_pending(["worker", "--bogus", "1"]) == ["worker", "--bogus", "1"], "only pending ones"
-    assert _without_pending(["serve", "--metrics-port", "9102"]) == ["serve", "--metrics-port", "9102"]
 
 
 # --- bad values ---------------------------------------------------------------------------------------------
