@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from kerrigan.cli.usage import UsageError
-from kerrigan.config import LOG_FORMATS, LOG_LEVELS, ConfigError, Settings, log_choice
-from kerrigan.logs import configure_logging as configure
+
+if TYPE_CHECKING:
+    from kerrigan.config import Settings
 
 
 def configure_logging(args_or_settings: argparse.Namespace | Settings) -> None:
     """Log to standard error as ``KERRIGAN_LOG_FORMAT`` and ``KERRIGAN_LOG_LEVEL`` say, never writing a
     secret the process holds: the server's and worker's from their settings, the runner's token."""
+    # Imported by the commands that log, not by every command (``kerrigan explain`` starts in a blink).
+    from kerrigan.config import LOG_FORMATS, LOG_LEVELS, ConfigError, Settings, log_choice
+    from kerrigan.logs import configure_logging as configure
+
     if isinstance(args_or_settings, Settings):
         settings = args_or_settings
         log_format, level = settings.log_format, settings.log_level
