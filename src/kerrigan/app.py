@@ -21,6 +21,7 @@ from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.github.client import answer_of
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
+from kerrigan.github.routes.comments import may_cancel
 from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
 from kerrigan.logs import fresh_log_context
@@ -35,6 +36,7 @@ from kerrigan.store.database import (
 )
 from kerrigan.store.history import Pruned, prune_history
 from kerrigan.web.api import create_api
+from kerrigan.web.api.secrets import REPOSITORY_WRITERS, RepositoryWriters
 from kerrigan.web.headers import install_security_headers
 from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
 from kerrigan.web.pages import setup_pages
@@ -70,6 +72,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[PROTOCOL] = protocol
     metrics = LabMetrics(database)
     app[METRICS] = metrics
+    app[REPOSITORY_WRITERS] = RepositoryWriters()  # asks GitHub once the App is connected
     app[SCHEMA_HEAD] = head_revision()
     database.signals.listen_facts(count_fact)
 
@@ -117,6 +120,8 @@ async def _background(
         )
     else:
         github = GitHubApp.connect(database, settings, http)
+        # Who writes to a repository (and so may manage its secrets), as GitHub says, cached as cancel's is.
+        app[REPOSITORY_WRITERS].ask = functools.partial(_may_write, github)
         protocol.credentials = github.job_credentials
         protocol.answer_of = answer_of
         protocol.revoking = functools.partial(_count_revoke, github)
@@ -208,6 +213,11 @@ async def _retention(database: Database, settings: Settings) -> None:
         except Exception:  # the next pass tries again; the server goes on
             log.exception("retention pass failed")
         await asyncio.sleep(RETENTION_EVERY_S)
+
+
+async def _may_write(github: GitHubApp, installation_id: int, full_name: str, login: str) -> tuple[bool, str]:
+    """Whether ``login`` has write, maintain or admin on the repository (or is an admin), and its role."""
+    return await may_cancel(github, github.repository(installation_id, full_name), login)
 
 
 def _count_revoke(github: GitHubApp, installation_id: int) -> None:

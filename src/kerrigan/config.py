@@ -17,6 +17,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, MAX_COUNT
@@ -170,6 +171,24 @@ def _public_read(text: str | None) -> dict[str, object]:
     return {"public_read": text == "1"}
 
 
+def _secrets_keys(text: str | None) -> dict[str, object]:
+    """``KERRIGAN_SECRETS_KEY``, when set: Fernet keys, comma-separated; the first encrypts, all decrypt.
+    A key that is not one is named by its place in the list, never shown."""
+    if text is None:
+        return {}
+    keys = tuple(key.strip() for key in text.split(","))
+    for number, key in enumerate(keys, 1):
+        try:
+            Fernet(key)
+        except ValueError:
+            where = f"key {number} of {len(keys)}" if len(keys) > 1 else "it"
+            raise ConfigError(
+                f"{PREFIX}SECRETS_KEY must be Fernet keys (32 url-safe base64-encoded bytes), "
+                f"comma-separated; {where} is not one (make one with `kerrigan secrets new-key`)"
+            ) from None
+    return {"secrets_keys": keys}
+
+
 def _quarantine(text: str | None) -> dict[str, object]:
     """``KERRIGAN_QUARANTINE``, when set: ``off`` or ``suspect``."""
     if text is None:
@@ -210,6 +229,9 @@ class Settings:
     metrics_token: str | None = field(default=None, repr=False)  # a bearer token /metrics then asks for
     log_format: str = "auto"  # json, text, or auto: text on a terminal, JSON otherwise
     log_level: str = "info"  # debug, info, warning or error
+    # Fernet keys secrets are encrypted under: the first encrypts, every one decrypts (rotation); empty:
+    # secrets cannot be set.
+    secrets_keys: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -284,6 +306,7 @@ class Settings:
             {key: _retention_days(name, days) for name, key in _RETENTION if (days := get(name)) is not None}
         )
         values.update(_public_read(get("PUBLIC_READ")))
+        values.update(_secrets_keys(get("SECRETS_KEY")))
         return cls(**values)  # type: ignore[arg-type]
 
 

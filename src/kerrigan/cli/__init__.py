@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from kerrigan import __version__
-from kerrigan.cli import explain, inventory, lab, runner, serve, sessions, setup
+from kerrigan.cli import explain, inventory, lab, runner, secrets, serve, sessions, setup
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.explain import EXIT_INVALID
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_parser(commands)
     sessions.add_parser(commands)
     inventory.add_parser(commands)
+    secrets.add_parser(commands)
     setup.add_parser(commands)
     return parser
 

@@ -412,8 +412,25 @@ class AuditRow(Base):
     actor: Mapped[str] = mapped_column(String(100), index=True)
     action: Mapped[str] = mapped_column(String(40))
     subject_type: Mapped[str] = mapped_column(String(20))
-    subject_id: Mapped[str] = mapped_column(String(63))
+    subject_id: Mapped[str] = mapped_column(String(200))  # an id, or a repository's owner/name (a secret's)
     pool_id: Mapped[str | None] = mapped_column(NAME, index=True)
     field: Mapped[str] = mapped_column(String(100))
     before: Mapped[Any] = mapped_column(JSON, nullable=True)
     after: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+
+class SecretRow(Base):
+    """A repository's secret, encrypted with Fernet: the value is never stored in the clear."""
+
+    __tablename__ = "secrets"
+    __table_args__ = (UniqueConstraint("repository_id", "name"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # GitHub's id of the repository, not its name: a renamed or reinstalled repository keeps its secrets.
+    repository_id: Mapped[int] = mapped_column(BigInteger)
+    name: Mapped[str] = mapped_column(String(100))  # upper-case, as GitHub stores secret names
+    ciphertext: Mapped[str] = mapped_column(Text)  # a Fernet token
+    # Which key encrypted it (a digest of the key, not the key), so a rotation can find rows under old keys.
+    key_id: Mapped[str] = mapped_column(String(16), index=True)
+    set_by: Mapped[str] = mapped_column(String(100))
+    set_at: Mapped[datetime] = mapped_column(Timestamp)

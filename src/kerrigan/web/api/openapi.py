@@ -223,7 +223,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "at": {"type": "string", "format": "date-time"},
             "actor": _STRING,
             "action": {"enum": ["add", "change", "remove"]},
-            "subject_type": {"enum": ["pool", "device", "host", "label_key"]},
+            "subject_type": {"enum": ["pool", "device", "host", "label_key", "secret"]},
             "subject_id": _STRING,
             "pool": _NULLABLE_STRING,
             "field": _STRING,
@@ -232,6 +232,31 @@ SCHEMAS: Final[dict[str, Any]] = {
         }
     ),
     "AuditList": _object({"entries": {"type": "array", "items": _ref("AuditEntry")}}),
+    "Secret": _object(
+        {
+            "name": {"type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$", "maxLength": 100},
+            "set_by": _STRING,
+            "set_at": _TIME,
+        },
+        description="a secret's name (upper-case), who set it and when; never its value",
+    ),
+    "SecretList": _object(
+        {
+            "items": {"type": "array", "items": _ref("Secret"), "description": "in name order"},
+            "next_cursor": _CURSOR,
+        }
+    ),
+    "SecretValue": _object(
+        {
+            "value": {
+                "type": "string",
+                "minLength": 2,
+                "maxLength": 49152,
+                "description": "8 bytes to 48 KiB of UTF-8 without NUL: a shorter one could not be masked in "
+                "a job's output",
+            }
+        }
+    ),
     "RunnerHost": _object(
         {
             "id": _STRING,
@@ -515,6 +540,22 @@ def _path_param(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": _STRING}
 
 
+_SECRET_NAME: Final = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "minLength": 1, "maxLength": 100},
+    "description": "any case, stored upper-case; not starting with GITHUB_ or KERRIGAN_",
+}
+_SECRET_ERRORS: Final = {
+    "400": _error("a bad repository, name, value or paging parameter: the error names the field"),
+    "401": _error("no valid token"),
+    "403": _error("neither a System Admin nor, on GitHub, a writer of the repository"),
+    "404": _error("Kerrigan's App is not installed on the repository, or it has no secret of that name"),
+    "503": _error("github_unavailable: GitHub did not say whether the caller writes to the repository"),
+}
+
+
 def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"summary": summary, "responses": responses, **extra}
 
@@ -645,6 +686,36 @@ def document() -> dict[str, Any]:
                         {"name": name, "in": "query", "required": False, "schema": _STRING}
                         for name in ("pool", "device", "actor", "limit")
                     ],
+                ),
+            },
+            "/repositories/{owner}/{repo}/secrets": {
+                "parameters": [_path_param("owner"), _path_param("repo")],
+                "get": _op(
+                    "the repository's secrets in name order, never their values (System Admins and the "
+                    "repository's writers); cursor paging",
+                    {"200": _json("SecretList", "a page of secrets"), **_SECRET_ERRORS},
+                    parameters=_PAGING,
+                ),
+            },
+            "/repositories/{owner}/{repo}/secrets/{name}": {
+                "parameters": [_path_param("owner"), _path_param("repo"), _SECRET_NAME],
+                "put": _op(
+                    "set a secret, encrypted at rest (System Admins and the repository's writers)",
+                    {
+                        "201": _json("Secret", "created"),
+                        "204": {"description": "replaced"},
+                        **_SECRET_ERRORS,
+                        "409": _error("the repository holds 100 secrets already"),
+                        "503": _error(
+                            "secrets_key_unset: KERRIGAN_SECRETS_KEY is not set; github_unavailable: GitHub "
+                            "did not say whether the caller writes to the repository"
+                        ),
+                    },
+                    requestBody=_body("SecretValue"),
+                ),
+                "delete": _op(
+                    "delete a secret (System Admins and the repository's writers)",
+                    {"204": {"description": "deleted"}, **_SECRET_ERRORS},
                 ),
             },
             "/hosts": {

@@ -1,0 +1,169 @@
+"""``/api/v1/repositories/{owner}/{repo}/secrets``: a repository's secrets by name, set and deleted; their
+values go in and never come out.
+
+Who may: System Admins, and the repository's writers (write, maintain or admin on GitHub). The web layer
+does not talk to GitHub itself: the application hands it :class:`RepositoryWriters`, whose ``ask`` puts the
+question to GitHub; while nothing does (no GitHub App configured), only System Admins may.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from aiohttp import web
+
+from kerrigan.core.inventory import RepositoryGlobError, validate_repository
+from kerrigan.core.roles import Principal
+from kerrigan.store.audit import Change
+from kerrigan.store.secrets import (
+    Keyring,
+    Repository,
+    SecretError,
+    SecretInfo,
+    SecretsKeyError,
+    delete_secret,
+    find_repository,
+    list_secrets,
+    set_secret,
+    validate_name,
+)
+from kerrigan.web import bodies
+from kerrigan.web.auth import forbidden, signed_in
+from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.state import DATABASE, SETTINGS, writing
+
+log = logging.getLogger(__name__)
+routes = web.RouteTableDef()
+
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 500
+
+AskWriter = Callable[[int, str, str], Awaitable[tuple[bool, str]]]
+"""``(installation id, owner/name, login)`` -> whether the login writes to the repository, and its role."""
+
+
+class RepositoryWriters:
+    """How the API asks GitHub whether a login writes to a repository (``ask``); ``None``: it cannot."""
+
+    def __init__(self, ask: AskWriter | None = None) -> None:
+        self.ask = ask
+
+
+REPOSITORY_WRITERS = web.AppKey("repository_writers", RepositoryWriters)
+
+
+def _repository_name(request: web.Request) -> str:
+    try:
+        return validate_repository(f"{request.match_info['owner']}/{request.match_info['repo']}")
+    except RepositoryGlobError as exc:
+        raise bad_request(str(exc), field="repository") from None
+
+
+def _name(request: web.Request) -> str:
+    try:
+        return validate_name(request.match_info["name"])
+    except SecretError as exc:
+        raise bad_request(str(exc), field="name") from None
+
+
+async def _repository(request: web.Request, principal: Principal) -> Repository:
+    """The installed repository of the path, once ``principal`` is known to manage its secrets."""
+    name = _repository_name(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        repository = await find_repository(session, name)  # a NotFoundError is the middleware's 404
+    if principal.admin:
+        return repository
+    writers = request.config_dict.get(REPOSITORY_WRITERS)
+    what = f"manage the secrets of {repository.full_name}"
+    if writers is None or writers.ask is None:
+        raise forbidden(principal, f"{what}: only System Admins may (this server does not ask GitHub)")
+    try:
+        may_write, role = await writers.ask(repository.installation_id, repository.full_name, principal.login)
+    except Exception as exc:  # whatever GitHub's client raised (the web cannot name its errors): a 503
+        log.warning("cannot ask GitHub who writes to %s: %s", repository.full_name, type(exc).__name__)
+        raise ApiError(
+            503,
+            "github_unavailable",
+            f"cannot ask GitHub whether {principal.login} writes to {repository.full_name}; try again",
+        ) from None
+    if not may_write:
+        raise forbidden(principal, f"{what}: System Admins and its writers may (you have {role})")
+    return repository
+
+
+def _secret_json(secret: SecretInfo) -> dict[str, Any]:
+    return {"name": secret.name, "set_by": secret.set_by, "set_at": secret.set_at.isoformat()}
+
+
+def _paging(request: web.Request) -> tuple[int, str | None]:
+    """``?limit=`` and ``?cursor=`` (the last name of the page before); any other parameter is a 400."""
+    for key in request.query:
+        if key not in ("limit", "cursor") or len(request.query.getall(key)) > 1:
+            raise bad_request(f"unknown or repeated parameter {key!r}; expected limit, cursor", field=key)
+    text = request.query.get("limit", str(DEFAULT_LIMIT))
+    if not (text.isascii() and text.isdigit() and len(text) <= 3 and 1 <= int(text) <= MAX_LIMIT):
+        raise bad_request(f"limit must be a whole number from 1 to {MAX_LIMIT}", field="limit")
+    cursor = request.query.get("cursor")
+    if cursor is None:
+        return int(text), None
+    try:
+        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        return int(text), validate_name(after)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise bad_request("cursor is not one this server gave out", field="cursor") from None
+
+
+@routes.get("/repositories/{owner}/{repo}/secrets")
+async def secrets_index(request: web.Request) -> web.Response:
+    """The repository's secrets in name order: names, who set them and when, never values."""
+    principal = await signed_in(request)
+    limit, after = _paging(request)
+    repository = await _repository(request, principal)
+    async with request.config_dict[DATABASE].sessions() as session:
+        page = await list_secrets(session, repository, after=after, limit=limit + 1)
+    more = len(page) > limit
+    page = page[:limit]
+    cursor = base64.urlsafe_b64encode(page[-1].name.encode()).decode().rstrip("=") if more else None
+    return web.json_response({"items": [_secret_json(secret) for secret in page], "next_cursor": cursor})
+
+
+@routes.put("/repositories/{owner}/{repo}/secrets/{name}")
+async def secrets_put(request: web.Request) -> web.Response:
+    """Set a secret from ``{"value": "..."}``: 201 with the secret when new, 204 when replaced."""
+    principal = await signed_in(request)
+    repository = await _repository(request, principal)
+    name = _name(request)
+    body = await bodies.json_object(request, ("value",))
+    value = bodies.required(body, "value")
+    if not isinstance(value, str):
+        raise bad_request("value must be a string", field="value")
+    try:
+        keys = Keyring(request.config_dict[SETTINGS].secrets_keys)
+    except SecretsKeyError as exc:
+        raise ApiError(503, "secrets_key_unset", str(exc)) from None
+    database = request.config_dict[DATABASE]
+    change = Change(principal.login, database.clock())
+    try:
+        async with writing(request) as session:
+            created = await set_secret(session, keys, repository, name, value, change=change)
+    except SecretError as exc:
+        raise bad_request(str(exc), field=exc.field) from None
+    if not created:
+        return web.Response(status=204)
+    return web.json_response(_secret_json(SecretInfo(name, change.actor, change.at)), status=201)
+
+
+@routes.delete("/repositories/{owner}/{repo}/secrets/{name}")
+async def secrets_delete(request: web.Request) -> web.Response:
+    """Delete a secret: 204, or 404 when the repository has none of that name."""
+    principal = await signed_in(request)
+    repository = await _repository(request, principal)
+    name = _name(request)
+    database = request.config_dict[DATABASE]
+    async with writing(request) as session:
+        await delete_secret(session, repository, name, Change(principal.login, database.clock()))
+    return web.Response(status=204)
