@@ -6,6 +6,11 @@ The decision is :func:`kerrigan.core.dispatch_order.plan_dispatch` (the pure par
 job's queue position, which the plan ranks only when first asked. Target (issue 5): at most 20 ms per
 dispatch decision.
 
+Gangs (issue 15): the same decision when 1,000 of the 10,000 jobs are two-device gang tasks (a ``dut`` and
+a ``peer``, each matching 12 devices over 3 runner hosts), 2,000 devices on 100 hosts with their vCPU room,
+timed against the same queue with each gang replaced by a single-device job (its ``dut`` candidates).
+Target: at most 25 ms per decision with gangs.
+
 End to end, :meth:`kerrigan.dispatch.dispatcher.Dispatcher.dispatch_once` runs against a real SQLite
 database file and, when ``KERRIGAN_TEST_POSTGRES_URL`` (or ``--postgres``) names a server, against a
 PostgreSQL database of its own, created and dropped here. The same 10,000 jobs (2,500 four-task sessions
@@ -36,7 +41,8 @@ from pathlib import Path
 from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.engine import make_url
 
-from kerrigan.core.dispatch_order import QueuedJob, plan_dispatch
+from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
+from kerrigan.core.gang import Role
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.lifecycle import JobState
@@ -52,6 +58,8 @@ from kerrigan.testing.labs import FORM_FACTORS, SDKS, synthetic_lab
 
 POSTGRES_ENV = "KERRIGAN_TEST_POSTGRES_URL"
 TARGET_MS = 20
+GANG_TARGET_MS = 25
+HOSTS = 100
 REPOSITORIES = 50
 TASKS_PER_SESSION = 4
 
@@ -74,6 +82,83 @@ def queue(jobs: int, repositories: int, devices: int, *, seed: int = 3) -> tuple
         for n in range(jobs)
     ]
     return built, names
+
+
+def gang_queue(
+    jobs: int, gangs: int, devices: int, *, seed: int = 7
+) -> tuple[list[QueuedJob], list[QueuedJob], dict[str, str]]:
+    """A busy lab on :data:`HOSTS` runner hosts, each with two board families of 10 devices: the queue
+    with ``gangs`` two-role gang jobs among ``jobs``, the same queue with each gang a single-device job
+    instead, and the device-to-host map. A gang's ``dut`` matches 4 devices of the first family on each of
+    3 hosts, its ``peer`` 4 of the second family on the same hosts."""
+    rng = random.Random(seed)
+    per_host = devices // HOSTS
+    half = per_host // 2
+    names = [f"dev-{n:05d}" for n in range(devices)]
+    hosts = {name: f"host-{n // per_host:03d}" for n, name in enumerate(names)}
+    families = [names[start : start + 8] for start in range(0, devices, 8)]
+    gang_at = set(rng.sample(range(jobs), gangs))
+    with_gangs: list[QueuedJob] = []
+    singles_only: list[QueuedJob] = []
+    for n in range(jobs):
+        single = QueuedJob(
+            id=f"job-{n:06d}",
+            repository=f"octo/repo-{rng.randrange(REPOSITORIES):02d}",
+            session_id=f"s-{n // 3:06d}",
+            priority=rng.choice([Priority.NORMAL] * 8 + [Priority.GATE, Priority.BACKGROUND]),
+            ready_at=rng.uniform(0, 600),
+            candidates=tuple(rng.choice(families)),
+            vcpus=rng.choice([1, 2, 2, 4]),
+            arrival=n,
+        )
+        if n not in gang_at:
+            with_gangs.append(single)
+            singles_only.append(single)
+            continue
+        starts = [host * per_host for host in rng.sample(range(HOSTS), 3)]
+        dut = tuple(names[start + slot] for start in starts for slot in rng.sample(range(half), 4))
+        peer = tuple(names[start + slot] for start in starts for slot in rng.sample(range(half, per_host), 4))
+        with_gangs.append(
+            dataclasses.replace(single, candidates=(), roles=(Role("dut", dut), Role("peer", peer)))
+        )
+        singles_only.append(dataclasses.replace(single, candidates=dut))
+    return with_gangs, singles_only, hosts
+
+
+def bench_gang_decision(*, quick: bool) -> None:
+    """Time ``plan_dispatch`` with gang jobs in the queue, against the same queue of single-device jobs."""
+    jobs_count, gangs, repeat = (1_000, 100, 3) if quick else (10_000, 1_000, 21)
+    with_gangs, singles_only, hosts = gang_queue(jobs_count, gangs, 2_000)
+    rng = random.Random(11)
+    room = {job.session_id: 2 for job in with_gangs}
+    host_room = {host: rng.randint(2, 28) for host in sorted(set(hosts.values()))}
+    for free_count in (20, 200):
+        free = set(rng.sample(sorted(hosts), free_count))
+
+        def decide(queue: list[QueuedJob], free: set[str] = free) -> DispatchPlan:
+            return plan_dispatch(
+                queue,
+                now=700.0,
+                free_devices=free,
+                session_room=room,
+                last_dispatch={},
+                device_hosts=hosts,
+                host_room=host_room,
+            )
+
+        plan = decide(with_gangs)
+        singles_ms = median_ms(lambda: decide(singles_only), repeat)
+        gangs_ms = median_ms(lambda: decide(with_gangs), repeat)
+        print(
+            f"{jobs_count} jobs ({gangs} two-device gangs), {free_count} free devices on {HOSTS} hosts: "
+            f"decision {gangs_ms:.1f} ms (single-device jobs only: {singles_ms:.1f} ms, "
+            f"{gangs_ms / singles_ms:.2f}x), {len(plan.gangs)} gangs started"
+        )
+        if not quick:
+            met = gangs_ms <= GANG_TARGET_MS
+            print(
+                f"{'met ' if met else 'MISSED'} a dispatch decision with gangs in at most {GANG_TARGET_MS} ms"
+            )
 
 
 def _arrival(job: QueuedJob) -> float:
@@ -257,6 +342,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     bench_decision(quick=args.quick)
+    bench_gang_decision(quick=args.quick)
     bench_end_to_end(quick=args.quick, postgres=args.postgres)
 
 

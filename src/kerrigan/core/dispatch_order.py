@@ -17,6 +17,18 @@ until the blocked head fits, so big jobs are not starved by a stream of small on
 already holds ``max_devkits`` devices waits on its own session: it is not a head, blocks nobody, and its
 queue-wait clock pauses.
 
+A gang job (``roles``: several devices at once, see :mod:`kerrigan.core.gang`) stands in the same order and
+starts only when one runner host has a free candidate for every role, on distinct devices, with room for
+its vCPUs; its session must have room for one device per role. It gets all of them or none, within the
+round: nothing is held across rounds, so gangs cannot deadlock. What keeps a gang from starving behind
+single jobs that each take one of its devices as it frees is the same grace: for its first 60 seconds
+(none for a gate) others may take its devices; after that, when no host fits it yet, the free devices of
+the host closest to a full set (the most roles matched; the first such in preference order; a host only
+one gang a round sets devices aside on) are set aside for it, and a host with a full set but too few vCPUs
+is held for it, as for a single head. Set-aside devices are not leased, so the next round the gang finds
+them again, and the next device of its own to free goes to it before any younger job. A host keeps idle
+at most one device fewer than a gang has roles, for one gang at a time.
+
 Everything here is a pure function of the queue, the free devices and the time, which is passed in.
 """
 
@@ -30,6 +42,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Final, overload
 
+from kerrigan.core.gang import Blocker, Role, RoleCount, fit_gang
 from kerrigan.core.manifest import Priority
 
 AGING_S: Final = 60.0
@@ -45,6 +58,9 @@ class QueuedJob:
     ``ready_at`` is when it became dispatchable (its queue-wait clock's start), in seconds; ``arrival``
     orders jobs that became ready at the same moment (the store's row number: ids are text, and "10"
     sorts before "9").
+
+    A gang job names its ``roles``, each with its own candidates; its ``candidates`` are then every role's
+    candidates together (left empty, they are filled in), and ``vcpus`` its claim on the one host.
     """
 
     id: str
@@ -55,11 +71,29 @@ class QueuedJob:
     candidates: tuple[str, ...]
     vcpus: int = 2
     arrival: int = 0
+    roles: tuple[Role, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.roles:
+            return
+        names = [role.name for role in self.roles]
+        if len(set(names)) != len(names):
+            raise ValueError(f"job {self.id}: roles {names} name a role twice")
+        union = tuple(dict.fromkeys(device for role in self.roles for device in role.candidates))
+        if not self.candidates:
+            object.__setattr__(self, "candidates", union)  # frozen: set once, here
+        elif set(self.candidates) != set(union):
+            raise ValueError(f"job {self.id}: a gang job's candidates are its roles' candidates together")
 
     @property
     def gate(self) -> bool:
         """Gate jobs go first and never let others backfill past them."""
         return self.priority is Priority.GATE
+
+    @property
+    def devices_needed(self) -> int:
+        """Devices the job takes at once: one per role for a gang, else one."""
+        return len(self.roles) or 1
 
 
 class WaitKind(enum.StrEnum):
@@ -67,16 +101,19 @@ class WaitKind(enum.StrEnum):
 
     DEVICE = "device"  # every device it can use is busy
     CAPACITY = "capacity"  # a device is free, but its runner host lacks the vCPUs the job claims
-    FENCED = "fenced"  # a device is free, but its runner host is held for a blocked older head or gate job
+    FENCED = "fenced"  # a device is free, but it (or its host) is kept for a blocked older head or gate
+    GANG = "gang"  # a gang: every role has a free device, but no one runner host has one for each
     OWN_SESSION = "own_session"  # its session holds max_devkits devices: the queue-wait clock pauses
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """Why a job waits, and (for fences and heads) on which job."""
+    """Why a job waits, and (for fences and heads) on which job; for a gang, each role's free devices
+    when its turn came (none free for a gang the round did not reach)."""
 
     kind: WaitKind
     on: str | None = None
+    roles: tuple[RoleCount, ...] = ()
 
     @property
     def counts_toward_queue_wait(self) -> bool:
@@ -84,13 +121,26 @@ class Waiting:
         return self.kind is not WaitKind.OWN_SESSION
 
 
+@dataclass(frozen=True, slots=True)
+class GangPlacement:
+    """The runner host a gang job starts on and each role's device there, in role order."""
+
+    host: str
+    devices: tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True)  # no slots: ``_positions`` is cached on the instance
 class DispatchPlan:
-    """Jobs to start now with their devices, in dispatch order, and why each other job waits."""
+    """Jobs to start now with their devices, in dispatch order, and why each other job waits.
+
+    ``assignments`` has one pair per device: a gang job appears once for each of its roles, in role
+    order and next to each other, and ``gangs`` says which role each of its devices plays.
+    """
 
     assignments: tuple[tuple[QueuedJob, str], ...]
     waiting: Mapping[str, Waiting]
     order: Sequence[str] = field(default=())  # every job id in the order it stands in the queue
+    gangs: Mapping[str, GangPlacement] = field(default_factory=dict)  # by job id
 
     def position(self, job_id: str) -> int | None:
         """1-based place of a waiting job in the queue."""
@@ -131,6 +181,17 @@ def order_heads(
 
 _arrival: Final = attrgetter("ready_at", "arrival", "id")
 _ON_DEVICE: Final = Waiting(WaitKind.DEVICE)  # frozen, so one instance serves every job that waits so
+_GANG_KINDS: Final = {
+    Blocker.DEVICE: WaitKind.DEVICE,
+    Blocker.SPLIT: WaitKind.GANG,
+    Blocker.CAPACITY: WaitKind.CAPACITY,
+    Blocker.FENCED: WaitKind.FENCED,
+}
+
+
+def _none_free(job: QueuedJob) -> Waiting:
+    """A gang that found no device free: each role 0 of its candidates."""
+    return Waiting(WaitKind.DEVICE, None, tuple([RoleCount(r.name, 0, len(r.candidates)) for r in job.roles]))
 
 
 def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share the round's state
@@ -148,9 +209,11 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     ``session_room`` says how many more devices each session may hold (``max_devkits`` less those it
     holds); ``last_dispatch`` when each repository last had a job dispatched; ``device_hosts`` which
     runner host drives each device and ``host_room`` how many vCPUs each host has left under its
-    ``max_weight`` (a host not listed has room for anything).
+    ``max_weight`` (a host not listed has room for anything). A gang job's devices must all be on one
+    host that ``device_hosts`` names.
     """
     free = set(free_devices)
+    unassigned = set(free)  # ``free`` and ``reserved``: one look tells most jobs they wait on a device
     room = dict(session_room)
     last = dict(last_dispatch)
     hosts = device_hosts or {}
@@ -162,8 +225,32 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     for job in queue:
         lines.setdefault(job.repository, []).append(job)
     assignments: list[tuple[QueuedJob, str]] = []
+    gangs: dict[str, GangPlacement] = {}
     waiting: dict[str, Waiting] = {}
     held: dict[str, str] = {}  # runner host -> the blocked head it is held for
+    # Free devices no later job may take this round, and the job each is kept for: those of a held host,
+    # and those set aside for a gang past its grace. Out of ``free`` (its holder is decided already), so
+    # the round ends when no device is left that anyone could take, and one look in C passes over them.
+    reserved: dict[str, str] = {}
+    for_gangs: set[str] = set()  # those of them set aside for a gang
+    # The hosts a gang set devices aside on. One gang a host: each host waits for one gang at a time, so a
+    # lab full of old gangs still runs other work.
+    set_aside_on: set[str] = set()
+    on_host: dict[str, list[str]] = {}  # runner host -> its devices, built at the first hold
+
+    def hold(host: str, job_id: str) -> None:
+        """Keep a host's free devices for a blocked head until the round ends."""
+        if host in held:
+            return
+        held[host] = job_id
+        if not on_host:
+            for device, its_host in hosts.items():
+                on_host.setdefault(its_host, []).append(device)
+        for device in on_host.get(host, ()):
+            if device in free:
+                free.discard(device)
+                reserved[device] = job_id
+
     on_session: dict[str, Waiting] = {}  # one OWN_SESSION verdict per session, shared by its jobs
 
     def own_session(session_id: str) -> Waiting:
@@ -171,47 +258,116 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
             on_session[session_id] = Waiting(WaitKind.OWN_SESSION, session_id)
         return on_session[session_id]
 
+    fences: dict[str, Waiting] = {}  # one FENCED verdict per job kept for, shared by those it fences
+
+    def kept_from(job: QueuedJob, *, by_hosts_only: bool = False) -> Waiting | None:
+        """FENCED by the first job one of this job's candidates is kept for (only a held host's, if asked)."""
+        for device in job.candidates:
+            holder = reserved.get(device)
+            if holder is not None and not (by_hosts_only and device in for_gangs):
+                if holder not in fences:
+                    fences[holder] = Waiting(WaitKind.FENCED, holder)
+                return fences[holder]
+        return None
+
+    def set_aside_for(job: QueuedJob) -> Waiting:
+        """A job some of whose candidates are kept for another job: fenced by the first such job."""
+        fenced = kept_from(job)
+        if fenced is None:
+            raise AssertionError(f"job {job.id}: none of its candidates is kept for another job")
+        return fenced
+
     def verdict(head: QueuedJob) -> tuple[str | None, Waiting]:
-        if free.isdisjoint(head.candidates):  # most heads, when few devices are free: checked in C
+        if unassigned.isdisjoint(head.candidates):  # most heads, when few devices are free: checked in C
             return None, _ON_DEVICE
-        usable = [device for device in head.candidates if device in free]
-        fenced_by = None
-        for device in usable:
+        if free.isdisjoint(head.candidates):
+            return None, set_aside_for(head)
+        # A held host's devices are out of ``free``: what is left here is for anyone whose claim fits.
+        for device in [device for device in head.candidates if device in free]:
             host = hosts.get(device)
-            holder = held.get(host) if host is not None else None
-            if holder is not None and holder != head.id:
-                fenced_by = fenced_by or holder
-                continue
             if host is None or host not in weight or weight[host] >= head.vcpus:
                 return device, _ON_DEVICE
-        if fenced_by is not None:
-            return None, Waiting(WaitKind.FENCED, fenced_by)
-        return None, Waiting(WaitKind.CAPACITY)
+        # As before gangs: a held host fences it; a device set aside for a gang does not, for the job may
+        # still hold the host it lacks vCPUs on.
+        return None, (reserved and kept_from(head, by_hosts_only=True)) or Waiting(WaitKind.CAPACITY)
+
+    def place_gang(head: QueuedJob) -> None:
+        """All of a gang's devices on one host, or none and why; past its grace, set aside what it lacks."""
+        if unassigned.isdisjoint(head.candidates):
+            waiting[head.id] = _none_free(head)
+            return
+        if free.isdisjoint(head.candidates):
+            waiting[head.id] = set_aside_for(head)
+            return
+        past_grace = head.gate or now - head.ready_at >= BACKFILL_GRACE_S
+        fit = fit_gang(
+            head.id,
+            head.roles,
+            head.vcpus,
+            free=free,
+            device_hosts=hosts,
+            held=held,
+            host_room=weight,
+            closest_unless=set_aside_on if past_grace else None,
+        )
+        if fit.host is not None:
+            for _, device in fit.devices:
+                assignments.append((head, device))
+                free.discard(device)
+                unassigned.discard(device)
+            gangs[head.id] = GangPlacement(fit.host, fit.devices)
+            room[head.session_id] = room.get(head.session_id, 0) - len(head.roles)
+            if fit.host in weight:
+                weight[fit.host] -= head.vcpus  # one claim on the one host, however many devices
+            last[head.repository] = now
+            return
+        kind, on = _GANG_KINDS[fit.blocker or Blocker.DEVICE], fit.fenced_by
+        if kind in (WaitKind.DEVICE, WaitKind.GANG) and not reserved.keys().isdisjoint(head.candidates):
+            kind, on = WaitKind.FENCED, set_aside_for(head).on
+        waiting[head.id] = Waiting(kind, on, fit.counts)
+        if past_grace:
+            for host in fit.blocked_hosts:
+                hold(host, head.id)
+            if not fit.blocked_hosts and fit.closest:
+                set_aside_on.add(hosts[fit.closest[0]])
+                for device in fit.closest:
+                    free.discard(device)
+                    reserved[device] = head.id
+                    for_gangs.add(device)
 
     # Each repository's line holds one job in the heap at a time: its head, ``line[decided[repository]]``.
     # Popping a head decides it (a device, or why it waits) and puts the next job of its line in, ranked
     # with the repository's latest dispatch. Every job is decided once: O(n log n), not a fresh sort
-    # after every grant.
-    heap: list[tuple[tuple[float | str, ...], QueuedJob]] = []
+    # after every grant. A round may pop every job (a free device that none of them can take keeps it
+    # going), so the loop is written out: an entry is :func:`_rank` flattened, the same order with
+    # ready_at in place of the last dispatch outside the newer tier, then the job.
     decided = dict.fromkeys(lines, 0)
 
-    def push_head(repository: str) -> None:
-        line = lines[repository]
-        if decided[repository] < len(line):
-            job = line[decided[repository]]
-            heapq.heappush(heap, (_rank(job, now, last), job))
+    def entry(job: QueuedJob) -> tuple[int, float, float, int, str, QueuedJob]:
+        tier = _tier(job, now)
+        key = last.get(job.repository, NEVER) if tier == 2 else job.ready_at
+        return (tier, key, job.ready_at, job.arrival, job.id, job)
 
-    for repository in lines:
-        push_head(repository)
+    heap = [entry(line[0]) for line in lines.values()]
+    heapq.heapify(heap)
+    gate, background = Priority.GATE, Priority.BACKGROUND
     while heap and free:
-        _, head = heapq.heappop(heap)
-        if room.get(head.session_id, 0) <= 0:
+        head = heapq.heappop(heap)[-1]
+        if head.roles:
+            if room.get(head.session_id, 0) < len(head.roles):
+                waiting[head.id] = own_session(head.session_id)
+            else:
+                place_gang(head)
+        elif room.get(head.session_id, 0) <= 0:
             waiting[head.id] = own_session(head.session_id)
+        elif unassigned.isdisjoint(head.candidates):  # most heads, when few devices are free: checked in C
+            waiting[head.id] = _ON_DEVICE
         else:
             device, why = verdict(head)
             if device is not None:
                 assignments.append((head, device))
                 free.discard(device)
+                unassigned.discard(device)
                 room[head.session_id] = room.get(head.session_id, 0) - 1
                 host = hosts.get(device)
                 if host is not None and host in weight:
@@ -222,17 +378,38 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 if why.kind is WaitKind.CAPACITY and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
                     for candidate in head.candidates:
                         if candidate in free and candidate in hosts:
-                            held.setdefault(hosts[candidate], head.id)
-        decided[head.repository] += 1
-        push_head(head.repository)
-    # No device left free: whoever was not reached waits on a device (or its own session). Those are the
-    # rest of each line, past the jobs already decided; no need to rank them one by one.
+                            hold(hosts[candidate], head.id)
+        repository = head.repository
+        line = lines[repository]
+        at = decided[repository] = decided[repository] + 1
+        if at < len(line):
+            job = line[at]
+            # entry(job), inline: this runs once per job
+            if job.priority is gate:
+                heapq.heappush(heap, (0, job.ready_at, job.ready_at, job.arrival, job.id, job))
+            elif job.priority is background:
+                heapq.heappush(heap, (3, job.ready_at, job.ready_at, job.arrival, job.id, job))
+            elif now - job.ready_at >= AGING_S:
+                heapq.heappush(heap, (1, job.ready_at, job.ready_at, job.arrival, job.id, job))
+            else:
+                heapq.heappush(heap, (2, last.get(repository, NEVER), job.ready_at, job.arrival, job.id, job))
+    # No device left free: whoever was not reached waits on a device (or its own session, or a device kept
+    # for another job). Those are the rest of each line, past the jobs already decided; no need to rank
+    # them one by one. With nothing free, what is still unassigned is exactly what is kept.
+    kept = unassigned if reserved else None
     for repository, line in lines.items():
         for job in line[decided[repository] :]:
-            waiting[job.id] = own_session(job.session_id) if room.get(job.session_id, 0) <= 0 else _ON_DEVICE
+            left = room.get(job.session_id, 0)
+            if left <= 0 or (job.roles and left < len(job.roles)):
+                waiting[job.id] = own_session(job.session_id)
+            elif kept and not kept.isdisjoint(job.candidates):
+                waiting[job.id] = set_aside_for(job)
+            else:
+                waiting[job.id] = _none_free(job) if job.roles else _ON_DEVICE
 
-    order = QueueOrder([job.id for job, _ in assignments], queue, waiting, now=now, last_dispatch=last)
-    return DispatchPlan(tuple(assignments), waiting, order)
+    started = list(dict.fromkeys(job.id for job, _ in assignments))  # a gang once, not once per device
+    order = QueueOrder(started, queue, waiting, now=now, last_dispatch=last)
+    return DispatchPlan(tuple(assignments), waiting, order, gangs)
 
 
 class QueueOrder(Sequence[str]):
