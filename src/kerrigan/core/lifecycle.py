@@ -16,9 +16,10 @@ from typing import Any, Final
 
 
 class JobState(enum.StrEnum):
-    """Where a job stands. The last six are ended: a job never leaves them, but for ``failed`` (and
+    """Where a job stands. The last seven are ended: a job never leaves them, but for ``failed`` (and
     ``timed_out``) becoming ``retried`` when a new attempt takes its place."""
 
+    WAITING = "waiting"  # held until the tasks its task needs have succeeded (``needs``)
     QUEUED = "queued"
     LEASED = "leased"  # a device is leased to it and it is offered to that device's runner host
     ACCEPTED = "accepted"  # the runner host took it; its source is being fetched, or it waits for CPUs
@@ -29,6 +30,7 @@ class JobState(enum.StrEnum):
     CANCELLED = "cancelled"
     REFUSED_BEFORE_START = "refused_before_start"
     RETRIED = "retried"
+    SKIPPED = "skipped"  # a task it needs ended without success: it never ran, and counts for nothing
 
 
 class FailureClass(enum.StrEnum):
@@ -67,6 +69,7 @@ ENDED: Final = frozenset(
         JobState.CANCELLED,
         JobState.REFUSED_BEFORE_START,
         JobState.RETRIED,
+        JobState.SKIPPED,
     }
 )
 HOLDING_A_DEVICE: Final = frozenset({JobState.LEASED, JobState.ACCEPTED, JobState.RUNNING})
@@ -74,6 +77,8 @@ NOT_STARTED: Final = frozenset({JobState.LEASED, JobState.ACCEPTED})  # in a run
 
 _J = JobState
 JOB_TRANSITIONS: Final[Mapping[JobState, frozenset[JobState]]] = {
+    # Its needs all succeeded (queued), one ended without success (skipped), or its session was cancelled.
+    _J.WAITING: frozenset({_J.QUEUED, _J.SKIPPED, _J.CANCELLED}),
     # Dispatch leases it; a cancel ends it; its queue-wait budget or an unschedulable session ends it.
     _J.QUEUED: frozenset({_J.LEASED, _J.CANCELLED, _J.REFUSED_BEFORE_START}),
     # The host accepts or refuses it (a capacity refusal, or its lease expiring, puts it back in the queue,
@@ -90,6 +95,7 @@ JOB_TRANSITIONS: Final[Mapping[JobState, frozenset[JobState]]] = {
     _J.CANCELLED: frozenset(),
     _J.REFUSED_BEFORE_START: frozenset(),
     _J.RETRIED: frozenset(),
+    _J.SKIPPED: frozenset(),
 }
 
 SESSION_TRANSITIONS: Final[Mapping[SessionState, frozenset[SessionState]]] = {
@@ -297,14 +303,21 @@ def session_outcome(jobs: Sequence[JobFacts]) -> SessionOutcome:
 
     Completed when every job (every current attempt) has ended: ``success`` when all succeeded, else
     ``cancelled`` when one was cancelled, else ``timed_out`` when one ran past its timeout or its queue-wait
-    budget, else ``failure``. In progress once any job has started. Queued before that. A session without
-    jobs is decided by its resolution, not here (see :func:`resolution_outcome`).
+    budget, else ``failure``. A ``skipped`` job is neutral: it ended, but the jobs that did not skip decide
+    the conclusion (a job is skipped only because a task it needs ended without success, and that task's
+    own job says how: a failed build fails the session, a cancelled one cancels it). A session whose every
+    job was skipped (no rule of ``needs`` leads there) ran nothing, and is ``cancelled``. In progress once
+    any job has started. Queued before that (``waiting`` jobs included). A session without jobs is decided
+    by its resolution, not here (see :func:`resolution_outcome`).
     """
     counted = current_attempts(jobs)
     if counted and all(job.state in ENDED for job in counted):
-        if all(job.state is JobState.SUCCEEDED for job in counted):
+        decisive = [job for job in counted if job.state is not JobState.SKIPPED]
+        if not decisive:
+            return SessionOutcome(SessionState.COMPLETED, Conclusion.CANCELLED)
+        if all(job.state is JobState.SUCCEEDED for job in decisive):
             return SessionOutcome(SessionState.COMPLETED, Conclusion.SUCCESS)
-        classes = {job.failure_class for job in counted}
+        classes = {job.failure_class for job in decisive}
         if FailureClass.CANCELLED in classes:
             return SessionOutcome(SessionState.COMPLETED, Conclusion.CANCELLED)
         if classes & {FailureClass.TIMEOUT, FailureClass.QUEUE_WAIT_EXCEEDED}:

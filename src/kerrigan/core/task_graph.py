@@ -45,10 +45,9 @@ UNSUCCESSFUL: Final = (
 )
 _UNSUCCESSFUL: Final = frozenset(UNSUCCESSFUL)
 
-# A job's state as its task's dependents see it. "waiting" and "skipped" are the job states a held job
-# and a skipped one take (lifecycle.JobState has neither yet); a "retried" attempt does not count.
+# A job's state as its task's dependents see it; a "retried" attempt does not count.
 _FROM_JOB: Final[Mapping[str, NeedState]] = {
-    NeedState.WAITING.value: NeedState.WAITING,
+    JobState.WAITING: NeedState.WAITING,
     JobState.QUEUED: NeedState.ACTIVE,
     JobState.LEASED: NeedState.ACTIVE,
     JobState.ACCEPTED: NeedState.ACTIVE,
@@ -58,7 +57,7 @@ _FROM_JOB: Final[Mapping[str, NeedState]] = {
     JobState.TIMED_OUT: NeedState.TIMED_OUT,
     JobState.REFUSED_BEFORE_START: NeedState.REFUSED,
     JobState.CANCELLED: NeedState.CANCELLED,
-    NeedState.SKIPPED.value: NeedState.SKIPPED,
+    JobState.SKIPPED: NeedState.SKIPPED,
 }
 
 

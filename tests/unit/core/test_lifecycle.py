@@ -27,6 +27,9 @@ from kerrigan.core.lifecycle import (
 
 J = JobState
 ALLOWED = {
+    (J.WAITING, J.QUEUED),
+    (J.WAITING, J.SKIPPED),
+    (J.WAITING, J.CANCELLED),
     (J.QUEUED, J.LEASED),
     (J.QUEUED, J.CANCELLED),
     (J.QUEUED, J.REFUSED_BEFORE_START),
@@ -75,7 +78,7 @@ def test_ended_states_lead_nowhere_but_to_a_retry() -> None:
 def test_sources_of_a_state_are_read_from_the_table() -> None:
     assert sources_of(J.LEASED) == {J.QUEUED}
     assert sources_of(J.RETRIED) == {J.FAILED, J.TIMED_OUT}
-    assert sources_of(J.CANCELLED) == {J.QUEUED, J.LEASED, J.ACCEPTED, J.RUNNING}
+    assert sources_of(J.CANCELLED) == {J.WAITING, J.QUEUED, J.LEASED, J.ACCEPTED, J.RUNNING}
 
 
 S = SessionState
