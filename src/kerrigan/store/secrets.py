@@ -10,7 +10,6 @@ caller gives is looked up among the repositories Kerrigan's App is installed on.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,16 +21,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
 from kerrigan.core.masking import secret_problem
+from kerrigan.core.variable_names import name_problem
 from kerrigan.store.audit import Change, record
 from kerrigan.store.inventory import ConflictError, NotFoundError
 from kerrigan.store.models import InstallationRow, RepositoryRow, SecretRow
 
-MAX_NAME: Final = 100
 MAX_SECRETS: Final = 100  # per repository, as GitHub Actions allows
 MAX_VALUE_BYTES: Final = 48 * 1024  # GitHub Actions' limit on a secret
-RESERVED_PREFIXES: Final = ("GITHUB_", "KERRIGAN_")  # GitHub's own, and the variables Kerrigan gives a job
 HIDDEN: Final = "***"  # what the audit log shows for a value
-_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class SecretError(ValueError):
@@ -48,19 +45,12 @@ class SecretsKeyError(Exception):
 
 def validate_name(text: str) -> str:
     """The secret name ``text`` as stored (upper-case), or a :class:`SecretError`: GitHub Actions' rules
-    (letters, digits and ``_``, not starting with a digit, nor with ``GITHUB_``) and not ``KERRIGAN_``."""
-    shown = repr(text[:MAX_NAME])
-    if not 1 <= len(text) <= MAX_NAME:
-        raise SecretError(f"a secret name is 1 to {MAX_NAME} characters, not {len(text)}", "name")
-    if _NAME.fullmatch(text) is None:
-        raise SecretError(
-            f"{shown} is not a secret name: letters, digits and '_', not starting with a digit", "name"
-        )
-    name = text.upper()
-    for prefix in RESERVED_PREFIXES:
-        if name.startswith(prefix):
-            raise SecretError(f"{shown} is not a secret name: names may not start with {prefix}", "name")
-    return name
+    (letters, digits and ``_``, not starting with a digit, nor with ``GITHUB_``) and not ``KERRIGAN_``
+    (the rule itself is :func:`kerrigan.core.variable_names.name_problem`, which manifests use too)."""
+    problem = name_problem(text)
+    if problem is not None:
+        raise SecretError(problem, "name")
+    return text.upper()
 
 
 def validate_value(name: str, value: str) -> str:
