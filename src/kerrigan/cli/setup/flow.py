@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import secrets
+import signal
 import sys
 import webbrowser
 from dataclasses import dataclass
@@ -101,7 +102,13 @@ def plan_of(args: argparse.Namespace) -> SetupPlan:
 
 
 async def run_setup(plan: SetupPlan, *, open_browser: bool) -> Done:
-    """Serve the page, wait for GitHub's answer, convert its code and write the settings."""
+    """Serve the page, wait for GitHub's answer, convert its code and write the settings. Ctrl-C (or
+    SIGTERM) cancels it, whatever the flow is waiting on."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for signal_number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signal_number, task.cancel)
     try:
         sock = listen(plan.port)
     except OSError as exc:
@@ -174,7 +181,7 @@ def setup(args: argparse.Namespace) -> int:
     except SetupError as exc:
         print(f"kerrigan setup: {exc}; nothing was written", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print("kerrigan setup: stopped before GitHub answered; nothing was written", file=sys.stderr)
         return EXIT_FAILED
     print(f"wrote {done.out} (the App's settings) and {done.key} (its private key), both mode 0600")
