@@ -157,8 +157,11 @@ async def _background(
         yield
     finally:
         dispatcher.stop()  # its round ends with its transaction, not in the middle of a query
+        app[METRICS].stop()  # so does the read of the lab's figures
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(dispatcher_task), DISPATCHER_STOP_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(metrics_task), DISPATCHER_STOP_S)
         for task in (
             dispatcher_task,
             worker_task,

@@ -170,6 +170,8 @@ class LabMetrics:
         self.exposition = _exposition(self.registry)
         self._pools = PoolsOfRequirements()
         self._changed = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._stopping = False
         self._stops = [
             database.signals.listen(Topic.DISPATCH, self._changed.set),
             database.signals.listen(Topic.CHECK_RUNS, self._changed.set),
@@ -181,17 +183,26 @@ class LabMetrics:
             self.figures = await read_figures(session, self.database.clock(), self._pools)
         return self.figures
 
+    def stop(self) -> None:
+        """Finish the read under way and return from :meth:`run` (a read cut off by a cancel would leave its
+        database connection to the garbage collector)."""
+        self._stopping = True
+        self._stopped.set()
+
     async def run(self) -> None:
-        """Refresh after changes and every :attr:`refresh_s`, until cancelled."""
+        """Refresh after changes and every :attr:`refresh_s`, until stopped (:meth:`stop`) or cancelled."""
         try:
-            while True:
+            while not self._stopping:
                 self._changed.clear()
                 # A failed read keeps the figures as last read (their age says so); the next pass tries again.
                 try:
                     await self.refresh()
                 except Exception:
                     log.exception("reading the lab's figures for /metrics failed")
-                await asyncio.sleep(self.min_gap_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), self.min_gap_s)
+                if self._stopped.is_set():
+                    break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), max(0.0, self.refresh_s - self.min_gap_s))
         finally:
