@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 
@@ -62,7 +62,8 @@ NO_NOTE: Final = StateNote()
 
 @dataclass(frozen=True, slots=True)
 class HostPause:
-    """A runner host paused by a person: no new jobs for its devices until it is resumed (or ``until``)."""
+    """A paused runner host: no new jobs for its devices until it is resumed (or ``until``). A person pauses
+    one; Kerrigan pauses one briefly by itself after it refused a job for lack of room (``refusal_hold``)."""
 
     reason: str
     by: str
@@ -112,6 +113,22 @@ def pause_text(host: str, pause: HostPause) -> str:
     """``runner host lab-a-01 paused by octocat until 2026-12-01 18:00: kernel upgrade``."""
     # The note's words without its since (the page says when the pause began).
     return f"runner host {host} paused" + _note_words(StateNote(pause.reason, pause.by, None, pause.until))
+
+
+# How long a runner host that refused a job for lack of room gets no new jobs: the job it gave back goes to
+# another host meanwhile, instead of straight back to the one that cannot take it (a disk under its floor
+# stays so for minutes; a full queue drains in seconds).
+REFUSAL_HOLD_S: Final = {"runner_disk_full": 60, "runner_full": 5}
+
+
+def refusal_hold(reason: str, detail: str, at: datetime, by: str) -> HostPause | None:
+    """The pause a capacity refusal (``reason`` with the runner's ``detail``) at ``at`` puts on its host,
+    or None for a reason that does not hold it."""
+    hold_s = REFUSAL_HOLD_S.get(reason)
+    if hold_s is None:
+        return None
+    words = f"it refused a job {reason}" + (f" ({detail})" if detail else "")
+    return HostPause(words[:500], by, at, at + timedelta(seconds=hold_s))
 
 
 def absent_text(host: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Final
 from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.device_status import refusal_hold
 from kerrigan.core.lifecycle import (
     ENDED,
     NOT_STARTED,
@@ -26,7 +27,9 @@ from kerrigan.core.lifecycle import (
 )
 from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, cut_notice, fitting
+from kerrigan.store.audit import KERRIGAN_ACTOR
 from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
+from kerrigan.store.runners import hold_after_refusal
 from kerrigan.store.signals import Topic, mark
 from kerrigan.store.transitions import move_job, settle_session
 
@@ -232,6 +235,9 @@ async def refuse(
         return Transition(JobState(job.state), changed=False)
     if reason in REQUEUE_REASONS and retry:
         await move_job(session, job, JobState.QUEUED, at, reason=reason, detail=detail)
+        hold = refusal_hold(reason, detail, at, KERRIGAN_ACTOR)
+        if hold is not None:  # offered elsewhere meanwhile, not straight back to the host that said no
+            await hold_after_refusal(session, host, hold)
         await settle_session(session, job.session_pk, at)  # the check run says why it waits again
         return Transition(JobState.QUEUED, changed=True)
     await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason, detail=detail)

@@ -78,6 +78,21 @@ async def set_pause(
     return _report(row)
 
 
+async def hold_after_refusal(session: AsyncSession, host: str, hold: HostPause) -> None:
+    """Pause ``host`` as Kerrigan after a capacity refusal (see ``refusal_hold``). A person's pause stands as
+    it is, and a hold of Kerrigan's is only ever lengthened."""
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host).with_for_update())
+    if row is None:
+        return
+    if row.paused_at is not None and (
+        row.paused_by != KERRIGAN_ACTOR
+        or row.paused_until is None
+        or (hold.until is not None and row.paused_until >= hold.until)
+    ):
+        return
+    await set_pause(session, host, hold, Change(KERRIGAN_ACTOR, hold.since))
+
+
 async def end_due_pauses(session: AsyncSession, now: datetime) -> list[str]:
     """Hosts whose pause ``until`` has passed are resumed (the audit log names Kerrigan); their ids."""
     hosts = (

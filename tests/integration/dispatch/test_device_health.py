@@ -22,7 +22,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import get_device, load_inventory, set_state
 from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import read_queue, requirements_of
-from kerrigan.store.runners import set_pause
+from kerrigan.store.runners import host_report, set_pause
 from tests.conftest import FakeClock
 from tests.integration.dispatch.test_automatic_retry import end
 from tests.integration.dispatch.test_dispatcher import lab, queue
@@ -151,6 +151,59 @@ async def test_a_pause_until_a_time_ends_by_itself(db: Database, clock: FakeCloc
     clock.advance(6 * 60)
     await dispatcher.expire()
     assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+
+
+async def leased_one(db: Database, dispatcher: Dispatcher) -> JobRow:
+    """Queue one job for modalix-bluebox and lease it."""
+    await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
+    assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+    async with db.sessions() as session:
+        job = await session.scalar(select(JobRow).where(JobRow.state == "leased"))
+        assert job is not None
+        assert job.host is not None
+        return job
+
+
+async def test_a_host_that_refuses_for_lack_of_room_is_held_then_offered_work_again(
+    db: Database, clock: FakeClock
+) -> None:
+    # Not straight back to the host that said no: the job waits, naming the hold, and is offered again
+    # once the hold has ended by itself.
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    job = await leased_one(db, dispatcher)
+    async with db.sessions() as session, session.begin():
+        detail = "free 1024 bytes, floor 4096 bytes"
+        moved = await jobs.refuse(
+            session, str(job.pk), str(job.host), db.clock(), reason="runner_disk_full", detail=detail
+        )
+        assert moved.state == "queued"
+    assert (await dispatcher.dispatch_once()).granted == ()
+    assert f"runner host {job.host} paused by kerrigan until " in " ".join(await waits_because(db))
+    clock.advance(61)
+    await dispatcher.expire()
+    assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+    async with db.sessions() as session:
+        audit = await list_audit(session, limit=5)
+    assert any(
+        entry.actor == "kerrigan"
+        and "it refused a job runner_disk_full (free 1024 bytes" in (entry.after or "")
+        for entry in audit
+    )
+
+
+async def test_a_refusal_leaves_a_persons_pause_as_it_is(db: Database, clock: FakeClock) -> None:
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    job = await leased_one(db, dispatcher)
+    pause = HostPause("kernel upgrade", "octocat", db.clock(), None)  # until resumed
+    async with db.sessions() as session, session.begin():
+        await set_pause(session, str(job.host), pause, Change("octocat", db.clock()))
+        await jobs.refuse(session, str(job.pk), str(job.host), db.clock(), reason="runner_full", detail="")
+    async with db.sessions() as session:
+        report = await host_report(session, str(job.host))
+    assert report is not None
+    assert report.pause == pause
 
 
 async def test_only_a_devices_own_host_says_it_is_absent(db: Database, clock: FakeClock) -> None:

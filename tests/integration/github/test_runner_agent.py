@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kerrigan.core.device_status import HostPause
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.host_capacity import HostLimits
 from kerrigan.runner.agent import Agent, AgentSettings, process_start_time
@@ -572,6 +573,27 @@ async def test_disk_full_reaches_run_and_prepare_callers_with_known_reason_and_d
 
     await harness.wait_until(shown, timeout=30)
     assert harness.github.check_runs[run["id"]]["status"] == "queued"
+    # Each host that says no is held by Kerrigan for a minute, so the job is not offered straight back to
+    # it (a loop of offers and refusals as fast as the hosts poll): it goes to the other, which says no too.
+    pauses: dict[str, HostPause | None] = {}
+
+    async def both_held() -> bool:
+        async with harness.database.sessions() as session:
+            for host in ("lab-a-01", "lab-a-02"):
+                report = await host_report(session, host)
+                assert report is not None
+                pauses[host] = report.pause
+        return all(pause is not None for pause in pauses.values())
+
+    await harness.wait_until(both_held, timeout=30)
+    for pause in pauses.values():
+        assert pause is not None
+        assert pause.by == "kerrigan"
+        assert pause.until is not None
+        assert pause.reason.startswith("it refused a job runner_disk_full (")
+        assert (pause.until - pause.since).total_seconds() == 60
+    [row] = await job_rows(harness)
+    assert row.state == "queued"  # and offered to neither while they are held
 
 
 async def test_a_job_past_its_timeout_is_stopped_and_the_check_run_times_out(
