@@ -78,7 +78,7 @@ NOT_STARTED: Final = frozenset({JobState.LEASED, JobState.ACCEPTED})  # in a run
 _J = JobState
 JOB_TRANSITIONS: Final[Mapping[JobState, frozenset[JobState]]] = {
     # Its needs all succeeded (queued), one ended without success (skipped), or its session was cancelled.
-    _J.WAITING: frozenset({_J.QUEUED, _J.SKIPPED, _J.CANCELLED}),
+    _J.WAITING: frozenset({_J.QUEUED, _J.SKIPPED, _J.CANCELLED, _J.REFUSED_BEFORE_START}),
     # Dispatch leases it; a cancel ends it; its queue-wait budget or an unschedulable session ends it.
     _J.QUEUED: frozenset({_J.LEASED, _J.CANCELLED, _J.REFUSED_BEFORE_START}),
     # The host accepts or refuses it (a capacity refusal, or its lease expiring, puts it back in the queue,

@@ -168,6 +168,16 @@ def job_key(task_id: str, combination: Combination) -> str:
     return f"{task_id}[{_UNSAFE.sub('_', body)[:room]}~{digest}]"
 
 
+def shown_name(key: str) -> str:
+    """A job key as people read it: ``smoke[board=modalix,sdk=2.2]`` is ``smoke (board=modalix, sdk=2.2)``.
+
+    A key whose values were cut or hashed (``~`` and a digest) is shown as it is stored."""
+    task, _, rest = key.partition("[")
+    if not rest.endswith("]") or "~" in rest:
+        return key
+    return f"{task} ({rest[:-1].replace(',', ', ')})"
+
+
 def task_of(key: str) -> str:
     """The task id of a job key (a job key of a task without a matrix is its id)."""
     return key.split("[", 1)[0]

@@ -30,6 +30,8 @@ class Job:
     failure_class: FailureClass | None = None
     attempt: int = 1
     requirements: Mapping[str, Any] | None = None  # {"labels": {key: [values]}, "tags": [...]}
+    env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for this job
+    needs: tuple[str, ...] = ()  # tasks (ids as written) whose every job must succeed first
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,7 @@ def _offer_json(
         "sha": offer.head_sha,
         "workflow_run_id": offer.workflow_run_id,
         "command": offer.command,
+        "env": dict(offer.env),
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),

@@ -15,6 +15,7 @@ from kerrigan.core.explain import Explanation, TaskExplanation
 from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState, describe_attempt
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
+from kerrigan.core.matrix import shown_name
 from kerrigan.core.runner_fields import cut_of
 from kerrigan.core.yamlsource import Problem
 
@@ -489,11 +490,14 @@ def progress_body(
     for job in jobs:
         duration = f"{job.seconds:.0f} s" if job.seconds is not None else ""
         why = f"{job.reason}: {job.detail}" if job.reason and job.detail else job.reason
+        if job.state in (job.reason, JobState.WAITING):  # its detail says why: needs build (failed)
+            why = job.detail
         shown = job.state + (f" ({why})" if why else "")
         if job.attempt > 1 or not job.current:
             shown += f", {job.attempt_text()}"
         lines.append(
-            f"| {_code(job.task_id)} | {_cell(shown)} | {_code(job.device_id) if job.device_id else ''} | "
+            f"| {_code(shown_name(job.task_id))} | {_cell(shown)} | "
+            f"{_code(job.device_id) if job.device_id else ''} | "
             f"{_code(job.host) if job.host else ''} | {duration} | "
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )

@@ -243,7 +243,14 @@ def _new_session(
         delivery_id=trigger.delivery_id,
         workflow_run_id=trigger.workflow_run_id,
         jobs=tuple(
-            Job(task.id, command=task.run, vcpus=task.vcpus, timeout_s=task.timeout_s)
+            Job(
+                task.id,
+                command=task.run,
+                vcpus=task.vcpus,
+                timeout_s=task.timeout_s,
+                env=dict(task.env),
+                needs=task.needs,
+            )
             for task in workflow.tasks
         )
         if workflow

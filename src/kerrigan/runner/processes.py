@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
+from kerrigan.core.variable_names import name_problem
 from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
 from kerrigan.runner.isolation.users import SHARED_WRITABLE, give_to, remove_owned, take_back
@@ -47,6 +48,8 @@ def job_environment(
 ) -> dict[str, str]:
     """The command's environment: the agent's own, without its settings, plus the job's (DESIGN.md)."""
     env = {key: value for key, value in base.items() if not key.startswith("KERRIGAN_")}
+    # The manifest's env first: what Kerrigan sets below is the job's contract and is not overridden.
+    env.update(manifest_env(offer.get("env")))
     github = offer.get("github") or {}
     env.update(
         {
@@ -69,6 +72,21 @@ def job_environment(
     if offer.get("workflow_run_id") is not None:
         env["KERRIGAN_WORKFLOW_RUN_ID"] = str(offer["workflow_run_id"])
     return env
+
+
+def manifest_env(written: object) -> dict[str, str]:
+    """The offer's ``env`` (the manifest's), its names checked again: a name the manifest could never give
+    (``KERRIGAN_…``, ``GITHUB_…``, not a shell name) or a value that is no string or holds NUL is left out."""
+    if not isinstance(written, dict):
+        return {}
+    return {
+        name: value
+        for name, value in written.items()
+        if isinstance(name, str)
+        and isinstance(value, str)
+        and "\0" not in value
+        and name_problem(name, "environment name") is None
+    }
 
 
 class Processes(Reporting):

@@ -7,8 +7,8 @@ so the runner re-sends from there.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -70,6 +70,7 @@ class Offer:
     queue_wait_s: float = 0.0
     queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
     priority: str = "normal"
+    env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for the job
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             job.queue_wait_s,
             run.queue_wait_limit_s,
             run.priority,
+            dict(job.env or {}),
         )
         for job, run, device in rows
     ]
@@ -285,7 +287,7 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
     ).all()
     ended = []
     for job in rows:
-        if job.state in (JobState.QUEUED, JobState.LEASED):  # not in a runner's hands yet: it ends here
+        if job.state in (JobState.WAITING, JobState.QUEUED, JobState.LEASED):  # in no runner's hands
             await move_job(session, job, JobState.CANCELLED, at, reason="cancelled")
             ended.append(job.pk)
         elif job.cancel_requested_at is None:

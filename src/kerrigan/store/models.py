@@ -324,6 +324,10 @@ class JobRow(Base):
     requirements: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Devices this attempt must not be leased: those where earlier attempts failed for the infrastructure.
     avoid_devices: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
+    # The manifest's env for this job (the workflow's with the task's over it, the matrix's values in).
+    env: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
+    # The tasks (ids as written) whose every job must succeed before this one is queued.
+    needs: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
 
 
 class JobLogRow(Base):

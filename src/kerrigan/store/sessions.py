@@ -51,6 +51,8 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
                 FailureClass(job.failure_class) if job.failure_class else None,
                 job.attempt,
                 job.requirements,
+                dict(job.env or {}),
+                tuple(job.needs or ()),
             )
             for job in jobs
         ),
@@ -114,6 +116,10 @@ async def create_session(
             vcpus=job.vcpus,
             timeout_s=job.timeout_s,
             requirements=dict(job.requirements) if job.requirements is not None else None,
+            env=dict(job.env),
+            needs=list(job.needs),
+            state=JobState.WAITING if job.needs else JobState.QUEUED,
+            detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
         )
         for job in new.jobs
     ]
@@ -180,7 +186,7 @@ async def resolve_session(
     for job in jobs:
         if requirements is not None and job.task_id in requirements:
             job.requirements = dict(requirements[job.task_id])
-        if outcome.state is SessionState.COMPLETED and job.state == JobState.QUEUED:
+        if outcome.state is SessionState.COMPLETED and job.state in (JobState.QUEUED, JobState.WAITING):
             reason = "unschedulable" if job.task_id in never else "session_unschedulable"
             await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason)
     if outcome.state is SessionState.QUEUED and not row.awaiting_approval:

@@ -30,6 +30,8 @@ from kerrigan.core.lifecycle import (
     session_outcome,
     should_retry,
 )
+from kerrigan.core.matrix import task_of
+from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
 from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
 from kerrigan.store.leases import release_lease
@@ -128,6 +130,7 @@ async def settle_session(
     if before is SessionState.COMPLETED or not jobs:
         return row  # decided already (its jobs' ends, or its resolution, completed it)
     jobs += await retry_failed(session, row, jobs, at)
+    news = await release_waiting(session, jobs, at) or news
     outcome = session_outcome([job_facts(job) for job in jobs])
     check_session_transition(before, outcome.state)
     conclusion = outcome.conclusion.value if outcome.conclusion else None
@@ -139,6 +142,28 @@ async def settle_session(
         row.updated_at = at
         record_version(session, row, at)
     return row
+
+
+async def release_waiting(session: AsyncSession, jobs: list[JobRow], at: datetime) -> bool:
+    """Queue the waiting jobs whose tasks' needs all succeeded, and skip those with a need that ended
+    without success (``core.task_graph``); whether any moved."""
+    if not any(job.state == JobState.WAITING for job in jobs):
+        return False
+    needs: dict[str, tuple[str, ...]] = {}
+    for job in jobs:
+        needs.setdefault(task_of(job.task_id), tuple(job.needs or ()))
+    verdicts = readiness(needs, task_states((task_of(job.task_id), job.state) for job in jobs))
+    moved = False
+    for job in jobs:
+        verdict = verdicts.get(task_of(job.task_id))
+        if job.state != JobState.WAITING or verdict is None or isinstance(verdict, Waiting):
+            continue
+        if isinstance(verdict, Skip):
+            await move_job(session, job, JobState.SKIPPED, at, reason="skipped", detail=verdict.reason)
+        else:
+            await move_job(session, job, JobState.QUEUED, at, detail="")  # what it waited for is done
+        moved = True
+    return moved
 
 
 async def retry_failed(
@@ -176,6 +201,8 @@ async def retry_failed(
                 attempt=job.attempt + 1,
                 retry_of=job.pk,
                 avoid_devices=avoid,
+                env=dict(job.env or {}),
+                needs=list(job.needs or []),
             )
         )
     if added:

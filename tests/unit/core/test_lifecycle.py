@@ -30,6 +30,7 @@ ALLOWED = {
     (J.WAITING, J.QUEUED),
     (J.WAITING, J.SKIPPED),
     (J.WAITING, J.CANCELLED),
+    (J.WAITING, J.REFUSED_BEFORE_START),  # its session can never run (a task is unschedulable)
     (J.QUEUED, J.LEASED),
     (J.QUEUED, J.CANCELLED),
     (J.QUEUED, J.REFUSED_BEFORE_START),

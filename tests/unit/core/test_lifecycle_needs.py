@@ -22,12 +22,13 @@ from kerrigan.core.task_graph import NeedState, Skip, readiness, task_state
 J = JobState
 
 
-@pytest.mark.parametrize("after", [J.QUEUED, J.SKIPPED, J.CANCELLED])
-def test_a_waiting_job_is_released_skipped_or_cancelled(after: JobState) -> None:
+@pytest.mark.parametrize("after", [J.QUEUED, J.SKIPPED, J.CANCELLED, J.REFUSED_BEFORE_START])
+def test_a_waiting_job_is_released_skipped_cancelled_or_refused(after: JobState) -> None:
+    # Refused: its session can never run (one of its tasks is unschedulable), decided at resolution.
     check_transition(J.WAITING, after)
 
 
-@pytest.mark.parametrize("after", [J.LEASED, J.RUNNING, J.FAILED, J.SUCCEEDED, J.REFUSED_BEFORE_START])
+@pytest.mark.parametrize("after", [J.LEASED, J.RUNNING, J.FAILED, J.SUCCEEDED])
 def test_a_waiting_job_is_never_leased_nor_ended_any_other_way(after: JobState) -> None:
     with pytest.raises(TransitionError, match=f"from waiting to {after.value}"):
         check_transition(J.WAITING, after)

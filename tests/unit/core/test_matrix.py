@@ -23,6 +23,7 @@ from kerrigan.core.matrix import (
     key_problem,
     parse_template,
     read_matrix,
+    shown_name,
     task_of,
 )
 from kerrigan.core.yamlsource import SourceReader
@@ -377,3 +378,11 @@ def test_substitution_leaves_no_placeholder_of_a_known_key(matrix: Matrix, data:
         assert rendered == expected
         if all("{matrix." not in value for value in values.values()):
             assert "{matrix." not in rendered
+
+
+def test_a_job_key_is_shown_as_people_read_it_unless_its_values_were_hashed() -> None:
+    assert shown_name("smoke[board=modalix,sdk=2.2]") == "smoke (board=modalix, sdk=2.2)"
+    assert shown_name("smoke") == "smoke"
+    hashed = job_key("smoke", Combination((("board", "a b"),)))
+    assert "~" in hashed
+    assert shown_name(hashed) == hashed

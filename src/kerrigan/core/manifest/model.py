@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kerrigan.core.lifecycle import RetryPolicy
+from kerrigan.core.matrix import Combination, task_of
 from kerrigan.core.requirements import Requirements
 from kerrigan.core.yamlsource import Problem
 
 MAX_TASKS: Final = 256
+MAX_JOBS: Final = 1024  # jobs of one session, every task's matrix expanded
 MAX_NODES: Final = 100_000  # keys and values, aliases expanded: far beyond 256 tasks written out in full
 DEFAULT_MAX_DEVKITS: Final = 1
 DEFAULT_QUEUE_WAIT_LIMIT_S: Final = 300
@@ -99,7 +101,13 @@ class Scheduling:
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One job's worth of work; ``requirements`` are the session's refined by the task's own."""
+    """One job's worth of work: a task as written, or one combination of its ``matrix``.
+
+    ``id`` is the job's key (:func:`kerrigan.core.matrix.job_key`: the task's id, or
+    ``smoke[board=modalix]`` for a combination); ``requirements`` are the session's refined by the task's
+    own, and ``env`` the workflow's with the task's laid over it, both with the combination's values in.
+    ``needs`` names tasks as written: every job of each must succeed first.
+    """
 
     id: str
     run: str
@@ -108,6 +116,19 @@ class Task:
     timeout_s: int = DEFAULT_TIMEOUT_S
     requirements: Requirements = field(default_factory=Requirements)
     line: int = 1
+    env: tuple[tuple[str, str], ...] = ()
+    needs: tuple[str, ...] = ()
+    combination: Combination = field(default_factory=Combination)
+
+    @property
+    def task_id(self) -> str:
+        """The id of the task as written (the job key without its combination)."""
+        return task_of(self.id)
+
+    @property
+    def name(self) -> str:
+        """The job as people read it: ``smoke (board=modalix)``, or the task id."""
+        return self.combination.name(self.task_id)
 
 
 class CancelInProgress(enum.StrEnum):

@@ -7,6 +7,7 @@ from typing import Final
 
 import yaml
 
+from kerrigan.core.manifest.environment import read_env
 from kerrigan.core.manifest.model import MAX_NODES, ManifestResult, Workflow
 from kerrigan.core.manifest.policies import read_concurrency, read_retry
 from kerrigan.core.manifest.scheduling import read_scheduling
@@ -14,7 +15,7 @@ from kerrigan.core.manifest.tasks import read_tasks
 from kerrigan.core.manifest.triggers import read_triggers
 from kerrigan.core.yamlsource import SourceReader
 
-TOP_KEYS: Final = ("name", "on", "scheduling", "concurrency", "retry", "tasks")
+TOP_KEYS: Final = ("name", "on", "env", "scheduling", "concurrency", "retry", "tasks")
 
 
 def parse_manifest(text: str, file: str) -> ManifestResult:
@@ -30,7 +31,8 @@ def parse_manifest(text: str, file: str) -> ManifestResult:
         scheduling = read_scheduling(r, top)
         concurrency = read_concurrency(r, top)
         retry = read_retry(r, top)
-        tasks = read_tasks(r, root, top, scheduling)
+        env = read_env(r, top["env"][1], "env") if "env" in top else {}
+        tasks = read_tasks(r, root, top, scheduling, env)
         if not r.errors and triggers is not None and scheduling is not None:
             assert name is not None  # no errors means the name was read
             workflow = Workflow(name, file, triggers, scheduling, tuple(tasks), concurrency, retry)

@@ -1,5 +1,5 @@
-"""The manifest's ``tasks``: each task's id, command, claims and requirements (the session's refined by
-its own)."""
+"""The manifest's ``tasks``: each task's id, command, claims, requirements (the session's refined by its
+own), ``env``, ``needs`` and ``matrix``; a task with a matrix becomes one :class:`Task` per combination."""
 
 from __future__ import annotations
 
@@ -9,20 +9,32 @@ from typing import Final
 import yaml
 
 from kerrigan.core.labels import is_valid_name
+from kerrigan.core.manifest.environment import read_env
 from kerrigan.core.manifest.model import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_VCPUS,
+    MAX_JOBS,
     MAX_TASKS,
     Scheduling,
     Task,
     TaskType,
 )
-from kerrigan.core.manifest.requirements import read_requirements
+from kerrigan.core.manifest.requirements import Render, read_requirements
+from kerrigan.core.matrix import (
+    Combination,
+    Matrix,
+    Template,
+    TemplateError,
+    expand,
+    parse_template,
+    read_matrix,
+)
 from kerrigan.core.quoting import quote
 from kerrigan.core.requirements import Requirements, refine
-from kerrigan.core.yamlsource import SourceReader, join_field, line_of
+from kerrigan.core.task_graph import Need, TaskNeeds, validate_needs
+from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
-TASK_KEYS: Final = ("id", "type", "run", "vcpus", "timeout_s", "requirements")
+TASK_KEYS: Final = ("id", "type", "run", "vcpus", "timeout_s", "requirements", "env", "needs", "matrix")
 
 
 def read_tasks(
@@ -30,8 +42,9 @@ def read_tasks(
     root: yaml.Node,
     top: Mapping[str, tuple[yaml.Node, yaml.Node]],
     scheduling: Scheduling | None,
+    env: Mapping[str, Template] | None = None,
 ) -> list[Task]:
-    """The valid tasks, every problem of the others recorded in ``r``."""
+    """The valid tasks' jobs, every problem of the others recorded in ``r``; ``env`` is the workflow's."""
     if "tasks" not in top:
         r.error(root, "tasks", "is required: list at least one task")
         return []
@@ -45,10 +58,11 @@ def read_tasks(
         r.error(node, "tasks", f"lists {len(items)} tasks; the limit is {MAX_TASKS}")
         return []
     session = scheduling.requirements if scheduling else Requirements()
-    tasks: list[Task] = []
+    jobs: list[Task] = []
+    graph: list[TaskNeeds] = []
     first_line: dict[str, int] = {}
     for index, item in enumerate(items):
-        task_id, task = _task(r, item, join_field("tasks", index), session)
+        task_id, needs, expanded = _task(r, item, join_field("tasks", index), session, env or {})
         if task_id is None:
             continue
         if task_id in first_line:
@@ -59,18 +73,22 @@ def read_tasks(
             )
             continue
         first_line[task_id] = line_of(item)
-        if task is not None:
-            tasks.append(task)
-    return tasks
+        graph.append(TaskNeeds(task_id, line_of(item), needs))
+        jobs += expanded
+    r.errors += validate_needs(graph, r.file)
+    if len(jobs) > MAX_JOBS:
+        r.error(node, "tasks", f"make {len(jobs):,} jobs, every matrix expanded; the limit is {MAX_JOBS:,}")
+        return []
+    return jobs
 
 
 def _task(
-    r: SourceReader, node: yaml.Node, field: str, session: Requirements
-) -> tuple[str | None, Task | None]:
-    """The task's id (when readable) and the task (when valid)."""
+    r: SourceReader, node: yaml.Node, field: str, session: Requirements, workflow_env: Mapping[str, Template]
+) -> tuple[str | None, tuple[Need, ...], list[Task]]:
+    """The task's id (when readable), its ``needs`` as written, and its jobs (when it is valid)."""
     config = r.mapping(node, field, TASK_KEYS)
     if config is None:
-        return None, None
+        return None, (), []
     errors_before = len(r.errors)
     task_id: str | None = None
     if "id" not in config:
@@ -102,13 +120,95 @@ def _task(
             r.integer(config["timeout_s"][1], field + ".timeout_s", minimum=1, maximum=7 * 24 * 3600)
             or timeout_s
         )
+    needs = _needs(r, config["needs"][1], field + ".needs") if "needs" in config else ()
+    matrix: Matrix | None = None
+    if "matrix" in config:
+        matrix = read_matrix(r, config["matrix"][1], field + ".matrix", task_id=task_id)
+        if matrix is None:  # its problems are recorded; the rest is read as if it had none
+            return task_id, needs, []
+    keys = matrix.keys if matrix is not None else None
+    env = dict(workflow_env)
+    if "env" in config:
+        env |= read_env(r, config["env"][1], field + ".env", keys)  # the task's names win
+    if len(r.errors) > errors_before or task_id is None or run is None:
+        return task_id, needs, []
+    jobs = []
+    for combination in expand(matrix):
+        requirements = _requirements(
+            r, config.get("requirements"), field, session, keys=keys, combination=combination
+        )
+        if requirements is None:
+            return task_id, needs, []
+        values = combination.values()
+        jobs.append(
+            Task(
+                combination.key(task_id),
+                run,
+                task_type,
+                vcpus,
+                timeout_s,
+                requirements,
+                line_of(node),
+                tuple((name, template.render(values)) for name, template in env.items()),
+                tuple(need.task_id for need in needs),
+                combination,
+            )
+        )
+    return task_id, needs, jobs
+
+
+def _needs(r: SourceReader, node: yaml.Node, field: str) -> tuple[Need, ...]:
+    """``needs``: a task id, or a list of them (checked against the other tasks once all are read)."""
+    if is_null(node):
+        return ()
+    return tuple(
+        Need(text, line_of(item), item.start_mark.column + 1, item_field)
+        for item, item_field, text in r.strings(node, field)
+    )
+
+
+def _requirements(
+    r: SourceReader,
+    entry: tuple[yaml.Node, yaml.Node] | None,
+    field: str,
+    session: Requirements,
+    *,
+    keys: tuple[str, ...] | None,
+    combination: Combination,
+) -> Requirements | None:
+    """The job's requirements: the session's refined by the task's own, with the combination's values in
+    (each problem recorded once, however many combinations share it); None when there is a problem."""
     own = Requirements()
-    if "requirements" in config:
-        own = read_requirements(r, config["requirements"][1], field + ".requirements")
+    reader = SourceReader(r.file)
+    if entry is not None:
+        own = read_requirements(reader, entry[1], field + ".requirements", _render(reader, keys, combination))
     requirements, conflicts = refine(session, own)
     for conflict in conflicts:
         task_origin = conflict.task.origins[0]
-        r.error_at(task_origin.line, task_origin.field, conflict.message())
-    if len(r.errors) > errors_before or task_id is None or run is None:
-        return task_id, None
-    return task_id, Task(task_id, run, task_type, vcpus, timeout_s, requirements, line_of(node))
+        reader.error_at(task_origin.line, task_origin.field, conflict.message())
+    _merge(r, reader.errors)
+    return None if reader.errors else requirements
+
+
+def _render(reader: SourceReader, keys: tuple[str, ...] | None, combination: Combination) -> Render:
+    values = combination.values()
+
+    def render(node: yaml.Node, field: str, text: str) -> str | None:
+        if keys is None and "{" not in text:
+            return text  # the common case: nothing to substitute, and no brace to check
+        try:
+            return parse_template(text, keys).render(values)
+        except TemplateError as err:
+            reader.error(node, field, str(err))
+            return None
+
+    return render
+
+
+def _merge(r: SourceReader, problems: list[Problem]) -> None:
+    """Add ``problems`` to ``r``, each once: every combination of a matrix reads the same nodes."""
+    known = set(r.errors)
+    for problem in problems:
+        if problem not in known:
+            known.add(problem)
+            r.errors.append(problem)

@@ -1,0 +1,83 @@
+"""Pipelines through the harness and real agents: ``env`` reaches the command, ``needs`` orders tasks and
+skips the dependents of a failure, ``matrix`` makes a job per combination with its values in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kerrigan.core.matrix import shown_name
+from kerrigan.store.jobs import output
+from tests.integration.github.conftest import Harness
+from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
+from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+
+PIPELINE = """\
+name: pipeline
+on: {push: {branches: [main]}}
+env: {BAUD: "115200", MODE: workflow}
+scheduling:
+  labels: {form_factor: som}
+tasks:
+  - id: build
+    run: ./scripts/build.sh
+    vcpus: 1
+    env: {MODE: task}
+    requirements: {labels: {sdk: "2.2.0"}}
+  - id: test
+    run: ./scripts/test.sh
+    vcpus: 1
+    needs: build
+    matrix: {sdk: ["2.2.0", "2.1.1"]}
+    requirements: {labels: {sdk: "{matrix.sdk}"}}
+    env: {SDK: "{matrix.sdk}"}
+"""
+TEST = '#!/bin/sh\necho "sdk $SDK baud $BAUD on $KERRIGAN_DEVICE_ID"\n'
+
+
+def pipeline(build_exit: int = 0) -> dict[str, str]:
+    build = f'#!/bin/sh\necho "baud $BAUD mode $MODE"\nexit {build_exit}\n'
+    return {".kerrigan/workflows/pipeline.yml": PIPELINE, "scripts/build.sh": build, "scripts/test.sh": TEST}
+
+
+async def job_output(harness: Harness, job_pk: int) -> str:
+    async with harness.database.sessions() as session:
+        return "".join(data for _, data in await output(session, job_pk))
+
+
+async def test_env_reaches_the_command_and_a_matrix_task_runs_after_its_need(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    await start_both(harness, agents)
+    [run] = await harness.push_commit(pipeline())
+    await completed(harness, run)
+    final: dict[str, Any] = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "success", final["output"]["summary"]
+    rows = {row.task_id: row for row in await job_rows(harness)}
+    assert set(rows) == {"build", "test[sdk=2.2.0]", "test[sdk=2.1.1]"}
+    assert {row.state for row in rows.values()} == {"succeeded"}
+    build = rows["build"]
+    assert build.finished_at is not None
+    for key in ("test[sdk=2.2.0]", "test[sdk=2.1.1]"):
+        started = rows[key].started_at
+        assert started is not None
+        assert started >= build.finished_at  # queued only once build succeeded
+    assert "baud 115200 mode task" in await job_output(harness, build.pk)  # the task's MODE wins
+    assert "sdk 2.1.1 baud 115200 on modalix-old-01" in await job_output(harness, rows["test[sdk=2.1.1]"].pk)
+    assert "sdk 2.2.0 baud 115200 on " in await job_output(harness, rows["test[sdk=2.2.0]"].pk)
+
+
+async def test_a_failed_need_skips_its_dependents_and_the_check_run_fails(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    await start_both(harness, agents)
+    [run] = await harness.push_commit(pipeline(build_exit=3))
+    await completed(harness, run)
+    final: dict[str, Any] = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "failure"
+    rows = {row.task_id: row for row in await job_rows(harness)}
+    assert rows["build"].state == "failed"
+    for key in ("test[sdk=2.2.0]", "test[sdk=2.1.1]"):
+        assert (rows[key].state, rows[key].detail) == ("skipped", "needs build (failed)")
+        assert f"| `{shown_name(key)}` | skipped (needs build (failed)) |" in final["output"]["summary"]
+        assert rows[key].started_at is None
+    assert "needs build (failed)" in final["output"]["summary"]

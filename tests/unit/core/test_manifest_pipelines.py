@@ -1,0 +1,153 @@
+"""The manifest's pipeline keys: ``env`` (workflow and task), ``needs`` and ``matrix``, each problem on
+its line."""
+
+from __future__ import annotations
+
+import textwrap
+
+from kerrigan.core.manifest import ManifestResult, Workflow, parse_manifest
+
+FILE = ".kerrigan/workflows/w.yml"
+HEAD = "name: hil\non: {push: {}}\n"
+
+
+def parse(text: str) -> ManifestResult:
+    return parse_manifest(HEAD + textwrap.dedent(text), FILE)
+
+
+def workflow(text: str) -> Workflow:
+    result = parse(text)
+    assert result.errors == (), [str(error) for error in result.errors]
+    assert result.workflow is not None
+    return result.workflow
+
+
+def errors(text: str) -> list[tuple[int, str, str]]:
+    result = parse(text)
+    assert result.workflow is None
+    return [(problem.line, problem.field, problem.message) for problem in result.errors]
+
+
+def test_env_is_the_workflows_with_the_tasks_laid_over_it_strings_as_written() -> None:
+    found = workflow(
+        """\
+        env: {BAUD: 115200, MODE: fast, FLAG: yes}
+        tasks:
+          - id: a
+            run: ./a.sh
+            env: {MODE: slow, VERSION: 2.10}
+          - id: b
+            run: ./b.sh
+        """
+    )
+    a, b = found.tasks
+    assert dict(a.env) == {"BAUD": "115200", "MODE": "slow", "FLAG": "yes", "VERSION": "2.10"}
+    assert dict(b.env) == {"BAUD": "115200", "MODE": "fast", "FLAG": "yes"}
+
+
+def test_env_names_and_values_are_checked_on_their_lines() -> None:
+    found = errors(
+        """\
+        env: {GITHUB_TOKEN: x}
+        tasks:
+          - id: a
+            run: ./a.sh
+            env:
+              1ST: x
+              LIST: [1, 2]
+              EMPTY:
+              BOARD: "{matrix.board}"
+        """
+    )
+    assert found == [
+        (
+            3,
+            "env.GITHUB_TOKEN",
+            "'GITHUB_TOKEN' is not an environment name: names may not start with GITHUB_",
+        ),
+        (
+            8,
+            "tasks[0].env.1ST",
+            "'1ST' is not an environment name: letters, digits and '_', not starting with a digit",
+        ),
+        (9, "tasks[0].env.LIST", "must be a string, not a list"),
+        (10, "tasks[0].env.EMPTY", "must be a string, not nothing (null)"),
+        (11, "tasks[0].env.BOARD", "'{matrix.board}' uses {matrix.…} but the task has no matrix"),
+    ]
+
+
+def test_needs_name_tasks_of_the_workflow_and_make_no_cycle() -> None:
+    found = workflow(
+        """\
+        tasks:
+          - {id: build, run: ./b.sh}
+          - {id: flash, run: ./f.sh, needs: build}
+          - {id: test, run: ./t.sh, needs: [build, flash]}
+        """
+    )
+    assert [task.needs for task in found.tasks] == [(), ("build",), ("build", "flash")]
+    found_errors = errors(
+        """\
+        tasks:
+          - {id: build, run: ./b.sh, needs: [test]}
+          - {id: flash, run: ./f.sh, needs: [biuld]}
+          - {id: test, run: ./t.sh, needs: [build]}
+        """
+    )
+    # The entry that closes the cycle (walking the tasks in the order written) carries it.
+    assert [(line, field) for line, field, _ in found_errors] == [
+        (5, "tasks[1].needs[0]"),
+        (6, "tasks[2].needs[0]"),
+    ]
+    assert "did you mean 'build'?" in found_errors[0][2]
+    assert "cycle: build -> test -> build" in found_errors[1][2]
+
+
+def test_a_matrix_makes_a_job_per_combination_with_its_values_in_requirements_and_env() -> None:
+    found = workflow(
+        """\
+        tasks:
+          - id: smoke
+            run: ./smoke.sh
+            matrix: {board: [modalix, davinci], sdk: ["2.1", "2.2"], exclude: [{board: davinci, sdk: "2.1"}]}
+            requirements: {labels: {board: "{matrix.board}"}, tags: ["sdk-{matrix.sdk}"]}
+            env: {BOARD: "{matrix.board}", BRACES: "{{x}}"}
+        """
+    )
+    assert [task.id for task in found.tasks] == [
+        "smoke[board=modalix,sdk=2.1]",
+        "smoke[board=modalix,sdk=2.2]",
+        "smoke[board=davinci,sdk=2.2]",
+    ]
+    assert found.tasks[0].name == "smoke (board=modalix, sdk=2.1)"
+    assert {task.task_id for task in found.tasks} == {"smoke"}
+    last = found.tasks[-1]
+    assert last.requirements.labels["board"].values == ("davinci",)
+    assert [tag.tag for tag in last.requirements.tags] == ["sdk-2.2"]
+    assert dict(last.env) == {"BOARD": "davinci", "BRACES": "{x}"}
+
+
+def test_a_matrix_placeholder_mistake_is_reported_once_on_its_line() -> None:
+    found = errors(
+        """\
+        tasks:
+          - id: smoke
+            run: ./smoke.sh
+            matrix: {board: [modalix, davinci, zynq]}
+            requirements: {labels: {board: "{matrix.bord}"}}
+        """
+    )
+    assert found == [
+        (
+            7,
+            "tasks[0].requirements.labels.board",
+            "'{matrix.bord}': unknown matrix key 'bord'; did you mean 'board'?",
+        )
+    ]
+
+
+def test_a_workflow_of_too_many_jobs_is_refused() -> None:
+    values = ", ".join(f"v{i}" for i in range(200))
+    tasks = "".join(f"  - {{id: t{n}, run: ./t.sh, matrix: {{k: [{values}]}}}}\n" for n in range(6))
+    found = errors("tasks:\n" + tasks)
+    assert found == [(4, "tasks", "make 1,200 jobs, every matrix expanded; the limit is 1,024")]
