@@ -18,6 +18,7 @@ from aiohttp import web
 from kerrigan.config import Settings
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
+from kerrigan.dispatch.results import ResultsUpload
 from kerrigan.github.client import answer_of
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
@@ -94,6 +95,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.router.add_get("/metrics", metrics_handler(metrics.exposition, settings.metrics_token))
     app.router.add_post("/webhooks/github", receiver.handle)
     app.router.add_routes(protocol.routes())
+    app.router.add_routes(ResultsUpload(protocol).routes())
     app.add_subapp("/api/v1", create_api())
     setup_pages(app, settings)
     return app

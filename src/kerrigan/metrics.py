@@ -40,6 +40,13 @@ JOBS: Final = Counter(
     "Jobs ended, by state and failure class (empty when it did not fail), in this process.",
     ["state", "failure_class"],
 )
+TESTS: Final = Counter(
+    "kerrigan_tests",
+    "Tests in the JUnit XML results jobs' runners sent, by outcome: passed, failed, error, skipped.",
+    ["outcome"],
+)
+for _outcome in ("passed", "failed", "error", "skipped"):
+    TESTS.labels(_outcome)  # each outcome is 0 from the start, not absent until a test ends so
 QUEUE_WAIT: Final = Histogram(
     "kerrigan_queue_wait_seconds",
     "Time from a job's queueing to its start on a device.",

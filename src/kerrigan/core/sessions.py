@@ -32,6 +32,7 @@ class Job:
     requirements: Mapping[str, Any] | None = None  # {"labels": {key: [values]}, "tags": [...]}
     env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for this job
     needs: tuple[str, ...] = ()  # tasks (ids as written) whose every job must succeed first
+    results: tuple[str, ...] = ()  # globs of the JUnit XML files the runner sends after the command
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ def _offer_json(
         "workflow_run_id": offer.workflow_run_id,
         "command": offer.command,
         "env": dict(offer.env),
+        "results": list(offer.results),
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
@@ -97,7 +98,8 @@ def _invalid(exc: FieldError) -> ProtocolError:
     return ProtocolError(400, "invalid", exc.message, exc.field)
 
 
-def _error(exc: ProtocolError) -> web.Response:
+def error_response(exc: ProtocolError) -> web.Response:
+    """The JSON error a protocol call answers."""
     body = {"error": {"code": exc.code, "message": exc.message, "field": exc.field}}
     return web.json_response(body, status=exc.status)
 
@@ -205,7 +207,8 @@ class RunnerProtocol:
             web.post("/api/runner/v1/jobs/{job_id}/withdrawn", self.withdrawn),
         ]
 
-    async def _host(self, request: web.Request) -> str:
+    async def host_of(self, request: web.Request) -> str:
+        """The runner host whose token the request carries, or a 401."""
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise ProtocolError(
@@ -252,7 +255,7 @@ class RunnerProtocol:
         return body
 
     @staticmethod
-    def _job_id(request: web.Request) -> str:
+    def job_id_of(request: web.Request) -> str:
         """The job id in the path, in the database's range (a 404 is for ids that could exist)."""
         try:
             job_id = str(fields.job_id(request.match_info["job_id"]))
@@ -300,7 +303,7 @@ class RunnerProtocol:
     async def register(self, request: web.Request) -> web.Response:
         """Negotiate a version and capabilities, and record the host's resources and devices."""
         try:
-            host = await self._host(request)
+            host = await self.host_of(request)
             body = await self._body(request)
             versions = body.get("protocol", [])
             capabilities = body.get("capabilities", [])
@@ -337,7 +340,7 @@ class RunnerProtocol:
                 )
                 mark(session, Topic.DISPATCH)  # a host (back) online: its devices may take work
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         async with self.database.sessions() as session:
             driven = await host_devices(session, host)
         return web.json_response(
@@ -361,7 +364,7 @@ class RunnerProtocol:
     async def heartbeat(self, request: web.Request) -> web.Response:
         """Record resources and device states, and renew the host's leases."""
         try:
-            host = await self._host(request)
+            host = await self.host_of(request)
             body = await self._body(request)
             async with self.database.sessions() as session:
                 known = await host_report(session, host)
@@ -394,14 +397,14 @@ class RunnerProtocol:
                 await jobs.observe_runner_waits(session, host, waiting, now)
                 held = await jobs.held_jobs(session, host)
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         # The jobs the server holds this host to (accepted or running): the agent reconciles against them.
         return web.json_response(self._answer(report, skipped) | {"leases_renewed": renewed, "jobs": held})
 
     async def poll(self, request: web.Request) -> web.Response:
         """Offered jobs for this host, waiting up to ``?wait=`` seconds (at most the poll timeout) for one."""
         try:
-            host = await self._host(request)
+            host = await self.host_of(request)
             wait_text = request.query.get("wait", "0")
             if not wait_text.isascii() or not wait_text.isdigit() or len(wait_text) > 6:
                 raise ProtocolError(400, "invalid", "wait must be whole seconds", "wait")
@@ -432,7 +435,7 @@ class RunnerProtocol:
                 if not waiting:
                     self._waiting_polls.pop(host, None)
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         devices: dict[str, StoredDevice] = {}
         if found:  # read once the long poll is over, not on each of its rounds
             async with self.database.sessions() as session:
@@ -509,8 +512,8 @@ class RunnerProtocol:
         self, request: web.Request, change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
     ) -> web.Response:
         try:
-            host = await self._host(request)
-            job_id = self._job_id(request)
+            host = await self.host_of(request)
+            job_id = self.job_id_of(request)
             try:
                 async with self.database.writing(), self.database.sessions() as session, session.begin():
                     done = await change(session, job_id, host)
@@ -519,7 +522,7 @@ class RunnerProtocol:
             except TransitionError as exc:
                 raise ProtocolError(409, "invalid_transition", str(exc)) from None
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         if done.state in jobs.ENDED:
             self.forget_token(job_id)
         # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
@@ -528,7 +531,7 @@ class RunnerProtocol:
             try:
                 credentials = await self._credentials(job_id)
             except MintFailedError as exc:
-                return _error(ProtocolError(503, "github_unavailable", str(exc)))
+                return error_response(ProtocolError(503, "github_unavailable", str(exc)))
             answer["github"] = credentials.as_dict() if credentials else None
         return web.json_response(answer)
 
@@ -551,7 +554,7 @@ class RunnerProtocol:
                         400, "invalid", "cpus is a kernel CPU list such as '2-3,6'", "cpus"
                     ) from None
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         return await self._transition(
             request, lambda session, job, host: jobs.start(session, job, host, self.database.clock(), cpus)
         )
@@ -592,7 +595,7 @@ class RunnerProtocol:
             if not isinstance(retry, bool):
                 raise ProtocolError(400, "invalid", "retry must be true or false", "retry")
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         return await self._transition(
             request,
             lambda session, job, host: jobs.refuse(
@@ -603,9 +606,9 @@ class RunnerProtocol:
     async def output(self, request: web.Request) -> web.Response:
         """A numbered chunk of the job's output; a repeat is acknowledged, a gap answered with 409."""
         try:
-            host = await self._host(request)
+            host = await self.host_of(request)
             body = await self._body(request)
-            job_id = self._job_id(request)
+            job_id = self.job_id_of(request)
             seq, offset, data = body.get("seq"), body.get("offset"), body.get("data")
             truncated = body.get("truncated_before_seq")
             if not isinstance(seq, int) or not isinstance(offset, int) or not isinstance(data, str):
@@ -658,7 +661,7 @@ class RunnerProtocol:
                     status=409,
                 )
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         if appended.cut:  # the runner stops sending: nothing more of this job's output is stored
             return web.json_response({"next_seq": appended.next_seq, "output_cut": True})
         return web.json_response({"next_seq": appended.next_seq})
@@ -685,7 +688,7 @@ class RunnerProtocol:
                     400, "invalid", f"outcome must be one of {sorted(jobs.OUTCOMES)}", "outcome"
                 )
         except ProtocolError as exc:
-            return _error(exc)
+            return error_response(exc)
         return await self._transition(
             request,
             lambda session, job, host: jobs.finish(

@@ -16,8 +16,10 @@ from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState, d
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
 from kerrigan.core.matrix import shown_name
+from kerrigan.core.results import ResultsSummary
 from kerrigan.core.runner_fields import cut_of
 from kerrigan.core.yamlsource import Problem
+from kerrigan.github.check_results import results_annotations, results_sections
 
 SUMMARY_LIMIT: Final = 65_535
 ANNOTATIONS_PER_REQUEST: Final = 50
@@ -48,10 +50,24 @@ def workflow_of(check_run_name: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class CheckRunBody:
-    """What to send GitHub for one check run: the fields, and annotations beyond the first 50."""
+    """What to send GitHub for one check run: the fields, and annotations beyond the first 50.
+
+    GitHub adds up the annotations of every request, so those in ``fields`` go with the create only;
+    ``update_annotations`` (a completed check run's failed tests) go with the update that sends this body,
+    or with the create when the check run is created with it.
+    """
 
     fields: dict[str, Any]
     more_annotations: tuple[tuple[dict[str, Any], ...], ...] = ()
+    update_annotations: tuple[dict[str, Any], ...] = ()
+
+    def with_annotations(self, annotations: list[dict[str, Any]]) -> CheckRunBody:
+        """This body carrying ``annotations`` as its own (the first 50 in ``output``, the rest after)."""
+        first, more = _batched(annotations)
+        output = {key: value for key, value in self.fields["output"].items() if key != "annotations"}
+        if first:
+            output["annotations"] = first
+        return CheckRunBody({**self.fields, "output": output}, more)
 
     @property
     def conclusion(self) -> str | None:
@@ -61,7 +77,11 @@ class CheckRunBody:
 
     def as_json(self) -> dict[str, Any]:
         """The body as the store keeps it (:func:`body_from_json` reads it back)."""
-        return {"fields": self.fields, "more_annotations": [list(batch) for batch in self.more_annotations]}
+        return {
+            "fields": self.fields,
+            "more_annotations": [list(batch) for batch in self.more_annotations],
+            "update_annotations": list(self.update_annotations),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,6 +439,7 @@ class JobProgress:
     attempts: int = 1  # the most attempts its session's retry policy allows
     after: str | None = None  # what ended the attempt it retries: "runner_lost on modalix-bluebox"
     suspect: str = ""  # its device fails this task more than its peers: "modalix-redbox failed 8 of 10 ..."
+    results: ResultsSummary | None = None  # the tests of the JUnit XML files its runner sent
 
     @property
     def current(self) -> bool:
@@ -502,6 +523,8 @@ def progress_body(
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
     lines += _attempts(jobs)
+    for section in results_sections(jobs, context.details_url):
+        lines += ["", section.rstrip("\n")]
     suspects = [job for job in jobs if job.suspect and job.state in (JobState.FAILED, JobState.RETRIED)]
     if suspects:
         lines += ["", "**Suspect devices**", ""]
@@ -543,7 +566,7 @@ def progress_body(
         title = f"Running: {done} of {len(current)} job(s) ended"
     else:
         title = f"Queued: {len(current)} job(s) wait for devices"
-    return _body(
+    body = _body(
         name,
         context,
         status=state.value,
@@ -551,12 +574,16 @@ def progress_body(
         summary=summary,
         conclusion=(conclusion or Conclusion.FAILURE).value if state is SessionState.COMPLETED else None,
     )
+    if state is not SessionState.COMPLETED:
+        return body
+    # With the update that completes it only: the updates before it would each add them again.
+    return CheckRunBody(body.fields, body.more_annotations, tuple(results_annotations(jobs)))
 
 
 def body_from_json(stored: Mapping[str, Any]) -> CheckRunBody:
     """A body kept in the store (:meth:`CheckRunBody.as_json`)."""
     more = tuple(tuple(batch) for batch in stored.get("more_annotations", ()))
-    return CheckRunBody(dict(stored["fields"]), more)
+    return CheckRunBody(dict(stored["fields"]), more, tuple(stored.get("update_annotations", ())))
 
 
 def short_body(

@@ -9,6 +9,7 @@ session's own state and conclusion.
 from __future__ import annotations
 
 from kerrigan.core.lifecycle import RetryPolicy, retry_cause
+from kerrigan.core.results import summarise
 from kerrigan.github.checks import (
     CheckRunBody,
     JobProgress,
@@ -58,6 +59,7 @@ def progress_of(view: Projection) -> list[JobProgress]:
                 attempts,
                 after,
                 job.suspect,
+                summarise(job.results) if job.results else None,
             )
         )
     return progress

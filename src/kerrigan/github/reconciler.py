@@ -281,6 +281,10 @@ class Reconciler:
     async def _create(
         self, repo: Repository, body: CheckRunBody, installation_id: int, essential: bool
     ) -> int:
+        if body.update_annotations:  # created with a completed body: its failed tests go with the create
+            later = [annotation for batch in body.more_annotations for annotation in batch]
+            own = [*body.fields["output"].get("annotations", ()), *later]
+            body = body.with_annotations([*own, *body.update_annotations])
         repo.budget.spend(installation_id, creating=True, now=self._clock())
         with paid_for():
             return await repo.create_check_run(body)
@@ -288,9 +292,9 @@ class Reconciler:
     async def _update(
         self, repo: Repository, check_run_id: int, body: CheckRunBody, installation_id: int, essential: bool
     ) -> None:
-        # Annotations go with the create only: GitHub adds those of every update to the ones it has.
-        output = {k: v for k, v in body.fields["output"].items() if k != "annotations"}
-        plain = CheckRunBody({**body.fields, "output": output})
+        # The create's annotations go with the create only: GitHub adds those of every update to the ones
+        # it has. An update carries its own (a completed check run's failed tests).
+        plain = body.with_annotations(list(body.update_annotations))
         repo.budget.spend(installation_id, creating=True, now=self._clock())
         with paid_for():
             await repo.update_check_run(check_run_id, plain)

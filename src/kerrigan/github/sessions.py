@@ -250,6 +250,7 @@ def _new_session(
                 timeout_s=task.timeout_s,
                 env=dict(task.env),
                 needs=task.needs,
+                results=task.results,
             )
             for task in workflow.tasks
         )

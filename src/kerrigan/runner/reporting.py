@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
+from kerrigan.runner.results import read_head, results_files
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
@@ -108,7 +109,28 @@ class Reporting(HostState):
                 self.workspaces.mark_used(record.workspace, self.clock())
         self._changed.set()
         if not record.reported:
+            await self._send_results(record)
             await self._report_end(record)
+
+    async def _send_results(self, record: JobRecord) -> None:
+        """Send the JUnit XML files the manifest's ``results`` globs match, before the end is reported
+        (the check run that ends shows them). A file the server cannot take is logged, never retried for
+        long: results never hold up a job's end."""
+        globs = [glob for glob in record.offer.get("results") or () if isinstance(glob, str)]
+        if not globs or not record.workspace:
+            return
+        workspace = self.workspaces.path(record.workspace)
+        for path, file in await asyncio.to_thread(results_files, workspace, globs):
+            try:
+                data, size = await asyncio.to_thread(read_head, file)
+                answer = await self.server.results(record.id, path, data, size, str(workspace))
+            except OSError as err:
+                log.warning("job %s: results file %s not read: %s", record.id, path, err)
+                continue
+            except (ServerUnavailable, ServerRefused) as err:
+                log.warning("job %s: results file %s not sent: %s", record.id, path, err)
+                continue
+            log.info("job %s: results %s: %s tests", record.id, path, answer.get("tests"))
 
     async def _report_end(self, record: JobRecord) -> None:
         body: dict[str, Any] = {"exit_status": record.exit_status if record.exit_status is not None else -1}

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import aiohttp
 import stamina
@@ -63,8 +64,10 @@ class ServerClient:
         *,
         timeout_s: float = 30.0,
         retry_timeout_s: float = RETRY_TIMEOUT_S,
+        data: bytes | None = None,
     ) -> dict[str, Any]:
-        """One call, retried while the server is unreachable; the JSON answer."""
+        """One call, retried while the server is unreachable; the JSON answer. ``data`` is sent as the
+        body instead of ``body``'s JSON (a file)."""
         try:
             async for attempt in stamina.retry_context(
                 on=(aiohttp.ClientConnectionError, TimeoutError, ServerUnavailable),
@@ -73,18 +76,19 @@ class ServerClient:
                 wait_max=10.0,
             ):
                 with attempt:
-                    return await self._once(method, path, body, timeout_s)
+                    return await self._once(method, path, body, timeout_s, data)
         except (aiohttp.ClientConnectionError, TimeoutError) as err:
             raise ServerUnavailable(f"{method} {path}: {err or type(err).__name__}") from err
         raise AssertionError("unreachable: stamina either returns or raises")  # pragma: no cover
 
     async def _once(
-        self, method: str, path: str, body: Mapping[str, Any] | None, timeout_s: float
+        self, method: str, path: str, body: Mapping[str, Any] | None, timeout_s: float, data: bytes | None
     ) -> dict[str, Any]:
+        raw = {"data": data} if data is not None else {"json": body}
         async with self.http.request(
             method,
             self.base_url + path,
-            json=body,
+            **raw,
             headers=self._headers,
             timeout=aiohttp.ClientTimeout(total=timeout_s),
         ) as response:
@@ -132,6 +136,13 @@ class ServerClient:
     async def poll(self, wait_s: float) -> dict[str, Any]:
         """Offers, and jobs to cancel or withdraw, waiting up to ``wait_s`` for something."""
         return await self.call("GET", f"/poll?wait={int(wait_s)}", timeout_s=wait_s + 15)
+
+    async def results(self, job_id: str, path: str, data: bytes, size: int, workspace: str) -> dict[str, Any]:
+        """Send one results file of the job (its first bytes, ``size`` in all); its counts."""
+        query = urlencode({"path": path, "size": size, "workspace": workspace})
+        return await self.call(
+            "POST", f"/jobs/{job_id}/results?{query}", data=data, timeout_s=120.0, retry_timeout_s=60.0
+        )
 
     async def job(self, job_id: str, action: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """``accept``, ``refuse``, ``start``, ``output``, ``finish`` or ``withdrawn`` for one job."""

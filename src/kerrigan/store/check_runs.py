@@ -26,9 +26,11 @@ from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.flaky import Suspect
+from kerrigan.core.results import JUnitReport
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.jobs import JobRecord, output_tails, session_job_records
 from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.results import results_of
 from kerrigan.store.sessions import get_session
 from kerrigan.store.suspects import task_key
 from kerrigan.store.transitions import locked_session, record_version
@@ -55,6 +57,7 @@ class JobView:
     record: JobRecord
     output_tail: str
     suspect: str = ""  # its device is suspect for its task: the numbers, as a sentence
+    results: tuple[JUnitReport, ...] = ()  # the JUnit XML files its runner sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +134,14 @@ async def projection(
     # output is then the runner's reason, such as a refused tarball).
     shown = [record.pk for record in records if record.started_at or record.finished_at]
     tails = await output_tails(session, shown)
+    results = await results_of(session, shown)
     views = [
-        JobView(record, tails.get(record.pk, ""), _suspect(found, record, suspects or {}))
+        JobView(
+            record,
+            tails.get(record.pk, ""),
+            _suspect(found, record, suspects or {}),
+            tuple(results.get(record.pk, ())),
+        )
         for record in records
     ]
     return Projection(

@@ -71,6 +71,7 @@ class Offer:
     queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
     priority: str = "normal"
     env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for the job
+    results: tuple[str, ...] = ()  # the manifest's results globs
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             run.queue_wait_limit_s,
             run.priority,
             dict(job.env or {}),
+            tuple(job.results or ()),
         )
         for job, run, device in rows
     ]
@@ -169,7 +171,8 @@ async def observe_runner_waits(
     return asked
 
 
-async def _job(session: AsyncSession, job_id: str, host: str) -> JobRow:
+async def owned_job(session: AsyncSession, job_id: str, host: str) -> JobRow:
+    """The job ``job_id`` (locked) when ``host`` holds it, or ran it and it ended; else NotYoursError."""
     numeric = job_id.isascii() and job_id.isdigit()
     job = await session.get(JobRow, int(job_id), with_for_update=True) if numeric else None
     if job is None:
@@ -209,7 +212,7 @@ async def held_jobs(session: AsyncSession, host: str) -> dict[str, str]:
 
 async def accept(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
     """The runner takes the job."""
-    job = await _job(session, job_id, host)
+    job = await owned_job(session, job_id, host)
     if job.state != JobState.LEASED:
         return Transition(JobState(job.state), changed=False)
     await move_job(session, job, JobState.ACCEPTED, at)
@@ -232,7 +235,7 @@ async def refuse(
     ``retry=False`` says the host can never run it (a claim of 0, or over its allocatable CPUs): it ends
     ``refused_before_start`` with the runner's detail, which the check run shows.
     """
-    job = await _job(session, job_id, host)
+    job = await owned_job(session, job_id, host)
     if job.state != JobState.LEASED:
         return Transition(JobState(job.state), changed=False)
     if reason in REQUEUE_REASONS and retry:
@@ -251,7 +254,7 @@ async def start(
     session: AsyncSession, job_id: str, host: str, at: datetime, cpus: str | None = None
 ) -> Transition:
     """The job's command started (pinned to ``cpus``, a kernel CPU list, when the runner pins)."""
-    job = await _job(session, job_id, host)
+    job = await owned_job(session, job_id, host)
     if job.state not in NOT_STARTED:
         return Transition(JobState(job.state), changed=False)
     # A start that crosses a withdrawal request wins: only the runner's answer decides (seed 003).
@@ -263,7 +266,7 @@ async def start(
 
 async def withdrawn(session: AsyncSession, job_id: str, host: str, at: datetime) -> Transition:
     """The runner withdrew a job it had not started: its queue-wait budget ran out."""
-    job = await _job(session, job_id, host)
+    job = await owned_job(session, job_id, host)
     if job.state not in NOT_STARTED:
         return Transition(JobState(job.state), changed=False)
     await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=QUEUE_WAIT_EXCEEDED)
@@ -328,7 +331,7 @@ async def append_output(
     the chunk that fits is, then the cut notice, at seq ``CUT_SEQ`` (no runner chunk has a negative number,
     so the notice cannot be forged by output). Later chunks are acknowledged in order and dropped.
     """
-    job = await _job(session, job_id, host)
+    job = await owned_job(session, job_id, host)
     cut_at = await _cut_at(session, job.pk)
     if seq < job.next_seq:
         return Appended(job.next_seq, cut_at is not None)
@@ -398,7 +401,7 @@ async def finish(
     other job that ends before its command started failed on its host (``not_started``, the lab's failure).
     A job offered but never accepted cannot end this way: :class:`~kerrigan.core.lifecycle.TransitionError`.
     """
-    job = await _job(session, job_id, host)
+    job = await owned_job(session, job_id, host)
     if job.state in ENDED:
         return Transition(JobState(job.state), changed=False)
     state, reason = ended_by_runner(exit_status, outcome, started=job.started_at is not None)

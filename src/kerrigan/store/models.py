@@ -328,6 +328,22 @@ class JobRow(Base):
     env: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
     # The tasks (ids as written) whose every job must succeed before this one is queued.
     needs: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+    # The manifest's ``results`` globs: JUnit XML files the runner sends once the command has ended.
+    results: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+
+
+class JobResultRow(Base):
+    """One JUnit XML file a job's runner sent, as parsed (``kerrigan.core.results.stored``); a file sent
+    again replaces the one of the same path."""
+
+    __tablename__ = "job_results"
+    __table_args__ = (UniqueConstraint("job_pk", "path", name="uq_job_results_job_path"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(String(500))
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    received_at: Mapped[datetime] = mapped_column(Timestamp)
 
 
 class JobLogRow(Base):

@@ -53,6 +53,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
                 job.requirements,
                 dict(job.env or {}),
                 tuple(job.needs or ()),
+                tuple(job.results or ()),
             )
             for job in jobs
         ),
@@ -118,6 +119,7 @@ async def create_session(
             requirements=dict(job.requirements) if job.requirements is not None else None,
             env=dict(job.env),
             needs=list(job.needs),
+            results=list(job.results),
             state=JobState.WAITING if job.needs else JobState.QUEUED,
             detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
         )

@@ -56,7 +56,17 @@ class SessionConcluded:
     conclusion: str
 
 
-Fact = JobStarted | JobEnded | SessionConcluded
+@dataclass(frozen=True, slots=True)
+class ResultsReceived:
+    """A results file of a job was stored: its tests by outcome (a file sent again counts again)."""
+
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+
+
+Fact = JobStarted | JobEnded | SessionConcluded | ResultsReceived
 
 
 class Signals:

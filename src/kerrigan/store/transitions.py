@@ -203,6 +203,7 @@ async def retry_failed(
                 avoid_devices=avoid,
                 env=dict(job.env or {}),
                 needs=list(job.needs or []),
+                results=list(job.results or []),
             )
         )
     if added:

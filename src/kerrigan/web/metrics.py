@@ -24,10 +24,10 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from kerrigan.metrics import DEVICE_BUSY, JOBS, QUEUE_WAIT, SESSIONS
+from kerrigan.metrics import DEVICE_BUSY, JOBS, QUEUE_WAIT, SESSIONS, TESTS
 from kerrigan.store.database import Database
 from kerrigan.store.lab_figures import LabFigures, PoolsOfRequirements, read_figures
-from kerrigan.store.signals import Fact, JobEnded, JobStarted, SessionConcluded, Topic
+from kerrigan.store.signals import Fact, JobEnded, JobStarted, ResultsReceived, SessionConcluded, Topic
 from kerrigan.web.errors import Handler, error_response
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,11 @@ def count_fact(fact: Fact) -> None:
                 DEVICE_BUSY.inc(device, ran_s)
         case SessionConcluded(conclusion):
             SESSIONS.labels(conclusion).inc()
+        case ResultsReceived(passed, failed, errors, skipped):
+            TESTS.labels("passed").inc(passed)
+            TESTS.labels("failed").inc(failed)
+            TESTS.labels("error").inc(errors)
+            TESTS.labels("skipped").inc(skipped)
 
 
 class LabFiguresCollector(Collector):

@@ -81,3 +81,59 @@ async def test_a_failed_need_skips_its_dependents_and_the_check_run_fails(
         assert f"| `{shown_name(key)}` | skipped (needs build (failed)) |" in final["output"]["summary"]
         assert rows[key].started_at is None
     assert "needs build (failed)" in final["output"]["summary"]
+
+
+RESULTS = """\
+name: results
+on: {push: {branches: [main]}}
+scheduling:
+  labels: {form_factor: som, sdk: "2.2.0"}
+tasks:
+  - id: hil
+    run: ./scripts/hil.sh
+    vcpus: 1
+    results: ["results/*.xml", "missing/*.xml"]
+"""
+HIL = """\
+#!/bin/sh
+mkdir -p results
+cat > results/uart.xml <<XML
+<?xml version="1.0"?>
+<testsuite name="uart">
+  <testcase classname="tests.test_uart" name="test_baud" time="0.5"/>
+  <testcase classname="tests.test_uart" name="test_echo" time="1.25">
+    <failure message="assert 'x' == 'y'">$PWD/tests/test_uart.py:42: AssertionError</failure>
+  </testcase>
+  <testcase classname="tests.test_uart" name="test_dma"><skipped message="no DMA here"/></testcase>
+</testsuite>
+XML
+printf '<testsuite><testcase name="cut"' > results/broken.xml
+ln -s /etc/passwd results/passwd.xml
+exit 1
+"""
+
+
+async def test_junit_results_become_a_table_and_an_annotation_on_the_failing_line(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    await start_both(harness, agents)
+    files = {".kerrigan/workflows/results.yml": RESULTS, "scripts/hil.sh": HIL, "tests/test_uart.py": "x\n"}
+    [run] = await harness.push_commit(files)
+    await completed(harness, run)
+    final: dict[str, Any] = harness.github.check_runs[run["id"]]
+    summary = final["output"]["summary"]
+    assert final["conclusion"] == "failure"
+    assert "### Test results" in summary
+    assert "3 tests in 2 files" in summary
+    # Failures first; the broken file is reported, not fatal; the symlink out of the workspace is not read.
+    table = summary[summary.index("| result | test |") :]
+    assert table.index("tests.test_uart.test_echo") < table.index("tests.test_uart.test_baud")
+    assert "results/broken.xml" in summary
+    assert "malformed XML" in summary
+    assert "passwd" not in summary
+    [annotation] = final["output"]["annotations"]
+    assert (annotation["path"], annotation["start_line"]) == ("tests/test_uart.py", 42)
+    assert annotation["title"] == "tests.test_uart.test_echo"
+    assert annotation["message"] == "assert 'x' == 'y'"
+    metrics = await (await harness.client.get("/metrics")).text()
+    assert 'kerrigan_tests_total{outcome="failed"} 1.0' in metrics

@@ -106,7 +106,8 @@ class Task:
     ``id`` is the job's key (:func:`kerrigan.core.matrix.job_key`: the task's id, or
     ``smoke[board=modalix]`` for a combination); ``requirements`` are the session's refined by the task's
     own, and ``env`` the workflow's with the task's laid over it, both with the combination's values in.
-    ``needs`` names tasks as written: every job of each must succeed first.
+    ``needs`` names tasks as written: every job of each must succeed first; ``results`` are globs of
+    the JUnit XML files the command writes.
     """
 
     id: str
@@ -119,6 +120,7 @@ class Task:
     env: tuple[tuple[str, str], ...] = ()
     needs: tuple[str, ...] = ()
     combination: Combination = field(default_factory=Combination)
+    results: tuple[str, ...] = ()  # globs of JUnit XML files in the workspace, read after the command
 
     @property
     def task_id(self) -> str:

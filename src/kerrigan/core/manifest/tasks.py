@@ -19,6 +19,7 @@ from kerrigan.core.manifest.model import (
     Task,
     TaskType,
 )
+from kerrigan.core.manifest.paths import read_globs
 from kerrigan.core.manifest.requirements import Render, read_requirements
 from kerrigan.core.matrix import (
     Combination,
@@ -34,7 +35,18 @@ from kerrigan.core.requirements import Requirements, refine
 from kerrigan.core.task_graph import Need, TaskNeeds, validate_needs
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
-TASK_KEYS: Final = ("id", "type", "run", "vcpus", "timeout_s", "requirements", "env", "needs", "matrix")
+TASK_KEYS: Final = (
+    "id",
+    "type",
+    "run",
+    "vcpus",
+    "timeout_s",
+    "requirements",
+    "env",
+    "needs",
+    "matrix",
+    "results",
+)
 
 
 def read_tasks(
@@ -121,6 +133,7 @@ def _task(
             or timeout_s
         )
     needs = _needs(r, config["needs"][1], field + ".needs") if "needs" in config else ()
+    results = read_globs(r, config["results"][1], field + ".results") if "results" in config else ()
     matrix: Matrix | None = None
     if "matrix" in config:
         matrix = read_matrix(r, config["matrix"][1], field + ".matrix", task_id=task_id)
@@ -152,6 +165,7 @@ def _task(
                 tuple((name, template.render(values)) for name, template in env.items()),
                 tuple(need.task_id for need in needs),
                 combination,
+                results,
             )
         )
     return task_id, needs, jobs

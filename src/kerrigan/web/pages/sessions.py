@@ -43,10 +43,13 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, retry_cause
+from kerrigan.core.results import ResultsSummary, summarise
+from kerrigan.core.results.summary import headline
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import SessionRow
+from kerrigan.store.results import results_of
 from kerrigan.store.session_pages import (
     DeviceFacts,
     JobDetails,
@@ -411,6 +414,12 @@ class JobView:
     session_ended: bool = False
     tail_bytes: int = TAIL_BYTES
     attempt_text: str | None = None  # "attempt 2 of 3 on modalix-redbox after runner_lost on ..."
+    results: ResultsSummary | None = None  # every test of the JUnit XML files its runner sent
+
+    @property
+    def results_headline(self) -> str:
+        """``**1 failed**, 2 passed`` without the markdown: the counts of its tests."""
+        return headline(self.results.counts).replace("**", "") if self.results else ""
 
     @property
     def pages(self) -> int:
@@ -571,6 +580,7 @@ async def session_page(request: web.Request) -> web.Response:
             raise web.HTTPFound(output_path(session_id, chosen_job, chosen_page))
         each = tail_bytes(len(jobs))
         outputs = [await output_tail(db, job.pk, job.chunks, each) for job in jobs]
+        results = await results_of(db, [job.pk for job in jobs])
         cancelled = (
             await db.execute(
                 select(SessionRow.cancelled_by, SessionRow.cancel_reason).where(SessionRow.id == session_id)
@@ -593,6 +603,7 @@ async def session_page(request: web.Request) -> web.Response:
             session_ended=session.state is SessionState.COMPLETED,
             tail_bytes=each,
             attempt_text=_attempt_text(job, jobs, resolution),
+            results=summarise(results[job.pk]) if job.pk in results else None,
         )
         for job, output in zip(jobs, outputs, strict=True)
     ]

@@ -1,0 +1,43 @@
+"""jobs: what the manifest's pipeline keys give a job (``env``, ``needs``, ``results``), and the test
+results a job's runner sent (``job_results``)
+
+Revision ID: 0017
+Revises: 0016
+Create Date: 2026-12-02
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0017"
+down_revision = "0016"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("env", sa.JSON(), nullable=False, server_default="{}"))
+        batch_op.add_column(sa.Column("needs", sa.JSON(), nullable=False, server_default="[]"))
+        batch_op.add_column(sa.Column("results", sa.JSON(), nullable=False, server_default="[]"))
+    op.create_table(
+        "job_results",
+        sa.Column("pk", sa.Integer(), nullable=False),
+        sa.Column("job_pk", sa.Integer(), nullable=False),
+        sa.Column("path", sa.String(length=500), nullable=False),
+        sa.Column("report", sa.JSON(), nullable=False),
+        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(["job_pk"], ["jobs.pk"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("pk"),
+        sa.UniqueConstraint("job_pk", "path", name="uq_job_results_job_path"),
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("job_results")
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("results")
+        batch_op.drop_column("needs")
+        batch_op.drop_column("env")

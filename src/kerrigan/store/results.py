@@ -1,0 +1,62 @@
+"""Test results a job's runner sent: stored per file as parsed, read back for check runs and pages."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.lifecycle import ENDED
+from kerrigan.core.results import JUnitReport
+from kerrigan.core.results.stored import report_from_json, report_json
+from kerrigan.store.jobs import owned_job
+from kerrigan.store.models import JobResultRow
+from kerrigan.store.signals import ResultsReceived, note
+from kerrigan.store.transitions import settle_session
+
+
+async def store_results(
+    session: AsyncSession, job_id: str, host: str, report: JUnitReport, at: datetime
+) -> int:
+    """Keep one results file of the job ``host`` runs (or ran), under ``report.file``; a file sent again
+    replaces the one of the same path. The job's primary key; ``NotYoursError`` for another host's job."""
+    job = await owned_job(session, job_id, host)
+    path = report.file
+    same = (JobResultRow.job_pk == job.pk) & (JobResultRow.path == path)
+    await session.execute(delete(JobResultRow).where(same))
+    session.add(JobResultRow(job_pk=job.pk, path=path, report=report_json(report), received_at=at))
+    await session.flush()
+    counts = report.counts
+    note(session, ResultsReceived(counts.passed, counts.failed, counts.errors, counts.skipped))
+    if job.state in ENDED:  # sent after the end was (a runner that restarted): the check run shows it
+        await settle_session(session, job.session_pk, at, news=True)
+    return job.pk
+
+
+async def results_of(session: AsyncSession, job_pks: Collection[int]) -> dict[int, list[JUnitReport]]:
+    """Each job's results files, in the order they arrived; a job without any is missing."""
+    if not job_pks:
+        return {}
+    rows = await session.execute(
+        select(JobResultRow.job_pk, JobResultRow.path, JobResultRow.report)
+        .where(JobResultRow.job_pk.in_(job_pks))
+        .order_by(JobResultRow.pk)
+    )
+    found: dict[int, list[JUnitReport]] = {}
+    for job_pk, path, report in rows:
+        found.setdefault(int(job_pk), []).append(report_from_json(report or {}, path))
+    return found
+
+
+async def result_count(session: AsyncSession, job_id: str, *, excluding: str = "") -> int:
+    """How many results files the job keeps, not counting one of path ``excluding`` (a resend)."""
+    if not (job_id.isascii() and job_id.isdigit()):
+        return 0
+    found = await session.scalar(
+        select(func.count())
+        .select_from(JobResultRow)
+        .where(JobResultRow.job_pk == int(job_id), JobResultRow.path != excluding)
+    )
+    return int(found or 0)
