@@ -68,7 +68,10 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
     protocol = RunnerProtocol(
-        database, lease_ttl_s=settings.runner_lease_s, output_max_bytes=settings.output_max_bytes
+        database,
+        lease_ttl_s=settings.runner_lease_s,
+        output_max_bytes=settings.output_max_bytes,
+        secrets_keys=settings.secrets_keys,
     )
     app[PROTOCOL] = protocol
     metrics = LabMetrics(database)

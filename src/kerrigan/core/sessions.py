@@ -33,6 +33,7 @@ class Job:
     env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for this job
     needs: tuple[str, ...] = ()  # tasks (ids as written) whose every job must succeed first
     results: tuple[str, ...] = ()  # globs of the JUnit XML files the runner sends after the command
+    secrets: tuple[str, ...] = ()  # names of the repository secrets handed to it at acceptance
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class Session:
     version: int = 0
     shown_version: int = 0
     check_run_error: str | None = None
+    secrets_allowed: bool = True  # its jobs get the secrets they name (a fork's: only if approved so)
 
     @property
     def failed(self) -> bool:

@@ -50,6 +50,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
+from kerrigan.store.secrets import JobSecrets, hand_secrets
 from kerrigan.store.signals import Topic, mark
 from kerrigan.store.tokens import token_hash
 
@@ -80,6 +81,7 @@ def _offer_json(
         "command": offer.command,
         "env": dict(offer.env),
         "results": list(offer.results),
+        "secrets": list(offer.secrets),  # names: the values come with the accept
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
@@ -139,8 +141,10 @@ class RunnerProtocol:
         mint_retry_s: float = MINT_RETRY_S,
         mint_backoff_s: float = 0.5,
         output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES,
+        secrets_keys: tuple[str, ...] = (),
     ) -> None:
         self.database = database
+        self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
         self.lease_ttl_s = lease_ttl_s
         self.output_max_bytes = output_max_bytes
         self.catalog = server_catalog()
@@ -509,7 +513,10 @@ class RunnerProtocol:
             self.revoking(minted[0])
 
     async def _transition(
-        self, request: web.Request, change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
+        self,
+        request: web.Request,
+        change: Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]],
+        more: Callable[[], Mapping[str, Any]] | None = None,
     ) -> web.Response:
         try:
             host = await self.host_of(request)
@@ -533,13 +540,33 @@ class RunnerProtocol:
             except MintFailedError as exc:
                 return error_response(ProtocolError(503, "github_unavailable", str(exc)))
             answer["github"] = credentials.as_dict() if credentials else None
+        if more is not None:
+            answer |= more()
         return web.json_response(answer)
 
     async def accept(self, request: web.Request) -> web.Response:
-        """The runner takes an offered job; the answer carries the token to fetch its repository with."""
-        return await self._transition(
-            request, lambda session, job, host: jobs.accept(session, job, host, self.database.clock())
-        )
+        """The runner takes an offered job; the answer carries the token to fetch its repository with and
+        the secrets the job names (``secrets``; ``secrets_withheld`` names those a fork's session does not
+        get). A secret that cannot be handed ends the job before it starts (the answer says so)."""
+        handed: list[JobSecrets] = []
+
+        async def change(session: AsyncSession, job_id: str, host: str) -> jobs.Transition:
+            at = self.database.clock()
+            done = await jobs.accept(session, job_id, host, at)
+            if done.state not in (jobs.JobState.ACCEPTED, jobs.JobState.RUNNING):
+                return done
+            secrets = await hand_secrets(session, job_id, host, at, keys=self.secrets_keys)
+            if secrets.refused:
+                return jobs.Transition(jobs.JobState.REFUSED_BEFORE_START, changed=True)
+            handed.append(secrets)
+            return done
+
+        def more() -> dict[str, Any]:
+            if not handed or not (handed[0].values or handed[0].withheld):
+                return {}
+            return {"secrets": dict(handed[0].values), "secrets_withheld": list(handed[0].withheld)}
+
+        return await self._transition(request, change, more)
 
     async def start(self, request: web.Request) -> web.Response:
         """The job's command started; ``{"cpus": "2-3"}`` names the CPUs it is pinned to."""

@@ -373,7 +373,9 @@ def awaiting_approval_body(name: str, context: SessionContext) -> CheckRunBody:
     summary = (
         _header(name, context)
         + "\nThis pull request comes from a fork, so its code does not run on lab hardware by itself. "
-        f"It waits until {context.approvers} comments `/kerrigan approve` on the pull request.\n"
+        f"It waits until {context.approvers} comments `/kerrigan approve` on the pull request "
+        "(`/kerrigan approve secrets` also gives its jobs the repository secrets they name; without it they "
+        "get none).\n"
     )
     return _body(
         name, context, status="queued", title="Waiting for approval to run on lab hardware", summary=summary

@@ -104,6 +104,7 @@ class Trigger:
     delivery_id: str | None = None
     only: Collection[str] | None = None
     workflow_run_id: int | None = None
+    secrets_allowed: bool = True  # False for a retry of a session whose approval gave no secrets
 
 
 def _context(app: GitHubApp, session: Session, position: int | None = None) -> SessionContext:
@@ -240,6 +241,8 @@ def _new_session(
         created_at=app.database.clock(),
         pull_request=trigger.pull_request,
         awaiting_approval=trigger.awaiting_approval and workflow is not None,
+        # A fork's code gets no secrets until an approval says so (``/kerrigan approve secrets``).
+        secrets_allowed=trigger.secrets_allowed and not trigger.awaiting_approval,
         delivery_id=trigger.delivery_id,
         workflow_run_id=trigger.workflow_run_id,
         jobs=tuple(
@@ -251,6 +254,7 @@ def _new_session(
                 env=dict(task.env),
                 needs=task.needs,
                 results=task.results,
+                secrets=task.secrets,
             )
             for task in workflow.tasks
         )
@@ -269,6 +273,7 @@ async def _resolve(
     inventory: Inventory,
     descriptions: Mapping[str, str],
     approved: bool = False,
+    with_secrets: bool = False,
 ) -> Session:
     """Resolve the session (unless it waits for approval) and store the outcome with its check run."""
     at = app.database.clock()
@@ -316,6 +321,7 @@ async def _resolve(
         requirements={item.task.id: item.resolution.requested.as_dict() for item in explanation.tasks},
         unschedulable=never,
         awaiting_approval=False if approved else None,
+        secrets_allowed=True if approved and with_secrets else None,
     )
 
 
@@ -338,6 +344,7 @@ async def retry(
             pull_request=pull_request,
             awaiting_approval=old.awaiting_approval,
             delivery_id=delivery_id,
+            secrets_allowed=old.secrets_allowed,
             only={old.workflow},
             workflow_run_id=old.workflow_run_id,
         )
@@ -345,9 +352,9 @@ async def retry(
     return started
 
 
-async def approve(app: GitHubApp, repo: Repository, sha: str) -> list[Session]:
+async def approve(app: GitHubApp, repo: Repository, sha: str, *, with_secrets: bool = False) -> list[Session]:
     """Sessions of a fork's pull request at ``sha`` that waited for approval: resolve them now (their check
-    runs follow through the reconciler)."""
+    runs follow through the reconciler); ``with_secrets`` gives their jobs the secrets they name."""
     async with app.database.sessions() as db:
         waiting = await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True)
     if not waiting:
@@ -373,6 +380,7 @@ async def approve(app: GitHubApp, repo: Repository, sha: str) -> list[Session]:
                     inventory=inventory,
                     descriptions=descriptions,
                     approved=True,
+                    with_secrets=with_secrets,
                 )
             )
     return approved

@@ -76,17 +76,6 @@ class Admission(Preparation):
         self.records.save(record)
         self._spawn(job_id, self._prepare(record))
 
-    async def _accept(self, job_id: str) -> str | None:
-        """Accept (again); the state the server answers, keeping the token it hands out."""
-        try:
-            answer = await self.server.job(job_id, "accept")
-        except (ServerUnavailable, ServerRefused) as err:
-            log.warning("job %s: accept failed: %s", job_id, err)
-            return None
-        if isinstance(answer.get("github"), dict):
-            self._keep_credentials(job_id, answer["github"])
-        return str(answer.get("state"))
-
     async def _accept_again(self, record: JobRecord) -> None:
         """After a restart: the token was not kept on disk, so accept again for a fresh one."""
         state = await self._accept(record.id)

@@ -24,12 +24,13 @@ import aiohttp
 import structlog
 
 from kerrigan.core.cpus import CpuAllocator
+from kerrigan.core.masking import Masker, SecretRefusedError, secret_problem
 from kerrigan.runner.devices_file import DevicePresence
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
 from kerrigan.runner.isolation.users import allocate, ids_in_use
 from kerrigan.runner.records import JobRecord, JobRecords
-from kerrigan.runner.server import ServerClient
+from kerrigan.runner.server import ServerClient, ServerRefused, ServerUnavailable
 from kerrigan.runner.settings import AgentSettings
 from kerrigan.runner.sources import SourceCache
 from kerrigan.runner.topology import read_topology
@@ -82,6 +83,9 @@ class HostState:
         self.capabilities: frozenset[str] = frozenset()  # what registration agreed on
         self._credentials: dict[str, dict[str, Any]] = {}  # job -> its GitHub token; in memory only
         self._issued: dict[str, dict[str, str]] = {}  # job -> every token it was handed -> its API
+        # job -> the secrets its accept handed out, and their masker: in memory only, never on disk
+        self._secrets: dict[str, dict[str, str]] = {}
+        self._maskers: dict[str, Masker] = {}
         self._revoking: set[asyncio.Task[None]] = set()
         self._changed = asyncio.Event()
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -141,10 +145,42 @@ class HostState:
         if token and api_url:
             self._issued.setdefault(job_id, {})[str(token)] = str(api_url)
 
+    async def _accept(self, job_id: str) -> str | None:
+        """Accept (again); the state the server answers, keeping the token it hands out."""
+        try:
+            answer = await self.server.job(job_id, "accept")
+        except (ServerUnavailable, ServerRefused) as err:
+            log.warning("job %s: accept failed: %s", job_id, err)
+            return None
+        if isinstance(answer.get("github"), dict):
+            self._keep_credentials(job_id, answer["github"])
+        if "secrets" in answer:
+            self._keep_secrets(job_id, answer["secrets"])
+        return str(answer.get("state"))
+
+    def _keep_secrets(self, job_id: str, values: object) -> None:
+        """The secrets an accept handed out (name to value), for the job's environment and its masker."""
+        if not isinstance(values, dict):
+            return
+        secrets = {str(name): value for name, value in values.items() if isinstance(value, str)}
+        self._secrets[job_id] = secrets
+        try:
+            self._maskers[job_id] = Masker.for_secrets(secrets)
+        except SecretRefusedError as err:  # the server refuses such values when they are set
+            log.warning("job %s: a secret cannot be masked (%s); the others are", job_id, err)
+            masked = {name: value for name, value in secrets.items() if secret_problem(name, value) is None}
+            self._maskers[job_id] = Masker.for_secrets(masked)
+
+    def _needs_secrets(self, record: JobRecord) -> bool:
+        """Whether the job names secrets this agent does not hold (it restarted since the accept)."""
+        return bool(record.offer.get("secrets")) and record.id not in self._maskers
+
     def _revoke_tokens(self, job_id: str) -> None:
-        """The job is over on this host: forget its tokens and revoke them at GitHub, beside whatever
-        follows (the end's report to the server never waits for GitHub)."""
+        """The job is over on this host: forget its tokens and secrets and revoke the tokens at GitHub,
+        beside whatever follows (the end's report to the server never waits for GitHub)."""
         self._credentials.pop(job_id, None)
+        self._secrets.pop(job_id, None)
+        self._maskers.pop(job_id, None)
         for token, api_url in self._issued.pop(job_id, {}).items():
             task = asyncio.create_task(self._revoke(job_id, api_url, token), name=f"kerrigan-revoke-{job_id}")
             self._revoking.add(task)

@@ -44,12 +44,18 @@ JOB_USER_NAME: Final = "kerrigan-job"  # USER and LOGNAME of a job run as its ow
 
 
 def job_environment(
-    offer: Mapping[str, Any], cpus: tuple[int, ...], base: Mapping[str, str]
+    offer: Mapping[str, Any],
+    cpus: tuple[int, ...],
+    base: Mapping[str, str],
+    secrets: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The command's environment: the agent's own, without its settings, plus the job's (DESIGN.md)."""
+    """The command's environment: the agent's own, without its settings, plus the job's (DESIGN.md): the
+    manifest's ``env``, the ``secrets`` its accept handed out, and Kerrigan's variables."""
     env = {key: value for key, value in base.items() if not key.startswith("KERRIGAN_")}
-    # The manifest's env first: what Kerrigan sets below is the job's contract and is not overridden.
+    # The manifest's env and the secrets first: what Kerrigan sets below is the job's contract and is not
+    # overridden.
     env.update(manifest_env(offer.get("env")))
+    env.update(manifest_env(secrets or {}))
     github = offer.get("github") or {}
     env.update(
         {
@@ -163,7 +169,16 @@ class Processes(Reporting):
         ]
         for procs in backend.join_files(record.cgroup):
             launcher += ["--cgroup-procs", procs]
-        env = job_environment(record.offer | {"github": self._credentials.get(record.id)}, cpus, os.environ)
+        offer = record.offer | {"github": self._credentials.get(record.id)}
+        secrets = self._secrets.get(record.id, {})
+        env = job_environment(offer, cpus, os.environ, secrets)
+        withheld = [name for name in record.offer.get("secrets") or () if name not in secrets]
+        if withheld:
+            with self.records.output_path(record.id).open("a", encoding="utf-8") as output:
+                output.write(
+                    f"kerrigan: secrets {', '.join(map(str, withheld))} are not given to this job: a fork's "
+                    "pull request gets them only when approved with `/kerrigan approve secrets`\n"
+                )
         env.update(self.presence.env(str(record.offer.get("device", ""))))  # the devices file's settings
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import FinishedJob
 from kerrigan.core.disk import job_history_expired
+from kerrigan.core.masking import Masker, OutputMasker
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class JobRecord:
     next_offset: int = 0
     uploaded: int = 0
     first_kept: int = 0
+    # Bytes after ``cut_bytes`` already hidden under the last mask cut (a secret that straddles the cut).
+    mask_covered: int = 0
 
     @property
     def claim(self) -> int:
@@ -129,26 +132,39 @@ class JobRecords:
                 log.warning("ignoring unreadable job record %s: %s", path, err)
         return found
 
-    def cut_pages(self, record: JobRecord, final: bool = False) -> bool:
-        """Cut the output written since the last cut into pages; whether any was cut.
+    def cut_pages(self, record: JobRecord, final: bool = False, masker: Masker | None = None) -> bool:
+        """Cut the output written since the last cut into pages, every secret of ``masker`` hidden; whether
+        any was cut.
 
-        A character the command has only partly written yet stays for the next cut (nothing is kept in
-        memory, so a restarted agent cuts it whole); ``final``: the command ended, cut everything left.
+        A character the command has only partly written yet stays for the next cut, and so does what may
+        be the start of a secret (nothing is kept in memory, so a restarted agent cuts it whole);
+        ``final``: the command ended, cut everything left.
         """
         source = self.output_path(record.id)
         cut = False
+        held = masker.held if masker is not None else 0
         try:
             with source.open("rb") as log_file:
                 log_file.seek(record.cut_bytes)
-                while raw := log_file.read(PAGE_BYTES):
-                    at_end = len(raw) < PAGE_BYTES
-                    usable = raw if final and at_end else raw[: _complete_utf8(raw)]
-                    if not usable:
-                        break  # only the start of a character so far
-                    log_file.seek(record.cut_bytes + len(usable))
+                while raw := log_file.read(PAGE_BYTES + held):
+                    at_end = len(raw) < PAGE_BYTES + held
+                    last = final and at_end
+                    if masker is None:
+                        usable = raw if last else raw[: _complete_utf8(raw)]
+                        text, consumed = usable, len(usable)
+                    else:
+                        # Settle at a character's edge with ``held`` bytes after it read, so that a secret
+                        # starting before the edge is seen whole.
+                        edge = len(raw) if last else _complete_utf8(raw[: max(len(raw) - held, 0)])
+                        masked = masker.cut(raw[: edge + held], record.mask_covered, final=last)
+                        text, consumed = masked.text, masked.consumed
+                        record.mask_covered = masked.covered
+                    if not consumed:
+                        break  # only the start of a character (or of a secret) so far
+                    log_file.seek(record.cut_bytes + consumed)
                     # PostgreSQL text cannot hold NUL, which serial consoles print: shown as U+FFFD.
-                    self._write_page(record, usable.decode("utf-8", "replace").replace("\x00", "\ufffd"))
-                    record.cut_bytes += len(usable)
+                    self._write_page(record, text.decode("utf-8", "replace").replace("\x00", "\ufffd"))
+                    record.cut_bytes += consumed
                     cut = True
         except FileNotFoundError:
             return False
@@ -184,6 +200,21 @@ class JobRecords:
                     (self.folder(record.id) / "pages" / f"{record.first_kept}{suffix}").unlink()
             record.first_kept += 1
             kept -= size
+
+    def mask_output(self, record: JobRecord, masker: Masker) -> None:
+        """Hide the job's secrets in its raw log, kept on the host (its output was cut): rewritten a piece
+        at a time, never held whole."""
+        source = self.output_path(record.id)
+        masked = source.with_suffix(".masking")
+        stream = OutputMasker(masker)
+        try:
+            with source.open("rb") as raw, masked.open("wb") as out:
+                while piece := raw.read(PAGE_BYTES):
+                    out.write(stream.feed(piece))
+                out.write(stream.flush())
+        except FileNotFoundError:
+            return
+        masked.replace(source)
 
     def drop_output(self, record: JobRecord) -> None:
         """The command ended and its output is cut: the raw log is no longer needed."""

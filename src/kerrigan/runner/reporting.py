@@ -31,7 +31,12 @@ class Reporting(HostState):
         whether all were sent (or need not be: the server cut the job's output)."""
         if self._output_cut(record):
             return True
-        if await asyncio.to_thread(self.records.cut_pages, record, final):
+        if self._needs_secrets(record):  # restarted since the accept: ask again, to mask its output
+            await self._accept(record.id)
+            if self._needs_secrets(record):
+                return False  # nothing is cut unmasked: the next upload asks again
+        masker = self._maskers.get(record.id)
+        if await asyncio.to_thread(self.records.cut_pages, record, final, masker):
             self.records.save(record)
         while record.uploaded < record.next_page:
             body: dict[str, Any]
@@ -100,6 +105,8 @@ class Reporting(HostState):
             await asyncio.sleep(5.0)
         if not self._output_cut(record):  # a cut job's log is the only whole copy of its output
             self.records.drop_output(record)
+        elif (masker := self._maskers.get(record.id)) is not None:  # kept: without its secrets
+            await asyncio.to_thread(self.records.mask_output, record, masker)
         record.state, record.ended_at = "ended", self.clock()
         record.exit_status, record.outcome, record.accounting = exit_status, outcome, accounting
         self.records.save(record)

@@ -72,6 +72,7 @@ class Offer:
     priority: str = "normal"
     env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for the job
     results: tuple[str, ...] = ()  # the manifest's results globs
+    secrets: tuple[str, ...] = ()  # the names of the secrets its accept hands out
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             run.priority,
             dict(job.env or {}),
             tuple(job.results or ()),
+            tuple(job.secrets or ()),
         )
         for job, run, device in rows
     ]

@@ -24,6 +24,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    true,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -246,6 +247,8 @@ class SessionRow(Base):
     head_branch: Mapped[str | None] = mapped_column(String(255))
     pull_request: Mapped[int | None] = mapped_column(Integer)
     awaiting_approval: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Its jobs get the repository's secrets they name; a fork's pull request only once approved with them.
+    secrets_allowed: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     delivery_id: Mapped[str | None] = mapped_column(String(64))
     workflow_run_id: Mapped[int | None] = mapped_column(BigInteger)
     # The manifest's scheduling block, typed: what dispatch reads (never parsed back out of ``resolution``).
@@ -330,6 +333,8 @@ class JobRow(Base):
     needs: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     # The manifest's ``results`` globs: JUnit XML files the runner sends once the command has ended.
     results: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+    # The repository secrets (names, upper-case) the runner hands the job at acceptance.
+    secrets: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
 
 
 class JobResultRow(Base):

@@ -20,11 +20,14 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.core.lifecycle import JobState
 from kerrigan.core.masking import secret_problem
 from kerrigan.core.variable_names import name_problem
 from kerrigan.store.audit import Change, record
 from kerrigan.store.inventory import ConflictError, NotFoundError
-from kerrigan.store.models import InstallationRow, RepositoryRow, SecretRow
+from kerrigan.store.jobs import owned_job
+from kerrigan.store.models import InstallationRow, JobRow, RepositoryRow, SecretRow, SessionRow
+from kerrigan.store.transitions import move_job, settle_session
 
 MAX_SECRETS: Final = 100  # per repository, as GitHub Actions allows
 MAX_VALUE_BYTES: Final = 48 * 1024  # GitHub Actions' limit on a secret
@@ -286,3 +289,55 @@ async def rotate_secrets(session: AsyncSession, keys: Keyring) -> Rotation:
     await session.flush()
     current = await session.scalar(select(func.count()).select_from(SecretRow)) or 0
     return Rotation(len(rows), int(current) - len(rows))
+
+
+@dataclass(frozen=True)
+class JobSecrets:
+    """What an accepted job is handed: the values of the secrets it names (never in a ``repr``), or why it
+    gets none (``withheld``: a fork's session its approval gave no secrets)."""
+
+    values: dict[str, str] = field(default_factory=dict, repr=False)
+    withheld: tuple[str, ...] = ()
+    refused: bool = False  # a secret could not be handed: the job ended refused_before_start
+
+
+SECRET_MISSING: Final = "secret_missing"  # noqa: S105 -- a reason a job ended, not a secret
+SECRETS_UNAVAILABLE: Final = "secrets_unavailable"
+
+
+async def hand_secrets(
+    session: AsyncSession, job_id: str, host: str, at: datetime, *, keys: tuple[str, ...]
+) -> JobSecrets:
+    """The secrets of the job ``host`` accepted (or runs: a restarted agent asks again), in the caller's
+    transaction. A secret it names that its repository does not have, or one no key of
+    ``KERRIGAN_SECRETS_KEY`` opens, ends the job ``refused_before_start`` (``secret_missing``,
+    ``secrets_unavailable``) before it starts, naming the secret and never a value; nothing is handed then."""
+    job = await owned_job(session, job_id, host)
+    names = list(job.secrets or ())
+    if not names or job.state not in (JobState.ACCEPTED, JobState.RUNNING):
+        return JobSecrets()
+    run = await session.get(SessionRow, job.session_pk)
+    assert run is not None
+    if not run.secrets_allowed:
+        return JobSecrets(withheld=tuple(names))
+    try:
+        values = await secrets_for(session, run.repository, names, keys=Keyring(keys))
+    except SecretsKeyError as err:
+        return JobSecrets(refused=await _refuse(session, job, at, SECRETS_UNAVAILABLE, str(err)))
+    missing = [name for name in names if name not in values]
+    if missing:
+        listed = ", ".join(missing)
+        detail = (
+            f"secret{'s' * (len(missing) > 1)} {listed} {'are' if len(missing) > 1 else 'is'} not set for "
+            f"{run.repository}: `kerrigan secrets set {run.repository} {missing[0]}`"
+        )
+        return JobSecrets(refused=await _refuse(session, job, at, SECRET_MISSING, detail))
+    return JobSecrets(values)
+
+
+async def _refuse(session: AsyncSession, job: JobRow, at: datetime, reason: str, detail: str) -> bool:
+    if job.state != JobState.ACCEPTED:
+        return False  # running already (a restarted agent asking again): it keeps what it has
+    await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason, detail=detail)
+    await settle_session(session, job.session_pk, at)
+    return True

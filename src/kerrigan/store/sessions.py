@@ -54,6 +54,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
                 dict(job.env or {}),
                 tuple(job.needs or ()),
                 tuple(job.results or ()),
+                tuple(job.secrets or ()),
             )
             for job in jobs
         ),
@@ -63,6 +64,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         version=row.version,
         shown_version=row.shown_version,
         check_run_error=row.check_run_error,
+        secrets_allowed=row.secrets_allowed,
     )
 
 
@@ -102,6 +104,7 @@ async def create_session(
         created_at=at,
         updated_at=at,
         concurrency_group=concurrency_group,
+        secrets_allowed=new.secrets_allowed,
     )
     session.add(row)
     await session.flush()
@@ -120,6 +123,7 @@ async def create_session(
             env=dict(job.env),
             needs=list(job.needs),
             results=list(job.results),
+            secrets=list(job.secrets),
             state=JobState.WAITING if job.needs else JobState.QUEUED,
             detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
         )
@@ -166,8 +170,10 @@ async def resolve_session(
     requirements: Mapping[str, Mapping[str, Any]] | None = None,
     unschedulable: Iterable[str] = (),
     awaiting_approval: bool | None = None,
+    secrets_allowed: bool | None = None,
 ) -> Session:
-    """A session's manifest was read and resolved: store the resolution (its per-device lists compact:
+    """A session's manifest was read and resolved (``secrets_allowed``: an approval gave its jobs their
+    secrets): store the resolution (its per-device lists compact:
     :mod:`kerrigan.core.diagnostics_store`) and the check run it makes (the
     body GitHub should show until a job starts), each task's requirements, and the session's state; a
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
@@ -182,6 +188,8 @@ async def resolve_session(
     row.check_run_resolution = dict(check_run)
     if awaiting_approval is not None:
         row.awaiting_approval = awaiting_approval
+    if secrets_allowed is not None:
+        row.secrets_allowed = secrets_allowed
     row.updated_at = at
     jobs = await _jobs(session, row.pk)
     never = set(unschedulable)

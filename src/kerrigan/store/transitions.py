@@ -204,6 +204,7 @@ async def retry_failed(
                 env=dict(job.env or {}),
                 needs=list(job.needs or []),
                 results=list(job.results or []),
+                secrets=list(job.secrets or []),
             )
         )
     if added:

@@ -202,7 +202,7 @@ ERRORS = [
         6,
         "tasks[0].colour",
         "unknown key 'colour'; expected one of: env, id, matrix, needs, requirements, results, run, "
-        "timeout_s, type, vcpus",
+        "secrets, timeout_s, type, vcpus",
         id="unknown-key-without-suggestion",
     ),
     pytest.param(

@@ -121,6 +121,7 @@ class Task:
     needs: tuple[str, ...] = ()
     combination: Combination = field(default_factory=Combination)
     results: tuple[str, ...] = ()  # globs of JUnit XML files in the workspace, read after the command
+    secrets: tuple[str, ...] = ()  # repository secrets (upper-case names) the job finds in its environment
 
     @property
     def task_id(self) -> str:

@@ -33,6 +33,7 @@ from kerrigan.core.matrix import (
 from kerrigan.core.quoting import quote
 from kerrigan.core.requirements import Requirements, refine
 from kerrigan.core.task_graph import Need, TaskNeeds, validate_needs
+from kerrigan.core.variable_names import name_problem
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
 TASK_KEYS: Final = (
@@ -46,7 +47,9 @@ TASK_KEYS: Final = (
     "needs",
     "matrix",
     "results",
+    "secrets",
 )
+MAX_SECRETS: Final = 100  # a repository holds at most as many
 
 
 def read_tasks(
@@ -134,6 +137,7 @@ def _task(
         )
     needs = _needs(r, config["needs"][1], field + ".needs") if "needs" in config else ()
     results = read_globs(r, config["results"][1], field + ".results") if "results" in config else ()
+    secrets = _secrets(r, config["secrets"][1], field + ".secrets") if "secrets" in config else ()
     matrix: Matrix | None = None
     if "matrix" in config:
         matrix = read_matrix(r, config["matrix"][1], field + ".matrix", task_id=task_id)
@@ -166,9 +170,29 @@ def _task(
                 tuple(need.task_id for need in needs),
                 combination,
                 results,
+                secrets,
             )
         )
     return task_id, needs, jobs
+
+
+def _secrets(r: SourceReader, node: yaml.Node, field: str) -> tuple[str, ...]:
+    """``secrets``: names of the repository's secrets (any case; stored upper-case, as GitHub does)."""
+    if is_null(node):
+        return ()
+    names: dict[str, int] = {}
+    for item, item_field, text in r.strings(node, field):
+        problem = name_problem(text)
+        if problem is not None:
+            r.error(item, item_field, problem)
+        elif (name := text.upper()) in names:
+            r.error(item, item_field, f"secret {name} is listed twice (first on line {names[name]})")
+        else:
+            names[name] = line_of(item)
+    if len(names) > MAX_SECRETS:
+        r.error(node, field, f"names {len(names)} secrets; the limit is {MAX_SECRETS}")
+        return ()
+    return tuple(names)
 
 
 def _needs(r: SourceReader, node: yaml.Node, field: str) -> tuple[Need, ...]:

@@ -1,5 +1,5 @@
-"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]`` and ``/kerrigan approve`` in pull request
-comments.
+"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]`` and ``/kerrigan approve [secrets]`` in
+pull request comments (``approve secrets`` also gives a fork's jobs the repository secrets they name).
 
 Only commenters with write, maintain or admin permission may use them (and System Admins may cancel); others
 get a reply saying so. Bots and edited comments are ignored. A command that was carried out gets a reaction.
@@ -82,7 +82,15 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
         return
     sha = str((await repo.pull_request(number))["head"]["sha"])
     if verb == "approve":
-        done = await approve(app, repo, sha)
+        argument = match["argument"].strip()
+        if argument not in ("", "secrets"):
+            await repo.comment(
+                number,
+                f"@{login} `/kerrigan approve` takes nothing, or `secrets` to give the jobs the repository "
+                f"secrets they name; not `{argument[:100]}`.",
+            )
+            return
+        done = await approve(app, repo, sha, with_secrets=argument == "secrets")
         if not done:
             await repo.comment(number, f"@{login} nothing here waits for approval at `{sha[:12]}`.")
             return

@@ -1,5 +1,6 @@
-"""jobs: what the manifest's pipeline keys give a job (``env``, ``needs``, ``results``), and the test
-results a job's runner sent (``job_results``)
+"""jobs: what the manifest's pipeline keys give a job (``env``, ``needs``, ``results``, ``secrets``), the
+test results a job's runner sent (``job_results``), and whether a session's jobs get secrets (a fork's
+pull request only when its approval says so)
 
 Revision ID: 0017
 Revises: 0016
@@ -22,6 +23,11 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("env", sa.JSON(), nullable=False, server_default="{}"))
         batch_op.add_column(sa.Column("needs", sa.JSON(), nullable=False, server_default="[]"))
         batch_op.add_column(sa.Column("results", sa.JSON(), nullable=False, server_default="[]"))
+        batch_op.add_column(sa.Column("secrets", sa.JSON(), nullable=False, server_default="[]"))
+    with op.batch_alter_table("sessions", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("secrets_allowed", sa.Boolean(), nullable=False, server_default=sa.true())
+        )
     op.create_table(
         "job_results",
         sa.Column("pk", sa.Integer(), nullable=False),
@@ -37,7 +43,10 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("job_results")
+    with op.batch_alter_table("sessions", schema=None) as batch_op:
+        batch_op.drop_column("secrets_allowed")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("secrets")
         batch_op.drop_column("results")
         batch_op.drop_column("needs")
         batch_op.drop_column("env")
