@@ -199,3 +199,39 @@ async def test_approve_by_a_reader_leaves_the_check_runs_waiting(fork_pull: Harn
     assert {(r["status"], r["output"]["title"], r["updates"]) for r in runs} == {
         ("queued", "Waiting for approval to run on lab hardware", 0)
     }
+
+
+async def test_a_forks_sessions_get_secrets_only_when_the_approval_says_so(harness: Harness) -> None:
+    # Before approval and after a plain one, none; after /kerrigan approve secrets, theirs; a branch's
+    # own pull request has them from the start.
+    await _pull_fixture_sessions(harness)
+    own = await harness.sessions(head_sha=SHA)
+    assert own
+    assert all(session.secrets_allowed for session in own)
+    harness.github.add_pull(REPO, 8, head_sha=FORK_SHA, head_ref="fix-uart-timeout", fork="mona/firmware")
+    await harness.deliver("pull_request", webhook("pull_request-fork"))
+    await harness.settle()
+    harness.github.set_permission(REPO, MAINTAINER, "write")
+    assert [s.secrets_allowed for s in await harness.sessions(head_sha=FORK_SHA)] == [False, False]
+    await _comment(harness, comment("/kerrigan approve secrets", number=8))
+    approved = await harness.sessions(head_sha=FORK_SHA)
+    assert [(s.awaiting_approval, s.secrets_allowed) for s in approved] == [(False, True), (False, True)]
+
+
+async def test_a_plain_approve_runs_a_fork_without_secrets_and_a_wrong_word_is_answered(
+    fork_pull: Harness,
+) -> None:
+    fork_pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(fork_pull, comment("/kerrigan approve everything", number=8))
+    [reply] = fork_pull.github.comments
+    assert "`/kerrigan approve` takes nothing, or `secrets`" in reply["body"]
+    assert all(s.awaiting_approval for s in await fork_pull.sessions(head_sha=FORK_SHA))
+    await _comment(fork_pull, comment("/kerrigan approve", number=8))
+    sessions = await fork_pull.sessions(head_sha=FORK_SHA)
+    assert [(s.awaiting_approval, s.secrets_allowed) for s in sessions] == [(False, False), (False, False)]
+
+
+async def _pull_fixture_sessions(harness: Harness) -> None:
+    harness.github.add_pull(REPO, 7, head_sha=SHA, head_ref="uart-loopback")
+    await harness.deliver("pull_request", webhook("pull_request-opened"))
+    await harness.settle()

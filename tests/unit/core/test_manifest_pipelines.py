@@ -151,3 +151,46 @@ def test_a_workflow_of_too_many_jobs_is_refused() -> None:
     tasks = "".join(f"  - {{id: t{n}, run: ./t.sh, matrix: {{k: [{values}]}}}}\n" for n in range(6))
     found = errors("tasks:\n" + tasks)
     assert found == [(4, "tasks", "make 1,200 jobs, every matrix expanded; the limit is 1,024")]
+
+
+def test_secrets_are_names_stored_upper_case_each_once() -> None:
+    found = workflow(
+        """\
+        tasks:
+          - {id: a, run: ./a.sh, secrets: [lab_vpn_key, SIGNING_TOKEN]}
+          - {id: b, run: ./b.sh, secrets: LAB_VPN_KEY}
+        """
+    )
+    assert [task.secrets for task in found.tasks] == [("LAB_VPN_KEY", "SIGNING_TOKEN"), ("LAB_VPN_KEY",)]
+    assert errors(
+        """\
+        tasks:
+          - {id: a, run: ./a.sh, secrets: [vpn, VPN, GITHUB_TOKEN, 9lives]}
+        """
+    ) == [
+        (4, "tasks[0].secrets[1]", "secret VPN is listed twice (first on line 4)"),
+        (4, "tasks[0].secrets[2]", "'GITHUB_TOKEN' is not a secret name: names may not start with GITHUB_"),
+        (
+            4,
+            "tasks[0].secrets[3]",
+            "'9lives' is not a secret name: letters, digits and '_', not starting with a digit",
+        ),
+    ]
+
+
+def test_results_globs_stay_in_the_workspace() -> None:
+    found = workflow("tasks:\n  - {id: a, run: ./a.sh, results: ['results/*.xml', '**/TEST-*.xml']}\n")
+    assert found.tasks[0].results == ("results/*.xml", "**/TEST-*.xml")
+    assert [
+        (field, message)
+        for _, field, message in errors(
+            "tasks:\n  - {id: a, run: ./a.sh, results: ['/etc/*.xml', '../x.xml', 'a\\b.xml']}\n"
+        )
+    ] == [
+        (
+            "tasks[0].results[0]",
+            "'/etc/*.xml' is absolute: paths are relative to the job's workspace (the repository)",
+        ),
+        ("tasks[0].results[1]", "'../x.xml' climbs out of the workspace with '..'"),
+        ("tasks[0].results[2]", "'a\\\\b.xml' holds a NUL or a backslash: write folders with '/'"),
+    ]
