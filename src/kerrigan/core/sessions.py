@@ -34,6 +34,7 @@ class Job:
     needs: tuple[str, ...] = ()  # tasks (ids as written) whose every job must succeed first
     results: tuple[str, ...] = ()  # globs of the JUnit XML files the runner sends after the command
     secrets: tuple[str, ...] = ()  # names of the repository secrets handed to it at acceptance
+    artifacts: Mapping[str, Any] = field(default_factory=dict)  # {"download": [...], "upload": [...]}
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,7 @@ def _offer_json(
         "env": dict(offer.env),
         "results": list(offer.results),
         "secrets": list(offer.secrets),  # names: the values come with the accept
+        "artifacts": dict(offer.artifacts),
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),

@@ -255,6 +255,7 @@ def _new_session(
                 needs=task.needs,
                 results=task.results,
                 secrets=task.secrets,
+                artifacts=task.artifacts.as_dict() if task.artifacts else {},
             )
             for task in workflow.tasks
         )

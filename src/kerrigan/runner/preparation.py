@@ -1,11 +1,13 @@
-"""Preparing a job: its workspace emptied and filled with the repository at the job's commit, then given
-to the job's own user (mode 0700) where jobs run as their own users."""
+"""Preparing a job: its workspace emptied and filled with the repository at the job's commit and the
+artifacts its manifest takes from the triggering workflow run, then given to the job's own user (mode 0700)
+where jobs run as their own users."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+from kerrigan.runner.artifacts import download_artifacts, downloads_of
 from kerrigan.runner.isolation.users import NoJobUserError, give_to
 from kerrigan.runner.processes import Processes
 from kerrigan.runner.records import JobRecord
@@ -40,6 +42,19 @@ class Preparation(Processes):
                 await asyncio.to_thread(unpack, tarball, path, self.settings.unpack_limits)
             else:  # nothing to fetch: still no files from an earlier job
                 await asyncio.to_thread(empty_folder, path)
+            if downloads_of(offer):
+                fetching = True  # a failure GitHub may not repeat passes the job to another host
+                await download_artifacts(
+                    self.http,
+                    offer,
+                    api_url=str(github.get("api_url", "")),
+                    token=str(github.get("token", "")),
+                    workspace=path,
+                    scratch=self.settings.work_dir / "artifacts",
+                    limits=self.settings.unpack_limits,
+                    retry=self.settings.github_retry,
+                )
+                fetching = False
             if uid is not None:  # unpacked as root, then the job's own and no one else's
                 await asyncio.to_thread(give_to, path, uid)
         except (SourceError, OSError, UnsafeWorkspaceError, NoJobUserError) as err:

@@ -73,6 +73,7 @@ class Offer:
     env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for the job
     results: tuple[str, ...] = ()  # the manifest's results globs
     secrets: tuple[str, ...] = ()  # the names of the secrets its accept hands out
+    artifacts: Mapping[str, Any] = field(default_factory=dict)  # the manifest's artifacts
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             dict(job.env or {}),
             tuple(job.results or ()),
             tuple(job.secrets or ()),
+            dict(job.artifacts or {}),
         )
         for job, run, device in rows
     ]

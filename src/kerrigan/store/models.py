@@ -335,6 +335,8 @@ class JobRow(Base):
     results: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     # The repository secrets (names, upper-case) the runner hands the job at acceptance.
     secrets: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+    # The manifest's artifacts: {"download": [{"name", "path"}], "upload": [globs]}.
+    artifacts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
 
 
 class JobResultRow(Base):

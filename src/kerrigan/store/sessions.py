@@ -55,6 +55,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
                 tuple(job.needs or ()),
                 tuple(job.results or ()),
                 tuple(job.secrets or ()),
+                dict(job.artifacts or {}),
             )
             for job in jobs
         ),
@@ -124,6 +125,7 @@ async def create_session(
             needs=list(job.needs),
             results=list(job.results),
             secrets=list(job.secrets),
+            artifacts=dict(job.artifacts),
             state=JobState.WAITING if job.needs else JobState.QUEUED,
             detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
         )

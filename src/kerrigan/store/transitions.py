@@ -205,6 +205,7 @@ async def retry_failed(
                 needs=list(job.needs or []),
                 results=list(job.results or []),
                 secrets=list(job.secrets or []),
+                artifacts=dict(job.artifacts or {}),
             )
         )
     if added:

@@ -194,3 +194,43 @@ def test_results_globs_stay_in_the_workspace() -> None:
         ("tasks[0].results[1]", "'../x.xml' climbs out of the workspace with '..'"),
         ("tasks[0].results[2]", "'a\\\\b.xml' holds a NUL or a backslash: write folders with '/'"),
     ]
+
+
+def test_artifacts_download_from_the_triggering_run_into_a_folder_and_upload_globs() -> None:
+    found = workflow(
+        """\
+        tasks:
+          - id: a
+            run: ./a.sh
+            artifacts:
+              download: [{workflow_run: firmware-image, path: build/}, {workflow_run: symbols}]
+              upload: ["logs/**", console.log]
+        """
+    )
+    assert found.tasks[0].artifacts.as_dict() == {
+        "download": [{"name": "firmware-image", "path": "build"}, {"name": "symbols", "path": "."}],
+        "upload": ["logs/**", "console.log"],
+    }
+    assert errors(
+        """\
+        tasks:
+          - id: a
+            run: ./a.sh
+            artifacts:
+              download: [{path: build}, {workflow_run: "a/b"}, {workflow_run: x, path: "../up"}]
+              uplod: [x]
+        """
+    ) == [
+        (
+            7,
+            "tasks[0].artifacts.download[0].workflow_run",
+            "is required: the name of the artifact in the triggering run",
+        ),
+        (
+            7,
+            "tasks[0].artifacts.download[1].workflow_run",
+            "'a/b' is not an artifact name: 1-255 printable characters, none of \" / \\ : < > | * ?",
+        ),
+        (7, "tasks[0].artifacts.download[2].path", "'../up' climbs out of the workspace with '..'"),
+        (8, "tasks[0].artifacts.uplod", "unknown key 'uplod'; did you mean 'upload'?"),
+    ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kerrigan.core.lifecycle import RetryPolicy
+from kerrigan.core.manifest.artifacts import Artifacts
 from kerrigan.core.matrix import Combination, task_of
 from kerrigan.core.requirements import Requirements
 from kerrigan.core.yamlsource import Problem
@@ -122,6 +123,7 @@ class Task:
     combination: Combination = field(default_factory=Combination)
     results: tuple[str, ...] = ()  # globs of JUnit XML files in the workspace, read after the command
     secrets: tuple[str, ...] = ()  # repository secrets (upper-case names) the job finds in its environment
+    artifacts: Artifacts = field(default_factory=Artifacts)
 
     @property
     def task_id(self) -> str:

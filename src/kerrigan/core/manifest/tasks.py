@@ -9,6 +9,7 @@ from typing import Final
 import yaml
 
 from kerrigan.core.labels import is_valid_name
+from kerrigan.core.manifest.artifacts import Artifacts, read_artifacts
 from kerrigan.core.manifest.environment import read_env
 from kerrigan.core.manifest.model import (
     DEFAULT_TIMEOUT_S,
@@ -48,6 +49,7 @@ TASK_KEYS: Final = (
     "matrix",
     "results",
     "secrets",
+    "artifacts",
 )
 MAX_SECRETS: Final = 100  # a repository holds at most as many
 
@@ -138,6 +140,9 @@ def _task(
     needs = _needs(r, config["needs"][1], field + ".needs") if "needs" in config else ()
     results = read_globs(r, config["results"][1], field + ".results") if "results" in config else ()
     secrets = _secrets(r, config["secrets"][1], field + ".secrets") if "secrets" in config else ()
+    artifacts = Artifacts()
+    if "artifacts" in config:
+        artifacts = read_artifacts(r, config["artifacts"][1], field + ".artifacts")
     matrix: Matrix | None = None
     if "matrix" in config:
         matrix = read_matrix(r, config["matrix"][1], field + ".matrix", task_id=task_id)
@@ -171,6 +176,7 @@ def _task(
                 combination,
                 results,
                 secrets,
+                artifacts,
             )
         )
     return task_id, needs, jobs

@@ -16,7 +16,8 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kerrigan.testing.github import auth, checks, contents, issues, limits, manifests, repositories
+from kerrigan.testing.github import artifacts, auth, checks, contents, issues, limits, manifests, repositories
+from kerrigan.testing.github.artifacts import FakeArtifact, zip_of
 from kerrigan.testing.github.auth import generate_app_key, installation_of
 from kerrigan.testing.github.errors import GitHubError, error_response
 from kerrigan.testing.github.faults import Fault, Faults
@@ -80,6 +81,8 @@ class GitHubStandIn:
         self.oauth_codes: dict[str, tuple[str, str]] = {}  # code -> (login, redirect_uri)
         self.user_tokens: dict[str, str] = {}  # token -> login
         self.downloads: dict[str, tuple[str, str]] = {}  # one-time tarball keys -> (repository, ref)
+        self.artifacts: dict[int, FakeArtifact] = {}
+        self.artifact_downloads: dict[str, int] = {}  # one-time artifact keys -> artifact id
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.check_suites: dict[tuple[str, str], int] = {}  # (repository, head sha) -> suite id
         self.comments: list[dict[str, Any]] = []
@@ -105,6 +108,22 @@ class GitHubStandIn:
         repo = FakeRepository(full_name, next(self.ids), installation_id)
         self.repositories[full_name] = repo
         return repo
+
+    def add_artifact(
+        self,
+        full_name: str,
+        run_id: int,
+        name: str,
+        files: Mapping[str, bytes] | None = None,
+        *,
+        data: bytes | None = None,
+        expired: bool = False,
+    ) -> FakeArtifact:
+        """An artifact of the workflow run ``run_id``: a zip of ``files``, or ``data`` as it is."""
+        archive = data if data is not None else zip_of(files or {})
+        artifact = FakeArtifact(next(self.ids), full_name, run_id, name, archive, expired)
+        self.artifacts[artifact.id] = artifact
+        return artifact
 
     def add_commit(self, full_name: str, sha: str, files: Mapping[str, str | bytes]) -> None:
         """The repository's files at ``sha`` (``"*"``: at every commit not added on its own)."""
@@ -178,7 +197,7 @@ class GitHubStandIn:
     async def start(self, port: int = 0) -> None:
         """Listen on 127.0.0.1 (a free port unless one is given)."""
         app = web.Application(middlewares=[self._middleware])
-        for concern in (auth, contents, checks, issues, limits, manifests, repositories):
+        for concern in (artifacts, auth, contents, checks, issues, limits, manifests, repositories):
             concern.add_routes(app.router, self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -1,6 +1,6 @@
-"""jobs: what the manifest's pipeline keys give a job (``env``, ``needs``, ``results``, ``secrets``), the
-test results a job's runner sent (``job_results``), and whether a session's jobs get secrets (a fork's
-pull request only when its approval says so)
+"""jobs: what the manifest's pipeline keys give a job (``env``, ``needs``, ``results``, ``secrets``,
+``artifacts``), the test results a job's runner sent (``job_results``), and whether a session's jobs get
+secrets (a fork's pull request only when its approval says so)
 
 Revision ID: 0017
 Revises: 0016
@@ -24,6 +24,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("needs", sa.JSON(), nullable=False, server_default="[]"))
         batch_op.add_column(sa.Column("results", sa.JSON(), nullable=False, server_default="[]"))
         batch_op.add_column(sa.Column("secrets", sa.JSON(), nullable=False, server_default="[]"))
+        batch_op.add_column(sa.Column("artifacts", sa.JSON(), nullable=False, server_default="{}"))
     with op.batch_alter_table("sessions", schema=None) as batch_op:
         batch_op.add_column(
             sa.Column("secrets_allowed", sa.Boolean(), nullable=False, server_default=sa.true())
@@ -46,6 +47,7 @@ def downgrade() -> None:
     with op.batch_alter_table("sessions", schema=None) as batch_op:
         batch_op.drop_column("secrets_allowed")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("artifacts")
         batch_op.drop_column("secrets")
         batch_op.drop_column("results")
         batch_op.drop_column("needs")

@@ -1,0 +1,184 @@
+"""Artifacts a job takes from the GitHub Actions run that triggered its session (``artifacts.download``).
+
+Each is found by name in the run (``GET /repos/{repo}/actions/runs/{run}/artifacts?name=``, the newest one
+not expired), downloaded with the job's token (its ``actions: read``) through GitHub's redirect to a file
+under the agent's work dir, streamed and never held whole, and unpacked into its workspace folder with
+:mod:`kerrigan.core.artifact_archive`'s checks (no link, no name out of the folder, the tarball's limits
+on bytes and members, counted as they are inflated). GitHub's transient failures are retried as a source
+fetch's are; what fails is a :class:`~kerrigan.runner.sources.SourceError` naming the artifact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import zipfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+
+from kerrigan.core.artifact_archive import ArchiveRefusedError, ZipCheck, ZipEntry
+from kerrigan.core.github_retry import retry_after
+from kerrigan.core.unpacking import FOLDER_MODE, UnpackLimits
+from kerrigan.runner.github_requests import (
+    GitHubRequestError,
+    RetryBudget,
+    describe,
+    failure,
+    github_request,
+    with_retries,
+)
+from kerrigan.runner.sources import DOWNLOAD_TIMEOUT, SourceError
+
+_CHUNK: Final = 1 << 16
+_NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+LIST_TIMEOUT: Final = aiohttp.ClientTimeout(total=60)
+T = TypeVar("T")
+
+
+def downloads_of(offer: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The offer's ``artifacts.download`` as ``(name, folder)`` pairs."""
+    artifacts = offer.get("artifacts")
+    listed = artifacts.get("download") if isinstance(artifacts, dict) else None
+    return [
+        (str(item["name"]), str(item.get("path") or "."))
+        for item in listed or ()
+        if isinstance(item, dict) and isinstance(item.get("name"), str)
+    ]
+
+
+async def download_artifacts(
+    http: aiohttp.ClientSession,
+    offer: Mapping[str, Any],
+    *,
+    api_url: str,
+    token: str,
+    workspace: Path,
+    scratch: Path,
+    limits: UnpackLimits,
+    retry: RetryBudget,
+) -> None:
+    """Put every artifact the offer names into the workspace, or raise :class:`SourceError`."""
+    wanted = downloads_of(offer)
+    if not wanted:
+        return
+    run_id = offer.get("workflow_run_id")
+    if not isinstance(run_id, int):
+        raise SourceError(
+            "artifacts.download takes artifacts from the GitHub Actions run that triggered the session; "
+            "this session was not triggered by a workflow_run event"
+        )
+    github = _Artifacts(http, api_url.rstrip("/"), token, retry)
+    repository = str(offer.get("repository", ""))
+    scratch.mkdir(parents=True, exist_ok=True)
+    for name, folder in wanted:
+        url = await github.download_url(repository, run_id, name)
+        staged = scratch / f"{offer.get('id', 'job')}-{os.getpid()}.zip"
+        try:
+            await github.fetch(url, staged, name)
+            await asyncio.to_thread(unpack_artifact, staged, workspace, folder, ZipCheck(name, limits))
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()
+
+
+@dataclass(frozen=True, slots=True)
+class _Artifacts:
+    """The artifacts API as one job's token sees it."""
+
+    http: aiohttp.ClientSession
+    api_url: str
+    token: str
+    retry: RetryBudget
+
+    async def download_url(self, repository: str, run_id: int, name: str) -> str:
+        """The newest unexpired artifact ``name`` of the run: its download URL."""
+        query = f"name={quote(name)}&per_page=100"
+        url = f"{self.api_url}/repos/{repository}/actions/runs/{run_id}/artifacts?{query}"
+
+        async def listed() -> list[dict[str, Any]]:
+            async with github_request(self.http, "GET", url, self.token, LIST_TIMEOUT) as response:
+                if response.status != 200:
+                    raise await failure(response)
+                body = await response.json(content_type=None)
+            found = body.get("artifacts") if isinstance(body, dict) else None
+            return [item for item in found or () if isinstance(item, dict)]
+
+        artifacts = await self._sent(listed, url, f"artifact {name!r} of workflow run {run_id}")
+        named = [item for item in artifacts if item.get("name") == name]
+        if not named:
+            raise SourceError(f"workflow run {run_id} has no artifact {name!r}")
+        live = [item for item in named if not item.get("expired")]
+        if not live:
+            raise SourceError(f"artifact {name!r} of workflow run {run_id} has expired")
+        return str(max(live, key=lambda item: int(item.get("id") or 0))["archive_download_url"])
+
+    async def fetch(self, url: str, staged: Path, name: str) -> None:
+        """Stream the artifact's zip to ``staged``."""
+
+        async def once() -> None:
+            async with github_request(self.http, "GET", url, self.token, DOWNLOAD_TIMEOUT) as response:
+                if response.status != 200:
+                    raise await failure(response)
+                with staged.open("wb") as out:
+                    async for chunk in response.content.iter_chunked(_CHUNK):
+                        out.write(chunk)
+
+        try:
+            await self._sent(once, url, f"artifact {name!r}")
+        except OSError as err:  # this host's disk could not hold it: another host may
+            raise SourceError(f"artifact {name!r} could not be stored: {err}", transient=True) from err
+
+    async def _sent(self, send: Callable[[], Awaitable[T]], url: str, what: str) -> T:
+        try:
+            return await with_retries(send, self.retry, f"GET {url}")
+        except GitHubRequestError as err:
+            passing = retry_after(err.status, err.headers, err.message, 1, 0.0) is not None
+            raise SourceError(f"{what}: {err}", transient=passing) from err
+        except aiohttp.ClientError as err:
+            raise SourceError(f"{what}: {describe(err)}") from err
+
+
+def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck) -> None:
+    """Unpack the zip into ``folder`` of the workspace, every member checked first and no link followed."""
+    try:
+        target = _folder(workspace, tuple(part for part in folder.split("/") if part not in ("", ".")))
+        with zipfile.ZipFile(archive) as zipped:
+            for info in zipped.infolist():
+                parts, is_folder, mode = check.admit(ZipEntry(info.filename, info.external_attr >> 16))
+                if is_folder:
+                    _folder(target, parts)
+                    continue
+                parent = _folder(target, parts[:-1])
+                with zipped.open(info) as source:
+                    descriptor = os.open(parent / parts[-1], _NEW_FILE, mode)
+                    os.fchmod(descriptor, mode)  # the mode asked for, whatever the umask
+                    with os.fdopen(descriptor, "wb") as out:
+                        while chunk := source.read(_CHUNK):
+                            check.count_bytes(len(chunk))
+                            out.write(chunk)
+    except ArchiveRefusedError as err:
+        raise SourceError(str(err)) from err
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as err:
+        raise SourceError(f"artifact {check.artifact!r} is not a zip that can be read: {err}") from err
+    except OSError as err:
+        raise SourceError(f"artifact {check.artifact!r} could not be unpacked: {err}") from err
+
+
+def _folder(top: Path, parts: Sequence[str]) -> Path:
+    """``top`` joined with ``parts``, each made a folder if missing; a part that is a link or a file is
+    refused (nothing is ever written through a link)."""
+    path = top
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise ArchiveRefusedError(f"{'/'.join(parts)!r} passes through a symbolic link in the workspace")
+        if path.exists() and not path.is_dir():
+            raise ArchiveRefusedError(f"{'/'.join(parts)!r} passes through a file in the workspace")
+        path.mkdir(mode=FOLDER_MODE, exist_ok=True)
+    return path
