@@ -16,6 +16,7 @@ import aiohttp
 from aiohttp import web
 
 from kerrigan.config import Settings
+from kerrigan.dispatch.artifacts import ArtifactUpload
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.dispatch.results import ResultsUpload
@@ -99,6 +100,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app.router.add_post("/webhooks/github", receiver.handle)
     app.router.add_routes(protocol.routes())
     app.router.add_routes(ResultsUpload(protocol).routes())
+    app.router.add_routes(ArtifactUpload(protocol).routes())
     app.add_subapp("/api/v1", create_api())
     setup_pages(app, settings)
     return app

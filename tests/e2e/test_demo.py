@@ -19,7 +19,14 @@ def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "The webhook was answered 202 Accepted." in out
-    assert "GitHub now shows 5 check runs" in out
+    assert "GitHub now shows 6 check runs" in out
+    # The pipeline: a build check, then the UART suite per SDK with a secret, results and a kept log.
+    assert "✗ kerrigan / hil-pipeline  (completed, failure)" in out
+    assert "| `uart-suite (sdk=2.1.1)` | failed |" in out
+    assert "VPN key ***" in out
+    assert "demo-vpn-" not in out
+    assert "failure: tests/test_uart.py:42: echo lost 3 of 64 bytes" in out
+    assert "[logs/console.log](" in out
     assert "✓ kerrigan / hil-smoke  (completed, success)" in out
     assert "✓ kerrigan / legacy  (completed, success)" in out
     assert "smoke: 3 of 3 checks passed" in out  # a runner agent ran the pushed script

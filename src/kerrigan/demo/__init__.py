@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 import aiohttp
 from aiohttp import web
+from cryptography.fernet import Fernet
 from sqlalchemy import select
 
 from kerrigan.app import create_app
@@ -35,9 +36,11 @@ from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
+from kerrigan.store.installations import add_repositories, upsert_installation
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
+from kerrigan.store.secrets import Keyring, find_repository, set_secret
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from kerrigan.testing.processes import free_port
 
@@ -65,7 +68,7 @@ def _scripts() -> dict[str, str]:
     return {f"scripts/{entry.name}": entry.read_text(encoding="utf-8") for entry in folder.iterdir()}
 
 
-async def _prepare_database(url: str) -> Database:
+async def _prepare_database(url: str, secrets_key: str) -> Database:
     database = Database.connect(url)
     await upgrade(database.engine)
     result = parse_inventory(_data("lab.yml"), "lab.yml")
@@ -77,6 +80,13 @@ async def _prepare_database(url: str) -> Database:
             diff_inventories(Inventory(), result.inventory),
             Change("demo", database.clock()),
         )
+        # The repository is installed, with the secret hil-pipeline's UART suite names.
+        installation = await upsert_installation(session, INSTALLATION, "octo", database.clock())
+        await add_repositories(session, installation, [(7, REPOSITORY)])
+        repository = await find_repository(session, REPOSITORY)
+        vpn_key = "demo-vpn-" + secrets.token_hex(8)
+        change = Change("octocat", database.clock())
+        await set_secret(session, Keyring((secrets_key,)), repository, "LAB_VPN_KEY", vpn_key, change=change)
     return database
 
 
@@ -114,7 +124,8 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
     """Run the demo; returns the exit status."""
     with tempfile.TemporaryDirectory(prefix="kerrigan-demo-") as folder:
         url = f"sqlite+aiosqlite:///{Path(folder) / 'kerrigan.db'}"
-        database = await _prepare_database(url)
+        secrets_key = Fernet.generate_key().decode()
+        database = await _prepare_database(url, secrets_key)
         await database.close()
         async with GitHubStandIn() as github:
             github.add_installation(INSTALLATION, "octo")
@@ -137,6 +148,7 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 github_client_id=github.oauth_client_id,
                 github_client_secret=github.oauth_client_secret,
                 session_secret=secrets.token_hex(16),
+                secrets_keys=(secrets_key,),
             )
             runner = web.AppRunner(create_app(settings), access_log=None)
             await runner.setup()

@@ -45,8 +45,8 @@ class ResultsUpload:
         try:
             host = await self.protocol.host_of(request)
             job_id = self.protocol.job_id_of(request)
-            path = _path(request.query.get("path"))
-            size = _size(request.query.get("size"))
+            path = workspace_path(request.query.get("path"))
+            size = declared_size(request.query.get("size"))
             workspace = request.query.get("workspace", "")
             if len(workspace) > MAX_WORKSPACE or not workspace.isprintable():
                 raise ProtocolError(400, "invalid", "workspace is an absolute folder", "workspace")
@@ -77,7 +77,8 @@ class ResultsUpload:
         )
 
 
-def _path(text: str | None) -> str:
+def workspace_path(text: str | None) -> str:
+    """A file's path in the workspace, as a call names it (no glob, no `..`, not absolute), or a 400."""
     if not text:
         raise ProtocolError(400, "invalid", "path names the file in the workspace", "path")
     problem = glob_problem(text) if len(text) <= 500 and text.isprintable() else "is not a workspace path"
@@ -86,7 +87,8 @@ def _path(text: str | None) -> str:
     return text
 
 
-def _size(text: str | None) -> int | None:
+def declared_size(text: str | None) -> int | None:
+    """The whole size a call declares for its file, or a 400."""
     if text is None:
         return None
     if not (text.isascii() and text.isdigit() and len(text) <= 19) or int(text) > MAX_RESOURCE:

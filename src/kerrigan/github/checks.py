@@ -17,7 +17,7 @@ from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome
 from kerrigan.core.matrix import shown_name
 from kerrigan.core.results import ResultsSummary
-from kerrigan.core.runner_fields import cut_of
+from kerrigan.core.runner_fields import cut_of, size_text
 from kerrigan.core.yamlsource import Problem
 from kerrigan.github.check_results import results_annotations, results_sections
 
@@ -425,6 +425,22 @@ def validate_actions(actions: Sequence[dict[str, Any]]) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class JobFile:
+    """A file a job uploaded, linked from its check run; ``note`` says why one was not kept."""
+
+    path: str
+    url: str
+    size: int | None
+    note: str | None = None
+
+    def line(self) -> str:
+        """``[logs/console.log](…) (12 KiB)``, or the path and its note."""
+        if self.note:
+            return f"{_code(self.path)}: {_cell(self.note)}"
+        return f"[{_cell(self.path)}]({self.url}) ({size_text(self.size or 0)})"
+
+
+@dataclass(frozen=True, slots=True)
 class JobProgress:
     """One job as the check run shows it."""
 
@@ -442,6 +458,7 @@ class JobProgress:
     after: str | None = None  # what ended the attempt it retries: "runner_lost on modalix-bluebox"
     suspect: str = ""  # its device fails this task more than its peers: "modalix-redbox failed 8 of 10 ..."
     results: ResultsSummary | None = None  # the tests of the JUnit XML files its runner sent
+    files: tuple[JobFile, ...] = ()  # what it uploaded (artifacts.upload)
 
     @property
     def current(self) -> bool:
@@ -453,6 +470,7 @@ class JobProgress:
         return describe_attempt(self.attempt, self.attempts, self.device_id, self.after)
 
 
+MAX_FILES_LISTED: Final = 20  # a job's uploaded files linked from the check run; the page lists them all
 TAIL_LINES: Final = 20
 TAIL_LINE_CHARS: Final = 1000  # of each tail line: 20 long lines of several jobs stay within the summary
 
@@ -527,6 +545,15 @@ def progress_body(
     lines += _attempts(jobs)
     for section in results_sections(jobs, context.details_url):
         lines += ["", section.rstrip("\n")]
+    uploaded = [job for job in jobs if job.current and job.files]
+    if uploaded:
+        lines += ["", "**Files**", ""]
+        for job in uploaded:
+            listing = job.files[:MAX_FILES_LISTED]
+            more = len(job.files) - len(listing)
+            rest = f", and {more} more on the session page" if more else ""
+            listed = ", ".join(file.line() for file in listing)
+            lines.append(f"- {_code(shown_name(job.task_id))}: {listed}{rest}")
     suspects = [job for job in jobs if job.suspect and job.state in (JobState.FAILED, JobState.RETRIED)]
     if suspects:
         lines += ["", "**Suspect devices**", ""]
@@ -545,7 +572,7 @@ def progress_body(
             lines += [
                 "",
                 # A running job's lines so far are what a reader comes for: shown unfolded.
-                f"<details{' open' if running else ''}><summary>{_cell(job.task_id)}"
+                f"<details{' open' if running else ''}><summary>{_cell(shown_name(job.task_id))}"
                 f"{f' (attempt {job.attempt})' if job.attempt > 1 or not job.current else ''}"
                 f"{': latest lines of output, while it runs' if running else ': last lines of output'}"
                 f"{f' ({_cell(cut)})' if cut else ''}</summary>",

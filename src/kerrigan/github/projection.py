@@ -12,6 +12,7 @@ from kerrigan.core.lifecycle import RetryPolicy, retry_cause
 from kerrigan.core.results import summarise
 from kerrigan.github.checks import (
     CheckRunBody,
+    JobFile,
     JobProgress,
     SessionContext,
     body_from_json,
@@ -33,10 +34,11 @@ def cancel_reason_of(view: Projection) -> str | None:
     return view.cancel_reason or None
 
 
-def progress_of(view: Projection) -> list[JobProgress]:
+def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
     """Each job as the check run shows it, with its attempt and what ended the attempt it retries."""
     records = {job.record.pk: job.record for job in view.jobs}
     attempts = RetryPolicy.from_dict(view.session.resolution.get(RETRY_POLICY_KEY)).max_attempts
+    base = details_url.rstrip("/")
     progress = []
     for job in view.jobs:
         record = job.record
@@ -60,6 +62,10 @@ def progress_of(view: Projection) -> list[JobProgress]:
                 after,
                 job.suspect,
                 summarise(job.results) if job.results else None,
+                tuple(
+                    JobFile(file.path, f"{base}/jobs/{record.pk}/files/{file.pk}", file.size, file.note)
+                    for file in job.files
+                ),
             )
         )
     return progress
@@ -81,7 +87,7 @@ def render(view: Projection, details_url: str) -> CheckRunBody:
     return progress_body(
         session.workflow,
         context_of(view, details_url),
-        progress_of(view),
+        progress_of(view, details_url),
         session.state,
         session.conclusion,
         cancel_reason=cancel_reason,

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
-from kerrigan.runner.results import read_head, results_files
+from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, read_head, results_files
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
@@ -117,6 +117,7 @@ class Reporting(HostState):
         self._changed.set()
         if not record.reported:
             await self._send_results(record)
+            await self._send_artifacts(record)
             await self._report_end(record)
 
     async def _send_results(self, record: JobRecord) -> None:
@@ -138,6 +139,22 @@ class Reporting(HostState):
                 log.warning("job %s: results file %s not sent: %s", record.id, path, err)
                 continue
             log.info("job %s: results %s: %s tests", record.id, path, answer.get("tests"))
+
+    async def _send_artifacts(self, record: JobRecord) -> None:
+        """Upload the files the manifest's ``artifacts.upload`` globs match, streamed from disk; one over
+        the server's limit is declared, not sent (its page lists it as not kept). Never holds up the end."""
+        artifacts = record.offer.get("artifacts")
+        listed = artifacts.get("upload") if isinstance(artifacts, dict) else None
+        globs = [glob for glob in listed or () if isinstance(glob, str)]
+        if not globs or not record.workspace:
+            return
+        workspace = self.workspaces.path(record.workspace)
+        for path, file in await asyncio.to_thread(results_files, workspace, globs, MAX_UPLOADS):
+            try:
+                size = file.stat().st_size
+                await self.server.artifact(record.id, path, file if size <= MAX_UPLOAD_BYTES else None, size)
+            except (OSError, ServerUnavailable, ServerRefused) as err:
+                log.warning("job %s: file %s not uploaded: %s", record.id, path, err)
 
     async def _report_end(self, record: JobRecord) -> None:
         body: dict[str, Any] = {"exit_status": record.exit_status if record.exit_status is not None else -1}

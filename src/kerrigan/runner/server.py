@@ -8,10 +8,12 @@ jittered exponential backoff by ``stamina``. A 4xx is the agent's own mistake an
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, BinaryIO, Final
 from urllib.parse import urlencode
 
 import aiohttp
@@ -64,10 +66,10 @@ class ServerClient:
         *,
         timeout_s: float = 30.0,
         retry_timeout_s: float = RETRY_TIMEOUT_S,
-        data: bytes | None = None,
+        data: bytes | Callable[[], BinaryIO] | None = None,
     ) -> dict[str, Any]:
         """One call, retried while the server is unreachable; the JSON answer. ``data`` is sent as the
-        body instead of ``body``'s JSON (a file)."""
+        body instead of ``body``'s JSON: bytes, or what opens a file anew for each try (streamed)."""
         try:
             async for attempt in stamina.retry_context(
                 on=(aiohttp.ClientConnectionError, TimeoutError, ServerUnavailable),
@@ -82,9 +84,21 @@ class ServerClient:
         raise AssertionError("unreachable: stamina either returns or raises")  # pragma: no cover
 
     async def _once(
-        self, method: str, path: str, body: Mapping[str, Any] | None, timeout_s: float, data: bytes | None
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        timeout_s: float,
+        data: bytes | Callable[[], BinaryIO] | None,
     ) -> dict[str, Any]:
-        raw = {"data": data} if data is not None else {"json": body}
+        with contextlib.ExitStack() as opened:
+            sent: Any = data
+            if callable(data):
+                sent = opened.enter_context(data())
+            raw = {"data": sent} if data is not None else {"json": body}
+            return await self._answer(method, path, raw, timeout_s)
+
+    async def _answer(self, method: str, path: str, raw: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         async with self.http.request(
             method,
             self.base_url + path,
@@ -142,6 +156,14 @@ class ServerClient:
         query = urlencode({"path": path, "size": size, "workspace": workspace})
         return await self.call(
             "POST", f"/jobs/{job_id}/results?{query}", data=data, timeout_s=120.0, retry_timeout_s=60.0
+        )
+
+    async def artifact(self, job_id: str, path: str, file: Path | None, size: int) -> dict[str, Any]:
+        """Upload one file of the job, streamed from disk; ``file`` None declares it over the limit."""
+        query = urlencode({"path": path, "size": size} | ({} if file is not None else {"skipped": 1}))
+        opener: Callable[[], BinaryIO] | bytes = (lambda: file.open("rb")) if file is not None else b""
+        return await self.call(
+            "POST", f"/jobs/{job_id}/artifacts?{query}", data=opener, timeout_s=600.0, retry_timeout_s=120.0
         )
 
     async def job(self, job_id: str, action: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:

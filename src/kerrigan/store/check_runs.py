@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.flaky import Suspect
 from kerrigan.core.results import JUnitReport
 from kerrigan.core.sessions import Session, SessionState
+from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
 from kerrigan.store.jobs import JobRecord, output_tails, session_job_records
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.results import results_of
@@ -58,6 +59,7 @@ class JobView:
     output_tail: str
     suspect: str = ""  # its device is suspect for its task: the numbers, as a sentence
     results: tuple[JUnitReport, ...] = ()  # the JUnit XML files its runner sent
+    files: tuple[ArtifactInfo, ...] = ()  # the files it uploaded, and the notes of those not kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +137,14 @@ async def projection(
     shown = [record.pk for record in records if record.started_at or record.finished_at]
     tails = await output_tails(session, shown)
     results = await results_of(session, shown)
+    files = await artifacts_of(session, shown)
     views = [
         JobView(
             record,
             tails.get(record.pk, ""),
             _suspect(found, record, suspects or {}),
             tuple(results.get(record.pk, ())),
+            tuple(files.get(record.pk, ())),
         )
         for record in records
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, and_, case, delete, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,7 +18,17 @@ from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.jobs import CUT_SEQ
-from kerrigan.store.models import DeviceLeaseRow, DeviceRow, JobLogRow, JobRow, PoolRow, SessionRow
+from kerrigan.store.models import (
+    DeviceLeaseRow,
+    DeviceRow,
+    JobArtifactChunkRow,
+    JobArtifactRow,
+    JobLogRow,
+    JobResultRow,
+    JobRow,
+    PoolRow,
+    SessionRow,
+)
 
 T = TypeVar("T")
 
@@ -461,6 +471,8 @@ async def prune_history(
             job_pks = select(JobRow.pk).where(JobRow.session_pk.in_(pks))
             # Children first and explicitly: each statement stays small and none relies on a cascade.
             await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(job_pks)))
+            await _delete_files(session, job_pks)
+            await session.execute(delete(JobResultRow).where(JobResultRow.job_pk.in_(job_pks)))
             await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
             await session.execute(update(JobRow).where(JobRow.retry_of.in_(job_pks)).values(retry_of=None))
             await session.execute(delete(JobRow).where(JobRow.session_pk.in_(pks)))
@@ -471,12 +483,26 @@ async def prune_history(
             (
                 await session.scalars(
                     select(JobRow.pk)
-                    .where(JobRow.finished_at < output_before, exists().where(JobLogRow.job_pk == JobRow.pk))
+                    .where(
+                        JobRow.finished_at < output_before,
+                        or_(
+                            exists().where(JobLogRow.job_pk == JobRow.pk),
+                            exists().where(JobArtifactRow.job_pk == JobRow.pk),
+                        ),
+                    )
                     .limit(batch)
                 )
             ).all()
         )
         if jobs:
             await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(jobs)))
+            await _delete_files(session, jobs)  # the files it uploaded are kept as long as its output
             output_jobs = len(jobs)
     return Pruned(sessions_deleted, output_jobs)
+
+
+async def _delete_files(session: AsyncSession, job_pks: Any) -> None:
+    """The uploaded files of the jobs (``job_pks``: their keys, or a query of them), chunks first."""
+    files = select(JobArtifactRow.pk).where(JobArtifactRow.job_pk.in_(job_pks))
+    await session.execute(delete(JobArtifactChunkRow).where(JobArtifactChunkRow.artifact_pk.in_(files)))
+    await session.execute(delete(JobArtifactRow).where(JobArtifactRow.job_pk.in_(job_pks)))

@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -351,6 +352,34 @@ class JobResultRow(Base):
     path: Mapped[str] = mapped_column(String(500))
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
     received_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class JobArtifactRow(Base):
+    """A file a job's runner uploaded (the manifest's ``artifacts.upload``): ``size`` is None until the
+    last chunk arrived; ``note`` says why it was not kept (over the limit), its chunks then absent."""
+
+    __tablename__ = "job_artifacts"
+    __table_args__ = (UniqueConstraint("job_pk", "path", name="uq_job_artifacts_job_path"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(String(500))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    note: Mapped[str | None] = mapped_column(String(500))
+    received_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class JobArtifactChunkRow(Base):
+    """A piece of an uploaded file, in order."""
+
+    __tablename__ = "job_artifact_chunks"
+    __table_args__ = (UniqueConstraint("artifact_pk", "seq", name="uq_job_artifact_chunks_artifact_seq"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    artifact_pk: Mapped[int] = mapped_column(ForeignKey("job_artifacts.pk", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class JobLogRow(Base):

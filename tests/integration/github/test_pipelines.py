@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kerrigan.core.matrix import shown_name
+from kerrigan.runner import reporting
+from kerrigan.store.artifacts import artifact_data, artifacts_of
 from kerrigan.store.jobs import output
-from tests.integration.github.conftest import Harness
+from tests.integration.github.conftest import PUBLIC_URL, Harness
 from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
 from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
 
@@ -137,3 +141,51 @@ async def test_junit_results_become_a_table_and_an_annotation_on_the_failing_lin
     assert annotation["message"] == "assert 'x' == 'y'"
     metrics = await (await harness.client.get("/metrics")).text()
     assert 'kerrigan_tests_total{outcome="failed"} 1.0' in metrics
+
+
+UPLOAD = """\
+name: upload
+on: {push: {branches: [main]}}
+scheduling:
+  labels: {form_factor: som, sdk: "2.2.0"}
+tasks:
+  - id: soak
+    run: ./scripts/soak.sh
+    vcpus: 1
+    artifacts:
+      upload: ["logs/**", big.bin, missing.txt]
+"""
+SOAK = """\
+#!/bin/sh
+mkdir -p logs/uart
+i=0; while [ $i -lt 2000 ]; do echo "console line $i"; i=$((i+1)); done > logs/console.log
+echo rx > logs/uart/rx.txt
+head -c 60000 /dev/zero > big.bin
+ln -s /etc/passwd logs/passwd
+"""
+
+
+async def test_uploaded_files_are_kept_with_the_job_and_linked_from_the_check_run(
+    harness: Harness, agents: AgentFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reporting, "MAX_UPLOAD_BYTES", 50_000)  # big.bin is over it: declared, not sent
+    await start_both(harness, agents)
+    [run] = await harness.push_commit({".kerrigan/workflows/upload.yml": UPLOAD, "scripts/soak.sh": SOAK})
+    await completed(harness, run)
+    final: dict[str, Any] = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "success", final["output"]["summary"]
+    [row] = await job_rows(harness)
+    async with harness.database.sessions() as session:
+        [files] = (await artifacts_of(session, [row.pk])).values()
+        by_path = {file.path: file for file in files}
+        assert set(by_path) == {"big.bin", "logs/console.log", "logs/uart/rx.txt"}  # no link, nothing missing
+        console = by_path["logs/console.log"]
+        data = b"".join([chunk async for chunk in artifact_data(session, console.pk)])
+    assert data == "".join(f"console line {i}\n" for i in range(2000)).encode()
+    assert console.size == len(data)
+    assert by_path["big.bin"].note == "not kept: 60000 bytes, over the limit of 100 MiB a file"
+    summary = final["output"]["summary"]
+    assert "**Files**" in summary
+    assert f"[logs/console.log]({PUBLIC_URL}/sessions/" in summary
+    assert f"/jobs/{row.pk}/files/{console.pk})" in summary
+    assert "`big.bin`: not kept: 60000 bytes" in summary

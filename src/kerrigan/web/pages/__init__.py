@@ -16,7 +16,18 @@ from aiohttp import web
 from kerrigan.config import Settings
 from kerrigan.core.redirects import local_path
 from kerrigan.web import signin
-from kerrigan.web.pages import audit, devices, explain, history, lab_health, pools, queue, runners, sessions
+from kerrigan.web.pages import (
+    audit,
+    devices,
+    explain,
+    history,
+    job_files,
+    lab_health,
+    pools,
+    queue,
+    runners,
+    sessions,
+)
 from kerrigan.web.pages.rendering import filters, page_errors, render
 from kerrigan.web.state import SETTINGS
 
@@ -75,5 +86,5 @@ def setup_pages(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/login/github", signin.login_github)
     app.router.add_get("/auth/callback", signin.auth_callback)
     app.router.add_post("/logout", signin.logout)
-    for module in (pools, history, devices, sessions, explain, queue, runners, lab_health, audit):
+    for module in (pools, history, devices, sessions, job_files, explain, queue, runners, lab_health, audit):
         app.router.add_routes(module.routes)

@@ -47,6 +47,7 @@ from kerrigan.core.results import ResultsSummary, summarise
 from kerrigan.core.results.summary import headline
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
+from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import SessionRow
 from kerrigan.store.results import results_of
@@ -415,6 +416,7 @@ class JobView:
     tail_bytes: int = TAIL_BYTES
     attempt_text: str | None = None  # "attempt 2 of 3 on modalix-redbox after runner_lost on ..."
     results: ResultsSummary | None = None  # every test of the JUnit XML files its runner sent
+    files: tuple[ArtifactInfo, ...] = ()  # what it uploaded (artifacts.upload), and notes of what not
 
     @property
     def results_headline(self) -> str:
@@ -499,6 +501,11 @@ def raw_log_path(session_id: str, job_pk: int) -> str:
     return f"/sessions/{quote(session_id)}/jobs/{job_pk}/output.txt"
 
 
+def file_path(session_id: str, job_pk: int, file_pk: int) -> str:
+    """Where a job's uploaded file (``artifacts.upload``) is downloaded (:mod:`.job_files`)."""
+    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/files/{file_pk}"
+
+
 def stream_path(session_id: str, job_pk: int) -> str:
     """Where a running job's new output streams from (server-sent events)."""
     return f"/sessions/{quote(session_id)}/jobs/{job_pk}/output/stream"
@@ -581,6 +588,7 @@ async def session_page(request: web.Request) -> web.Response:
         each = tail_bytes(len(jobs))
         outputs = [await output_tail(db, job.pk, job.chunks, each) for job in jobs]
         results = await results_of(db, [job.pk for job in jobs])
+        files = await artifacts_of(db, [job.pk for job in jobs])
         cancelled = (
             await db.execute(
                 select(SessionRow.cancelled_by, SessionRow.cancel_reason).where(SessionRow.id == session_id)
@@ -604,6 +612,7 @@ async def session_page(request: web.Request) -> web.Response:
             tail_bytes=each,
             attempt_text=_attempt_text(job, jobs, resolution),
             results=summarise(results[job.pk]) if job.pk in results else None,
+            files=tuple(files.get(job.pk, ())),
         )
         for job, output in zip(jobs, outputs, strict=True)
     ]
@@ -621,6 +630,9 @@ async def session_page(request: web.Request) -> web.Response:
 
     def stream_link(job_pk: int) -> str:
         return stream_path(session_id, job_pk)
+
+    def file_link(job_pk: int, file_pk: int) -> str:
+        return file_path(session_id, job_pk, file_pk)
 
     return await render(
         request,
@@ -645,6 +657,8 @@ async def session_page(request: web.Request) -> web.Response:
             "output_link": output_link,
             "raw_link": raw_link,
             "stream_link": stream_link,
+            "file_link": file_link,
+            "size_text": size_text,
             "diagnostics_open": _diagnostics_open(session, tasks, query_text),
             "cut_text": cut_text,
             "cancelled_by": cancelled[0] if cancelled else None,
@@ -705,7 +719,7 @@ async def job_output(request: web.Request) -> web.Response:
     )
 
 
-async def _job_of(request: web.Request) -> tuple[str, int]:
+async def job_of(request: web.Request) -> tuple[str, int]:
     """The session id and job of the path, 404 when the job is not one of that session's."""
     session_id = request.match_info["session_id"]
     job_pk = _page_number(request.match_info["job_id"])
@@ -722,7 +736,7 @@ async def job_raw_log(request: web.Request) -> web.StreamResponse:
     """A job's whole stored output as plain text, written chunk by chunk as it is read (the cut notice
     last, when it was cut): what the REST ``/api/v1/jobs/{id}/output`` serves, for the page's readers."""
     await page_reader(request)
-    _, job_pk = await _job_of(request)
+    _, job_pk = await job_of(request)
     async with request.config_dict[DATABASE].sessions() as db:
         return await stream_log(request, db, job_pk)
 
@@ -742,7 +756,7 @@ async def job_output_stream(request: web.Request) -> web.StreamResponse:
     once the job has ended and every chunk was sent. At most ``STREAM_BYTES`` and ``STREAM_S`` a
     connection: then it closes without ``end``, and the browser reconnects from where it was."""
     await page_reader(request)
-    _, job_pk = await _job_of(request)
+    _, job_pk = await job_of(request)
     after = _after(request)
     database = request.config_dict[DATABASE]
     response = web.StreamResponse(

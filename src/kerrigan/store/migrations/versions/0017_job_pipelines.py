@@ -36,13 +36,47 @@ def upgrade() -> None:
         sa.Column("path", sa.String(length=500), nullable=False),
         sa.Column("report", sa.JSON(), nullable=False),
         sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["job_pk"], ["jobs.pk"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("pk"),
+        sa.ForeignKeyConstraint(
+            ["job_pk"], ["jobs.pk"], name=op.f("fk_job_results_job_pk_jobs"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("pk", name=op.f("pk_job_results")),
         sa.UniqueConstraint("job_pk", "path", name="uq_job_results_job_path"),
+    )
+    op.create_table(
+        "job_artifacts",
+        sa.Column("pk", sa.Integer(), nullable=False),
+        sa.Column("job_pk", sa.Integer(), nullable=False),
+        sa.Column("path", sa.String(length=500), nullable=False),
+        sa.Column("size", sa.BigInteger(), nullable=True),
+        sa.Column("sha256", sa.String(length=64), nullable=True),
+        sa.Column("note", sa.String(length=500), nullable=True),
+        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["job_pk"], ["jobs.pk"], name=op.f("fk_job_artifacts_job_pk_jobs"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("pk", name=op.f("pk_job_artifacts")),
+        sa.UniqueConstraint("job_pk", "path", name="uq_job_artifacts_job_path"),
+    )
+    op.create_table(
+        "job_artifact_chunks",
+        sa.Column("pk", sa.Integer(), nullable=False),
+        sa.Column("artifact_pk", sa.Integer(), nullable=False),
+        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["artifact_pk"],
+            ["job_artifacts.pk"],
+            name=op.f("fk_job_artifact_chunks_artifact_pk_job_artifacts"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("pk", name=op.f("pk_job_artifact_chunks")),
+        sa.UniqueConstraint("artifact_pk", "seq", name="uq_job_artifact_chunks_artifact_seq"),
     )
 
 
 def downgrade() -> None:
+    op.drop_table("job_artifact_chunks")
+    op.drop_table("job_artifacts")
     op.drop_table("job_results")
     with op.batch_alter_table("sessions", schema=None) as batch_op:
         batch_op.drop_column("secrets_allowed")
