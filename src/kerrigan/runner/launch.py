@@ -19,6 +19,12 @@ command's output going to the job's log file. The launcher:
   CPU time and wall time to ``--result`` (written beside it and renamed, so it is whole or absent);
 - exits with the command's status.
 
+It is started as root with nothing of the job's: ``python -I`` in ``/``, with a fixed environment. The
+command's environment (the manifest's ``env``, the job's secrets, Kerrigan's variables) comes through
+``--env-fd``, a memory file read whole and closed, and is applied only at the command's ``exec``, after root
+was dropped; ``--cwd`` is the folder the command runs in. So no variable a repository sets (``PATH``,
+``LD_PRELOAD``, ``PYTHONPATH``) and no file in its workspace reaches a root process.
+
 SIGTERM sent to the group reaches the command; the launcher itself keeps going so it can still reap and
 account. If it is killed (SIGKILL) the result file is absent and the job's accounting is missing, never zero.
 Only the standard library is used: it starts in a few tens of milliseconds.
@@ -170,6 +176,17 @@ def _become(uid: int | None, groups: str) -> None:
             raise OSError(code, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(code)}")
 
 
+def _command_environment(fd: int | None) -> dict[str, str]:
+    """The command's environment, read whole from ``fd`` (then closed); without one, the launcher's own."""
+    if fd is None:
+        return dict(os.environ)
+    with os.fdopen(fd, "rb") as source:
+        found = json.loads(source.read())
+    if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
+        raise ValueError("the command's environment is not a JSON object of strings")
+    return {str(name): str(value) for name, value in found.items()}
+
+
 def _write_result(result_dir: int, name: str, result: dict[str, float]) -> None:
     """Written beside the result and renamed, so it is whole or absent."""
     staged = name + ".tmp"
@@ -179,8 +196,7 @@ def _write_result(result_dir: int, name: str, result: dict[str, float]) -> None:
     os.replace(staged, name, src_dir_fd=result_dir, dst_dir_fd=result_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command as described above; its exit status."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kerrigan.runner.launch")
     parser.add_argument("--result", type=Path, required=True)
     parser.add_argument("--cpus", default="", help="CPU ids to pin to, comma-separated")
@@ -190,14 +206,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", default="", help="its supplementary gids, comma-separated")
     parser.add_argument("--private-tmp", type=Path, help="the job's area whose folders cover /tmp")
     parser.add_argument("--keep", action="append", default=[], help="a folder that keeps its path")
+    parser.add_argument("--env-fd", type=int, help="a descriptor holding the command's environment (JSON)")
+    parser.add_argument("--cwd", type=Path, help="the folder the command runs in")
     parser.add_argument("command", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command as described above; its exit status."""
+    parser = _parser()
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
     try:
+        env = _command_environment(args.env_fd)
+        if args.cwd is not None:
+            os.chdir(args.cwd)
         result_dir = _enter(args)
-    except (LaunchError, OSError) as err:
+    except (LaunchError, OSError, ValueError) as err:
         sys.stderr.write(f"kerrigan: {err}\n")
         return 127
     # A handler (not SIG_IGN, which exec would pass on to the command) keeps the launcher alive to account;
@@ -217,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         os.close(result_dir)
         try:
             _become(args.user, args.groups)
-            os.execvp(command[0], command)  # noqa: S606 -- the agent passes ``sh -c`` when it wants a shell
+            # The job's environment only now, as its own user: nothing of it reached the root steps.
+            os.execvpe(command[0], command, env)  # noqa: S606 -- the agent passes ``sh -c`` for a shell
         except OSError as err:
             sys.stderr.write(f"kerrigan: cannot run {command[0]!r}: {err.strerror}\n")
         os._exit(127)

@@ -80,6 +80,25 @@ def job_environment(
     return env
 
 
+# What the root processes before the command (``systemd-run``, the launcher) run with: nothing of the job's.
+LAUNCHER_ENV: Final = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
+
+
+def environment_file(env: Mapping[str, str]) -> int:
+    """A memory file (``memfd``) holding ``env`` as JSON, at its start: the launcher's ``--env-fd``."""
+    fd = os.memfd_create("kerrigan-job-env", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, json.dumps(dict(env)).encode())  # a memfd takes a whole write at once
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
 def manifest_env(written: object) -> dict[str, str]:
     """The offer's ``env`` (the manifest's), its names checked again: a name the manifest could never give
     (``KERRIGAN_…``, ``GITHUB_…``, not a shell name) or a value that is no string or holds NUL is left out."""
@@ -156,10 +175,16 @@ class Processes(Reporting):
         memory = self.memory_cap(record.claim)
         record.cgroup = await asyncio.to_thread(backend.create, record.id, cpus, memory)
         self.records.save(record)  # on record before anything joins it: a restarted agent empties it
+        # The launcher runs as root: isolated from the workspace (``-I``: no PYTHON* variables, no working
+        # folder on sys.path; started in /) and from the job's environment, which only the command gets,
+        # through a memory file the launcher reads (never on disk) and applies at the command's exec.
         launcher = [
             sys.executable,
+            "-I",
             "-m",
             "kerrigan.runner.launch",
+            "--cwd",
+            str(workspace),
             "--result",
             str(self.records.result_path(record.id)),
             "--cpus",
@@ -190,17 +215,23 @@ class Processes(Reporting):
                 launcher += ["--private-tmp", str(area)]
                 env["TMPDIR"] = "/tmp"  # noqa: S108 -- the job's own, in its mount namespace
         launcher += ["--", "/bin/sh", "-c", command or "echo 'kerrigan: the task has no command' >&2; exit 2"]
+        env_fd = environment_file(env)
+        launcher[launcher.index("--cwd") : launcher.index("--cwd")] = ["--env-fd", str(env_fd)]
         argv = backend.prefix(record.cgroup, cpus, memory) + launcher
-        with self.records.output_path(record.id).open("ab") as output:
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=workspace,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=output,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+        try:
+            with self.records.output_path(record.id).open("ab") as output:
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd="/",
+                    env=LAUNCHER_ENV,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=(env_fd,),
+                )
+        finally:
+            os.close(env_fd)
         self._processes[record.id] = process
         record.state, record.started_at, record.pid = "running", self.clock(), process.pid
         record.pid_started = process_start_time(process.pid)

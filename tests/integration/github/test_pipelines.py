@@ -189,3 +189,38 @@ async def test_uploaded_files_are_kept_with_the_job_and_linked_from_the_check_ru
     assert f"[logs/console.log]({PUBLIC_URL}/sessions/" in summary
     assert f"/jobs/{row.pk}/files/{console.pk})" in summary
     assert "`big.bin`: not kept: 60000 bytes" in summary
+
+
+HIJACK = """\
+name: hijack
+on: {push: {branches: [main]}}
+scheduling:
+  labels: {form_factor: som, sdk: "2.2.0"}
+env: {PYTHONPATH: ".", PYTHONSTARTUP: ./evil.py, LD_PRELOAD: ./missing.so}
+tasks:
+  - id: plain
+    run: echo "the command ran with PYTHONPATH=$PYTHONPATH"
+    vcpus: 1
+"""
+EVIL = "import sys\nprint('the repository ran as root')\nsys.exit(0)\n"
+
+
+async def test_nothing_a_repository_sets_or_holds_reaches_the_root_launcher(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    # A kerrigan/runner/launch.py in the workspace, PYTHONPATH and LD_PRELOAD in the manifest's env: the
+    # launcher (root) starts isolated in /, and only the command gets the job's environment.
+    await start_both(harness, agents)
+    files = {
+        ".kerrigan/workflows/hijack.yml": HIJACK,
+        "kerrigan/__init__.py": "",
+        "kerrigan/runner/__init__.py": "",
+        "kerrigan/runner/launch.py": EVIL,
+        "evil.py": EVIL,
+    }
+    [run] = await harness.push_commit(files)
+    await completed(harness, run)
+    [row] = await job_rows(harness)
+    printed = await job_output(harness, row.pk)
+    assert "the command ran with PYTHONPATH=." in printed
+    assert "ran as root" not in printed
