@@ -26,7 +26,7 @@ def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
     assert "VPN key ***" in out
     assert "demo-vpn-" not in out
     assert "failure: tests/test_uart.py:42: echo lost 3 of 64 bytes" in out
-    assert "[logs/console.log](" in out
+    assert "`logs/console.log` ([42 bytes](" in out
     assert "✓ kerrigan / hil-smoke  (completed, success)" in out
     assert "✓ kerrigan / legacy  (completed, success)" in out
     assert "smoke: 3 of 3 checks passed" in out  # a runner agent ran the pushed script

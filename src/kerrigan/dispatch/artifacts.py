@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
+import aiohttp
 from aiohttp import web
+from sqlalchemy.exc import IntegrityError
 
 from kerrigan.core.unpacking import amount
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
@@ -58,30 +60,46 @@ class ArtifactUpload:
                         await not_kept(session, artifact_pk, size, refusal)
             except jobs.NotYoursError as exc:
                 raise ProtocolError(404, "not_found", str(exc)) from None
+            except IntegrityError:  # the same path sent twice at once: one of them goes on
+                raise ProtocolError(409, "conflict", f"{path} is being uploaded already", "path") from None
             if refusal is not None:
                 return web.json_response({"path": path, "kept": False, "note": refusal})
-            digest, received, seq, buffer = hashlib.sha256(), 0, 0, bytearray()
-            async for piece in request.content.iter_chunked(256 * 1024):
-                received += len(piece)
-                if received > size or received > MAX_FILE_BYTES:
-                    note = f"not kept: more than the {size:,} bytes it was said to be"
-                    async with database.writing(), database.sessions() as session, session.begin():
-                        await not_kept(session, artifact_pk, received, note)
-                    raise ProtocolError(413, "too_large", note, "size")
-                digest.update(piece)
-                buffer += piece
-                if len(buffer) >= PIECE_BYTES:
-                    await self._store(artifact_pk, seq, bytes(buffer))
-                    seq, buffer = seq + 1, bytearray()
-            if buffer or seq == 0:
-                await self._store(artifact_pk, seq, bytes(buffer))
-            if received != size:
-                raise ProtocolError(400, "invalid", f"{received:,} bytes came, not the {size:,} said", "size")
-            async with database.writing(), database.sessions() as session, session.begin():
-                await finish_upload(session, artifact_pk, size, digest.hexdigest())
+            try:
+                digest = await self._receive(request, artifact_pk, size)
+            except (aiohttp.ClientPayloadError, ConnectionError) as err:  # the runner went away mid-file
+                async with database.writing(), database.sessions() as session, session.begin():
+                    await not_kept(session, artifact_pk, size, "not kept: the upload was cut off")
+                raise ProtocolError(400, "incomplete", f"the upload was cut off: {err}", "size") from None
         except ProtocolError as exc:
             return error_response(exc)
-        return web.json_response({"path": path, "kept": True, "size": size, "sha256": digest.hexdigest()})
+        return web.json_response({"path": path, "kept": True, "size": size, "sha256": digest})
+
+    async def _receive(self, request: web.Request, artifact_pk: int, size: int) -> str:
+        """Store the body in pieces as it comes; its digest once it came whole, as big as said."""
+        database = self.database
+        digest, received, seq, buffer = hashlib.sha256(), 0, 0, bytearray()
+        async for piece in request.content.iter_chunked(256 * 1024):
+            received += len(piece)
+            if received > size:  # (a size over MAX_FILE_BYTES was refused before a byte was read)
+                note = f"not kept: more than the {size:,} bytes it was said to be"
+                async with database.writing(), database.sessions() as session, session.begin():
+                    await not_kept(session, artifact_pk, received, note)
+                raise ProtocolError(413, "too_large", note, "size")
+            digest.update(piece)
+            buffer += piece
+            if len(buffer) >= PIECE_BYTES:
+                await self._store(artifact_pk, seq, bytes(buffer))
+                seq, buffer = seq + 1, bytearray()
+        if buffer or seq == 0:
+            await self._store(artifact_pk, seq, bytes(buffer))
+        if received != size:
+            note = f"not kept: {received:,} bytes came, not the {size:,} said"
+            async with database.writing(), database.sessions() as session, session.begin():
+                await not_kept(session, artifact_pk, received, note)
+            raise ProtocolError(400, "invalid", note, "size")
+        async with database.writing(), database.sessions() as session, session.begin():
+            await finish_upload(session, artifact_pk, size, digest.hexdigest())
+        return digest.hexdigest()
 
     async def _store(self, artifact_pk: int, seq: int, data: bytes) -> None:
         async with self.database.writing(), self.database.sessions() as session, session.begin():

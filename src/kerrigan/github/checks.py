@@ -434,10 +434,11 @@ class JobFile:
     note: str | None = None
 
     def line(self) -> str:
-        """``[logs/console.log](…) (12 KiB)``, or the path and its note."""
+        """```logs/console.log` ([12 KiB](…))``, or the path and its note."""
         if self.note:
             return f"{_code(self.path)}: {_cell(self.note)}"
-        return f"[{_cell(self.path)}]({self.url}) ({size_text(self.size or 0)})"
+        # The path is the job's to choose: shown as code, never as a link's text (``](`` in it stays text).
+        return f"{_code(self.path)} ([{size_text(self.size or 0)}]({self.url}))"
 
 
 @dataclass(frozen=True, slots=True)

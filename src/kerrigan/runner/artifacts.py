@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import lzma
 import os
 import zipfile
+import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ import aiohttp
 
 from kerrigan.core.artifact_archive import ArchiveRefusedError, ZipCheck, ZipEntry
 from kerrigan.core.github_retry import retry_after
-from kerrigan.core.unpacking import FOLDER_MODE, UnpackLimits
+from kerrigan.core.unpacking import FOLDER_MODE, UnpackLimits, amount
 from kerrigan.runner.github_requests import (
     GitHubRequestError,
     RetryBudget,
@@ -38,6 +40,7 @@ from kerrigan.runner.sources import DOWNLOAD_TIMEOUT, SourceError
 _CHUNK: Final = 1 << 16
 _NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 LIST_TIMEOUT: Final = aiohttp.ClientTimeout(total=60)
+DOWNLOAD_SLACK: Final = 64 << 20  # a zip's own headers and directory, beyond the bytes it unpacks to
 T = TypeVar("T")
 
 
@@ -73,7 +76,8 @@ async def download_artifacts(
             "artifacts.download takes artifacts from the GitHub Actions run that triggered the session; "
             "this session was not triggered by a workflow_run event"
         )
-    github = _Artifacts(http, api_url.rstrip("/"), token, retry)
+    # A zip is at most what it unpacks to, and a little: more than that is refused as it streams.
+    github = _Artifacts(http, api_url.rstrip("/"), token, retry, limits.max_bytes + DOWNLOAD_SLACK)
     repository = str(offer.get("repository", ""))
     scratch.mkdir(parents=True, exist_ok=True)
     for name, folder in wanted:
@@ -95,6 +99,7 @@ class _Artifacts:
     api_url: str
     token: str
     retry: RetryBudget
+    max_bytes: int
 
     async def download_url(self, repository: str, run_id: int, name: str) -> str:
         """The newest unexpired artifact ``name`` of the run: its download URL."""
@@ -125,8 +130,13 @@ class _Artifacts:
             async with github_request(self.http, "GET", url, self.token, DOWNLOAD_TIMEOUT) as response:
                 if response.status != 200:
                     raise await failure(response)
+                written = 0
                 with staged.open("wb") as out:
                     async for chunk in response.content.iter_chunked(_CHUNK):
+                        written += len(chunk)
+                        if written > self.max_bytes:
+                            too_big = f"artifact {name!r} is over {amount(self.max_bytes)} to download"
+                            raise SourceError(too_big)
                         out.write(chunk)
 
         try:
@@ -151,6 +161,9 @@ def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck
         with zipfile.ZipFile(archive) as zipped:
             for info in zipped.infolist():
                 parts, is_folder, mode = check.admit(ZipEntry(info.filename, info.external_attr >> 16))
+                if info.flag_bits & 0x1:
+                    encrypted = f"artifact {check.artifact!r}: member {info.filename!r} is encrypted"
+                    raise ArchiveRefusedError(encrypted)
                 if is_folder:
                     _folder(target, parts)
                     continue
@@ -165,6 +178,8 @@ def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck
     except ArchiveRefusedError as err:
         raise SourceError(str(err)) from err
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, NotImplementedError) as err:
+        raise SourceError(f"artifact {check.artifact!r} is not a zip that can be read: {err}") from err
+    except (zlib.error, lzma.LZMAError, RuntimeError) as err:  # a corrupt stream, an encrypted member
         raise SourceError(f"artifact {check.artifact!r} is not a zip that can be read: {err}") from err
     except OSError as err:
         raise SourceError(f"artifact {check.artifact!r} could not be unpacked: {err}") from err

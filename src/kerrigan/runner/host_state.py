@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import html
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ import aiohttp
 import structlog
 
 from kerrigan.core.cpus import CpuAllocator
-from kerrigan.core.masking import Masker, SecretRefusedError, secret_problem
+from kerrigan.core.masking import Masker, secret_problem
 from kerrigan.runner.devices_file import DevicePresence
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
@@ -146,7 +147,8 @@ class HostState:
             self._issued.setdefault(job_id, {})[str(token)] = str(api_url)
 
     async def _accept(self, job_id: str) -> str | None:
-        """Accept (again); the state the server answers, keeping the token it hands out."""
+        """Accept (again); the state the server answers (None: no answer), keeping the token and the
+        secrets it hands out."""
         try:
             answer = await self.server.job(job_id, "accept")
         except (ServerUnavailable, ServerRefused) as err:
@@ -163,13 +165,18 @@ class HostState:
         if not isinstance(values, dict):
             return
         secrets = {str(name): value for name, value in values.items() if isinstance(value, str)}
+        refused = sorted(name for name, value in secrets.items() if secret_problem(name, value) is not None)
+        if refused:  # the server refuses such values when they are set: never given to the command
+            log.warning("job %s: secrets %s cannot be masked; the command does not get them", job_id, refused)
+            secrets = {name: value for name, value in secrets.items() if name not in refused}
         self._secrets[job_id] = secrets
-        try:
-            self._maskers[job_id] = Masker.for_secrets(secrets)
-        except SecretRefusedError as err:  # the server refuses such values when they are set
-            log.warning("job %s: a secret cannot be masked (%s); the others are", job_id, err)
-            masked = {name: value for name, value in secrets.items() if secret_problem(name, value) is None}
-            self._maskers[job_id] = Masker.for_secrets(masked)
+        # Each value as written, and as it stands XML-escaped in a JUnit file (in text and in attributes).
+        escaped = {
+            f"{name}\0{quote}": html.escape(value, quote=quote)
+            for name, value in secrets.items()
+            for quote in (False, True)
+        }
+        self._maskers[job_id] = Masker.for_secrets(secrets | escaped)
 
     def _needs_secrets(self, record: JobRecord) -> bool:
         """Whether the job names secrets this agent does not hold (it restarted since the accept)."""

@@ -2,7 +2,10 @@
 
 The server stores a job's output up to its ``KERRIGAN_OUTPUT_MAX_BYTES``; once it answers ``output_cut``
 the agent sends no more of it (a mark in the job's folder says so across restarts) and keeps the whole
-``output.log`` on the host until the job's record expires, for whoever needs what the server did not keep.
+``output.log`` on the host until the job's record expires, for whoever needs what the server did not keep —
+masked like the pages, or not kept at all when the job's secrets are no longer known to mask it with. The
+job's results and uploaded files are sent after its last output and before its end is reported, while its
+workspace is still its own.
 """
 
 from __future__ import annotations
@@ -32,9 +35,15 @@ class Reporting(HostState):
         if self._output_cut(record):
             return True
         if self._needs_secrets(record):  # restarted since the accept: ask again, to mask its output
-            await self._accept(record.id)
+            state = await self._accept(record.id)
             if self._needs_secrets(record):
-                return False  # nothing is cut unmasked: the next upload asks again
+                if state is None:
+                    return False  # the server did not answer: nothing is cut unmasked, the next upload asks
+                # It answered without them (a secret deleted since): no more of the output can be masked,
+                # so none is sent, and the raw log is not kept (see _end).
+                log.warning("job %s: its secrets are no longer given; no more output is sent", record.id)
+                self._mark_output_cut(record)
+                return True
         masker = self._maskers.get(record.id)
         if await asyncio.to_thread(self.records.cut_pages, record, final, masker):
             self.records.save(record)
@@ -103,7 +112,11 @@ class Reporting(HostState):
         # All output reaches the server before the end does: the check run shows the last lines.
         while not await self._upload(record, final=True) and not record.reported:
             await asyncio.sleep(5.0)
-        if not self._output_cut(record):  # a cut job's log is the only whole copy of its output
+        if not record.reported:  # before the workspace is free for another job, and with the masker
+            await self._send_results(record)
+            await self._send_artifacts(record)
+        if not self._output_cut(record) or self._needs_secrets(record):
+            # A cut job's log is the only whole copy of its output, kept; but never with secrets in clear.
             self.records.drop_output(record)
         elif (masker := self._maskers.get(record.id)) is not None:  # kept: without its secrets
             await asyncio.to_thread(self.records.mask_output, record, masker)
@@ -116,8 +129,6 @@ class Reporting(HostState):
                 self.workspaces.mark_used(record.workspace, self.clock())
         self._changed.set()
         if not record.reported:
-            await self._send_results(record)
-            await self._send_artifacts(record)
             await self._report_end(record)
 
     async def _send_results(self, record: JobRecord) -> None:
@@ -128,9 +139,12 @@ class Reporting(HostState):
         if not globs or not record.workspace:
             return
         workspace = self.workspaces.path(record.workspace)
+        masker = self._maskers.get(record.id)
         for path, file in await asyncio.to_thread(results_files, workspace, globs):
             try:
                 data, size = await asyncio.to_thread(read_head, file)
+                if masker is not None:  # its failures' text reaches the check run and its annotations
+                    data = await asyncio.to_thread(masker.mask_all, data)
                 answer = await self.server.results(record.id, path, data, size, str(workspace))
             except OSError as err:
                 log.warning("job %s: results file %s not read: %s", record.id, path, err)

@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.store.database import Database
 from kerrigan.store.jobs import owned_job
 from kerrigan.store.models import JobArtifactChunkRow, JobArtifactRow
 
@@ -110,19 +111,21 @@ async def artifact(session: AsyncSession, job_pk: int, artifact_pk: int) -> Arti
     return ArtifactInfo(row.pk, row.job_pk, row.path, row.size)
 
 
-async def artifact_data(session: AsyncSession, artifact_pk: int) -> AsyncIterator[bytes]:
-    """The upload's bytes, a chunk at a time (never all of it at once)."""
+async def artifact_data(database: Database, artifact_pk: int) -> AsyncIterator[bytes]:
+    """The upload's bytes, a chunk at a time (never all of it at once), each chunk read in a database
+    session of its own: a slow download holds no connection while it waits for its reader."""
     seq = -1
     while True:
-        chunk = (
-            await session.execute(
-                select(JobArtifactChunkRow.seq, JobArtifactChunkRow.data)
-                .where(JobArtifactChunkRow.artifact_pk == artifact_pk, JobArtifactChunkRow.seq > seq)
-                .order_by(JobArtifactChunkRow.seq)
-                .limit(1)
-            )
-        ).one_or_none()
-        if chunk is None:
-            return
-        seq = int(chunk[0])
+        async with database.sessions() as session:
+            chunk = (
+                await session.execute(
+                    select(JobArtifactChunkRow.seq, JobArtifactChunkRow.data)
+                    .where(JobArtifactChunkRow.artifact_pk == artifact_pk, JobArtifactChunkRow.seq > seq)
+                    .order_by(JobArtifactChunkRow.seq)
+                    .limit(1)
+                )
+            ).one_or_none()
+            if chunk is None:
+                return
+            seq = int(chunk[0])
         yield bytes(chunk[1])

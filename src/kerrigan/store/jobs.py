@@ -295,7 +295,8 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
     ended = []
     for job in rows:
         if job.state in (JobState.WAITING, JobState.QUEUED, JobState.LEASED):  # in no runner's hands
-            await move_job(session, job, JobState.CANCELLED, at, reason="cancelled")
+            detail = "" if job.state == JobState.WAITING else None  # what it waited for no longer matters
+            await move_job(session, job, JobState.CANCELLED, at, reason="cancelled", detail=detail)
             ended.append(job.pk)
         elif job.cancel_requested_at is None:
             job.cancel_requested_at = at

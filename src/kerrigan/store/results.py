@@ -30,8 +30,8 @@ async def store_results(
     await session.flush()
     counts = report.counts
     note(session, ResultsReceived(counts.passed, counts.failed, counts.errors, counts.skipped))
-    if job.state in ENDED:  # sent after the end was (a runner that restarted): the check run shows it
-        await settle_session(session, job.session_pk, at, news=True)
+    if job.state in ENDED:  # sent after the end (a runner that restarted): a check run still under way
+        await settle_session(session, job.session_pk, at, news=True)  # shows it; a completed one is left
     return job.pk
 
 

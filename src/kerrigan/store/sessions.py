@@ -200,7 +200,7 @@ async def resolve_session(
             job.requirements = dict(requirements[job.task_id])
         if outcome.state is SessionState.COMPLETED and job.state in (JobState.QUEUED, JobState.WAITING):
             reason = "unschedulable" if job.task_id in never else "session_unschedulable"
-            await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason)
+            await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=reason, detail="")
     if outcome.state is SessionState.QUEUED and not row.awaiting_approval:
         mark(session, Topic.DISPATCH)
     record_version(session, row, at)

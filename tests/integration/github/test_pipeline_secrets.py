@@ -33,6 +33,7 @@ tasks:
     run: ./scripts/vpn.sh
     vcpus: 1
     secrets: [lab_vpn_key]
+    results: "results/*.xml"
 """
 # The whole value once, then in two writes a moment apart (two pages of output, likely), then its length.
 VPN: Final = """\
@@ -42,6 +43,12 @@ printf 'split: %s' "$(printf '%s' "$LAB_VPN_KEY" | cut -c1-8)"
 sleep 0.4
 printf '%s\\n' "$(printf '%s' "$LAB_VPN_KEY" | cut -c9-)"
 echo "length: ${#LAB_VPN_KEY}"
+mkdir -p results
+cat > results/vpn.xml <<XML
+<testsuite><testcase classname="tests.test_vpn" name="test_login">
+<failure message="key $LAB_VPN_KEY refused">tests/test_vpn.py:7: key $LAB_VPN_KEY refused</failure>
+</testcase></testsuite>
+XML
 """
 
 
@@ -90,9 +97,12 @@ async def test_a_secret_is_in_the_jobs_environment_and_masked_everywhere_it_coul
     assert f"length: {len(VALUE)}" in stored  # the job had the whole value
     for piece in (VALUE, VALUE[:8] + VALUE[8:]):
         assert piece not in stored
-    assert VALUE not in str(final)
+    assert VALUE not in str(final)  # also not in the results table nor the failure's annotation
+    [annotation] = final["output"]["annotations"]
+    assert annotation["message"] == "key *** refused"
     assert VALUE[8:] not in stored  # not even the second half of the split write
-    assert files_holding(tmp_path, VALUE) == []  # nothing of it left on the runner hosts
+    # Nothing of it left on the runner hosts but what the job itself wrote into its workspace.
+    assert [path for path in files_holding(tmp_path, VALUE) if "workspaces" not in path.parts] == []
     page = await (await harness.client.get(f"/api/v1/jobs/{(await job_rows(harness))[0].pk}/output")).text()
     assert VALUE not in page
 

@@ -180,13 +180,13 @@ async def test_uploaded_files_are_kept_with_the_job_and_linked_from_the_check_ru
         by_path = {file.path: file for file in files}
         assert set(by_path) == {"big.bin", "logs/console.log", "logs/uart/rx.txt"}  # no link, nothing missing
         console = by_path["logs/console.log"]
-        data = b"".join([chunk async for chunk in artifact_data(session, console.pk)])
+    data = b"".join([chunk async for chunk in artifact_data(harness.database, console.pk)])
     assert data == "".join(f"console line {i}\n" for i in range(2000)).encode()
     assert console.size == len(data)
     assert by_path["big.bin"].note == "not kept: 60000 bytes, over the limit of 100 MiB a file"
     summary = final["output"]["summary"]
     assert "**Files**" in summary
-    assert f"[logs/console.log]({PUBLIC_URL}/sessions/" in summary
+    assert f"`logs/console.log` ([34.1 KiB]({PUBLIC_URL}/sessions/" in summary
     assert f"/jobs/{row.pk}/files/{console.pk})" in summary
     assert "`big.bin`: not kept: 60000 bytes" in summary
 

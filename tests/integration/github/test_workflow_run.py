@@ -63,3 +63,16 @@ async def test_a_run_of_a_forks_commit_waits_for_approval_like_its_pull_request(
         "queued",
         "Waiting for approval to run on lab hardware",
     )
+
+
+async def test_a_run_whose_head_repository_is_gone_waits_for_approval_without_secrets(
+    bare_harness: Harness,
+) -> None:
+    # A deleted fork: GitHub sends head_repository null. Its code is not the repository's own.
+    bare_harness.github.add_commit(REPO, SHA, AFTER_BUILD)
+    payload = webhook("workflow_run-completed")
+    payload["workflow_run"]["head_repository"] = None
+    await bare_harness.deliver("workflow_run", payload)
+    await bare_harness.settle()
+    [session] = await bare_harness.sessions()
+    assert (session.awaiting_approval, session.secrets_allowed) == (True, False)

@@ -30,8 +30,8 @@ async def on_workflow_run(event: Event, app: GitHubApp) -> None:
         event_name="workflow_run",
         ref=branch,
         # A run of a fork's commit carries the fork's code: it waits for /kerrigan approve like the fork's
-        # pull request does.
-        awaiting_approval=head_name is not None and head_name != name,
+        # pull request does; so does one whose head repository is gone (a deleted fork: GitHub sends null).
+        awaiting_approval=head_name is None or head_name != name,
         delivery_id=event.delivery_id,
         workflow_run_id=run.optional_integer("id"),
     )

@@ -24,22 +24,22 @@ async def job_file(request: web.Request) -> web.StreamResponse:
     _, job_pk = await job_of(request)
     raw = request.match_info["file_id"]
     database = request.config_dict[DATABASE]
+    number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 12 else None
     async with database.sessions() as db:
-        number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 12 else None
         found = await artifact(db, job_pk, number) if number is not None else None
-        if found is None:
-            raise ApiError(404, "not_found", f"Job {job_pk} has no file {raw[:20]}.")
-        name = found.path.rsplit("/", 1)[-1]
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "application/octet-stream",
-                "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}",
-                "Content-Length": str(found.size),
-                "X-Content-Type-Options": "nosniff",
-            }
-        )
-        await response.prepare(request)
-        async for chunk in artifact_data(db, found.pk):
-            await response.write(chunk)
+    if found is None:
+        raise ApiError(404, "not_found", f"Job {job_pk} has no file {raw[:20]}.")
+    name = found.path.rsplit("/", 1)[-1]
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "application/octet-stream",
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}",
+            "Content-Length": str(found.size),
+            "X-Content-Type-Options": "nosniff",
+        }
+    )
+    await response.prepare(request)
+    async for chunk in artifact_data(database, found.pk):  # a database session a chunk
+        await response.write(chunk)
     await response.write_eof()
     return response
