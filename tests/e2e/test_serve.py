@@ -66,10 +66,11 @@ async def test_serve_answers_at_once_and_its_worker_process_posts_the_check_runs
     for _ in range(300):
         async with database.sessions() as session:
             sessions = await find_sessions(session, REPO, head_sha=sha)
-        if len(sessions) == 5 and all(s.check_run_id for s in sessions):
+        if len(sessions) == 6 and all(s.check_run_id for s in sessions):
             break
         await asyncio.sleep(0.1)
-    assert sorted(s.workflow for s in sessions) == ["hil-smoke", "legacy", "org-class", "typo", "waiting"]
+    workflows = ["hil-pipeline", "hil-smoke", "legacy", "org-class", "typo", "waiting"]
+    assert sorted(s.workflow for s in sessions) == workflows
     assert all(s.check_run_id for s in sessions)
     failed = {s.workflow for s in sessions if s.conclusion is not None}
     assert failed == {"org-class", "typo"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from kerrigan.core.matrix import shown_name
 from kerrigan.runner import reporting
@@ -120,6 +121,7 @@ exit 1
 async def test_junit_results_become_a_table_and_an_annotation_on_the_failing_line(
     harness: Harness, agents: AgentFactory
 ) -> None:
+    failed_before = REGISTRY.get_sample_value("kerrigan_tests_total", {"outcome": "failed"}) or 0.0
     await start_both(harness, agents)
     files = {".kerrigan/workflows/results.yml": RESULTS, "scripts/hil.sh": HIL, "tests/test_uart.py": "x\n"}
     [run] = await harness.push_commit(files)
@@ -140,7 +142,7 @@ async def test_junit_results_become_a_table_and_an_annotation_on_the_failing_lin
     assert annotation["title"] == "tests.test_uart.test_echo"
     assert annotation["message"] == "assert 'x' == 'y'"
     metrics = await (await harness.client.get("/metrics")).text()
-    assert 'kerrigan_tests_total{outcome="failed"} 1.0' in metrics
+    assert f'kerrigan_tests_total{{outcome="failed"}} {failed_before + 1}' in metrics  # process-wide
 
 
 UPLOAD = """\
