@@ -17,15 +17,16 @@ import aiohttp
 from aiohttp import web
 from sqlalchemy.exc import IntegrityError
 
+from kerrigan.core.job_files import UPLOAD_MAX_BYTES, UPLOAD_MAX_FILES, UPLOAD_MAX_JOB_BYTES
 from kerrigan.core.unpacking import amount
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
 from kerrigan.dispatch.results import declared_size, workspace_path
 from kerrigan.store import jobs
 from kerrigan.store.artifacts import append_chunk, begin_upload, finish_upload, job_usage, not_kept
 
-MAX_FILE_BYTES: Final = 100 << 20
-MAX_JOB_BYTES: Final = 1 << 30
-MAX_FILES: Final = 100
+MAX_FILE_BYTES: Final = UPLOAD_MAX_BYTES
+MAX_JOB_BYTES: Final = UPLOAD_MAX_JOB_BYTES
+MAX_FILES: Final = UPLOAD_MAX_FILES
 PIECE_BYTES: Final = 1 << 20
 
 

@@ -15,6 +15,7 @@ from typing import Final
 
 from aiohttp import web
 
+from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES
 from kerrigan.core.manifest.paths import glob_problem
 from kerrigan.core.results import Locator, ParseLimits, parse_junit
 from kerrigan.core.runner_fields import MAX_RESOURCE
@@ -23,9 +24,9 @@ from kerrigan.store import jobs
 from kerrigan.store.results import result_count, store_results
 
 # What of one file is read and kept: the first 16 MiB; 50,000 tests; the text of 200 failures.
-LIMITS: Final = ParseLimits(max_cases=50_000, max_detailed=200)
-MAX_FILE_BYTES: Final = LIMITS.max_bytes
-MAX_FILES: Final = 20
+LIMITS: Final = ParseLimits(max_bytes=RESULTS_MAX_BYTES, max_cases=50_000, max_detailed=200)
+MAX_FILE_BYTES: Final = RESULTS_MAX_BYTES
+MAX_FILES: Final = RESULTS_MAX_FILES
 MAX_WORKSPACE: Final = 4096
 
 

@@ -16,13 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES, UPLOAD_MAX_BYTES, UPLOAD_MAX_FILES
+
 log = logging.getLogger(__name__)
 
-MAX_FILES: Final = 20  # results files, as the server keeps (kerrigan.dispatch.results)
-MAX_UPLOADS: Final = 100  # uploaded files, as the server keeps (kerrigan.dispatch.artifacts)
-MAX_UPLOAD_BYTES: Final = 100 << 20
+MAX_FILES: Final = RESULTS_MAX_FILES
+MAX_UPLOADS: Final = UPLOAD_MAX_FILES
+MAX_UPLOAD_BYTES: Final = UPLOAD_MAX_BYTES
 MAX_WALKED: Final = 500_000  # files and folders looked at in one workspace
-MAX_FILE_BYTES: Final = 16 << 20
+MAX_FILE_BYTES: Final = RESULTS_MAX_BYTES
 
 
 def results_files(workspace: Path, globs: Sequence[str], limit: int = MAX_FILES) -> list[tuple[str, Path]]:
