@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kerrigan.core.gang_explain import GangVerdict, explain_gang
 from kerrigan.core.inventory import Device, Inventory
 from kerrigan.core.manifest import ManifestResult, Task
 from kerrigan.core.matching import DeviceVerdict, Outcome, TaskResolution, resolve
@@ -25,11 +26,42 @@ _TIMES = "\N{MULTIPLICATION SIGN}"
 
 @dataclass(frozen=True, slots=True)
 class TaskExplanation:
-    """One task, how it resolved, and the device chosen for it."""
+    """One task, how it resolved, and the device chosen for it.
+
+    A gang task (``devices``) has its ``gang`` verdict, each role resolved; its ``resolution`` and
+    ``selected`` are then those of the role that holds it back most (:attr:`GangVerdict.bottleneck`).
+    """
 
     task: Task
     resolution: TaskResolution
     selected: Device | None
+    gang: GangVerdict | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """The task's outcome: its resolution's, or for a gang its verdict's."""
+        return self.gang.outcome if self.gang is not None else self.resolution.outcome
+
+    def resolutions(self) -> tuple[tuple[str | None, TaskResolution], ...]:
+        """(role, resolution) of each role of a gang, or (None, the task's resolution)."""
+        if self.gang is None:
+            return ((None, self.resolution),)
+        return tuple((role.role, role.resolution) for role in self.gang.roles)
+
+    def summary(self) -> str:
+        """One line: ``0/12 devices available: ...``, or each role's for a gang."""
+        return self.gang.summary() if self.gang is not None else self.resolution.summary()
+
+    def requirements_record(self) -> dict[str, object]:
+        """The requirements its jobs are dispatched by, as stored: ``{"labels", "tags"}`` and, for a gang,
+        ``roles``: ``[{"role", "labels", "tags"}, ...]`` in the order written."""
+        record: dict[str, object] = dict(self.resolution.requested.as_dict())
+        if self.task.devices:
+            record = dict(self.task.requirements.as_dict())
+            record["roles"] = [
+                {"role": role.name, **role.requirements.as_dict()} for role in self.task.devices
+            ]
+        return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +84,8 @@ class Explanation:
         """0 when every task has an eligible device, 1 when some task has none, 2 on invalid input."""
         if self.errors:
             return EXIT_INVALID
-        if any(not t.resolution.eligible for t in self.tasks):
+        # A gang's resolution is its scarcest role's: no device there is none for the gang.
+        if any(not t.resolution.eligible or (t.gang and t.gang.never) for t in self.tasks):
             return EXIT_UNMATCHED
         return EXIT_OK
 
@@ -74,25 +107,39 @@ def explain(
     unchecked = () if repository is not None else tuple(p.id for p in inventory.pools if p.repositories)
     if workflow is None:
         return Explanation(manifest, (), repository=repository, unchecked_pools=unchecked)
-    resolutions = [
-        resolve(
-            task.requirements,
-            inventory,
-            busy,
-            repository=repository,
-            vcpus=task.vcpus if check_vcpus else None,
+    vcpus = {task.id: task.vcpus if check_vcpus else None for task in workflow.tasks}
+    gangs = {
+        task.id: explain_gang(
+            [role.name for role in task.devices],
+            [
+                resolve(role.requirements, inventory, busy, repository=repository, vcpus=vcpus[task.id])
+                for role in task.devices
+            ],
         )
         for task in workflow.tasks
+        if task.devices
+    }
+    resolutions = [
+        gangs[task.id].bottleneck.resolution
+        if task.id in gangs
+        else resolve(task.requirements, inventory, busy, repository=repository, vcpus=vcpus[task.id])
+        for task in workflow.tasks
     ]
+    # A gang's devices are its verdict's; the others share what select_devices spreads.
     selected = select_devices(
-        [res.eligible for res in resolutions],
+        [
+            () if task.id in gangs else res.eligible
+            for task, res in zip(workflow.tasks, resolutions, strict=True)
+        ],
         workflow.scheduling.strategy,
         workflow.scheduling.max_devkits,
     )
     return Explanation(
         manifest,
         tuple(
-            TaskExplanation(task, res, device)
+            TaskExplanation(task, res, device, None)
+            if task.id not in gangs
+            else TaskExplanation(task, res, gangs[task.id].bottleneck.selected, gangs[task.id])
             for task, res, device in zip(workflow.tasks, resolutions, selected, strict=True)
         ),
         repository=repository,
@@ -156,6 +203,8 @@ def explanation_json(
         body: dict[str, object] = {"id": item.task.id, "line": item.task.line}
         body.update(resolution_json(item.resolution))
         body["selected"] = [item.selected.id] if item.selected else []
+        if item.gang is not None:
+            body.update(_gang_json(item.gang))
         if descriptions:
             body["descriptions"] = {
                 key: descriptions[key] for key in item.task.requirements.labels if key in descriptions
@@ -169,6 +218,33 @@ def explanation_json(
         "repository": explanation.repository,
         "repositories_not_checked": list(explanation.unchecked_pools),
         "tasks": tasks,
+    }
+
+
+MAX_GANG_HOSTS_SHOWN = 20
+
+
+def _gang_json(gang: GangVerdict) -> dict[str, object]:
+    """A gang task's additions: the task's outcome and summary over its scarcest role's, each role's
+    resolution, and the hosts that could hold them all."""
+    return {
+        "outcome": gang.outcome.value,
+        "summary": gang.summary(),
+        "selected": [role.selected.id for role in gang.roles if role.selected is not None],
+        "roles": [
+            {
+                "role": role.role,
+                **resolution_json(role.resolution),
+                "summary": role.summary(),
+                "selected": [role.selected.id] if role.selected else [],
+            }
+            for role in gang.roles
+        ],
+        "gang": {
+            "hosts": list(gang.hosts[:MAX_GANG_HOSTS_SHOWN]),
+            "host_count": len(gang.hosts),
+            "never": gang.never,
+        },
     }
 
 
@@ -245,6 +321,28 @@ def _rejected_text(res: TaskResolution) -> list[str]:
 
 
 def _task_text(item: TaskExplanation, descriptions: Mapping[str, str]) -> list[str]:
+    if item.gang is not None:
+        return _gang_text(item, item.gang, descriptions)
+    return _resolution_text(item, descriptions)
+
+
+def _gang_text(item: TaskExplanation, gang: GangVerdict, descriptions: Mapping[str, str]) -> list[str]:
+    outcome = f"unschedulable: {gang.never}" if gang.never else _OUTCOME_TEXT[gang.outcome]
+    hosts = _device_list(list(gang.hosts)) or "(none)"
+    out = [
+        f"task {item.task.id}: {outcome} (a gang: {len(gang.roles)} devices at once, on one runner host)",
+        f"  runner hosts with a device for every role  {hosts}",
+    ]
+    for role in gang.roles:
+        res = role.resolution
+        lines = _resolution_text(TaskExplanation(item.task, res, role.selected), descriptions)
+        count = f"{len(res.eligible)} of {res.total_devices} devices"
+        out.append(f"  role {role.role}: {_OUTCOME_TEXT[res.outcome]} ({count})")
+        out += ["  " + line for line in lines[1:]]  # its first line is the role's, above
+    return out
+
+
+def _resolution_text(item: TaskExplanation, descriptions: Mapping[str, str]) -> list[str]:
     res = item.resolution
     requested = res.requested.as_dict()
     labels = requested["labels"]

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kerrigan.core.explain import Explanation, TaskExplanation
+from kerrigan.core.inventory import Device
 from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState, describe_attempt
 from kerrigan.core.manifest import ManifestResult
-from kerrigan.core.matching import Outcome
+from kerrigan.core.matching import Outcome, TaskResolution
 from kerrigan.core.matrix import shown_name
 from kerrigan.core.results import ResultsSummary
 from kerrigan.core.runner_fields import cut_of, size_text
@@ -128,6 +129,7 @@ def _header(name: str, context: SessionContext) -> str:
     )
 
 
+MAX_HOSTS_SHOWN: Final = 10  # of a gang's runner hosts with a device for every role
 _OUTCOME_WORDS: Final = {
     Outcome.ELIGIBLE: "ready: waiting for dispatch",
     Outcome.WAITING: "waiting: matching devices are busy or offline",
@@ -138,17 +140,51 @@ _OUTCOME_WORDS: Final = {
 def _overview(tasks: Sequence[TaskExplanation]) -> str:
     lines = ["| task | outcome | devices available | selected |", "|---|---|---|---|"]
     for item in tasks:
-        res = item.resolution
-        selected = _code(item.selected.id) if item.selected else "none"
+        if item.gang is not None:  # a role per line of the cell
+            roles = item.gang.roles
+            available = "<br>".join(
+                f"{_code(r.role)}: {len(r.resolution.eligible)} of {r.resolution.total_devices}"
+                for r in roles
+            )
+            selected = "<br>".join(f"{_code(r.role)}: {_code(r.selected.id)}" for r in roles if r.selected)
+        else:
+            res = item.resolution
+            available = f"{len(res.eligible)} of {res.total_devices}"
+            selected = _code(item.selected.id) if item.selected else ""
         lines.append(
-            f"| {_code(item.task.id)} | {_OUTCOME_WORDS[res.outcome]} | "
-            f"{len(res.eligible)} of {res.total_devices} | {selected} |"
+            f"| {_code(item.task.id)} | {_outcome_words(item)} | {available} | {selected or 'none'} |"
         )
     return "\n".join(lines) + "\n"
 
 
+def _outcome_words(item: TaskExplanation) -> str:
+    never = item.gang.never if item.gang is not None else None
+    return f"unschedulable: {never}" if never else _OUTCOME_WORDS[item.outcome]
+
+
 def _task_section(item: TaskExplanation) -> str:
-    res = item.resolution
+    if item.gang is None:
+        title = f"### Task {_code(item.task.id)}: {_outcome_words(item)}"
+        return "\n".join([title, "", *_resolution_lines(item.resolution, item.selected)]) + "\n"
+    hosts = ", ".join(_code(host) for host in item.gang.hosts[:MAX_HOSTS_SHOWN]) or "none"
+    if len(item.gang.hosts) > MAX_HOSTS_SHOWN:
+        hosts += f" and {len(item.gang.hosts) - MAX_HOSTS_SHOWN} more"
+    out = [
+        f"### Task {_code(item.task.id)}: {_outcome_words(item)}",
+        "",
+        f"A gang: {len(item.gang.roles)} devices at once, all on one runner host.",
+        "",
+        f"- **Runner hosts with a device for every role:** {hosts}",
+    ]
+    if item.gang.never:
+        out.append(f"- **{_cell(item.gang.never)}** (never)")
+    for role in item.gang.roles:
+        out += ["", f"#### Role {_code(role.role)}: {_OUTCOME_WORDS[role.resolution.outcome]}", ""]
+        out += _resolution_lines(role.resolution, role.selected, role=role.role)
+    return "\n".join(out) + "\n"
+
+
+def _resolution_lines(res: TaskResolution, selected: Device | None, role: str | None = None) -> list[str]:
     requested = res.requested.as_dict()
     labels = requested["labels"]
     tags = requested["tags"]
@@ -159,21 +195,20 @@ def _task_section(item: TaskExplanation) -> str:
         per_pool[device.pool_id] = per_pool.get(device.pool_id, 0) + 1
     pools = ", ".join(f"{_code(p)} ({per_pool.get(p, 0)} eligible)" for p in res.eligible_pools) or "none"
     out = [
-        f"### Task {_code(item.task.id)}: {_OUTCOME_WORDS[res.outcome]}",
-        "",
         f"- **Requested labels:** {_labels(labels)}",
         f"- **Requested tags:** {', '.join(_code(t) for t in tags) or 'none'}",
         f"- **Eligible pools:** {pools}",
     ]
     for verdict in res.rejected_pools:
         out.append(f"- **Rejected pool** {_code(verdict.pool)}: {'; '.join(r.text for r in verdict.reasons)}")
-    if item.selected is not None:
-        device = item.selected
+    if selected is not None:
+        device = selected
         out.append(
             f"- **Selected:** {_code(device.id)} (pool {_code(device.pool_id)}, host {_code(device.host)}, "
             f"board {_code(device.board)})"
         )
-    out.append(f"- **{_cell(res.summary())}**")
+    summary = f"role {role}: {res.summary()}" if role else res.summary()
+    out.append(f"- **{_cell(summary)}**")
     if res.histogram:
         out += ["", "| devices | reason | |", "|---:|---|---|"]
         for row in res.histogram:
@@ -190,13 +225,15 @@ def _task_section(item: TaskExplanation) -> str:
             "",
             *(f"> line {hint.line}, {_code(hint.field)}: {_cell(hint.message)}" for hint in res.hints),
         ]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _rejected_rows(item: TaskExplanation) -> list[str]:
     return [
-        f"| {_code(v.id)} | {_code(v.device.pool_id)} | {_cell('; '.join(r.text for r in v.reasons))} |"
-        for v in item.resolution.rejected
+        f"| {_code(v.id)} | {_code(v.device.pool_id)} | "
+        f"{_cell((f'role {role}: ' if role else '') + '; '.join(r.text for r in v.reasons))} |"
+        for role, res in item.resolutions()
+        for v in res.rejected
     ]
 
 
@@ -292,7 +329,8 @@ def hint_annotations(file: str, tasks: Iterable[TaskExplanation]) -> list[dict[s
             "message": f"{hint.field}: {hint.message}",
         }
         for item in tasks
-        for hint in item.resolution.hints
+        for _, res in item.resolutions()
+        for hint in res.hints
     ]
 
 
@@ -389,7 +427,7 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
     tasks = explanation.tasks
     summary = render_summary(name, context, tasks)
     annotations = manifest_annotations(manifest) + hint_annotations(manifest.file, tasks)
-    never = [item.task.id for item in tasks if item.resolution.outcome is Outcome.UNSCHEDULABLE]
+    never = [item.task.id for item in tasks if item.outcome is Outcome.UNSCHEDULABLE]
     if never:
         title = f"Unschedulable: no device can ever run {', '.join(never[:3])}" + (
             ", ..." if len(never) > 3 else ""
@@ -403,7 +441,7 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
             summary=summary,
             annotations=annotations,
         )
-    waiting = sum(1 for item in tasks if item.resolution.outcome is Outcome.WAITING)
+    waiting = sum(1 for item in tasks if item.outcome is Outcome.WAITING)
     position = f", queue position {context.queue_position}" if context.queue_position else ""
     if waiting:
         title = f"Queued: {waiting} of {len(tasks)} task(s) wait for busy or offline devices{position}"

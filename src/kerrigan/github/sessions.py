@@ -308,7 +308,7 @@ async def _resolve(
     position = await queue_position(db, session.id)
     explanation = explain(manifest, inventory, repository=session.repository, check_vcpus=True)
     body = resolution_body(explanation, _context(app, session, position))
-    never = [item.task.id for item in explanation.tasks if item.resolution.outcome is Outcome.UNSCHEDULABLE]
+    never = [item.task.id for item in explanation.tasks if item.outcome is Outcome.UNSCHEDULABLE]
     return await resolve_session(
         db,
         session.id,
@@ -319,7 +319,7 @@ async def _resolve(
             RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
         },
         check_run=body.as_json(),
-        requirements={item.task.id: item.resolution.requested.as_dict() for item in explanation.tasks},
+        requirements={item.task.id: item.requirements_record() for item in explanation.tasks},
         unschedulable=never,
         awaiting_approval=False if approved else None,
         secrets_allowed=True if approved and with_secrets else None,

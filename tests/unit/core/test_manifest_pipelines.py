@@ -234,3 +234,72 @@ def test_artifacts_download_from_the_triggering_run_into_a_folder_and_upload_glo
         (7, "tasks[0].artifacts.download[2].path", "'../up' climbs out of the workspace with '..'"),
         (8, "tasks[0].artifacts.uplod", "unknown key 'uplod'; did you mean 'upload'?"),
     ]
+
+
+def test_devices_name_roles_each_with_its_requirements_over_the_tasks() -> None:
+    found = workflow(
+        """\
+        scheduling: {labels: {site: lab-a}}
+        tasks:
+          - id: pair
+            run: ./pair.sh
+            matrix: {board: [modalix, davinci]}
+            requirements: {tags: [uart]}
+            devices:
+              dut: {labels: {board: "{matrix.board}"}}
+              peer: {labels: {board: davinci}, tags: [wifi]}
+          - id: alone
+            run: ./alone.sh
+        """
+    )
+    first, second, alone = found.tasks
+    assert [role.name for role in first.devices] == ["dut", "peer"]
+    dut, peer = first.devices
+    assert dut.requirements.as_dict() == {"labels": {"site": ["lab-a"], "board": ["modalix"]}, "tags": ["uart"]}
+    assert peer.requirements.as_dict() == {
+        "labels": {"site": ["lab-a"], "board": ["davinci"]},
+        "tags": ["uart", "wifi"],
+    }
+    assert second.devices[0].requirements.labels["board"].values == ("davinci",)
+    assert first.requirements.as_dict() == {"labels": {"site": ["lab-a"]}, "tags": ["uart"]}
+    assert alone.devices == ()
+
+
+def test_devices_mistakes_are_reported_on_their_lines() -> None:
+    found = errors(
+        """\
+        scheduling: {labels: {board: modalix}}
+        tasks:
+          - id: bad
+            run: ./x.sh
+            devices:
+              DUT: {}
+              peer: 3
+              host: {lables: {board: x}}
+          - id: one
+            run: ./x.sh
+            devices: {dut: {}}
+          - id: clash
+            run: ./x.sh
+            devices:
+              dut: {}
+              peer: {labels: {board: davinci}}
+        """
+    )
+    assert found[:3] == [
+        (
+            8,
+            "tasks[0].devices.DUT",
+            "'DUT' is not a role name: 1-32 of lowercase letters, digits and '_', starting with a letter"
+            " (it names the job's variable KERRIGAN_DEVICE_<ROLE>_ID)",
+        ),
+        (9, "tasks[0].devices.peer", "must be a requirements block ({labels: {...}, tags: [...]}) or empty"),
+        (
+            13,
+            "tasks[1].devices",
+            "names 1 role(s); a gang has 2 to 8 (one device is the task's own requirements)",
+        ),
+    ]
+    clash = [problem for problem in found if problem[1].startswith("tasks[2]")]
+    assert len(clash) == 1 and clash[0][0] in (3, 18) and "board" in clash[0][2], clash
+    assert len(found) == 4, found  # the bad names hide the unknown key of the valid role, read no further

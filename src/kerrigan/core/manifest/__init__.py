@@ -5,7 +5,8 @@ once, each with the file, line and field, ready to become a check-run annotation
 
 The parts: :mod:`.model` (the frozen dataclasses and limits), :mod:`.parser` (the document and its
 top-level keys), :mod:`.triggers` (``on``), :mod:`.scheduling`, :mod:`.policies` (``concurrency`` and
-``retry``), :mod:`.requirements` (``labels`` and ``tags``), :mod:`.tasks`.
+``retry``), :mod:`.requirements` (``labels`` and ``tags``), :mod:`.tasks` (with
+:mod:`.devices`, a gang's roles).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kerrigan.core.manifest.model import (
     BranchFilter,
     CancelInProgress,
     Concurrency,
+    DeviceRole,
     ManifestResult,
     Priority,
     Scheduling,
@@ -50,6 +52,7 @@ __all__ = [
     "BranchFilter",
     "CancelInProgress",
     "Concurrency",
+    "DeviceRole",
     "ManifestResult",
     "Priority",
     "Scheduling",

@@ -101,6 +101,16 @@ class Scheduling:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceRole:
+    """One role of a gang task (``devices``): its name and its requirements (the task's refined by the
+    role's own)."""
+
+    name: str
+    requirements: Requirements
+    line: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     """One job's worth of work: a task as written, or one combination of its ``matrix``.
 
@@ -108,7 +118,8 @@ class Task:
     ``smoke[board=modalix]`` for a combination); ``requirements`` are the session's refined by the task's
     own, and ``env`` the workflow's with the task's laid over it, both with the combination's values in.
     ``needs`` names tasks as written: every job of each must succeed first; ``results`` are globs of
-    the JUnit XML files the command writes.
+    the JUnit XML files the command writes. A task with ``devices`` (a gang) takes one device per role;
+    its ``requirements`` are then what every role shares.
     """
 
     id: str
@@ -124,6 +135,7 @@ class Task:
     results: tuple[str, ...] = ()  # globs of JUnit XML files in the workspace, read after the command
     secrets: tuple[str, ...] = ()  # repository secrets (upper-case names) the job finds in its environment
     artifacts: Artifacts = field(default_factory=Artifacts)
+    devices: tuple[DeviceRole, ...] = ()  # a gang's roles: several devices at once, on one runner host
 
     @property
     def task_id(self) -> str:

@@ -10,12 +10,14 @@ import yaml
 
 from kerrigan.core.labels import is_valid_name
 from kerrigan.core.manifest.artifacts import Artifacts, read_artifacts
+from kerrigan.core.manifest.devices import RoleEntry, read_roles
 from kerrigan.core.manifest.environment import read_env
 from kerrigan.core.manifest.model import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_VCPUS,
     MAX_JOBS,
     MAX_TASKS,
+    DeviceRole,
     Scheduling,
     Task,
     TaskType,
@@ -50,6 +52,7 @@ TASK_KEYS: Final = (
     "results",
     "secrets",
     "artifacts",
+    "devices",
 )
 MAX_SECRETS: Final = 100  # a repository holds at most as many
 
@@ -128,15 +131,7 @@ def _task(
         r.error(node, field + ".run", "is required for a command task")
     else:
         run = r.string(config["run"][1], field + ".run")
-    vcpus = DEFAULT_VCPUS
-    if "vcpus" in config:
-        vcpus = r.integer(config["vcpus"][1], field + ".vcpus", minimum=1, maximum=256) or vcpus
-    timeout_s = DEFAULT_TIMEOUT_S
-    if "timeout_s" in config:
-        timeout_s = (
-            r.integer(config["timeout_s"][1], field + ".timeout_s", minimum=1, maximum=7 * 24 * 3600)
-            or timeout_s
-        )
+    vcpus, timeout_s = _claims(r, config, field)
     needs = _needs(r, config["needs"][1], field + ".needs") if "needs" in config else ()
     results = read_globs(r, config["results"][1], field + ".results") if "results" in config else ()
     secrets = _secrets(r, config["secrets"][1], field + ".secrets") if "secrets" in config else ()
@@ -148,6 +143,9 @@ def _task(
         matrix = read_matrix(r, config["matrix"][1], field + ".matrix", task_id=task_id)
         if matrix is None:  # its problems are recorded; the rest is read as if it had none
             return task_id, needs, []
+    roles: tuple[RoleEntry, ...] = ()
+    if "devices" in config:
+        roles = read_roles(r, config["devices"][1], field + ".devices") or ()
     keys = matrix.keys if matrix is not None else None
     env = dict(workflow_env)
     if "env" in config:
@@ -156,11 +154,13 @@ def _task(
         return task_id, needs, []
     jobs = []
     for combination in expand(matrix):
-        requirements = _requirements(
-            r, config.get("requirements"), field, session, keys=keys, combination=combination
+        own = config.get("requirements")
+        read = _job_requirements(
+            r, own and own[1], field, session, roles=roles, keys=keys, combination=combination
         )
-        if requirements is None:
+        if read is None:
             return task_id, needs, []
+        requirements, devices = read
         values = combination.values()
         jobs.append(
             Task(
@@ -177,9 +177,27 @@ def _task(
                 results,
                 secrets,
                 artifacts,
+                devices,
             )
         )
     return task_id, needs, jobs
+
+
+Entries = Mapping[str, tuple[yaml.Node, yaml.Node]]
+
+
+def _claims(r: SourceReader, config: Entries, field: str) -> tuple[int, int]:
+    """The task's ``vcpus`` and ``timeout_s``: the defaults where not given (or not valid: recorded)."""
+    vcpus = DEFAULT_VCPUS
+    if "vcpus" in config:
+        vcpus = r.integer(config["vcpus"][1], field + ".vcpus", minimum=1, maximum=256) or vcpus
+    timeout_s = DEFAULT_TIMEOUT_S
+    if "timeout_s" in config:
+        maximum = 7 * 24 * 3600
+        timeout_s = (
+            r.integer(config["timeout_s"][1], field + ".timeout_s", minimum=1, maximum=maximum) or timeout_s
+        )
+    return vcpus, timeout_s
 
 
 def _secrets(r: SourceReader, node: yaml.Node, field: str) -> tuple[str, ...]:
@@ -211,21 +229,46 @@ def _needs(r: SourceReader, node: yaml.Node, field: str) -> tuple[Need, ...]:
     )
 
 
+def _job_requirements(
+    r: SourceReader,
+    own: yaml.Node | None,
+    field: str,
+    session: Requirements,
+    *,
+    roles: tuple[RoleEntry, ...],
+    keys: tuple[str, ...] | None,
+    combination: Combination,
+) -> tuple[Requirements, tuple[DeviceRole, ...]] | None:
+    """A job's requirements and, for a gang, each role's (the role's own over the task's); None when
+    there is a problem (recorded in ``r``)."""
+    requirements = _requirements(r, own, field + ".requirements", session, keys=keys, combination=combination)
+    if requirements is None:
+        return None
+    devices = []
+    for role in roles:
+        required = _requirements(r, role.node, role.field, requirements, keys=keys, combination=combination)
+        if required is None:
+            return None
+        devices.append(DeviceRole(role.name, required, role.line))
+    return requirements, tuple(devices)
+
+
 def _requirements(
     r: SourceReader,
-    entry: tuple[yaml.Node, yaml.Node] | None,
+    node: yaml.Node | None,
     field: str,
     session: Requirements,
     *,
     keys: tuple[str, ...] | None,
     combination: Combination,
 ) -> Requirements | None:
-    """The job's requirements: the session's refined by the task's own, with the combination's values in
-    (each problem recorded once, however many combinations share it); None when there is a problem."""
+    """The requirements block at ``node`` (None: none) over ``session`` (the session's for a task's own,
+    the task's for a role's), with the combination's values in (each problem recorded once, however many
+    combinations share it); None when there is a problem."""
     own = Requirements()
     reader = SourceReader(r.file)
-    if entry is not None:
-        own = read_requirements(reader, entry[1], field + ".requirements", _render(reader, keys, combination))
+    if node is not None:
+        own = read_requirements(reader, node, field, _render(reader, keys, combination))
     requirements, conflicts = refine(session, own)
     for conflict in conflicts:
         task_origin = conflict.task.origins[0]
