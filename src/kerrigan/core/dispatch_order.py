@@ -142,6 +142,15 @@ class DispatchPlan:
     order: Sequence[str] = field(default=())  # every job id in the order it stands in the queue
     gangs: Mapping[str, GangPlacement] = field(default_factory=dict)  # by job id
 
+    def roles_assigned(self) -> Iterator[tuple[QueuedJob, str, str | None]]:
+        """Each assignment with the role its device plays (None for a job of one device)."""
+        for job, device in self.assignments:
+            placement = self.gangs.get(job.id)
+            role = None
+            if placement is not None:
+                role = next((name for name, placed in placement.devices if placed == device), None)
+            yield job, device, role
+
     def position(self, job_id: str) -> int | None:
         """1-based place of a waiting job in the queue."""
         return self._positions.get(job_id)

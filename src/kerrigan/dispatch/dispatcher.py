@@ -152,7 +152,7 @@ class Dispatcher:
                 settle.append(job.session_pk)
                 log.warning("job %s lost its runner (device %s); %s", job_pk, device_id, job.state)
             await settle_sessions(session, settle, now)
-        return tuple(job for _, job in lost)
+        return tuple(dict.fromkeys(job for _, job in lost))  # a gang's job once, not once per device
 
     async def dispatch_once(self) -> Round:
         """One round: lease free devices to the queued jobs that come first."""
@@ -170,7 +170,8 @@ class Dispatcher:
             plan = snapshot.plan
             hosts = snapshot.device_hosts
             grants = [
-                Grant(int(job.id), device, hosts[device], job.session_id) for job, device in plan.assignments
+                Grant(int(job.id), device, hosts[device], job.session_id, role)
+                for job, device, role in plan.roles_assigned()
             ]
             granted = await grant_leases(session, grants, now, self.lease_ttl)
             withdrawn = await _spend_queue_wait(session, snapshot.records, plan, granted, now)

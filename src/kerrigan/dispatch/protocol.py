@@ -65,9 +65,10 @@ HOST_TOKEN_TTL_S = 5.0  # how long a runner host's token is known without asking
 
 
 def _offer_json(
-    offer: jobs.Offer, device: StoredDevice | None, capabilities: frozenset[str]
+    offer: jobs.Offer, devices: Mapping[str, StoredDevice], capabilities: frozenset[str]
 ) -> dict[str, Any]:
     extra = {"gate": offer.priority == "gate"} if "gate_jobs" in capabilities else {}
+    device = devices.get(offer.device_id)
     return extra | {
         "id": offer.job_id,
         "session": offer.session_id,
@@ -86,6 +87,17 @@ def _offer_json(
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
+        # A gang's devices by role (its first is "device" above); empty for a job of one device.
+        "devices": [_role_json(role, devices.get(device_id), device_id) for role, device_id in offer.roles],
+    }
+
+
+def _role_json(role: str, device: StoredDevice | None, device_id: str) -> dict[str, Any]:
+    return {
+        "role": role,
+        "id": device_id,
+        "board": device.device.board if device else None,
+        "labels": effective_target_labels(device.device, device.pool) if device else {},
     }
 
 
@@ -445,7 +457,7 @@ class RunnerProtocol:
         if found:  # read once the long poll is over, not on each of its rounds
             async with self.database.sessions() as session:
                 devices = {stored.device.id: stored for stored in await host_devices(session, host)}
-        offers = [_offer_json(offer, devices.get(offer.device_id), capabilities) for offer in found]
+        offers = [_offer_json(offer, devices, capabilities) for offer in found]
         return web.json_response(
             {"offers": offers, "cancel": list(requests.cancel), "withdraw": list(requests.withdraw)}
         )

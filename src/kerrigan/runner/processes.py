@@ -73,10 +73,45 @@ def job_environment(
             "KERRIGAN_CPUS": format_cpu_list(cpus),
         }
     )
+    env.update(gang_environment(offer.get("devices")))
     if github.get("token"):
         env["GITHUB_TOKEN"] = str(github["token"])
     if offer.get("workflow_run_id") is not None:
         env["KERRIGAN_WORKFLOW_RUN_ID"] = str(offer["workflow_run_id"])
+    return env
+
+
+def gang_roles(offer: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(role, device) of a gang offer's devices, in role order; empty for a job of one device."""
+    devices = offer.get("devices")
+    if not isinstance(devices, list):
+        return []
+    return [
+        (str(d["role"]), str(d.get("id", "")))
+        for d in devices
+        if isinstance(d, dict) and isinstance(d.get("role"), str)
+    ]
+
+
+def gang_environment(devices: object) -> dict[str, str]:
+    """A gang job's devices by role: ``KERRIGAN_DEVICE_<ROLE>_ID``, ``_BOARD`` and ``_LABELS`` for each,
+    and all of them as ``KERRIGAN_DEVICES_JSON``; nothing for a job of one device."""
+    if not isinstance(devices, list) or not devices:
+        return {}
+    env: dict[str, str] = {}
+    shown = []
+    for device in devices:
+        if not isinstance(device, dict) or not isinstance(device.get("role"), str):
+            continue
+        prefix = f"KERRIGAN_DEVICE_{device['role'].upper()}"
+        labels = device.get("labels") or {}
+        env[f"{prefix}_ID"] = str(device.get("id", ""))
+        env[f"{prefix}_BOARD"] = str(device.get("board") or "")
+        env[f"{prefix}_LABELS"] = json.dumps(labels, sort_keys=True)
+        shown.append(
+            {"role": device["role"], "id": device.get("id"), "board": device.get("board"), "labels": labels}
+        )
+    env["KERRIGAN_DEVICES_JSON"] = json.dumps(shown, sort_keys=True)
     return env
 
 
@@ -205,6 +240,10 @@ class Processes(Reporting):
                     "pull request gets them only when approved with `/kerrigan approve secrets`\n"
                 )
         env.update(self.presence.env(str(record.offer.get("device", ""))))  # the devices file's settings
+        for role, device in gang_roles(record.offer):  # and each role's, under its role's name
+            env.update(
+                {f"KERRIGAN_DEVICE_{role.upper()}_{k}": v for k, v in self.presence.env(device).items()}
+            )
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)
             home = area / "home"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import refusal_hold
@@ -74,6 +74,7 @@ class Offer:
     results: tuple[str, ...] = ()  # the manifest's results globs
     secrets: tuple[str, ...] = ()  # the names of the secrets its accept hands out
     artifacts: Mapping[str, Any] = field(default_factory=dict)  # the manifest's artifacts
+    roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device), in role order; device_id the first
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +85,15 @@ class Transition:
     changed: bool
 
 
+# A job's lease of its first device: one row a job, gang or not (a gang holds a lease per role).
+FIRST_LEASE: Final = and_(DeviceLeaseRow.job_pk == JobRow.pk, DeviceLeaseRow.device_id == JobRow.device_id)
+
+
 async def offers(session: AsyncSession, host: str) -> list[Offer]:
     """Jobs leased to devices of ``host`` and not yet accepted."""
     rows = await session.execute(
         select(JobRow, SessionRow, DeviceLeaseRow.device_id)
-        .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+        .join(DeviceLeaseRow, FIRST_LEASE)
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(DeviceLeaseRow.host == host, JobRow.state == JobState.LEASED)
         .order_by(JobRow.pk)
@@ -113,6 +118,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             tuple(job.results or ()),
             tuple(job.secrets or ()),
             dict(job.artifacts or {}),
+            tuple((str(d["role"]), str(d["device"])) for d in job.devices or ()),
         )
         for job, run, device in rows
     ]
@@ -130,7 +136,7 @@ async def runner_requests(session: AsyncSession, host: str) -> RunnerRequests:
     """Jobs of ``host`` to cancel (any not ended) and to withdraw (accepted, not started)."""
     rows = await session.execute(
         select(JobRow.pk, JobRow.state, JobRow.cancel_requested_at, JobRow.withdraw_requested_at)
-        .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+        .join(DeviceLeaseRow, FIRST_LEASE)
         .where(
             DeviceLeaseRow.host == host,
             or_(JobRow.cancel_requested_at.is_not(None), JobRow.withdraw_requested_at.is_not(None)),
@@ -159,7 +165,7 @@ async def observe_runner_waits(
             await session.execute(
                 select(JobRow, SessionRow.queue_wait_limit_s)
                 .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-                .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+                .join(DeviceLeaseRow, FIRST_LEASE)
                 .where(JobRow.pk == int(job_id), DeviceLeaseRow.host == host)
             )
         ).first()
@@ -208,7 +214,7 @@ async def held_jobs(session: AsyncSession, host: str) -> dict[str, str]:
     """Jobs a runner host holds as the server sees them (accepted or running), with their states."""
     rows = await session.execute(
         select(JobRow.pk, JobRow.state)
-        .join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+        .join(DeviceLeaseRow, FIRST_LEASE)
         .where(DeviceLeaseRow.host == host, JobRow.state.in_([JobState.ACCEPTED, JobState.RUNNING]))
     )
     return {str(pk): str(state) for pk, state in rows}

@@ -47,12 +47,14 @@ class QueuedJobRecord:
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """A device to lease to a job, on the runner host that drives it."""
+    """A device to lease to a job, on the runner host that drives it; ``role`` for a gang's device (its
+    grants come together, in role order)."""
 
     job_pk: int
     device_id: str
     host: str
     session_id: str
+    role: str | None = None
 
 
 def _dialect(session: AsyncSession) -> str:
@@ -142,11 +144,23 @@ def _requirements(text: str | None) -> Mapping[str, Any] | None:
 GRANT_BATCH = 1000  # rows per statement: well under the bind-parameter limits of SQLite and PostgreSQL
 
 
+def _batches(grants: Sequence[Grant]) -> list[list[Grant]]:
+    """Grants in batches of about :data:`GRANT_BATCH`, a gang's grants never split between two."""
+    batches: list[list[Grant]] = [[]]
+    for index, grant in enumerate(grants):
+        starts_job = index == 0 or grants[index - 1].job_pk != grant.job_pk
+        if starts_job and len(batches[-1]) >= GRANT_BATCH:
+            batches.append([])
+        batches[-1].append(grant)
+    return batches
+
+
 async def grant_leases(
     session: AsyncSession, grants: Sequence[Grant], now: datetime, ttl: timedelta
 ) -> list[Grant]:
-    """Lease devices to jobs; the grants that took (a device already leased, or a job no longer queued,
-    is left out). Runs in the caller's transaction, a few statements per thousand grants.
+    """Lease devices to jobs; the grants that took. A job gets every device granted it or none (a gang:
+    a device already leased leaves its other devices free), and a job no longer queued gets none. Runs in
+    the caller's transaction, a few statements per thousand grants.
 
     The leases are inserted first: on PostgreSQL the jobs are this dispatcher's (``SKIP LOCKED``), and on
     SQLite that first write holds the database's write lock, so the jobs' states read next cannot change
@@ -154,8 +168,9 @@ async def grant_leases(
     """
     insert = postgresql_insert if _dialect(session) == "postgresql" else sqlite_insert
     granted: list[Grant] = []
-    for start in range(0, len(grants), GRANT_BATCH):
-        batch = grants[start : start + GRANT_BATCH]
+    for batch in _batches(grants):
+        if not batch:
+            continue
         statement = (
             insert(DeviceLeaseRow)
             .values(
@@ -167,39 +182,61 @@ async def grant_leases(
                         "host": grant.host,
                         "granted_at": now,
                         "expires_at": now + ttl,
+                        "role": grant.role,
                     }
                     for grant in batch
                 ]
             )
-            .on_conflict_do_nothing()  # a device (or a job) leased already stays as it is
+            .on_conflict_do_nothing()  # a device leased already stays as it is
             .returning(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk)
         )
         inserted = {(str(device), int(job)) for device, job in (await session.execute(statement)).all()}
-        placed = [grant for grant in batch if (grant.device_id, grant.job_pk) in inserted]
-        if not placed:
+        wanted: dict[int, list[Grant]] = {}
+        for grant in batch:
+            wanted.setdefault(grant.job_pk, []).append(grant)
+        whole = {job for job, each in wanted.items() if all((g.device_id, job) in inserted for g in each)}
+        if not whole and not inserted:
             continue
         still_queued = set(
             (
                 await session.scalars(
-                    select(JobRow.pk).where(
-                        JobRow.pk.in_([g.job_pk for g in placed]), JobRow.state == JobState.QUEUED
-                    )
+                    select(JobRow.pk).where(JobRow.pk.in_(whole), JobRow.state == JobState.QUEUED)
                 )
             ).all()
+            if whole
+            else ()
         )
-        taken = [grant.device_id for grant in placed if grant.job_pk not in still_queued]
-        if taken:  # its job was ended or moved meanwhile: the lease is not kept
-            await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id.in_(taken)))
-        kept = [grant for grant in placed if grant.job_pk in still_queued]
+        # A lease is not kept when its job was ended or moved meanwhile, or when another device of its
+        # gang was taken: all of a gang's devices or none.
+        dropped = [device for device, job in inserted if job not in still_queued]
+        if dropped:
+            await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id.in_(dropped)))
+        kept = [grant for grant in batch if grant.job_pk in still_queued]
         if kept:
+            first = {job: each[0] for job, each in wanted.items() if job in still_queued}
             # The table, not the entity: a plain executemany with a row per job (the entity would make it
             # an ORM bulk update, which wants each row's primary key by its attribute name).
             jobs = cast(Table, JobRow.__table__)
             await session.execute(
                 update(jobs)
                 .where(jobs.c.pk == bindparam("job"))
-                .values(state=JobState.LEASED, device_id=bindparam("device"), host=bindparam("lease_host")),
-                [{"job": g.job_pk, "device": g.device_id, "lease_host": g.host} for g in kept],
+                .values(
+                    state=JobState.LEASED,
+                    device_id=bindparam("device"),
+                    host=bindparam("lease_host"),
+                    devices=bindparam("role_devices"),
+                ),
+                [
+                    {
+                        "job": job,
+                        "device": grant.device_id,
+                        "lease_host": grant.host,
+                        "role_devices": [
+                            {"role": g.role, "device": g.device_id} for g in wanted[job] if g.role is not None
+                        ],
+                    }
+                    for job, grant in first.items()
+                ],
             )
         granted += kept
     return granted
@@ -211,8 +248,13 @@ async def leased_devices(session: AsyncSession) -> set[str]:
 
 
 async def release_lease(session: AsyncSession, device_id: str) -> None:
-    """Free a device (its job ended)."""
+    """Free a device (a lease its job no longer holds)."""
     await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == device_id))
+
+
+async def release_job_leases(session: AsyncSession, job_pk: int) -> None:
+    """Free every device a job holds (it ended, or went back to the queue): one, or each of a gang's."""
+    await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk == job_pk))
 
 
 async def renew_leases(session: AsyncSession, host: str, now: datetime, ttl: timedelta) -> int:

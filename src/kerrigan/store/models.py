@@ -338,6 +338,9 @@ class JobRow(Base):
     secrets: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     # The manifest's artifacts: {"download": [{"name", "path"}], "upload": [globs]}.
     artifacts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
+    # A gang job's devices while it holds them, in role order: [{"role", "device"}]; ``device_id`` is the
+    # first role's. Empty for a job of one device.
+    devices: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list, server_default="[]")
 
 
 class JobResultRow(Base):
@@ -397,16 +400,18 @@ class JobLogRow(Base):
 
 
 class DeviceLeaseRow(Base):
-    """A device held by one job. The device is the key: a second lease of it cannot exist."""
+    """A device held by one job. The device is the key: a second lease of it cannot exist. A gang job
+    holds one lease per role (``role``; None for a job of one device)."""
 
     __tablename__ = "device_leases"
 
     device_id: Mapped[str] = mapped_column(NAME, primary_key=True)
-    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), unique=True)
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), index=True)
     session_id: Mapped[str] = mapped_column(String(36), index=True)
     host: Mapped[str] = mapped_column(NAME, index=True)
     granted_at: Mapped[datetime] = mapped_column(Timestamp)
     expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
+    role: Mapped[str | None] = mapped_column(String(63))
 
 
 class DeliveryRow(Base):

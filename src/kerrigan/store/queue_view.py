@@ -22,6 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
+from kerrigan.core.gang import Role
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.manifest import Priority
@@ -47,6 +48,12 @@ class HeldJob:
     vcpus: int
     cpus: str | None  # the CPU set its runner pinned it to, once it started
     started_at: datetime | None
+    devices: tuple[tuple[str, str], ...] = ()  # a gang's (role, device), in role order
+
+    @property
+    def device_count(self) -> int:
+        """Devices it holds: one per role of a gang, else one."""
+        return len(self.devices) or 1
 
 
 @dataclass(frozen=True)  # no slots: cached properties live on the instance
@@ -129,7 +136,7 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
     per_session: dict[str, int] = {}
     used: dict[str, int] = {}
     for holder in held:
-        per_session[holder.session_id] = per_session.get(holder.session_id, 0) + 1
+        per_session[holder.session_id] = per_session.get(holder.session_id, 0) + holder.device_count
         if holder.host:
             used[holder.host] = used.get(holder.host, 0) + holder.vcpus
     host_room = await _host_room(session, used)
@@ -181,14 +188,27 @@ async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
             JobRow.vcpus,
             JobRow.cpus,
             JobRow.started_at,
+            JobRow.devices,
         )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(JobRow.state.in_(HOLDING_A_DEVICE))
         .order_by(JobRow.pk)
     )
     return [
-        HeldJob(pk, session_id, repository, task, state, device, host, int(vcpus), cpus, started)
-        for pk, session_id, repository, task, state, device, host, vcpus, cpus, started in rows
+        HeldJob(
+            pk,
+            session_id,
+            repository,
+            task,
+            state,
+            device,
+            host,
+            int(vcpus),
+            cpus,
+            started,
+            tuple((str(d["role"]), str(d["device"])) for d in devices or ()),
+        )
+        for pk, session_id, repository, task, state, device, host, vcpus, cpus, started, devices in rows
     ]
 
 
@@ -201,6 +221,16 @@ def _parse(requested: Mapping[str, Any]) -> tuple[Requirements, str]:
 @functools.lru_cache(maxsize=4096)
 def _parsed(text: str) -> tuple[Requirements, str]:
     return _parse(json.loads(text))
+
+
+def _parse_roles(requested: Mapping[str, Any]) -> tuple[tuple[str, tuple[Requirements, str]], ...]:
+    """A gang's recorded roles, each with its requirements as :func:`_parse` gives them."""
+    return tuple((str(role["role"]), _parse(role)) for role in requested["roles"])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_roles(text: str) -> tuple[tuple[str, tuple[Requirements, str]], ...]:
+    return _parse_roles(json.loads(text))
 
 
 def _queued_job(
@@ -224,22 +254,38 @@ def _queued_job(
         if not record.health_check and any(pool.repositories for pool in inventory.pools)
         else None
     )
-    key = f"{repository and repository.lower()}\0{record.vcpus}\0{record.health_check}\0{requested_key}"
-    if key not in matched:
-        # A device whose runner host can never fit the claim (as it reported its CPUs) is never leased it;
-        # a host that has not reported is left to its agent, which refuses runner_full what it cannot fit.
-        eligible = resolve(
-            requested,
-            inventory,
-            repository=repository,
-            vcpus=record.vcpus,
-            unreported_fit=True,
-            health_check=record.health_check,
-        ).eligible
-        matched[key] = tuple(device.id for device in eligible)
-    candidates = matched[key]
-    if avoid:
-        candidates = tuple(device for device in candidates if device not in avoid) or candidates
+
+    def matching(requirements: Requirements, requirements_key: str) -> tuple[str, ...]:
+        key = (
+            f"{repository and repository.lower()}\0{record.vcpus}\0{record.health_check}\0{requirements_key}"
+        )
+        if key not in matched:
+            # A device whose runner host can never fit the claim (as it reported its CPUs) is never leased
+            # it; a host that has not reported is left to its agent, which refuses runner_full what it
+            # cannot fit.
+            eligible = resolve(
+                requirements,
+                inventory,
+                repository=repository,
+                vcpus=record.vcpus,
+                unreported_fit=True,
+                health_check=record.health_check,
+            ).eligible
+            matched[key] = tuple(device.id for device in eligible)
+        candidates = matched[key]
+        if avoid:
+            candidates = tuple(device for device in candidates if device not in avoid) or candidates
+        return candidates
+
+    roles: tuple[Role, ...] = ()
+    if "roles" in record.requirements:  # a gang: each role matched on its own
+        parsed_roles = _parsed_roles(record.requirements_text) if record.requirements_text else None
+        if parsed_roles is None:
+            parsed_roles = _parse_roles(record.requirements)
+        roles = tuple(Role(name, matching(*parsed)) for name, parsed in parsed_roles)
+        candidates: tuple[str, ...] = ()
+    else:
+        candidates = matching(requested, requested_key)
     try:
         priority = Priority(record.priority)
     except ValueError:
@@ -253,6 +299,7 @@ def _queued_job(
         candidates,
         record.vcpus,
         arrival=record.pk,
+        roles=roles,
     )
 
 

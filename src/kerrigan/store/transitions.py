@@ -34,7 +34,7 @@ from kerrigan.core.matrix import task_of
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
 from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
-from kerrigan.store.leases import release_lease
+from kerrigan.store.leases import release_job_leases
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import JobEnded, JobStarted, SessionConcluded, Topic, mark, note
 
@@ -58,7 +58,7 @@ async def move_job(
     before = JobState(job.state)
     check_transition(before, to)
     if before in HOLDING_A_DEVICE and to not in HOLDING_A_DEVICE and job.device_id is not None:
-        await release_lease(session, job.device_id)
+        await release_job_leases(session, job.pk)  # every device of a gang
         mark(session, Topic.DISPATCH)
     job.state = to
     if reason is not None:
@@ -69,6 +69,7 @@ async def move_job(
         job.exit_status = exit_status
     if to is JobState.QUEUED:
         job.device_id = None
+        job.devices = []
         mark(session, Topic.DISPATCH)
     if to is JobState.RUNNING:
         note(session, JobStarted(max(0.0, (at - job.created_at).total_seconds())))

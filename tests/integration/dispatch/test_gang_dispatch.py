@@ -1,0 +1,115 @@
+"""Gang jobs on a real database: every role's device on one runner host, leased together or not at all,
+offered with each role's device, and all freed when the job ends."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from kerrigan.dispatch.dispatcher import Dispatcher
+from kerrigan.store import jobs
+from kerrigan.store.database import Database
+from kerrigan.store.leases import Grant, grant_leases, leased_devices
+from kerrigan.store.models import DeviceLeaseRow, JobRow
+from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
+
+MODALIX = {"labels": {"kerrigan.board": ["modalix"]}, "tags": []}
+DAVINCI = {"labels": {"kerrigan.board": ["davinci"]}, "tags": []}
+PAIR = {"labels": {}, "tags": [], "roles": [{"role": "dut", **MODALIX}, {"role": "peer", **DAVINCI}]}
+# Only lab-b-01 holds both boards (davinci-som-01's host, lab-b-02, is offline).
+ON_LAB_B_01 = {"modalix-old-02", "davinci-old-01"}
+
+
+async def test_a_gang_gets_a_device_for_every_role_on_one_runner_host(db: Database) -> None:
+    await lab(db)
+    await queue(db, "11111111-1111-1111-1111-111111111111", {"pair": PAIR})
+    result = await Dispatcher(db).dispatch_once()
+    assert {(g.role, g.device_id, g.host) for g in result.granted} == {
+        ("dut", "modalix-old-02", "lab-b-01"),
+        ("peer", "davinci-old-01", "lab-b-01"),
+    }
+    async with db.sessions() as session:
+        job = await session.scalar(select(JobRow))
+        assert job is not None
+        assert (job.state, job.device_id, job.host) == ("leased", "modalix-old-02", "lab-b-01")
+        assert job.devices == [
+            {"role": "dut", "device": "modalix-old-02"},
+            {"role": "peer", "device": "davinci-old-01"},
+        ]
+        [offer] = await jobs.offers(session, "lab-b-01")  # one offer, not one per device
+        assert offer.roles == (("dut", "modalix-old-02"), ("peer", "davinci-old-01"))
+
+
+async def test_a_gang_waits_holding_nothing_while_one_role_is_busy(db: Database) -> None:
+    await lab(db)
+    await queue(db, "22222222-2222-2222-2222-222222222222", {"other": DAVINCI}, max_devkits=1)
+    await queue(db, "33333333-3333-3333-3333-333333333333", {"pair": PAIR})
+    dispatcher = Dispatcher(db)
+    first = await dispatcher.dispatch_once()
+    assert [g.device_id for g in first.granted] == ["davinci-old-01"]
+    async with db.sessions() as session:
+        assert await leased_devices(session) == {"davinci-old-01"}  # modalix-old-02 is not held for the gang
+        other = await session.scalar(select(JobRow).where(JobRow.task_id == "other"))
+        assert other is not None
+    assert first.plan is not None
+    waiting = [w for w in first.plan.waiting.values() if w.roles]
+    assert [str(count) for count in waiting[0].roles] == [
+        "role dut: 6/6 devices free",
+        "role peer: 0/1 device free",
+    ]
+    async with db.sessions() as session, session.begin():
+        await jobs.accept(session, str(other.pk), "lab-b-01", db.clock())
+        await jobs.start(session, str(other.pk), "lab-b-01", db.clock())
+        await jobs.finish(session, str(other.pk), "lab-b-01", db.clock(), exit_status=0, accounting=None)
+    second = await dispatcher.dispatch_once()
+    assert {g.device_id for g in second.granted} == ON_LAB_B_01
+
+
+async def test_a_gang_whose_device_was_taken_meanwhile_gets_none_of_its_devices(db: Database) -> None:
+    await lab(db)
+    await queue(db, "44444444-4444-4444-4444-444444444444", {"pair": PAIR, "solo": SOM_UART})
+    async with db.sessions() as session:
+        pair = await session.scalar(select(JobRow.pk).where(JobRow.task_id == "pair"))
+        solo = await session.scalar(select(JobRow.pk).where(JobRow.task_id == "solo"))
+    assert pair is not None and solo is not None
+    session_id = "44444444-4444-4444-4444-444444444444"
+    async with db.sessions() as session, session.begin():
+        # Another dispatcher leased davinci-old-01 a moment before this one writes its plan.
+        taken = await grant_leases(
+            session,
+            [Grant(solo, "davinci-old-01", "lab-b-01", session_id)],
+            db.clock(),
+            Dispatcher(db).lease_ttl,
+        )
+        assert len(taken) == 1
+        granted = await grant_leases(
+            session,
+            [
+                Grant(pair, "modalix-old-02", "lab-b-01", session_id, "dut"),
+                Grant(pair, "davinci-old-01", "lab-b-01", session_id, "peer"),
+            ],
+            db.clock(),
+            Dispatcher(db).lease_ttl,
+        )
+        assert granted == []
+    async with db.sessions() as session:
+        rows = (await session.execute(select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk))).all()
+        assert [tuple(row) for row in rows] == [("davinci-old-01", solo)]
+        job = await session.get(JobRow, pair)
+        assert job is not None and (job.state, job.device_id, job.devices) == ("queued", None, [])
+
+
+async def test_a_gang_that_ends_frees_every_device_it_held(db: Database) -> None:
+    await lab(db)
+    await queue(db, "55555555-5555-5555-5555-555555555555", {"pair": PAIR})
+    dispatcher = Dispatcher(db)
+    await dispatcher.dispatch_once()
+    async with db.sessions() as session, session.begin():
+        job_pk = await session.scalar(select(JobRow.pk))
+        assert job_pk is not None
+        assert await leased_devices(session) == ON_LAB_B_01
+        await jobs.accept(session, str(job_pk), "lab-b-01", db.clock())
+        await jobs.start(session, str(job_pk), "lab-b-01", db.clock())
+        assert await jobs.held_jobs(session, "lab-b-01") == {str(job_pk): "running"}
+        await jobs.finish(session, str(job_pk), "lab-b-01", db.clock(), exit_status=0, accounting=None)
+    async with db.sessions() as session:
+        assert await leased_devices(session) == set()
