@@ -70,7 +70,8 @@ async def test_a_gang_whose_device_was_taken_meanwhile_gets_none_of_its_devices(
     async with db.sessions() as session:
         pair = await session.scalar(select(JobRow.pk).where(JobRow.task_id == "pair"))
         solo = await session.scalar(select(JobRow.pk).where(JobRow.task_id == "solo"))
-    assert pair is not None and solo is not None
+    assert pair is not None
+    assert solo is not None
     session_id = "44444444-4444-4444-4444-444444444444"
     async with db.sessions() as session, session.begin():
         # Another dispatcher leased davinci-old-01 a moment before this one writes its plan.
@@ -95,7 +96,8 @@ async def test_a_gang_whose_device_was_taken_meanwhile_gets_none_of_its_devices(
         rows = (await session.execute(select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk))).all()
         assert [tuple(row) for row in rows] == [("davinci-old-01", solo)]
         job = await session.get(JobRow, pair)
-        assert job is not None and (job.state, job.device_id, job.devices) == ("queued", None, [])
+        assert job is not None
+        assert (job.state, job.device_id, job.devices) == ("queued", None, [])
 
 
 async def test_a_gang_that_ends_frees_every_device_it_held(db: Database) -> None:

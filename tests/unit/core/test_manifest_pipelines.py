@@ -255,7 +255,10 @@ def test_devices_name_roles_each_with_its_requirements_over_the_tasks() -> None:
     first, second, alone = found.tasks
     assert [role.name for role in first.devices] == ["dut", "peer"]
     dut, peer = first.devices
-    assert dut.requirements.as_dict() == {"labels": {"site": ["lab-a"], "board": ["modalix"]}, "tags": ["uart"]}
+    assert dut.requirements.as_dict() == {
+        "labels": {"site": ["lab-a"], "board": ["modalix"]},
+        "tags": ["uart"],
+    }
     assert peer.requirements.as_dict() == {
         "labels": {"site": ["lab-a"], "board": ["davinci"]},
         "tags": ["uart", "wifi"],
@@ -300,6 +303,12 @@ def test_devices_mistakes_are_reported_on_their_lines() -> None:
             "names 1 role(s); a gang has 2 to 8 (one device is the task's own requirements)",
         ),
     ]
-    clash = [problem for problem in found if problem[1].startswith("tasks[2]")]
-    assert len(clash) == 1 and clash[0][0] in (3, 18) and "board" in clash[0][2], clash
-    assert len(found) == 4, found  # the bad names hide the unknown key of the valid role, read no further
+    # A role's labels that the session's cannot meet: on the role's line, naming both places.
+    assert found[3:] == [
+        (
+            18,
+            "tasks[2].devices.peer.labels.board",
+            "label 'board' cannot be satisfied: scheduling.labels.board (line 3) allows modalix but "
+            "tasks[2].devices.peer.labels.board (line 18) allows davinci; no value is in both",
+        )
+    ]  # the bad role names of tasks[0] hide its valid role's unknown key: that role is not read
