@@ -312,3 +312,26 @@ def test_devices_mistakes_are_reported_on_their_lines() -> None:
             "tasks[2].devices.peer.labels.board (line 18) allows davinci; no value is in both",
         )
     ]  # the bad role names of tasks[0] hide its valid role's unknown key: that role is not read
+
+
+def test_a_session_may_hold_its_largest_gang() -> None:
+    gang = textwrap.dedent(
+        """\
+        tasks:
+          - id: solo
+            run: ./solo.sh
+          - id: trio
+            run: ./trio.sh
+            devices: {a: {}, b: {}, c: {}}
+        """
+    )
+    assert workflow(gang).scheduling.max_devkits == 3  # the default of 1 grows to the largest gang
+    assert workflow("scheduling: {max_devkits: 4}\n" + gang).scheduling.max_devkits == 4
+    assert errors("scheduling: {max_devkits: 2}\n" + gang) == [
+        (
+            8,
+            "tasks[1].devices",
+            "task trio takes 3 devices at once, but scheduling.max_devkits (line 3) lets the session hold "
+            "2; set max_devkits to 3 or more",
+        )
+    ]

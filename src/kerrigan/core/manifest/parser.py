@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Final
 
 import yaml
 
 from kerrigan.core.manifest.environment import read_env
-from kerrigan.core.manifest.model import MAX_NODES, ManifestResult, Workflow
+from kerrigan.core.manifest.model import MAX_NODES, ManifestResult, Scheduling, Task, Workflow
 from kerrigan.core.manifest.policies import read_concurrency, read_retry
 from kerrigan.core.manifest.scheduling import read_scheduling
 from kerrigan.core.manifest.tasks import read_tasks
@@ -33,10 +34,39 @@ def parse_manifest(text: str, file: str) -> ManifestResult:
         retry = read_retry(r, top)
         env = read_env(r, top["env"][1], "env") if "env" in top else {}
         tasks = read_tasks(r, root, top, scheduling, env)
+        if scheduling is not None:
+            scheduling = _room_for_gangs(r, top, scheduling, tasks)
         if not r.errors and triggers is not None and scheduling is not None:
             assert name is not None  # no errors means the name was read
             workflow = Workflow(name, file, triggers, scheduling, tuple(tasks), concurrency, retry)
     return ManifestResult(file, name, workflow, r.sorted_errors(), r.sorted_warnings())
+
+
+def _room_for_gangs(
+    r: SourceReader, top: Mapping[str, tuple[yaml.Node, yaml.Node]], scheduling: Scheduling, tasks: list[Task]
+) -> Scheduling:
+    """A session must be able to hold its largest gang at once: ``max_devkits`` left to its default grows
+    to the most roles a task names; one set lower is an error on that task's line."""
+    largest = max(tasks, key=lambda task: len(task.devices), default=None)
+    if largest is None or len(largest.devices) <= scheduling.max_devkits:
+        return scheduling
+    node = top.get("scheduling")
+    given = (
+        node is not None
+        and isinstance(node[1], yaml.MappingNode)
+        and any(isinstance(key, yaml.ScalarNode) and key.value == "max_devkits" for key, _ in node[1].value)
+    )
+    if not given:
+        return replace(scheduling, max_devkits=len(largest.devices))
+    index = list(dict.fromkeys(task.task_id for task in tasks)).index(largest.task_id)
+    r.error_at(
+        largest.devices[0].line,  # its first role's
+        f"tasks[{index}].devices",
+        f"task {largest.task_id} takes {len(largest.devices)} devices at once, but scheduling.max_devkits "
+        f"(line {scheduling.line}) lets the session hold {scheduling.max_devkits}; "
+        f"set max_devkits to {len(largest.devices)} or more",
+    )
+    return scheduling
 
 
 def _name(r: SourceReader, root: yaml.Node, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) -> str | None:
