@@ -329,7 +329,7 @@ def test_a_session_may_hold_its_largest_gang() -> None:
     assert workflow("scheduling: {max_devkits: 4}\n" + gang).scheduling.max_devkits == 4
     assert errors("scheduling: {max_devkits: 2}\n" + gang) == [
         (
-            8,
+            9,
             "tasks[1].devices",
             "task trio takes 3 devices at once, but scheduling.max_devkits (line 3) lets the session hold "
             "2; set max_devkits to 3 or more",
