@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,11 +65,12 @@ async def serve_with_github(
     configure_app: bool = True,
     environment: Mapping[str, str] | None = None,
     files: Path | None = None,
+    github_arguments: Sequence[str] = (),
 ) -> AsyncIterator[Served]:
     """Start the stand-in (holding ``workflows`` at every commit of ``repository``) and ``kerrigan serve``;
     stop both on the way out. ``files``: a folder whose files every commit holds (scripts beside the
-    manifests). ``configure_app=False`` leaves the GitHub App unconfigured (deliveries are
-    stored, not processed)."""
+    manifests); ``github_arguments``: more of the stand-in's options (``--artifact``).
+    ``configure_app=False`` leaves the GitHub App unconfigured (deliveries are stored, not processed)."""
     private_key, public_key = generate_app_key()
     (folder / "app.pub").write_text(public_key, encoding="utf-8")
     github = await asyncio.create_subprocess_exec(
@@ -84,6 +85,7 @@ async def serve_with_github(
         repository,
         *(["--workflows", str(workflows)] if workflows else []),
         *(["--files", str(files)] if files else []),
+        *github_arguments,
         stdout=asyncio.subprocess.PIPE,
     )
     assert github.stdout is not None

@@ -26,6 +26,13 @@ async def serve(arguments: list[str]) -> None:
     parser.add_argument(
         "--files", type=Path, help="a folder whose files (all of them, by relative path) are every commit's"
     )
+    parser.add_argument(
+        "--artifact",
+        action="append",
+        default=[],
+        metavar="RUN_ID:NAME:FOLDER",
+        help="an artifact of workflow run RUN_ID: a zip of FOLDER's files (may be given again)",
+    )
     args = parser.parse_args(arguments)
     stand_in = GitHubStandIn(args.app_id, public_key=args.public_key.read_text(encoding="utf-8"))
     stand_in.add_installation(args.installation, args.repository.split("/")[0])
@@ -44,6 +51,13 @@ async def serve(arguments: list[str]) -> None:
         }
     if files:
         stand_in.add_commit(args.repository, "*", files)
+    for artifact in args.artifact:
+        run_id, name, folder = artifact.split(":", 2)
+        root = Path(folder)
+        contents = {
+            p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        }
+        stand_in.add_artifact(args.repository, int(run_id), name, contents)
     await stand_in.start(args.port)
     print(stand_in.url, flush=True)  # noqa: T201 -- the caller reads the address from here
     await asyncio.Event().wait()

@@ -190,6 +190,13 @@ async def get_check_run(github: GitHubStandIn, request: web.Request) -> web.Resp
     return web.json_response(check_run_body(github, _run_of(github, repo, request)))
 
 
+async def recorded_check_runs(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """``GET /_check-runs``: every check run as the stand-in holds it, each with all of its annotations
+    (GitHub answers only their count). For tests that run the stand-in as a process of its own."""
+    del request
+    return web.json_response(list(github.check_runs.values()))
+
+
 def _positive(request: web.Request, name: str, default: int) -> int:
     value = request.query.get(name, str(default))
     if not (value.isascii() and value.isdigit()) or len(value) > 9 or int(value) < 1:
@@ -248,3 +255,4 @@ def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:
     router.add_patch("/repos/{owner}/{repo}/check-runs/{check_run_id}", partial(update_check_run, github))
     router.add_get("/repos/{owner}/{repo}/check-runs/{check_run_id}", partial(get_check_run, github))
     router.add_get("/repos/{owner}/{repo}/commits/{ref}/check-runs", partial(list_check_runs_for_ref, github))
+    router.add_get("/_check-runs", partial(recorded_check_runs, github))
