@@ -185,3 +185,38 @@ async def test_the_chosen_repository_is_held_against_the_pools_repositories(
 
     _, unchecked = await reader.post("/explain", {"manifest": text_})
     assert "may not use pool" not in text(unchecked)
+
+
+GANG = """\
+name: pair
+on: {push: {}}
+tasks:
+  - id: pair
+    run: ./pair.sh
+    devices:
+      dut: {labels: {kerrigan.board: modalix}}
+      peer: {labels: {kerrigan.board: davinci}}
+  - id: split
+    run: ./pair.sh
+    devices:
+      dut: {labels: {kerrigan.board: modalix, sdk: "2.2.0", form_factor: som}}
+      peer: {labels: {kerrigan.board: davinci}}
+"""
+
+
+async def test_a_gang_shows_each_roles_verdict_and_whether_one_host_holds_them_all(
+    site: Site, browser: Open
+) -> None:
+    status, page = await explained(site, browser, GANG)
+
+    assert status == 200
+    words = text(page)
+    assert "A gang: 2 devices at once, all on one runner host." in words
+    assert "Runner hosts with a device for every role: lab-b-01 ." in words
+    assert "Role dut ready: eligible devices exist" in words
+    assert "Role peer ready: eligible devices exist" in words
+    assert "modalix-old-02" in device_links(page)
+    # split: every role matches somewhere, never on one host.
+    assert "unschedulable: gang: no runner host holds a device for every role" in words
+    assert "gang: no runner host holds a device for every role (never)" in words
+    assert "role dut: 2/12 devices available" in words

@@ -196,10 +196,19 @@ class TaskView:
     rejected_total: int
     query: str  # the filter applied to ``rejected`` ("" for none)
     rejected_more: int = 0  # rejected devices (after the filter) left off the page: :func:`bounded`
+    # A gang task: each role's resolution (a view of its own, ``role`` set), the runner hosts with a
+    # device for every role, and why it can never run when no host has.
+    roles: tuple[TaskView, ...] = ()
+    role: str | None = None
+    gang_hosts: tuple[str, ...] = ()
+    gang_host_count: int = 0
+    gang_never: str | None = None
 
     @property
     def outcome_words(self) -> str:
         """The outcome in words."""
+        if self.gang_never:
+            return f"unschedulable: {self.gang_never}"
         return OUTCOME_WORDS.get(self.outcome, self.outcome)
 
     @property
@@ -272,6 +281,14 @@ def task_view(
     known = facts is not None and all(device in facts for device in eligible)
     rejected = tuple(_verdict(verdict, transient) for verdict in _list(raw.get("rejected_devices")))
     needle = query.strip().lower()
+    gang = _dict(raw.get("gang"))
+    roles = tuple(
+        replace(
+            task_view({**role, "id": raw.get("id", ""), "line": None}, facts, query),
+            role=str(role.get("role", "")),
+        )
+        for role in map(_dict, _list(raw.get("roles")))
+    )
     return TaskView(
         id=str(raw.get("id", "")),
         line=_int(raw.get("line")),
@@ -298,6 +315,10 @@ def task_view(
         rejected=tuple(verdict for verdict in rejected if verdict.matches(needle)) if needle else rejected,
         rejected_total=len(rejected),
         query=query.strip(),
+        roles=roles,
+        gang_hosts=tuple(str(host) for host in _list(gang.get("hosts"))),
+        gang_host_count=_int(gang.get("host_count")) or 0,
+        gang_never=str(gang["never"]) if gang.get("never") else None,
     )
 
 
@@ -307,6 +328,8 @@ REJECTED_SHOWN: Final = 1000  # rows of rejected devices a task shows; the filte
 def bounded(view: TaskView, limit: int = REJECTED_SHOWN) -> TaskView:
     """``view`` with at most ``limit`` rejected devices, the first ones, and how many more there are: a lab
     of 10,000 devices would otherwise make a page of 4 MB. The filter (``?q=``) searches them all."""
+    if view.roles:
+        view = replace(view, roles=tuple(bounded(role, limit) for role in view.roles))
     if len(view.rejected) <= limit:
         return view
     return replace(view, rejected=view.rejected[:limit], rejected_more=len(view.rejected) - limit)
@@ -316,8 +339,9 @@ def named_devices(resolution: Mapping[str, Any]) -> set[str]:
     """The devices whose facts the page shows: the selected and the eligible ones."""
     named: set[str] = set()
     for task in map(_dict, _list(resolution.get("tasks"))):
-        named.update(str(device) for device in _list(task.get("selected")))
-        named.update(str(device) for device in _list(task.get("eligible_devices")))
+        for part in (task, *map(_dict, _list(task.get("roles")))):  # a gang's roles too
+            named.update(str(device) for device in _list(part.get("selected")))
+            named.update(str(device) for device in _list(part.get("eligible_devices")))
     return named
 
 
