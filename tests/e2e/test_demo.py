@@ -27,6 +27,9 @@ def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
     assert "demo-vpn-" not in out
     assert "failure: tests/test_uart.py:42: echo lost 3 of 64 bytes" in out
     assert "`logs/console.log` ([42 bytes](" in out
+    # Two boards at once: the device under test and its peer, on the one runner host holding both.
+    assert "| `uart-link` | succeeded | dut `modalix-old-02`<br>peer `davinci-old-01` | `lab-b-01` |" in out
+    assert "uart-link: modalix-old-02 (modalix) <-> davinci-old-01 (davinci): 64 of 64 bytes echoed" in out
     assert "✓ kerrigan / hil-smoke  (completed, success)" in out
     assert "✓ kerrigan / legacy  (completed, success)" in out
     assert "smoke: 3 of 3 checks passed" in out  # a runner agent ran the pushed script

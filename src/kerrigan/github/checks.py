@@ -498,6 +498,13 @@ class JobProgress:
     suspect: str = ""  # its device fails this task more than its peers: "modalix-redbox failed 8 of 10 ..."
     results: ResultsSummary | None = None  # the tests of the JUnit XML files its runner sent
     files: tuple[JobFile, ...] = ()  # what it uploaded (artifacts.upload)
+    roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
+
+    def devices_cell(self) -> str:
+        """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```."""
+        if self.roles:
+            return "<br>".join(f"{_cell(role)} {_code(device)}" for role, device in self.roles)
+        return _code(self.device_id) if self.device_id else ""
 
     @property
     def current(self) -> bool:
@@ -577,7 +584,7 @@ def progress_body(
             shown += f", {job.attempt_text()}"
         lines.append(
             f"| {_code(shown_name(job.task_id))} | {_cell(shown)} | "
-            f"{_code(job.device_id) if job.device_id else ''} | "
+            f"{job.devices_cell()} | "
             f"{_code(job.host) if job.host else ''} | {duration} | "
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )

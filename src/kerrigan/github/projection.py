@@ -66,6 +66,7 @@ def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
                     JobFile(file.path, f"{base}/jobs/{record.pk}/files/{file.pk}", file.size, file.note)
                     for file in job.files
                 ),
+                record.roles,
             )
         )
     return progress

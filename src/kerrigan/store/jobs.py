@@ -118,7 +118,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             tuple(job.results or ()),
             tuple(job.secrets or ()),
             dict(job.artifacts or {}),
-            tuple((str(d["role"]), str(d["device"])) for d in job.devices or ()),
+            roles_of(job.devices),
         )
         for job, run, device in rows
     ]
@@ -450,6 +450,12 @@ class JobRecord:
     detail: str | None = None
     attempt: int = 1
     retry_of: int | None = None  # the attempt this one retries
+    roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
+
+
+def roles_of(devices: list[dict[str, str]] | None) -> tuple[tuple[str, str], ...]:
+    """A job row's ``devices`` as (role, device) pairs, in role order."""
+    return tuple((str(d["role"]), str(d["device"])) for d in devices or ())
 
 
 async def session_job_records(session: AsyncSession, session_pk: int) -> list[JobRecord]:
@@ -471,6 +477,7 @@ async def session_job_records(session: AsyncSession, session_pk: int) -> list[Jo
             row.detail,
             row.attempt,
             row.retry_of,
+            roles_of(row.devices),
         )
         for row in rows
     ]

@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.sessions import Conclusion, SessionState
-from kerrigan.store.jobs import CUT_SEQ
+from kerrigan.store.jobs import CUT_SEQ, roles_of
 from kerrigan.store.models import (
     DeviceRow,
     InstallationRow,
@@ -64,6 +64,7 @@ class JobDetails:
     output_cut: str | None = None  # the server's cut notice, when it stored no more of the output
     attempt: int = 1
     retry_of: int | None = None  # the job this attempt retries
+    roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
 
 
 async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetails]:
@@ -117,6 +118,7 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
             output_cut=cuts.get(row.pk),
             attempt=row.attempt,
             retry_of=row.retry_of,
+            roles=roles_of(row.devices),
         )
         for row in rows
     ]

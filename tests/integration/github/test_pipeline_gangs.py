@@ -45,6 +45,7 @@ async def test_a_gang_task_runs_with_a_device_for_every_role_on_one_host(
     await completed(harness, run)
     final: dict[str, Any] = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "success", final["output"]["summary"]
+    assert "| dut `modalix-old-02`<br>peer `davinci-old-01` | `lab-b-01` |" in final["output"]["summary"]
     [row] = await job_rows(harness)
     assert (row.state, row.device_id, row.host) == ("succeeded", "modalix-old-02", "lab-b-01")
     text = await job_output(harness, row.pk)
