@@ -160,8 +160,13 @@ def fit_gang(
     closest: tuple[str, ...] = ()
     for host, options in _by_host(free_per_role, device_hosts).items():
         full = all(options)
-        if not full and closest_unless is None:
-            continue
+        if not full:
+            # Only a candidate for the closest set: skipped before matching when it cannot be one (the
+            # common case in a busy lab, where most hosts have a device free for one role at most).
+            if closest_unless is None or host in closest_unless or held.get(host, job_id) != job_id:
+                continue
+            if sum(1 for devices in options if devices) <= len(closest):
+                continue
         chosen = match_roles(options)
         if full and None not in chosen:
             holder = held.get(host)

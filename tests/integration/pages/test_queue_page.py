@@ -345,3 +345,31 @@ async def test_a_retry_every_matching_device_already_failed_says_it_takes_one_ag
         "device busy: modalix-bluebox, modalix-redbox (every device it matches already failed this job; "
         "it takes one of them again)"
     ) in words
+
+
+def test_a_waiting_gang_says_how_many_devices_of_each_role_are_free() -> None:
+    from kerrigan.core.gang import Role, RoleCount
+    from kerrigan.web.pages.queue import queue_rows as page_rows
+
+    roles = (Role("dut", ("dev-1", "dev-2")), Role("peer", ("dev-3",)))
+    gang = QueuedJob("1", "octo/firmware", "s1", Priority.NORMAL, NOW.timestamp(), (), roles=roles)
+    split = QueuedJob("2", "octo/firmware", "s2", Priority.NORMAL, NOW.timestamp(), (), roles=roles)
+    plan = DispatchPlan(
+        (),
+        {
+            "1": Waiting(WaitKind.DEVICE, None, (RoleCount("dut", 1, 2), RoleCount("peer", 0, 1))),
+            "2": Waiting(WaitKind.GANG, None, (RoleCount("dut", 1, 2), RoleCount("peer", 1, 1))),
+        },
+        ("1", "2"),
+    )
+    hosts = {"dev-1": "lab-a-01", "dev-2": "lab-a-02", "dev-3": "lab-b-01"}
+    snapshot = QueueSnapshot(
+        NOW, (record(1, "pair"), record(2, "pair", session="s2")), {1: gang, 2: split}, plan, (), hosts,
+        frozenset({"dev-1"}), {}, {},
+    )  # fmt: skip
+    first, second = page_rows(snapshot)
+    assert first.why == "gang: role dut: 1/2 devices free; role peer: 0/1 device free"
+    assert second.why == (
+        "gang: every role has a device free, but no one runner host has one for each "
+        "(role dut: 1/2 devices free; role peer: 1/1 device free)"
+    )

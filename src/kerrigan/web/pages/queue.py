@@ -112,6 +112,14 @@ def _why(
             f"{'' if limit == 1 else 's'}{more}",
             None,
         )
+    if job.roles and waiting.kind in (WaitKind.DEVICE, WaitKind.GANG):
+        counts = "; ".join(str(count) for count in waiting.roles) or "no device free for any role"
+        if waiting.kind is WaitKind.GANG:
+            return (
+                f"gang: every role has a device free, but no one runner host has one for each ({counts})",
+                None,
+            )
+        return f"gang: {counts}", None
     if waiting.kind is WaitKind.CAPACITY:
         room = snapshot.host_room_after_plan
         hosts = sorted({snapshot.device_hosts[d] for d in job.candidates if d in free_left})
