@@ -113,7 +113,15 @@ class Waiting:
 
     kind: WaitKind
     on: str | None = None
-    roles: tuple[RoleCount, ...] = ()
+    counts: tuple[RoleCount, ...] = ()
+    # A gang none of whose devices was free: its roles, counted only when asked (most gangs of a busy
+    # queue wait so, and a round would otherwise count every one of them).
+    none_free_of: tuple[Role, ...] = ()
+
+    @property
+    def roles(self) -> tuple[RoleCount, ...]:
+        """For a gang, each role's free devices of its candidates when its turn came."""
+        return self.counts or tuple(RoleCount(r.name, 0, len(r.candidates)) for r in self.none_free_of)
 
     @property
     def counts_toward_queue_wait(self) -> bool:
@@ -189,6 +197,7 @@ def order_heads(
 
 
 _arrival: Final = attrgetter("ready_at", "arrival", "id")
+_FOR_ROOM: Final = frozenset({WaitKind.CAPACITY, WaitKind.FENCED})
 _ON_DEVICE: Final = Waiting(WaitKind.DEVICE)  # frozen, so one instance serves every job that waits so
 _GANG_KINDS: Final = {
     Blocker.DEVICE: WaitKind.DEVICE,
@@ -200,7 +209,7 @@ _GANG_KINDS: Final = {
 
 def _none_free(job: QueuedJob) -> Waiting:
     """A gang that found no device free: each role 0 of its candidates."""
-    return Waiting(WaitKind.DEVICE, None, tuple([RoleCount(r.name, 0, len(r.candidates)) for r in job.roles]))
+    return Waiting(WaitKind.DEVICE, None, (), job.roles)
 
 
 def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share the round's state
@@ -384,7 +393,10 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 last[head.repository] = now
             else:
                 waiting[head.id] = why
-                if why.kind is WaitKind.CAPACITY and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
+                # Blocked for vCPUs (a device of its is free; it may also be fenced by a held host): past
+                # its grace it holds the hosts whose free device it lacks room on. Their devices leave
+                # ``free``, so a device no job has room for does not keep the round going to the end.
+                if why.kind in _FOR_ROOM and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
                     for candidate in head.candidates:
                         if candidate in free and candidate in hosts:
                             hold(hosts[candidate], head.id)
