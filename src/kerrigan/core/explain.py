@@ -85,7 +85,7 @@ class Explanation:
         if self.errors:
             return EXIT_INVALID
         # A gang's resolution is its scarcest role's: no device there is none for the gang.
-        if any(not t.resolution.eligible or (t.gang and t.gang.never) for t in self.tasks):
+        if any(not t.resolution.eligible or t.outcome is not Outcome.ELIGIBLE for t in self.tasks):
             return EXIT_UNMATCHED
         return EXIT_OK
 

@@ -65,7 +65,8 @@ AGENT_ENV: Final = frozenset(
         "TMPDIR",
     }
 )
-AGENT_ENV_PREFIXES: Final = ("KERRIGAN_JOB_", "GITHUB_")
+# KERRIGAN_DEVICE_ and KERRIGAN_DEVICES_: a gang's devices by role (KERRIGAN_DEVICE_DUT_ID, ...).
+AGENT_ENV_PREFIXES: Final = ("KERRIGAN_JOB_", "GITHUB_", "KERRIGAN_DEVICE_", "KERRIGAN_DEVICES_")
 
 
 class DevicesFileError(ValueError):
@@ -251,11 +252,11 @@ def env_name_problem(name: str) -> str | None:
     """Why ``name`` may not be set in a device's env (None: it may)."""
     if _ENV_NAME.fullmatch(name) is None:
         return f"{quote(name)} is not an environment variable name (letters, digits and _, not first a digit)"
+    if name in AGENT_ENV:
+        return f"the agent sets {name} itself, for every job; choose another name"
     for prefix in AGENT_ENV_PREFIXES:
         if name.startswith(prefix):
             return f"names starting {prefix} are the agent's own, for every job; choose another name"
-    if name in AGENT_ENV:
-        return f"the agent sets {name} itself, for every job; choose another name"
     return None
 
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
+from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.variable_names import name_problem
 from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
@@ -73,7 +74,7 @@ def job_environment(
             "KERRIGAN_CPUS": format_cpu_list(cpus),
         }
     )
-    env.update(gang_environment(offer.get("devices")))
+    env.update(gang_environment(offer))
     if github.get("token"):
         env["GITHUB_TOKEN"] = str(github["token"])
     if offer.get("workflow_run_id") is not None:
@@ -81,36 +82,39 @@ def job_environment(
     return env
 
 
-def gang_roles(offer: Mapping[str, object]) -> list[tuple[str, str]]:
-    """(role, device) of a gang offer's devices, in role order; empty for a job of one device."""
+def _roles(offer: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """A gang offer's devices whose role is a role name (a server sends no other; anything else is
+    passed over rather than made into a variable name)."""
     devices = offer.get("devices")
     if not isinstance(devices, list):
         return []
     return [
-        (str(d["role"]), str(d.get("id", "")))
-        for d in devices
-        if isinstance(d, dict) and isinstance(d.get("role"), str)
+        device
+        for device in devices
+        if isinstance(device, dict) and isinstance(device.get("role"), str) and is_role_name(device["role"])
     ]
 
 
-def gang_environment(devices: object) -> dict[str, str]:
+def gang_roles(offer: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(role, device) of a gang offer's devices, in role order; empty for a job of one device."""
+    return [(str(device["role"]), str(device.get("id", ""))) for device in _roles(offer)]
+
+
+def gang_environment(offer: Mapping[str, object]) -> dict[str, str]:
     """A gang job's devices by role: ``KERRIGAN_DEVICE_<ROLE>_ID``, ``_BOARD`` and ``_LABELS`` for each,
     and all of them as ``KERRIGAN_DEVICES_JSON``; nothing for a job of one device."""
-    if not isinstance(devices, list) or not devices:
+    devices = _roles(offer)
+    if not devices:
         return {}
     env: dict[str, str] = {}
     shown = []
     for device in devices:
-        if not isinstance(device, dict) or not isinstance(device.get("role"), str):
-            continue
-        prefix = f"KERRIGAN_DEVICE_{device['role'].upper()}"
+        role = str(device["role"])
         labels = device.get("labels") or {}
-        env[f"{prefix}_ID"] = str(device.get("id", ""))
-        env[f"{prefix}_BOARD"] = str(device.get("board") or "")
-        env[f"{prefix}_LABELS"] = json.dumps(labels, sort_keys=True)
-        shown.append(
-            {"role": device["role"], "id": device.get("id"), "board": device.get("board"), "labels": labels}
-        )
+        env[f"KERRIGAN_DEVICE_{role.upper()}_ID"] = str(device.get("id", ""))
+        env[f"KERRIGAN_DEVICE_{role.upper()}_BOARD"] = str(device.get("board") or "")
+        env[f"KERRIGAN_DEVICE_{role.upper()}_LABELS"] = json.dumps(labels, sort_keys=True)
+        shown.append({"role": role, "id": device.get("id"), "board": device.get("board"), "labels": labels})
     env["KERRIGAN_DEVICES_JSON"] = json.dumps(shown, sort_keys=True)
     return env
 
@@ -244,6 +248,7 @@ class Processes(Reporting):
             env.update(
                 {f"KERRIGAN_DEVICE_{role.upper()}_{k}": v for k, v in self.presence.env(device).items()}
             )
+        env.update(gang_environment(record.offer))  # a setting named like a role's own variable loses
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)
             home = area / "home"

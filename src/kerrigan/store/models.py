@@ -338,8 +338,8 @@ class JobRow(Base):
     secrets: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     # The manifest's artifacts: {"download": [{"name", "path"}], "upload": [globs]}.
     artifacts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
-    # A gang job's devices while it holds them, in role order: [{"role", "device"}]; ``device_id`` is the
-    # first role's. Empty for a job of one device.
+    # A gang job's devices, in role order: [{"role", "device"}], set when they are leased (and kept once
+    # it ends, as ``device_id`` is); ``device_id`` is the first role's. Empty for a job of one device.
     devices: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list, server_default="[]")
 
 

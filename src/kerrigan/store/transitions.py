@@ -84,7 +84,10 @@ async def move_job(
         if checked is not None:
             await record_check_end(session, checked, job, to, at)  # never counted as a device's failure
         elif before in HOLDING_A_DEVICE and job.device_id is not None and job.started_at is not None:
-            await count_outcome(session, job.device_id, to, klass, job_pk=job.pk, reason=job.reason, at=at)
+            # Each device of a gang ran it: a success clears each one's count, a failure of the lab's
+            # counts on each (their health checks tell the broken board from its peers).
+            for device_id in [str(d["device"]) for d in job.devices or ()] or [job.device_id]:
+                await count_outcome(session, device_id, to, klass, job_pk=job.pk, reason=job.reason, at=at)
 
 
 def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:
@@ -189,7 +192,8 @@ async def retry_failed(
         if not should_retry(policy, JobState.FAILED, klass, job.exit_status, earlier, reason=job.reason):
             continue
         await move_job(session, job, JobState.RETRIED, at)
-        avoid = list(dict.fromkeys([*(job.avoid_devices or []), *([job.device_id] if job.device_id else [])]))
+        held = [str(d["device"]) for d in job.devices or ()] or ([job.device_id] if job.device_id else [])
+        avoid = list(dict.fromkeys([*(job.avoid_devices or []), *held]))  # each of a gang's devices
         added.append(
             JobRow(
                 session_pk=job.session_pk,

@@ -10,6 +10,7 @@ from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices
 from kerrigan.store.models import DeviceLeaseRow, JobRow
+from tests.conftest import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
 MODALIX = {"labels": {"kerrigan.board": ["modalix"]}, "tags": []}
@@ -114,4 +115,21 @@ async def test_a_gang_that_ends_frees_every_device_it_held(db: Database) -> None
         assert await jobs.held_jobs(session, "lab-b-01") == {str(job_pk): "running"}
         await jobs.finish(session, str(job_pk), "lab-b-01", db.clock(), exit_status=0, accounting=None)
     async with db.sessions() as session:
+        assert await leased_devices(session) == set()
+
+
+async def test_a_gang_whose_runner_went_silent_is_queued_again_once_with_every_device_freed(
+    db: Database, clock: FakeClock
+) -> None:
+    await lab(db)
+    await queue(db, "66666666-6666-6666-6666-666666666666", {"pair": PAIR})
+    dispatcher = Dispatcher(db)
+    await dispatcher.dispatch_once()
+    clock.advance(61)
+    lost = await dispatcher.expire()
+    async with db.sessions() as session:
+        job = await session.scalar(select(JobRow))
+        assert job is not None
+        assert lost == (job.pk,)  # once, though both of its leases ran out
+        assert (job.state, job.reason, job.device_id, job.devices) == ("queued", "runner_lost", None, [])
         assert await leased_devices(session) == set()

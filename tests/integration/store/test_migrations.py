@@ -155,3 +155,41 @@ async def test_start_up_refuses_a_schema_behind_and_accepts_one_a_newer_release_
             await check_schema(database.engine)
     finally:
         await database.close()
+
+
+async def test_downgrading_gang_leases_keeps_each_jobs_own_device(tmp_path: Path) -> None:
+    # Revision 0018 back to 0017 (one lease a job): a gang keeps the lease of its job's device_id, the
+    # device the older code releases, whatever the devices' names sort as; a one-device job keeps its own.
+    from kerrigan.dispatch.dispatcher import Dispatcher
+    from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
+    from tests.integration.dispatch.test_gang_dispatch import PAIR
+
+    database = Database.connect(f"sqlite+aiosqlite:///{tmp_path}/gang.db")
+    try:
+        await upgrade(database.engine)
+        await lab(database)
+        await queue(database, "11111111-1111-1111-1111-111111111111", {"pair": PAIR, "solo": SOM_UART})
+        granted = (await Dispatcher(database).dispatch_once()).granted
+        assert {(g.role, g.device_id) for g in granted} >= {
+            ("dut", "modalix-old-02"),
+            ("peer", "davinci-old-01"),
+        }
+        async with database.engine.connect() as connection:
+            await connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            await connection.commit()
+            async with connection.begin():
+                await connection.run_sync(lambda sync: command.downgrade(alembic_config(sync), "0017"))
+            kept = (
+                await connection.execute(
+                    text(
+                        "SELECT jobs.task_id, device_leases.device_id, jobs.device_id FROM device_leases"
+                        " JOIN jobs ON jobs.pk = device_leases.job_pk ORDER BY jobs.task_id"
+                    )
+                )
+            ).all()
+        assert [tuple(row) for row in kept] == [
+            ("pair", "modalix-old-02", "modalix-old-02"),  # "davinci-old-01" sorts first: it was freed
+            ("solo", kept[1][1], kept[1][1]),
+        ]
+    finally:
+        await database.close()

@@ -335,3 +335,19 @@ def test_a_session_may_hold_its_largest_gang() -> None:
             "2; set max_devkits to 3 or more",
         )
     ]
+
+
+def test_the_max_devkits_error_names_the_gangs_place_after_a_broken_task() -> None:
+    found = errors(
+        """\
+        scheduling: {max_devkits: 1}
+        tasks:
+          - id: broken
+            run: ./x.sh
+            vcpus: many
+          - id: pair
+            run: ./pair.sh
+            devices: {dut: {}, peer: {}}
+        """
+    )
+    assert [(line, field) for line, field, _ in found] == [(7, "tasks[0].vcpus"), (10, "tasks[1].devices")]

@@ -24,7 +24,7 @@ from kerrigan.runner.devices_file import (
     load_devices_file,
     parse_devices_file,
 )
-from kerrigan.runner.processes import job_environment, process_start_time
+from kerrigan.runner.processes import gang_environment, job_environment, process_start_time
 from kerrigan.testing.waiting import wait_until
 
 SERIAL = "/dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0"
@@ -240,8 +240,10 @@ def test_every_variable_the_agent_sets_for_a_job_is_refused_in_a_device_env() ->
         "labels": {},
         "workflow_run_id": 9,
         "github": {"token": "ghs_x", "api_url": "http://github.test"},
+        "devices": [{"role": "dut", "id": "d", "board": "b", "labels": {}}, {"role": "peer", "id": "p"}],
     }
     agents = job_environment(offer, (1,), {})
+    assert {"KERRIGAN_DEVICE_PEER_ID", "KERRIGAN_DEVICES_JSON"} <= set(agents)  # a gang's, by role
     assert {name for name in agents if env_name_problem(name) is None} == set()
     for name in ("HOME", "USER", "LOGNAME", "TMPDIR"):  # set for a job run as its own user
         assert env_name_problem(name) is not None
@@ -466,3 +468,25 @@ async def test_a_cancelled_check_kills_its_commands(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert gone(int(pid_file.read_text()))
+
+
+def test_a_gang_offers_roles_become_variables_only_when_they_are_role_names() -> None:
+    offer = {
+        "devices": [
+            {"role": "dut", "id": "modalix-01", "board": "modalix", "labels": {"sdk": "2.2.0"}},
+            {"role": "peer=1\nX", "id": "evil"},
+            {"role": 7, "id": "other"},
+            "peer",
+        ]
+    }
+    env = gang_environment(offer)
+    assert env == {
+        "KERRIGAN_DEVICE_DUT_ID": "modalix-01",
+        "KERRIGAN_DEVICE_DUT_BOARD": "modalix",
+        "KERRIGAN_DEVICE_DUT_LABELS": '{"sdk": "2.2.0"}',
+        "KERRIGAN_DEVICES_JSON": (
+            '[{"board": "modalix", "id": "modalix-01", "labels": {"sdk": "2.2.0"}, "role": "dut"}]'
+        ),
+    }
+    assert gang_environment({"devices": []}) == {}
+    assert gang_environment({}) == {}

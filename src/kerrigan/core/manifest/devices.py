@@ -37,9 +37,9 @@ class RoleEntry:
     line: int
 
 
-def role_variable(role: str) -> str:
-    """The environment variable naming a role's device: ``KERRIGAN_DEVICE_DUT_ID``."""
-    return f"KERRIGAN_DEVICE_{role.upper()}_ID"
+def is_role_name(text: str) -> bool:
+    """Whether ``text`` may name a role (and so a part of an environment variable's name)."""
+    return _ROLE.fullmatch(text) is not None
 
 
 def read_roles(r: SourceReader, node: yaml.Node, field: str) -> tuple[RoleEntry, ...] | None:
@@ -55,7 +55,7 @@ def read_roles(r: SourceReader, node: yaml.Node, field: str) -> tuple[RoleEntry,
     roles = []
     for name, (key_node, value_node) in config.items():
         role_field = join_field(field, name)
-        if _ROLE.fullmatch(name) is None:
+        if not is_role_name(name):
             r.error(
                 key_node,
                 role_field,

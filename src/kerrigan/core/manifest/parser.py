@@ -58,7 +58,7 @@ def _room_for_gangs(
     )
     if not given:
         return replace(scheduling, max_devkits=len(largest.devices))
-    index = list(dict.fromkeys(task.task_id for task in tasks)).index(largest.task_id)
+    index = _written_index(top["tasks"][1], largest.task_id)
     r.error_at(
         largest.devices[0].line,  # its first role's
         f"tasks[{index}].devices",
@@ -67,6 +67,20 @@ def _room_for_gangs(
         f"set max_devkits to {len(largest.devices)} or more",
     )
     return scheduling
+
+
+def _written_index(node: yaml.Node, task_id: str) -> int:
+    """Where the task ``task_id`` is written in ``tasks`` (its jobs say nothing of the tasks before it that
+    made none, for their errors)."""
+    for index, item in enumerate(node.value if isinstance(node, yaml.SequenceNode) else ()):
+        if isinstance(item, yaml.MappingNode) and any(
+            isinstance(key, yaml.ScalarNode)
+            and key.value == "id"
+            and getattr(value, "value", None) == task_id
+            for key, value in item.value
+        ):
+            return index
+    return 0
 
 
 def _name(r: SourceReader, root: yaml.Node, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) -> str | None:

@@ -32,9 +32,11 @@ def _pools_of_resolution(resolution: Any) -> set[str]:
     tasks = resolution.get("tasks") if isinstance(resolution, dict) else None
     found: set[str] = set()
     for task in tasks if isinstance(tasks, list) else []:
-        pools = task.get("eligible_pools") if isinstance(task, dict) else None
-        if isinstance(pools, list):
-            found.update(pool for pool in pools if isinstance(pool, str))
+        roles = task.get("roles") if isinstance(task, dict) else None
+        for part in [task, *(roles if isinstance(roles, list) else [])]:  # a gang's roles each
+            pools = part.get("eligible_pools") if isinstance(part, dict) else None
+            if isinstance(pools, list):
+                found.update(pool for pool in pools if isinstance(pool, str))
     return found
 
 

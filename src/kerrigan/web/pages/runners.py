@@ -225,6 +225,7 @@ def host_views(
     """Every runner host with its resources, claims, CPU sets, devices and health."""
     holders = list(held)
     by_device = {job.device_id: job for job in holders if job.device_id}
+    by_device |= {device: job for job in holders for _, device in job.devices}  # each of a gang's
     devices_of: dict[str, list[Device]] = {}
     for device in inventory.devices:
         devices_of.setdefault(device.host, []).append(device)

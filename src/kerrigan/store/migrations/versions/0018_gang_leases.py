@@ -29,10 +29,11 @@ def upgrade() -> None:
 def downgrade() -> None:
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.drop_column("devices")
-    # A gang's extra leases cannot stay under one lease a job: only each job's first is kept.
+    # One lease a job again: a gang keeps the lease of its job's device_id (the first role's, the one the
+    # older code releases); the others are freed.
     op.execute(
-        "DELETE FROM device_leases WHERE device_id NOT IN "
-        "(SELECT MIN(device_id) FROM device_leases GROUP BY job_pk)"
+        "DELETE FROM device_leases WHERE role IS NOT NULL AND device_id NOT IN "
+        "(SELECT device_id FROM jobs WHERE jobs.pk = device_leases.job_pk AND device_id IS NOT NULL)"
     )
     with op.batch_alter_table("device_leases", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_device_leases_job_pk"))
