@@ -429,9 +429,13 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
     annotations = manifest_annotations(manifest) + hint_annotations(manifest.file, tasks)
     never = [item.task.id for item in tasks if item.outcome is Outcome.UNSCHEDULABLE]
     if never:
-        title = f"Unschedulable: no device can ever run {', '.join(never[:3])}" + (
-            ", ..." if len(never) > 3 else ""
+        split = {item.task.id for item in tasks if item.gang is not None and item.gang.never}
+        what = (
+            "no runner host holds a device for every role of"
+            if split.issuperset(never)
+            else "no device can ever run"
         )
+        title = f"Unschedulable: {what} {', '.join(never[:3])}" + (", ..." if len(never) > 3 else "")
         return _body(
             name,
             context,
