@@ -13,11 +13,13 @@ Everything here is pure: times are given, never read from a clock.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
+
+from kerrigan.core import durations
+from kerrigan.core.durations import DurationError
 
 HEALTH_CHECK_EVENT: Final = "health_check"  # a health-check session's event (it has no repository)
 HEALTH_CHECK_WORKFLOW: Final = "health-check"
@@ -34,9 +36,6 @@ MAX_RUN: Final = 4096
 
 PASSED: Final = "health check passed"
 FAILED: Final = "health check failed"
-
-_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
-_DURATION = re.compile(r"([0-9]{1,9})([smhd]?)")
 
 
 class HealthCheckError(ValueError):
@@ -57,7 +56,7 @@ class HealthCheck:
         """The check as the inventory file writes it (and the database and the API keep it)."""
         document: dict[str, object] = {"run": self.run}
         if self.every_s is not None:
-            document["every"] = duration_text(self.every_s)
+            document["every"] = durations.duration_text(self.every_s)
         document["timeout_s"] = self.timeout_s
         document["vcpus"] = self.vcpus
         return document
@@ -71,25 +70,13 @@ class HealthCheck:
 
 def parse_duration(value: object) -> int:
     """``30m``, ``24h``, ``7d``, ``90s`` or a number of seconds, at least 5 minutes; in seconds."""
-    text = str(value).strip() if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-    found = _DURATION.fullmatch(text) if text is not None else None
-    if found is None:
-        raise HealthCheckError(
-            f"{value!r} is not a duration: a number of seconds, or one with a unit s, m, h or d "
-            "(30m, 24h, 7d)"
-        )
-    seconds = int(found.group(1)) * _UNITS[found.group(2) or "s"]
+    try:
+        seconds = durations.parse_duration(value)
+    except DurationError as exc:
+        raise HealthCheckError(str(exc)) from None
     if not MIN_EVERY_S <= seconds <= MAX_EVERY_S:
         raise HealthCheckError(f"{value!r} is {seconds} s: it must be 5 minutes (300 s) to 365 days")
     return seconds
-
-
-def duration_text(seconds: int) -> str:
-    """The shortest exact way to write ``seconds``: ``24h``, ``30m``, ``90s``."""
-    for unit in ("d", "h", "m"):
-        if seconds % _UNITS[unit] == 0:
-            return f"{seconds // _UNITS[unit]}{unit}"
-    return f"{seconds}s"
 
 
 def check_run(text: str) -> str:

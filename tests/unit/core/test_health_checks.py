@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from kerrigan.core.device_status import DeviceHealth, Health
+from kerrigan.core.durations import duration_text
 from kerrigan.core.health_checks import (
     HealthCheck,
     HealthCheckError,
-    duration_text,
     health_check_from_document,
     parse_duration,
 )
