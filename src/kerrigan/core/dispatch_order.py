@@ -5,9 +5,11 @@ repository's *head* (and when it finds no device, the job after it is offered on
 workspaces, and their jobs do not share one checkout). Heads are ordered:
 
 1. gate jobs (merge queues and ``priority: gate``), in arrival order;
-2. heads that have waited 60 seconds or more, oldest first;
-3. newer heads, rotating between repositories by least recent dispatch;
-4. background jobs, last.
+2. people's reservations (``reservation``: a board for a person, :mod:`kerrigan.core.reservations`), in
+   arrival order, each person a line of their own;
+3. heads that have waited 60 seconds or more, oldest first;
+4. newer heads, rotating between repositories by least recent dispatch;
+5. background jobs, last.
 
 A head can be blocked two ways. No device it can use is free: it waits, and since heads are offered
 devices in this order it gets the first one to free up. Or a device is free but its runner host lacks the
@@ -72,6 +74,7 @@ class QueuedJob:
     vcpus: int = 2
     arrival: int = 0
     roles: tuple[Role, ...] = ()
+    reservation: bool = False  # a person's reservation: after gate work, before the rest
 
     def __post_init__(self) -> None:
         if not self.roles:
@@ -172,19 +175,25 @@ class DispatchPlan:
         return positions
 
 
+GATE_TIER, RESERVATION_TIER, AGED_TIER, NEWER_TIER, BACKGROUND_TIER = range(5)
+
+
 def _tier(job: QueuedJob, now: float) -> int:
-    """Which of seed 003's four tiers a head stands in: 0 gate, 1 aged, 2 newer, 3 background."""
+    """Which tier a head stands in: seed 003's four (gate, aged, newer, background) with people's
+    reservations between gate work and the rest."""
     if job.priority is Priority.GATE:
-        return 0
+        return GATE_TIER
+    if job.reservation:
+        return RESERVATION_TIER
     if job.priority is Priority.BACKGROUND:
-        return 3
-    return 1 if now - job.ready_at >= AGING_S else 2
+        return BACKGROUND_TIER
+    return AGED_TIER if now - job.ready_at >= AGING_S else NEWER_TIER
 
 
 def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tuple[float | str, ...]:
     """Sort key placing a head in seed 003's four tiers; the id last, so no two heads tie."""
     tier = _tier(head, now)
-    if tier == 2:  # only newer heads rotate between repositories
+    if tier == NEWER_TIER:  # only newer heads rotate between repositories
         return (tier, last_dispatch.get(head.repository, NEVER), head.ready_at, head.arrival, head.id)
     return (tier, head.ready_at, head.arrival, head.id)
 
@@ -363,7 +372,7 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
 
     def entry(job: QueuedJob) -> tuple[int, float, float, int, str, QueuedJob]:
         tier = _tier(job, now)
-        key = last.get(job.repository, NEVER) if tier == 2 else job.ready_at
+        key = last.get(job.repository, NEVER) if tier == NEWER_TIER else job.ready_at
         return (tier, key, job.ready_at, job.arrival, job.id, job)
 
     heap = [entry(line[0]) for line in lines.values()]
@@ -407,13 +416,16 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
             job = line[at]
             # entry(job), inline: this runs once per job
             if job.priority is gate:
-                heapq.heappush(heap, (0, job.ready_at, job.ready_at, job.arrival, job.id, job))
+                heapq.heappush(heap, (GATE_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
+            elif job.reservation:
+                heapq.heappush(heap, (RESERVATION_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
             elif job.priority is background:
-                heapq.heappush(heap, (3, job.ready_at, job.ready_at, job.arrival, job.id, job))
+                heapq.heappush(heap, (BACKGROUND_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
             elif now - job.ready_at >= AGING_S:
-                heapq.heappush(heap, (1, job.ready_at, job.ready_at, job.arrival, job.id, job))
+                heapq.heappush(heap, (AGED_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
             else:
-                heapq.heappush(heap, (2, last.get(repository, NEVER), job.ready_at, job.arrival, job.id, job))
+                newer = (NEWER_TIER, last.get(repository, NEVER), job.ready_at, job.arrival, job.id, job)
+                heapq.heappush(heap, newer)
     # No device left free: whoever was not reached waits on a device (or its own session, or a device kept
     # for another job). Those are the rest of each line, past the jobs already decided; no need to rank
     # them one by one. With nothing free, what is still unassigned is exactly what is kept.
@@ -462,11 +474,11 @@ class QueueOrder(Sequence[str]):
 
     @cached_property
     def _ids(self) -> tuple[str, ...]:
-        tiers: tuple[list[QueuedJob], ...] = ([], [], [], [])
+        tiers: tuple[list[QueuedJob], ...] = ([], [], [], [], [])
         for job in self._queue:
             if job.id in self._waiting:
                 tiers[_tier(job, self._now)].append(job)
-        tiers[2].sort(key=lambda job: self._last.get(job.repository, NEVER))
+        tiers[NEWER_TIER].sort(key=lambda job: self._last.get(job.repository, NEVER))
         return (*self._started, *(job.id for tier in tiers for job in tier))
 
     @overload

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import pytest
@@ -444,3 +445,14 @@ def test_jobs_ready_at_the_same_moment_go_in_arrival_order_not_id_text_order() -
     result = plan([ten, nine], ["d1"])
     assert started(result) == [("9", "d1")]
     assert list(result.order) == ["9", "10"]
+
+
+def test_a_reservation_comes_after_gate_work_and_before_everything_else() -> None:
+    reservation = dataclasses.replace(job("r", "@hubot", waited=1), reservation=True, vcpus=0)
+    aged = job("aged", "octo/a", waited=600)
+    gate = job("gate", "octo/b", waited=1, priority=Priority.GATE)
+    background = job("bg", "octo/c", waited=900, priority=Priority.BACKGROUND)
+    result = plan([aged, background, reservation, gate], ["d1"])
+    assert started(result) == [("gate", "d1")]
+    assert list(result.order) == ["gate", "r", "aged", "bg"]
+    assert started(plan([aged, background, reservation], ["d1"])) == [("r", "d1")]
