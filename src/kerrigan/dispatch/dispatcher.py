@@ -5,7 +5,9 @@ leases and what runner hosts last reported, and lets :func:`kerrigan.core.dispat
 decide, all through :func:`kerrigan.store.queue_view.read_queue` (the ``/queue`` page reads the same plan
 without locking anything); then it writes the leases and the queue-wait clocks. The runner hosts find the
 leases at once: a round that granted any tells the lease listeners of this process
-(:func:`listen_for_leases`; the runner protocol's waiting long polls) which hosts got them. A lease whose
+(:func:`listen_for_leases`; the runner protocol's waiting long polls) which hosts got them. People's
+reservations (:mod:`kerrigan.store.reservations`) wait in the same plan, after gate work; a granted one
+leases its device to the person until it ends, and is offered to no runner. A lease whose
 host stopped sending heartbeats expires: a job that never started goes back to the queue once, any other
 fails ``runner_lost``.
 """
@@ -41,6 +43,13 @@ from kerrigan.store.leases import (
 )
 from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
+from kerrigan.store.reservations import (
+    RESERVATION_PREFIX,
+    Reservation,
+    ReservationGrant,
+    end_due_reservations,
+    grant_reservations,
+)
 from kerrigan.store.runners import end_due_pauses, mark_silent_hosts_offline
 from kerrigan.store.signals import Signals, Topic, mark
 from kerrigan.store.suspects import tracker_of
@@ -69,6 +78,7 @@ class Round:
     plan: DispatchPlan | None
     lost: tuple[int, ...] = ()
     withdrawn: tuple[int, ...] = ()  # queued jobs whose queue-wait budget ran out
+    reserved: tuple[Reservation, ...] = ()  # people's reservations granted a device
 
 
 class Dispatcher:
@@ -122,7 +132,8 @@ class Dispatcher:
 
     async def expire(self) -> tuple[int, ...]:
         """End the leases of hosts that stopped sending heartbeats (the jobs they held), and the
-        maintenances and host pauses whose ``until`` has passed; queue the health checks that are due
+        maintenances, host pauses and people's reservations whose time has passed (a reservation whose
+        wait ran out leaves the queue); queue the health checks that are due
         (every 30 s at most: a check's ``every`` is 5 minutes or more)."""
         now = self.database.clock()
         async with self.database.writing(), self.database.sessions() as session, session.begin():
@@ -138,6 +149,9 @@ class Dispatcher:
                 # Suspects get a health check, and with KERRIGAN_QUARANTINE=suspect no job until it passes.
                 found = await tracker_of(self.database.signals).suspects(session, now)
                 await act_on_suspects(session, found.values(), now, quarantine=self.quarantine_suspects)
+            # Reservations whose time ran out free their devices for this round; those whose wait ran out
+            # leave the queue.
+            await end_due_reservations(session, now)
             lost = await expired_leases(session, now)
             settle = []
             for device_id, job_pk in lost:
@@ -172,14 +186,25 @@ class Dispatcher:
             grants = [
                 Grant(int(job.id), device, hosts[device], job.session_id, role)
                 for job, device, role in plan.roles_assigned()
+                if not job.reservation
             ]
             granted = await grant_leases(session, grants, now, self.lease_ttl)
+            # People's reservations: their devices are leased to them until they end, not offered.
+            reserved = await grant_reservations(
+                session,
+                [
+                    ReservationGrant(job.id.removeprefix(RESERVATION_PREFIX), device, hosts[device])
+                    for job, device in plan.assignments
+                    if job.reservation
+                ],
+                now,
+            )
             withdrawn = await _spend_queue_wait(session, snapshot.records, plan, granted, now)
         if granted:
             leased_hosts = frozenset(grant.host for grant in granted)
             for callback in list(_lease_listeners.get(self.database.signals, ())):
                 callback(leased_hosts)
-        return Round(tuple(granted), plan, withdrawn=tuple(withdrawn))
+        return Round(tuple(granted), plan, withdrawn=tuple(withdrawn), reserved=tuple(reserved))
 
 
 async def _spend_queue_wait(

@@ -190,7 +190,8 @@ async def grant_leases(
             .on_conflict_do_nothing()  # a device leased already stays as it is
             .returning(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk)
         )
-        inserted = {(str(device), int(job)) for device, job in (await session.execute(statement)).all()}
+        rows = (await session.execute(statement)).all()
+        inserted = {(str(device), int(job)) for device, job in rows if job is not None}
         wanted: dict[int, list[Grant]] = {}
         for grant in batch:
             wanted.setdefault(grant.job_pk, []).append(grant)
@@ -258,22 +259,30 @@ async def release_job_leases(session: AsyncSession, job_pk: int) -> None:
 
 
 async def renew_leases(session: AsyncSession, host: str, now: datetime, ttl: timedelta) -> int:
-    """A runner host's heartbeat keeps its leases alive; how many it holds."""
+    """A runner host's heartbeat keeps its jobs' leases alive; how many it holds."""
     renewed = await session.execute(
-        update(DeviceLeaseRow).where(DeviceLeaseRow.host == host).values(expires_at=now + ttl)
+        update(DeviceLeaseRow)
+        .where(DeviceLeaseRow.host == host, DeviceLeaseRow.job_pk.is_not(None))  # a reservation keeps its end
+        .values(expires_at=now + ttl)
     )
     return int(renewed.rowcount)  # type: ignore[attr-defined]
 
 
 async def extend_all_leases(session: AsyncSession, now: datetime, ttl: timedelta) -> int:
-    """Every lease runs a full lease time from ``now`` (a server starting up); how many there are."""
-    extended = await session.execute(update(DeviceLeaseRow).values(expires_at=now + ttl))
+    """Every job's lease runs a full lease time from ``now`` (a server starting up); how many there are.
+    A reservation's lease keeps its end: the person's time is not the runner's."""
+    extended = await session.execute(
+        update(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.is_not(None)).values(expires_at=now + ttl)
+    )
     return int(extended.rowcount)  # type: ignore[attr-defined]
 
 
 async def expired_leases(session: AsyncSession, now: datetime) -> list[tuple[str, int]]:
-    """(device, job) of leases whose runner host stopped renewing them."""
+    """(device, job) of jobs' leases whose runner host stopped renewing them (a reservation's lease ends
+    with the reservation: :mod:`kerrigan.store.reservations`)."""
     rows = await session.execute(
-        select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk).where(DeviceLeaseRow.expires_at < now)
+        select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk).where(
+            DeviceLeaseRow.expires_at < now, DeviceLeaseRow.job_pk.is_not(None)
+        )
     )
-    return [(device_id, int(job_pk)) for device_id, job_pk in rows]
+    return [(device_id, int(job_pk)) for device_id, job_pk in rows if job_pk is not None]

@@ -400,18 +400,49 @@ class JobLogRow(Base):
 
 
 class DeviceLeaseRow(Base):
-    """A device held by one job. The device is the key: a second lease of it cannot exist. A gang job
-    holds one lease per role (``role``; None for a job of one device)."""
+    """A device held by one job, or by a person's reservation. The device is the key: a second lease of it
+    cannot exist. A gang job holds one lease per role (``role``; None for a job of one device). A
+    reservation's lease runs until the reservation ends (``expires_at``); heartbeats renew only jobs'."""
 
     __tablename__ = "device_leases"
 
     device_id: Mapped[str] = mapped_column(NAME, primary_key=True)
-    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), index=True)
+    # The job holding the device, or the person's reservation (exactly one of the two).
+    job_pk: Mapped[int | None] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), index=True)
+    reservation_pk: Mapped[int | None] = mapped_column(
+        ForeignKey("reservations.pk", ondelete="CASCADE"), index=True
+    )
     session_id: Mapped[str] = mapped_column(String(36), index=True)
     host: Mapped[str] = mapped_column(NAME, index=True)
     granted_at: Mapped[datetime] = mapped_column(Timestamp)
     expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
     role: Mapped[str | None] = mapped_column(String(63))
+
+
+class ReservationRow(Base):
+    """A board for a person (:mod:`kerrigan.core.reservations`): waiting for a device, holding one, ended."""
+
+    __tablename__ = "reservations"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(String(36), unique=True)
+    login: Mapped[str] = mapped_column(String(100), index=True)
+    # What was asked: {"labels": {key: [values]}, "tags": [...]}, and a device by id (or none).
+    requirements: Mapped[dict[str, Any]] = mapped_column(JSON)
+    device: Mapped[str | None] = mapped_column(NAME)
+    duration_s: Mapped[int] = mapped_column(Integer)
+    wait_s: Mapped[int] = mapped_column(Integer, default=0)
+    note: Mapped[str] = mapped_column(String(200), default="")
+    state: Mapped[str] = mapped_column(String(16), index=True)  # waiting | active | ended
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    wait_until: Mapped[datetime | None] = mapped_column(Timestamp)
+    granted_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    ends_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    device_id: Mapped[str | None] = mapped_column(NAME, index=True)  # the device granted
+    host: Mapped[str | None] = mapped_column(NAME)
+    ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    end_reason: Mapped[str | None] = mapped_column(String(32))
+    ended_by: Mapped[str | None] = mapped_column(String(100))
 
 
 class DeliveryRow(Base):

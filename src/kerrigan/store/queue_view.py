@@ -32,6 +32,7 @@ from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequir
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.leases import QueuedJobRecord, leased_devices, queued_jobs
 from kerrigan.store.models import DeviceLeaseRow, JobRow, RunnerHostRow, SessionRow
+from kerrigan.store.reservations import Reservation, waiting_reservations
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,7 @@ class QueueSnapshot:
     session_room: Mapping[str, int]
     host_room: Mapping[str, int]
     avoided: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    reservations: Sequence[Reservation] = ()  # waiting for a device, planned with the jobs
 
     @cached_property
     def host_room_after_plan(self) -> dict[str, int]:
@@ -128,7 +130,8 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
     Nothing is written either way.
     """
     queued = await queued_jobs(session, lock=lock)
-    if not queued:
+    reservations = await waiting_reservations(session)
+    if not queued and not reservations:
         return None
     inventory = await load_inventory(session)
     leased = await leased_devices(session)
@@ -150,10 +153,12 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
     session_room = {
         record.session_id: record.max_devkits - per_session.get(record.session_id, 0) for record in queued
     }
+    people = [_reserving(reservation, inventory, matched) for reservation in reservations]
+    session_room |= {person.session_id: 1 for person in people}  # a reservation takes one device
     device_hosts = {device.id: device.host for device in inventory.devices}
     free = frozenset(device_hosts) - leased
     plan = plan_dispatch(
-        list(planned.values()),
+        [*planned.values(), *people],
         now=now.timestamp(),
         free_devices=free,
         session_room=session_room,
@@ -162,7 +167,31 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
         host_room=host_room,
     )
     return QueueSnapshot(
-        now, queued, planned, plan, held, device_hosts, free, session_room, host_room, avoided
+        now, queued, planned, plan, held, device_hosts, free, session_room, host_room, avoided, reservations
+    )
+
+
+def _reserving(
+    reservation: Reservation, inventory: Inventory, matched: dict[str, tuple[str, ...]]
+) -> QueuedJob:
+    """A waiting reservation as the planner takes it: a line of its person's own, after gate work, one
+    device of those its request matches (the one it names, if it names one), no vCPUs."""
+    requested, key = _parse(reservation.requirements)
+    cache = f"reservation\0{key}"
+    if cache not in matched:
+        matched[cache] = tuple(device.id for device in resolve(requested, inventory).eligible)
+    candidates = matched[cache]
+    if reservation.device is not None:
+        candidates = tuple(device for device in candidates if device == reservation.device)
+    return QueuedJob(
+        reservation.queue_id,
+        f"@{reservation.login.lower()}",
+        reservation.queue_id,
+        Priority.NORMAL,
+        reservation.created_at.timestamp(),
+        candidates,
+        vcpus=0,
+        reservation=True,
     )
 
 

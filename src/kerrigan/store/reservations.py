@@ -1,0 +1,347 @@
+"""Reservations in the database: asked for, queued, granted a device (a lease of their own), ended.
+
+:func:`create_reservation` checks a request against the inventory (a request no device can ever match is
+refused with every reason) and queues it; the dispatcher plans waiting reservations with the jobs
+(:func:`waiting_reservations`, in :mod:`kerrigan.store.queue_view`) and grants them with
+:func:`grant_reservations`; :func:`end_due_reservations` ends those whose time or wait ran out, in the
+dispatcher's round, so a freed device goes to the queue in that round; :func:`release_reservation` ends one
+on a person's word. Every grant and release is in the audit log.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.inventory import Inventory
+from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.core.matching import Outcome, TaskResolution, resolve
+from kerrigan.core.reservations import (
+    DEFAULT_PER_USER,
+    EndReason,
+    RequestError,
+    ReservationRequest,
+    ReservationState,
+    may_end,
+    over_limit,
+)
+from kerrigan.core.roles import Principal
+from kerrigan.store.audit import Change, record
+from kerrigan.store.models import DeviceLeaseRow, DeviceRow, PoolRow, ReservationRow
+from kerrigan.store.signals import Topic, mark
+
+RESERVATION_PREFIX = "reservation:"  # a reservation's id in the dispatch queue, beside jobs' row numbers
+
+
+class UnmatchableError(Exception):
+    """No device can ever match the request: nothing is queued; the resolution says why."""
+
+    def __init__(self, resolution: TaskResolution) -> None:
+        super().__init__(resolution.summary())
+        self.resolution = resolution
+
+
+class NotYoursError(Exception):
+    """The principal may not end this reservation (403)."""
+
+
+class UnknownReservationError(Exception):
+    """No reservation has this id (404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A reservation as the API answers it."""
+
+    id: str
+    login: str
+    state: ReservationState
+    requirements: dict[str, Any]
+    device: str | None
+    duration_s: int
+    wait_s: int
+    note: str
+    created_at: datetime
+    wait_until: datetime | None
+    granted_at: datetime | None
+    ends_at: datetime | None
+    device_id: str | None
+    host: str | None
+    ended_at: datetime | None
+    end_reason: str | None
+    ended_by: str | None
+
+    @property
+    def queue_id(self) -> str:
+        """Its id in the dispatch queue."""
+        return RESERVATION_PREFIX + self.id
+
+
+def _reservation(row: ReservationRow) -> Reservation:
+    return Reservation(
+        row.id,
+        row.login,
+        ReservationState(row.state),
+        dict(row.requirements),
+        row.device,
+        row.duration_s,
+        row.wait_s,
+        row.note,
+        row.created_at,
+        row.wait_until,
+        row.granted_at,
+        row.ends_at,
+        row.device_id,
+        row.host,
+        row.ended_at,
+        row.end_reason,
+        row.ended_by,
+    )
+
+
+def _matching(request: ReservationRequest, inventory: Inventory) -> TaskResolution:
+    """The request resolved as a task's requirements are, for the one device it names when it names one."""
+    if request.device is None:
+        return resolve(request.requirements, inventory)
+    named = tuple(device for device in inventory.devices if device.id == request.device)
+    if not named:
+        raise RequestError("device", f"there is no device {request.device}")
+    return resolve(request.requirements, replace(inventory, devices=named))
+
+
+async def create_reservation(
+    session: AsyncSession,
+    principal: Principal,
+    request: ReservationRequest,
+    now: datetime,
+    *,
+    inventory: Inventory,
+    per_user: int = DEFAULT_PER_USER,
+) -> tuple[Reservation, TaskResolution]:
+    """Queue ``request`` for ``principal``; the reservation and how its request resolved now.
+
+    :class:`RequestError` for an unknown device or a person over the limit, :class:`UnmatchableError` when
+    no device can ever match; either way nothing is queued.
+    """
+    resolution = _matching(request, inventory)
+    if resolution.outcome is Outcome.UNSCHEDULABLE:
+        raise UnmatchableError(resolution)
+    held = await session.scalar(
+        select(func.count())
+        .select_from(ReservationRow)
+        .where(
+            func.lower(ReservationRow.login) == principal.login.lower(),
+            ReservationRow.state != ReservationState.ENDED,
+        )
+    )
+    problem = over_limit(int(held or 0), per_user)
+    if problem is not None:
+        raise RequestError("reservations", problem)
+    row = ReservationRow(
+        id=str(uuid.uuid4()),
+        login=principal.login,
+        requirements=request.requirements.as_dict(),
+        device=request.device,
+        duration_s=request.duration_s,
+        wait_s=request.wait_s,
+        note=request.note,
+        state=ReservationState.WAITING,
+        created_at=now,
+        wait_until=now + timedelta(seconds=request.wait_s),
+    )
+    session.add(row)
+    await session.flush()
+    mark(session, Topic.DISPATCH)  # the dispatcher is woken, not left to its next second
+    return _reservation(row), resolution
+
+
+async def waiting_reservations(session: AsyncSession) -> list[Reservation]:
+    """Reservations waiting for a device, oldest first."""
+    rows = await session.scalars(
+        select(ReservationRow)
+        .where(ReservationRow.state == ReservationState.WAITING)
+        .order_by(ReservationRow.pk)
+    )
+    return [_reservation(row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationGrant:
+    """A device to lease to a waiting reservation, on the runner host that drives it."""
+
+    reservation_id: str
+    device_id: str
+    host: str
+
+
+async def grant_reservations(
+    session: AsyncSession, grants: Sequence[ReservationGrant], now: datetime
+) -> list[Reservation]:
+    """Lease each grant's device to its reservation, if both are still free and waiting; those granted.
+    The lease runs until the reservation ends."""
+    granted = []
+    for grant in grants:
+        row = await session.scalar(
+            select(ReservationRow).where(ReservationRow.id == grant.reservation_id).with_for_update()
+        )
+        if row is None or row.state != ReservationState.WAITING:
+            continue
+        ends = now + timedelta(seconds=row.duration_s)
+        insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        taken = await session.scalar(
+            insert(DeviceLeaseRow)
+            .values(
+                device_id=grant.device_id,
+                reservation_pk=row.pk,
+                session_id=row.id,
+                host=grant.host,
+                granted_at=now,
+                expires_at=ends,
+            )
+            .on_conflict_do_nothing()  # leased meanwhile (another replica's round): it waits on
+            .returning(DeviceLeaseRow.device_id)
+        )
+        if taken is None:
+            continue
+        row.state, row.granted_at, row.ends_at = ReservationState.ACTIVE, now, ends
+        row.device_id, row.host = grant.device_id, grant.host
+        await _audit(
+            session,
+            row,
+            kind=ChangeKind.ADD,
+            what="granted",
+            before=None,
+            after=ends,
+            actor=row.login,
+            at=now,
+        )
+        granted.append(_reservation(row))
+    await session.flush()
+    return granted
+
+
+async def end_due_reservations(session: AsyncSession, now: datetime) -> list[Reservation]:
+    """End active reservations whose time ran out (freeing their devices) and waiting ones whose wait
+    did; those ended."""
+    rows = (
+        await session.scalars(
+            select(ReservationRow)
+            .where(
+                ((ReservationRow.state == ReservationState.ACTIVE) & (ReservationRow.ends_at <= now))
+                | ((ReservationRow.state == ReservationState.WAITING) & (ReservationRow.wait_until <= now))
+            )
+            .with_for_update()
+        )
+    ).all()
+    ended = []
+    for row in rows:
+        reason = EndReason.EXPIRED if row.state == ReservationState.ACTIVE else EndReason.WAIT_EXPIRED
+        ended.append(await _end(session, row, reason, now, by=None))
+    return ended
+
+
+async def release_reservation(
+    session: AsyncSession, reservation_id: str, principal: Principal, now: datetime
+) -> Reservation:
+    """End a reservation on ``principal``'s word (the person, its device's pool owners, admins); a
+    waiting one is withdrawn. Ending an ended one changes nothing."""
+    row = await session.scalar(
+        select(ReservationRow).where(ReservationRow.id == reservation_id).with_for_update()
+    )
+    if row is None:
+        raise UnknownReservationError(reservation_id)
+    if not may_end(principal, row.login, await _pool_owners(session, row.device_id)):
+        raise NotYoursError(f"reservation {reservation_id} is {row.login}'s")
+    if row.state == ReservationState.ENDED:
+        return _reservation(row)
+    return await _end(session, row, EndReason.RELEASED, now, by=principal.login)
+
+
+async def get_reservation(session: AsyncSession, reservation_id: str) -> Reservation:
+    """One reservation; :class:`UnknownReservationError` when there is none."""
+    row = await session.scalar(select(ReservationRow).where(ReservationRow.id == reservation_id))
+    if row is None:
+        raise UnknownReservationError(reservation_id)
+    return _reservation(row)
+
+
+async def list_reservations(
+    session: AsyncSession, *, login: str | None = None, ended: bool = False, limit: int = 50
+) -> list[Reservation]:
+    """Reservations, newest first: waiting and active ones (and ended ones with ``ended``), a person's
+    with ``login``."""
+    query = select(ReservationRow).order_by(ReservationRow.pk.desc()).limit(limit)
+    if not ended:
+        query = query.where(ReservationRow.state != ReservationState.ENDED)
+    if login is not None:
+        query = query.where(func.lower(ReservationRow.login) == login.lower())
+    return [_reservation(row) for row in await session.scalars(query)]
+
+
+async def active_reservations(session: AsyncSession) -> dict[str, Reservation]:
+    """The reservations holding devices now, by device."""
+    rows = await session.scalars(
+        select(ReservationRow).where(ReservationRow.state == ReservationState.ACTIVE)
+    )
+    return {row.device_id: _reservation(row) for row in rows if row.device_id is not None}
+
+
+async def _end(
+    session: AsyncSession, row: ReservationRow, reason: EndReason, now: datetime, *, by: str | None
+) -> Reservation:
+    held = row.state == ReservationState.ACTIVE
+    if held:
+        await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.reservation_pk == row.pk))
+        mark(session, Topic.DISPATCH)  # its device goes to the queue this round
+        await _audit(
+            session,
+            row,
+            kind=ChangeKind.REMOVE,
+            what="released",
+            before=row.ends_at,
+            after=now,
+            actor=by or "kerrigan",
+            at=now,
+        )
+    row.state, row.ended_at, row.end_reason, row.ended_by = ReservationState.ENDED, now, reason, by
+    await session.flush()
+    return _reservation(row)
+
+
+async def _pool_owners(session: AsyncSession, device_id: str | None) -> frozenset[str]:
+    if device_id is None:
+        return frozenset()
+    owners = await session.scalar(
+        select(PoolRow.owners)
+        .join(DeviceRow, DeviceRow.pool_pk == PoolRow.pk)
+        .where(DeviceRow.id == device_id)
+    )
+    return frozenset(str(owner).lower() for owner in owners or ())
+
+
+async def _audit(
+    session: AsyncSession,
+    row: ReservationRow,
+    *,
+    kind: ChangeKind,
+    what: str,
+    before: object,
+    after: object,
+    actor: str,
+    at: datetime,
+) -> None:
+    pool = await session.scalar(
+        select(PoolRow.id)
+        .join(DeviceRow, DeviceRow.pool_pk == PoolRow.pk)
+        .where(DeviceRow.id == row.device_id)
+    )
+    change = FieldChange(kind, "reservation", row.id, f"{what}:{row.device_id}", before, after)
+    await record(session, Change(actor, at), change, pool)
