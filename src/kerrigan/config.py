@@ -232,6 +232,8 @@ class Settings:
     # Fernet keys secrets are encrypted under: the first encrypts, every one decrypts (rotation); empty:
     # secrets cannot be set.
     secrets_keys: tuple[str, ...] = field(default=(), repr=False)
+    reservation_max_s: int = 8 * 3600  # the longest a person may reserve a device for
+    reservations_per_user: int = 2  # reservations a person may hold or wait for at once
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -307,6 +309,7 @@ class Settings:
         )
         values.update(_public_read(get("PUBLIC_READ")))
         values.update(_secrets_keys(get("SECRETS_KEY")))
+        values.update(_reservations(get("RESERVATION_MAX_S"), get("RESERVATIONS_PER_USER")))
         return cls(**values)  # type: ignore[arg-type]
 
 
@@ -317,6 +320,24 @@ def _whole_number(text: str, low: int, high: int) -> int | None:
         return None
     number = int(text)
     return number if low <= number <= high else None
+
+
+def _reservations(max_s: str | None, per_user: str | None) -> dict[str, int]:
+    values = {}
+    if max_s is not None:
+        if (number := _whole_number(max_s, 60, 30 * 86_400)) is None:
+            raise ConfigError(
+                f"{PREFIX}RESERVATION_MAX_S must be whole seconds from 60 to 2592000 (30 days), "
+                f"not {max_s[:40]!r}"
+            )
+        values["reservation_max_s"] = number
+    if per_user is not None:
+        if (number := _whole_number(per_user, 1, 100)) is None:
+            raise ConfigError(
+                f"{PREFIX}RESERVATIONS_PER_USER must be a whole number from 1 to 100, not {per_user[:40]!r}"
+            )
+        values["reservations_per_user"] = number
+    return values
 
 
 def _retention_days(name: str, value: str) -> int:

@@ -68,6 +68,9 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
         ({"KERRIGAN_OUTPUT_MAX_BYTES": "100"}, "KERRIGAN_OUTPUT_MAX_BYTES"),
         ({"KERRIGAN_OUTPUT_MAX_BYTES": "²"}, "KERRIGAN_OUTPUT_MAX_BYTES"),
         ({"KERRIGAN_OUTPUT_MAX_BYTES": "9" * 5000}, "KERRIGAN_OUTPUT_MAX_BYTES"),
+        ({"KERRIGAN_RESERVATION_MAX_S": "8h"}, "KERRIGAN_RESERVATION_MAX_S"),
+        ({"KERRIGAN_RESERVATION_MAX_S": "10"}, "KERRIGAN_RESERVATION_MAX_S"),
+        ({"KERRIGAN_RESERVATIONS_PER_USER": "0"}, "KERRIGAN_RESERVATIONS_PER_USER"),
         (
             {"KERRIGAN_GITHUB_PRIVATE_KEY": BROKEN_KEY},
             "KERRIGAN_GITHUB_PRIVATE_KEY",
@@ -175,3 +178,9 @@ def test_operations_settings_are_checked_and_the_token_kept_out_of_the_repr() ->
         Settings.from_env({"KERRIGAN_LOG_FORMAT": "xml"})
     with pytest.raises(ConfigError, match="KERRIGAN_LOG_LEVEL must be one of debug, info, warning, error"):
         Settings.from_env({"KERRIGAN_LOG_LEVEL": "loud"})
+
+
+def test_reservations_have_a_longest_duration_and_a_per_person_limit() -> None:
+    assert (Settings().reservation_max_s, Settings().reservations_per_user) == (28_800, 2)
+    chosen = Settings.from_env({"KERRIGAN_RESERVATION_MAX_S": "3600", "KERRIGAN_RESERVATIONS_PER_USER": "5"})
+    assert (chosen.reservation_max_s, chosen.reservations_per_user) == (3600, 5)

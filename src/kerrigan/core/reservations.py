@@ -31,6 +31,9 @@ from kerrigan.core.roles import Principal
 DEFAULT_MAX_S: Final = 8 * 3600  # KERRIGAN_RESERVATION_MAX_S
 DEFAULT_PER_USER: Final = 2  # KERRIGAN_RESERVATIONS_PER_USER
 MAX_WAIT_S: Final = 24 * 3600
+# A reservation that may not wait (wait_s 0) still has this long for the dispatcher's next rounds (it is
+# woken at once, and decides within one): then, no device free, it ends.
+FIRST_ROUNDS_S: Final = 2
 MAX_NOTE: Final = 200
 MAX_LABELS: Final = 32
 MAX_TAGS: Final = 32
@@ -69,7 +72,13 @@ class ReservationRequest:
     requirements: Requirements
     duration_s: int
     device: str | None = None
-    wait_s: int = 0  # 0: granted now or not queued at all
+    wait_s: int = 0  # 0: granted by the next rounds (FIRST_ROUNDS_S) or not at all
+
+    @property
+    def waits_s(self) -> int:
+        """How long it stays queued for a device at most."""
+        return max(self.wait_s, FIRST_ROUNDS_S)
+
     note: str = ""
 
 

@@ -191,6 +191,7 @@ def _reserving(
         reservation.created_at.timestamp(),
         candidates,
         vcpus=0,
+        arrival=reservation.pk,
         reservation=True,
     )
 

@@ -78,6 +78,7 @@ class Reservation:
     ended_at: datetime | None
     end_reason: str | None
     ended_by: str | None
+    pk: int = 0  # its row number: of two asked at one moment, the first stands first
 
     @property
     def queue_id(self) -> str:
@@ -104,6 +105,7 @@ def _reservation(row: ReservationRow) -> Reservation:
         row.ended_at,
         row.end_reason,
         row.ended_by,
+        row.pk,
     )
 
 
@@ -155,7 +157,7 @@ async def create_reservation(
         note=request.note,
         state=ReservationState.WAITING,
         created_at=now,
-        wait_until=now + timedelta(seconds=request.wait_s),
+        wait_until=now + timedelta(seconds=request.waits_s),
     )
     session.add(row)
     await session.flush()

@@ -4,13 +4,35 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kerrigan.web.api import audit, cancel, explain, history, hosts, inventory, openapi, registry, secrets
+from kerrigan.web.api import (
+    audit,
+    cancel,
+    explain,
+    history,
+    hosts,
+    inventory,
+    openapi,
+    registry,
+    reservations,
+    secrets,
+)
 from kerrigan.web.errors import json_errors
 
 
 def create_api() -> web.Application:
     """The API as a sub-application, mounted at ``/api/v1`` by the application factory."""
     api = web.Application(middlewares=[json_errors])
-    for module in (inventory, explain, registry, audit, hosts, history, cancel, secrets, openapi):
+    for module in (
+        inventory,
+        explain,
+        registry,
+        audit,
+        hosts,
+        history,
+        cancel,
+        secrets,
+        reservations,
+        openapi,
+    ):
         api.add_routes(module.routes)
     return api

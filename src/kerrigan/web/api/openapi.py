@@ -223,7 +223,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "at": {"type": "string", "format": "date-time"},
             "actor": _STRING,
             "action": {"enum": ["add", "change", "remove"]},
-            "subject_type": {"enum": ["pool", "device", "host", "label_key", "secret"]},
+            "subject_type": {"enum": ["pool", "device", "host", "label_key", "secret", "reservation"]},
             "subject_id": _STRING,
             "pool": _NULLABLE_STRING,
             "field": _STRING,
@@ -256,6 +256,67 @@ SCHEMAS: Final[dict[str, Any]] = {
                 "a job's output",
             }
         }
+    ),
+    "ReservationRequest": _object(
+        {
+            "labels": {
+                "type": "object",
+                "additionalProperties": {
+                    "oneOf": [_STRING, {"type": "array", "items": _STRING, "minItems": 1}]
+                },
+                "description": "label keys to a value, or a list meaning any of",
+            },
+            "tags": {"oneOf": [_STRING, _STRINGS]},
+            "device": {
+                "type": "string",
+                "description": "one device by id (its labels and tags must match too)",
+            },
+            "duration_s": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "at most KERRIGAN_RESERVATION_MAX_S",
+            },
+            "wait_s": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 86400,
+                "description": "how long it may wait",
+            },
+            "note": {"type": "string", "maxLength": 200},
+        },
+        required=["duration_s"],
+        description="labels, tags or a device (at least one), for duration_s seconds",
+    ),
+    "Reservation": _object(
+        {
+            "id": _STRING,
+            "login": _STRING,
+            "state": {"enum": ["waiting", "active", "ended"]},
+            "requested": _object(
+                {"labels": {"type": "object", "additionalProperties": _STRINGS}, "tags": _STRINGS}
+            ),
+            "device_requested": _NULLABLE_STRING,
+            "duration_s": {"type": "integer"},
+            "wait_s": {"type": "integer"},
+            "note": _STRING,
+            "created_at": _TIME,
+            "wait_until": _NULLABLE_TIME,
+            "granted_at": _NULLABLE_TIME,
+            "ends_at": _NULLABLE_TIME,
+            "device": {
+                "oneOf": [
+                    {"type": "null"},
+                    _object({"id": _STRING, "host": _NULLABLE_STRING, "labels": _LABEL_MAP}),
+                ],
+                "description": "the device leased to the person, its runner host and effective labels",
+            },
+            "position": {"type": ["integer", "null"], "description": "its place in the queue, waiting"},
+            "end_reason": {"enum": [None, "released", "expired", "wait_expired", "device_gone"]},
+            "ended_by": _NULLABLE_STRING,
+        }
+    ),
+    "ReservationList": _object(
+        {"items": {"type": "array", "items": _ref("Reservation")}, "next_cursor": _CURSOR}
     ),
     "RunnerHost": _object(
         {
@@ -716,6 +777,41 @@ def document() -> dict[str, Any]:
                 "delete": _op(
                     "delete a secret (System Admins and the repository's writers)",
                     {"204": {"description": "deleted"}, **_SECRET_ERRORS},
+                ),
+            },
+            "/reservations": {
+                "get": _op(
+                    "reservations waiting or active, newest first (?login=, ?ended=true, ?limit=)",
+                    {"200": _json("ReservationList", "reservations"), **_READ_ERRORS},
+                    parameters=[
+                        {"name": name, "in": "query", "required": False, "schema": _STRING}
+                        for name in ("login", "ended", "limit")
+                    ],
+                ),
+                "post": _op(
+                    "reserve a device for the caller: queued after gate work, answered once decided",
+                    {
+                        "201": _json("Reservation", "queued: granted, waiting, or ended when none freed"),
+                        "400": _error("invalid input: the error names the field and the rule"),
+                        "401": _error("no valid token"),
+                        "409": _error("the caller holds or waits for KERRIGAN_RESERVATIONS_PER_USER already"),
+                        "422": _error("no device can ever match: the answer's resolution says why"),
+                    },
+                    requestBody=_body("ReservationRequest"),
+                ),
+            },
+            "/reservations/{reservation_id}": {
+                "parameters": [_path_param("reservation_id")],
+                "get": _op(
+                    "one reservation", {"200": _json("Reservation", "the reservation"), **_READ_ERRORS}
+                ),
+                "delete": _op(
+                    "release it, or withdraw it while it waits (its person, its pool owners, admins)",
+                    {
+                        "200": _json("Reservation", "ended"),
+                        **_READ_ERRORS,
+                        "403": _error("the caller may not release it"),
+                    },
                 ),
             },
             "/hosts": {

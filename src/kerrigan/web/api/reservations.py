@@ -1,0 +1,188 @@
+"""``/api/v1/reservations``: a board for a person (docs/reservations.md).
+
+``POST`` queues a request (checked field by field: a 400 names the field; a request no device can ever
+match is a 422 with every reason, nothing queued) and answers once the dispatcher, woken by it, has
+decided: granted, the device, its runner host and its effective labels; else its place in the queue and
+what it waits on. ``GET`` lists them or shows one, ``DELETE`` releases one (the person, the device's pool
+owners, admins; anyone else is a 403).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+from aiohttp import web
+
+from kerrigan.core.explain import resolution_json
+from kerrigan.core.inventory import effective_target_labels
+from kerrigan.core.reservations import RequestError, ReservationState, read_request
+from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
+from kerrigan.store.queue_view import read_queue
+from kerrigan.store.reservations import (
+    NotYoursError,
+    Reservation,
+    UnknownReservationError,
+    UnmatchableError,
+    create_reservation,
+    get_reservation,
+    list_reservations,
+    release_reservation,
+)
+from kerrigan.web import bodies
+from kerrigan.web.auth import signed_in
+from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.state import DATABASE, SETTINGS, writing
+
+routes = web.RouteTableDef()
+
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 500
+DECIDED_WITHIN_S: Final = 2.0  # how long a POST waits for the dispatcher's decision before answering
+POLL_S: Final = 0.05
+
+
+async def reservation_json(request: web.Request, reservation: Reservation) -> dict[str, Any]:
+    """A reservation as the API answers it: granted, its device with host and effective labels; waiting,
+    its place in the queue."""
+    body: dict[str, Any] = {
+        "id": reservation.id,
+        "login": reservation.login,
+        "state": reservation.state.value,
+        "requested": reservation.requirements,
+        "device_requested": reservation.device,
+        "duration_s": reservation.duration_s,
+        "wait_s": reservation.wait_s,
+        "note": reservation.note,
+        "created_at": reservation.created_at.isoformat(),
+        "wait_until": reservation.wait_until.isoformat() if reservation.wait_until else None,
+        "granted_at": reservation.granted_at.isoformat() if reservation.granted_at else None,
+        "ends_at": reservation.ends_at.isoformat() if reservation.ends_at else None,
+        "device": None,
+        "position": None,
+        "end_reason": reservation.end_reason,
+        "ended_by": reservation.ended_by,
+    }
+    database = request.config_dict[DATABASE]
+    async with database.sessions() as session:
+        if reservation.device_id is not None:
+            try:
+                stored = await get_device(session, reservation.device_id)
+            except NotFoundError:
+                body["device"] = {"id": reservation.device_id, "host": reservation.host, "labels": {}}
+            else:
+                labels = effective_target_labels(stored.device, stored.pool)
+                body["device"] = {"id": stored.device.id, "host": stored.device.host, "labels": labels}
+        if reservation.state is ReservationState.WAITING:
+            snapshot = await read_queue(session, database.clock(), lock=False)
+            if snapshot is not None:
+                body["position"] = snapshot.plan.position(reservation.queue_id)
+    return body
+
+
+def _id(request: web.Request) -> str:
+    text = request.match_info["reservation_id"]
+    if not (len(text) == 36 and text.isascii()):
+        raise ApiError(404, "not_found", f"There is no reservation {text[:40]}.")
+    return text
+
+
+@routes.post("/reservations")
+async def reservations_create(request: web.Request) -> web.Response:
+    """Queue a reservation: 201 with it, granted or waiting (or ended, when no device freed within its
+    ``wait_s`` of 0)."""
+    principal = await signed_in(request)
+    body = await bodies.json_object(request, ("labels", "tags", "device", "duration_s", "wait_s", "note"))
+    settings = request.config_dict[SETTINGS]
+    try:
+        asked = read_request(body, max_s=settings.reservation_max_s)
+    except RequestError as exc:
+        raise bad_request(exc.message, field=exc.field) from None
+    database = request.config_dict[DATABASE]
+    try:
+        async with writing(request) as session:
+            inventory = await load_inventory(session)
+            reservation, _ = await create_reservation(
+                session,
+                principal,
+                asked,
+                database.clock(),
+                inventory=inventory,
+                per_user=settings.reservations_per_user,
+            )
+    except RequestError as exc:
+        status = 409 if exc.field == "reservations" else 400
+        raise ApiError(status, "invalid" if status == 400 else "too_many", exc.message, exc.field) from None
+    except UnmatchableError as exc:
+        error = {"code": "unschedulable", "message": f"no device can ever match: {exc}", "field": None}
+        return web.json_response({"error": error, "resolution": resolution_json(exc.resolution)}, status=422)
+    reservation = await _decided(request, reservation)
+    return web.json_response(await reservation_json(request, reservation), status=201)
+
+
+async def _decided(request: web.Request, reservation: Reservation) -> Reservation:
+    """The reservation once the dispatcher (woken by its commit) has granted it, or after a short while."""
+    database = request.config_dict[DATABASE]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DECIDED_WITHIN_S
+    while reservation.state is ReservationState.WAITING and loop.time() < deadline:
+        await asyncio.sleep(POLL_S)
+        async with database.sessions() as session:
+            reservation = await get_reservation(session, reservation.id)
+    return reservation
+
+
+@routes.get("/reservations")
+async def reservations_index(request: web.Request) -> web.Response:
+    """Reservations waiting or active, newest first; ``?login=`` a person's, ``?ended=true`` ended ones
+    too (the newest ``limit``: ``next_cursor`` is always null, for now)."""
+    await signed_in(request)
+    for key in request.query:
+        if key not in ("limit", "login", "ended") or len(request.query.getall(key)) > 1:
+            raise bad_request(
+                f"unknown or repeated parameter {key!r}; expected limit, login, ended", field=key
+            )
+    text = request.query.get("limit", str(DEFAULT_LIMIT))
+    if not (text.isascii() and text.isdigit() and len(text) <= 3 and 1 <= int(text) <= MAX_LIMIT):
+        raise bad_request(f"limit must be a whole number from 1 to {MAX_LIMIT}", field="limit")
+    ended = request.query.get("ended", "false")
+    if ended not in ("true", "false"):
+        raise bad_request("ended must be true or false", field="ended")
+    login = request.query.get("login")
+    if login is not None and not (0 < len(login) <= 100 and login.isascii()):
+        raise bad_request("login must be a GitHub login", field="login")
+    async with request.config_dict[DATABASE].sessions() as session:
+        found = await list_reservations(session, login=login, ended=ended == "true", limit=int(text))
+    items = [await reservation_json(request, reservation) for reservation in found]
+    return web.json_response({"items": items, "next_cursor": None})
+
+
+@routes.get("/reservations/{reservation_id}")
+async def reservations_show(request: web.Request) -> web.Response:
+    """One reservation."""
+    await signed_in(request)
+    reservation_id = _id(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        try:
+            reservation = await get_reservation(session, reservation_id)
+        except UnknownReservationError:
+            raise ApiError(404, "not_found", f"There is no reservation {reservation_id}.") from None
+    return web.json_response(await reservation_json(request, reservation))
+
+
+@routes.delete("/reservations/{reservation_id}")
+async def reservations_release(request: web.Request) -> web.Response:
+    """Release a reservation (withdraw a waiting one): 200 with it, ended."""
+    principal = await signed_in(request)
+    reservation_id = _id(request)
+    database = request.config_dict[DATABASE]
+    try:
+        async with writing(request) as session:
+            reservation = await release_reservation(session, reservation_id, principal, database.clock())
+    except UnknownReservationError:
+        raise ApiError(404, "not_found", f"There is no reservation {reservation_id}.") from None
+    except NotYoursError as exc:
+        raise ApiError(
+            403, "forbidden", f"{principal.login} may not release it: {exc} (its person, pool owners, admins)"
+        ) from None
+    return web.json_response(await reservation_json(request, reservation))

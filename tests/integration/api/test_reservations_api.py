@@ -1,0 +1,66 @@
+"""``/api/v1/reservations``: a person reserves a board, sees it granted with its host and labels, and
+releases it; bad input is a 400 naming the field with nothing queued; a stranger's release is a 403."""
+
+from __future__ import annotations
+
+from tests.integration.api.conftest import ADMIN, OWNER_B, READER, Api
+
+
+async def test_a_free_board_is_granted_at_once_with_its_host_and_labels(api: Api) -> None:
+    reply = await api.call(
+        "POST", "/reservations", who=READER, json={"device": "dev-b1", "duration_s": 600, "note": "UART"}
+    )
+    assert reply.status == 201, reply.body
+    body = reply.body
+    assert (body["state"], body["login"], body["note"], body["position"]) == ("active", READER, "UART", None)
+    assert body["device"]["id"] == "dev-b1"
+    assert body["device"]["host"] == "lab-b-01"
+    assert body["device"]["labels"]["sdk"] == "2.1.1"
+    assert body["ends_at"] is not None
+    listed = await api.get(f"/reservations?login={READER}")
+    assert [item["id"] for item in listed.body["items"]] == [body["id"]]
+    assert listed.body["next_cursor"] is None
+    assert (await api.get(f"/reservations/{body['id']}")).body["state"] == "active"
+
+
+async def test_bad_input_is_a_400_naming_the_field_and_queues_nothing(api: Api) -> None:
+    cases = [
+        ({"device": "dev-b1", "duration_s": 0}, "duration_s"),
+        ({"device": "dev-b1", "duration_s": 8 * 3600 + 1}, "duration_s"),
+        ({"device": "dev-b1", "duration_s": -60}, "duration_s"),
+        ({"device": "nope", "duration_s": 60}, "device"),
+        ({"labels": {"Bad Key": "x"}, "duration_s": 60}, "labels.Bad Key"),
+        ({"labels": {"sdk": "2.2.0"}, "duration_s": 60, "colour": "red"}, "colour"),
+    ]
+    for body, field in cases:
+        reply = await api.call("POST", "/reservations", who=READER, json=body)
+        assert reply.status == 400, (body, reply.body)
+        assert reply.body["error"]["field"] == field, reply.body
+    assert (await api.get("/reservations?ended=true")).body["items"] == []
+
+
+async def test_a_request_nothing_can_ever_match_is_a_422_with_every_reason(api: Api) -> None:
+    reply = await api.call(
+        "POST", "/reservations", who=READER, json={"labels": {"form_factor": "pcie"}, "duration_s": 60}
+    )
+    assert reply.status == 422, reply.body
+    assert reply.body["error"]["code"] == "unschedulable"
+    assert reply.body["resolution"]["outcome"] == "unschedulable"
+    assert "form_factor expected pcie" in reply.body["error"]["message"]
+
+
+async def test_only_the_person_its_pools_owners_and_admins_release_it(api: Api) -> None:
+    made = await api.call("POST", "/reservations", who=READER, json={"device": "dev-b1", "duration_s": 600})
+    path = f"/reservations/{made.body['id']}"
+    refused = await api.call("DELETE", path, who="olga")  # pool-a's owner: not dev-b1's pool
+    assert refused.status == 403, refused.body
+    released = await api.call("DELETE", path, who=OWNER_B)
+    assert released.status == 200, released.body
+    assert (released.body["state"], released.body["end_reason"], released.body["ended_by"]) == (
+        "ended",
+        "released",
+        OWNER_B,
+    )
+    again = await api.call("POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 60})
+    assert again.body["state"] == "active"  # the board was free again at once
+    assert (await api.call("DELETE", "/reservations/" + "0" * 36, who=ADMIN)).status == 404
