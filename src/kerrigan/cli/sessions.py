@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import re
 import sys
 from typing import Any
 
-from kerrigan.cli.usage import UsageError, first_line
+from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
 
 SESSION_LIST_FILTERS = {
     "repository": "owner/name",
@@ -22,53 +20,6 @@ SESSION_LIST_FILTERS = {
     "since": "created at or after, ISO 8601 with a zone: 2026-12-01T09:00:00Z",
 }
 EXIT_REFUSED = 1
-
-
-class ApiRefusedError(Exception):
-    """The API answered with an error: its status, code and message."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def _api_target(args: argparse.Namespace) -> tuple[str, str | None]:
-    url = args.url or os.environ.get("KERRIGAN_URL", "")
-    if not url:
-        raise UsageError("say where the lab is: --url or KERRIGAN_URL (like https://kerrigan.example.com)")
-    if not re.match(r"https?://[^/\s]+", url):
-        raise UsageError(f"--url must be an http:// or https:// address, not {url[:80]!r}")
-    return url.rstrip("/"), args.token or os.environ.get("KERRIGAN_TOKEN") or None
-
-
-async def _api_call(
-    args: argparse.Namespace, method: str, path: str, query: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """One request to ``/api/v1``; the JSON body. An API error is :class:`ApiRefusedError`; a lab that
-    cannot be reached is a :class:`UsageError` of one line."""
-    import aiohttp
-
-    url, token = _api_target(args)
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
-            http.request(method, f"{url}/api/v1{path}", params=query, headers=headers) as response,
-        ):
-            try:
-                body = await response.json(content_type=None)
-            except ValueError:
-                body = None
-            if response.status >= 400:
-                error = body.get("error") if isinstance(body, dict) else None
-                if not isinstance(error, dict):
-                    error = {"code": "error", "message": f"{url} answered HTTP {response.status}"}
-                raise ApiRefusedError(response.status, str(error.get("code")), str(error.get("message")))
-            if not isinstance(body, dict):
-                raise UsageError(f"{url} did not answer as Kerrigan's API does (no JSON object at {path})")
-            return body
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise UsageError(f"cannot reach {url}: {first_line(exc) or type(exc).__name__}") from None
 
 
 def _refused(exc: ApiRefusedError) -> int:
@@ -96,7 +47,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
     if args.cursor:
         query["cursor"] = args.cursor
     try:
-        body = asyncio.run(_api_call(args, "GET", "/sessions", query))
+        body = asyncio.run(api_call(args, "GET", "/sessions", query))
     except ApiRefusedError as exc:
         return _refused(exc)
     if args.json:
@@ -130,7 +81,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
 
 def _sessions_show(args: argparse.Namespace) -> int:
     try:
-        body = asyncio.run(_api_call(args, "GET", f"/sessions/{args.id}"))
+        body = asyncio.run(api_call(args, "GET", f"/sessions/{args.id}"))
     except ApiRefusedError as exc:
         return _refused(exc)
     if args.json:
@@ -179,12 +130,12 @@ def _sessions_show(args: argparse.Namespace) -> int:
 def _sessions_cancel(args: argparse.Namespace) -> int:
     async def cancel() -> tuple[int, dict[str, Any]]:
         try:
-            return 0, await _api_call(args, "POST", f"/sessions/{args.id}/cancel")
+            return 0, await api_call(args, "POST", f"/sessions/{args.id}/cancel")
         except ApiRefusedError as exc:
             if exc.status != 409:
                 raise
             print(f"kerrigan sessions: {exc.message}", file=sys.stderr)
-            return EXIT_REFUSED, await _api_call(args, "GET", f"/sessions/{args.id}")
+            return EXIT_REFUSED, await api_call(args, "GET", f"/sessions/{args.id}")
 
     try:
         status, body = asyncio.run(cancel())
@@ -208,30 +159,22 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     sessions_sub = sessions_cmd.add_subparsers(dest="sessions_command", required=True, metavar="ACTION")
 
-    def target(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--url", help="the lab's address (default: KERRIGAN_URL)")
-        parser.add_argument(
-            "--token",
-            help="an API token (default: KERRIGAN_TOKEN, which other users of the host cannot read in the "
-            "process list as they can an option)",
-        )
-
     list_cmd = sessions_sub.add_parser("list", help="sessions, newest first")
     for name, meaning in SESSION_LIST_FILTERS.items():
         list_cmd.add_argument(f"--{name}", metavar=name.upper(), help=meaning)
     list_cmd.add_argument("--limit", type=int, default=50, metavar="N", help="at most N sessions (1-500)")
     list_cmd.add_argument("--cursor", help="the next page, as a previous list printed it")
     list_cmd.add_argument("--json", action="store_true", help="print the API's answer")
-    target(list_cmd)
+    api_options(list_cmd)
     list_cmd.set_defaults(handler=_sessions_list)
     show_cmd = sessions_sub.add_parser("show", help="one session with its jobs and attempts")
     show_cmd.add_argument("id", metavar="ID")
     show_cmd.add_argument("--json", action="store_true", help="print the API's answer")
-    target(show_cmd)
+    api_options(show_cmd)
     show_cmd.set_defaults(handler=_sessions_show)
     cancel_cmd = sessions_sub.add_parser(
         "cancel", help="cancel a session: its jobs stop, its check run says who"
     )
     cancel_cmd.add_argument("id", metavar="ID")
-    target(cancel_cmd)
+    api_options(cancel_cmd)
     cancel_cmd.set_defaults(handler=_sessions_cancel)
