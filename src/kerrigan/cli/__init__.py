@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from kerrigan import __version__
-from kerrigan.cli import explain, inventory, lab, runner, secrets, serve, sessions, setup
+from kerrigan.cli import explain, inventory, lab, reservations, runner, secrets, serve, sessions, setup
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.explain import EXIT_INVALID
 
@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_parsers(commands)  # db, tokens, runners
     runner.add_parser(commands)
     sessions.add_parser(commands)
+    reservations.add_parsers(commands)
     inventory.add_parser(commands)
     secrets.add_parser(commands)
     setup.add_parser(commands)

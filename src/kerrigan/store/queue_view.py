@@ -80,6 +80,7 @@ class QueueSnapshot:
     host_room: Mapping[str, int]
     avoided: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     reservations: Sequence[Reservation] = ()  # waiting for a device, planned with the jobs
+    people: Sequence[QueuedJob] = ()  # those reservations as the plan took them
 
     @cached_property
     def host_room_after_plan(self) -> dict[str, int]:
@@ -167,7 +168,18 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
         host_room=host_room,
     )
     return QueueSnapshot(
-        now, queued, planned, plan, held, device_hosts, free, session_room, host_room, avoided, reservations
+        now,
+        queued,
+        planned,
+        plan,
+        held,
+        device_hosts,
+        free,
+        session_room,
+        host_room,
+        avoided,
+        reservations,
+        people,
     )
 
 

@@ -311,6 +311,7 @@ SCHEMAS: Final[dict[str, Any]] = {
                 "description": "the device leased to the person, its runner host and effective labels",
             },
             "position": {"type": ["integer", "null"], "description": "its place in the queue, waiting"},
+            "waiting_on": {"type": ["string", "null"], "description": "what it waits on, in words"},
             "end_reason": {"enum": [None, "released", "expired", "wait_expired", "device_gone"]},
             "ended_by": _NULLABLE_STRING,
         }

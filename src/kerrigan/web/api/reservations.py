@@ -14,11 +14,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from kerrigan.core.dispatch_order import WaitKind
 from kerrigan.core.explain import resolution_json
 from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.reservations import RequestError, ReservationState, read_request
 from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
-from kerrigan.store.queue_view import read_queue
+from kerrigan.store.queue_view import QueueSnapshot, read_queue
 from kerrigan.store.reservations import (
     NotYoursError,
     Reservation,
@@ -60,6 +61,7 @@ async def reservation_json(request: web.Request, reservation: Reservation) -> di
         "ends_at": reservation.ends_at.isoformat() if reservation.ends_at else None,
         "device": None,
         "position": None,
+        "waiting_on": None,
         "end_reason": reservation.end_reason,
         "ended_by": reservation.ended_by,
     }
@@ -77,7 +79,23 @@ async def reservation_json(request: web.Request, reservation: Reservation) -> di
             snapshot = await read_queue(session, database.clock(), lock=False)
             if snapshot is not None:
                 body["position"] = snapshot.plan.position(reservation.queue_id)
+                body["waiting_on"] = _waiting_on(snapshot, reservation)
     return body
+
+
+def _waiting_on(snapshot: QueueSnapshot, reservation: Reservation) -> str | None:
+    """What a waiting reservation waits on, in words."""
+    waiting = snapshot.plan.waiting.get(reservation.queue_id)
+    if waiting is None:
+        return "a device is free: granted on the next round"
+    planned = next((job for job in snapshot.people if job.id == reservation.queue_id), None)
+    devices = planned.candidates if planned is not None else ()
+    shown = ", ".join(devices[:5]) + (f" and {len(devices) - 5} more" if len(devices) > 5 else "")
+    if waiting.kind is WaitKind.FENCED and waiting.on:
+        return f"its device is kept for job {waiting.on}, which waits longer"
+    if not devices:
+        return "no device it matches is available now (in maintenance, offline or reserved)"
+    return f"every device it matches is busy: {shown}"
 
 
 def _id(request: web.Request) -> str:

@@ -1,0 +1,232 @@
+"""``kerrigan reserve`` and ``kerrigan reservations list|release``: a board for a person, against a live
+lab's API (docs/reservations.md).
+
+``reserve`` asks for a device by labels and tags (or by id) for a duration; with ``--wait`` it waits in the
+queue, printing its place and what it waits on, gives up cleanly when the wait runs out, and withdraws the
+request on Ctrl-C. Exit status: 0 reserved (or released), 1 the lab refused or no device freed, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from typing import Any, Final
+
+from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
+from kerrigan.cli.usage import UsageError
+from kerrigan.core.durations import DurationError, duration_text, parse_duration
+
+EXIT_REFUSED: Final = 1
+EXIT_INTERRUPTED: Final = 130
+POLL_S: Final = 1.0
+
+
+def _labels(pairs: list[str]) -> dict[str, list[str]]:
+    labels: dict[str, list[str]] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            raise UsageError(f"--labels takes KEY=VALUE, not {pair[:80]!r}")
+        labels.setdefault(key, []).append(value)  # a key twice: any of its values
+    return labels
+
+
+def _seconds(text: str, option: str) -> int:
+    try:
+        return parse_duration(text)
+    except DurationError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+def _described(body: dict[str, Any]) -> str:
+    device = body.get("device") or {}
+    labels = ", ".join(f"{k}={v}" for k, v in sorted((device.get("labels") or {}).items()))
+    return (
+        f"reserved {device.get('id')} on runner host {device.get('host')} until {body.get('ends_at')} "
+        f"(reservation {body.get('id')})\n  labels: {labels or 'none'}\n"
+        f"  release it with: kerrigan reservations release {body.get('id')}"
+    )
+
+
+def _progress(body: dict[str, Any]) -> str:
+    place = f"position {body['position']}" if body.get("position") else "in the queue"
+    return f"waiting for a device, {place}: {body.get('waiting_on') or 'deciding'}"
+
+
+async def _wait_for_grant(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+    """Poll the reservation until it is no longer waiting, printing each new progress line."""
+    said = ""
+    while body.get("state") == "waiting":
+        line = _progress(body)
+        if line != said:
+            print(line, file=sys.stderr, flush=True)
+            said = line
+        await asyncio.sleep(POLL_S)
+        body = await api_call(args, "GET", f"/reservations/{body['id']}")
+    return body
+
+
+async def _reserve(args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {"duration_s": _seconds(args.duration, "--for")}
+    if args.labels:
+        request["labels"] = _labels([pair for group in args.labels for pair in group])
+    if args.tags:
+        request["tags"] = [tag for group in args.tags for tag in group]
+    if args.device:
+        request["device"] = args.device
+    if args.wait:
+        request["wait_s"] = _seconds(args.wait, "--wait")
+    if args.note:
+        request["note"] = args.note
+    try:
+        body = await api_call(args, "POST", "/reservations", body=request)
+    except ApiRefusedError as exc:
+        error = exc.body.get("error")
+        field = error.get("field") if isinstance(error, dict) else None
+        named = f"{field}: " if isinstance(field, str) and field else ""
+        print(f"kerrigan reserve: {named}{exc.message} (HTTP {exc.status})", file=sys.stderr)
+        resolution = exc.body.get("resolution")
+        if isinstance(resolution, dict):
+            for row in resolution.get("histogram") or ():
+                when = "never" if row.get("permanent") else "not yet"
+                print(f"  {row.get('count')}  {row.get('reason')}  [{when}]", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
+        body = await _wait_for_grant(args, body)
+    except asyncio.CancelledError:
+        await _withdraw(args, str(body["id"]))
+        raise
+    except ApiRefusedError as exc:
+        print(f"kerrigan reserve: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(json.dumps(body, indent=2))
+    if body.get("state") == "active":
+        if not args.json:
+            print(_described(body))
+        return 0
+    waited = duration_text(int(body.get("wait_s") or 0))
+    reason = "no device freed within " + waited if body.get("end_reason") == "wait_expired" else "it ended"
+    print(f"kerrigan reserve: nothing is reserved: {reason} ({body.get('end_reason')})", file=sys.stderr)
+    return EXIT_REFUSED
+
+
+async def _withdraw(args: argparse.Namespace, reservation_id: str) -> None:
+    try:
+        await api_call(args, "DELETE", f"/reservations/{reservation_id}")
+    except (ApiRefusedError, UsageError) as exc:
+        print(f"kerrigan reserve: could not withdraw {reservation_id}: {exc}", file=sys.stderr)
+    else:
+        print(f"kerrigan reserve: withdrawn ({reservation_id})", file=sys.stderr)
+
+
+def _reserve_command(args: argparse.Namespace) -> int:
+    task: asyncio.Task[int] | None = None
+
+    async def run() -> int:
+        nonlocal task
+        task = asyncio.current_task()
+        return await _reserve(args)
+
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(run())
+    except KeyboardInterrupt:
+        # Ctrl-C while waiting: the request is withdrawn before the command ends.
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
+                loop.run_until_complete(task)
+        return EXIT_INTERRUPTED
+    finally:
+        loop.close()
+
+
+def _list(args: argparse.Namespace) -> int:
+    query = {"limit": str(args.limit), "ended": "true" if args.ended else "false"}
+    if args.login:
+        query["login"] = args.login
+    try:
+        body = asyncio.run(api_call(args, "GET", "/reservations", query))
+    except ApiRefusedError as exc:
+        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    items = body.get("items") or []
+    if not items:
+        print("no reservations")
+        return 0
+    rows = [["ID", "WHO", "STATE", "DEVICE", "HOST", "UNTIL", "NOTE"]]
+    for item in items:
+        device = item.get("device") or {}
+        until = item.get("ends_at") if item.get("state") == "active" else item.get("wait_until")
+        rows.append(
+            [
+                str(item.get("id")),
+                str(item.get("login")),
+                str(item.get("state")),
+                str(device.get("id") or item.get("device_requested") or ""),
+                str(device.get("host") or ""),
+                str(until or ""),
+                str(item.get("note") or ""),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    try:
+        body = asyncio.run(api_call(args, "DELETE", f"/reservations/{args.id}"))
+    except ApiRefusedError as exc:
+        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    device = (body.get("device") or {}).get("id")
+    print(f"released reservation {body.get('id')}" + (f": {device} is free for the queue" if device else ""))
+    return 0
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``kerrigan reserve`` and ``kerrigan reservations list|release``."""
+    reserve = commands.add_parser(
+        "reserve",
+        help="reserve a board for yourself on a running lab (KERRIGAN_URL, KERRIGAN_TOKEN)",
+        description="Reserve a device by labels and tags, or by id, for a while: queued after gate work, "
+        "before CI's. Exit status: 0 reserved, 1 refused or no device freed in time, 2 usage or connection "
+        "error, 130 interrupted (the request is withdrawn).",
+    )
+    reserve.add_argument(
+        "--labels", nargs="+", action="append", metavar="KEY=VALUE", help="labels the device must have"
+    )
+    reserve.add_argument("--tags", nargs="+", action="append", metavar="TAG", help="tags it must have")
+    reserve.add_argument("--device", metavar="ID", help="this device (its labels and tags must match too)")
+    reserve.add_argument("--for", dest="duration", required=True, metavar="DURATION", help="2h, 30m, 1h30m")
+    reserve.add_argument("--wait", metavar="DURATION", help="wait this long for one to free (default: not)")
+    reserve.add_argument("--note", metavar="TEXT", help="why, shown wherever the device is (200 characters)")
+    reserve.add_argument("--json", action="store_true", help="print the API's answer")
+    api_options(reserve)
+    reserve.set_defaults(handler=_reserve_command)
+    reservations = commands.add_parser(
+        "reservations",
+        help="list and release reservations on a running lab (KERRIGAN_URL, KERRIGAN_TOKEN)",
+        description="Exit status: 0 done, 1 the API refused (the reason is printed), 2 usage or connection.",
+    )
+    sub = reservations.add_subparsers(dest="reservations_command", required=True, metavar="ACTION")
+    list_cmd = sub.add_parser("list", help="waiting and active reservations, newest first")
+    list_cmd.add_argument("--login", help="only this person's")
+    list_cmd.add_argument("--ended", action="store_true", help="ended ones too")
+    list_cmd.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (1-500)")
+    list_cmd.add_argument("--json", action="store_true", help="print the API's answer")
+    api_options(list_cmd)
+    list_cmd.set_defaults(handler=_list)
+    release = sub.add_parser("release", help="end a reservation (or withdraw it while it waits)")
+    release.add_argument("id", metavar="ID")
+    api_options(release)
+    release.set_defaults(handler=_release)
