@@ -131,6 +131,21 @@ def refusal_hold(reason: str, detail: str, at: datetime, by: str) -> HostPause |
     return HostPause(words[:500], by, at, at + timedelta(seconds=hold_s))
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceReservation:
+    """A person holding the device (:mod:`kerrigan.core.reservations`): who, until when, and why."""
+
+    login: str
+    until: datetime
+    note: str = ""
+
+    def __str__(self) -> str:
+        """``device reserved by hubot until 2026-12-01 12:30: UART bring-up``."""
+        return f"device reserved by {self.login} until {when(self.until)}" + (
+            f": {self.note}" if self.note else ""
+        )
+
+
 def absent_text(host: str) -> str:
     """``device absent from runner host lab-a-01``."""
     return f"device absent from runner host {host}"

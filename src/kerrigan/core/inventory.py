@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Final, Generic, TypeVar
 
-from kerrigan.core.device_status import NO_NOTE, UNKNOWN_HEALTH, DeviceHealth, HostPause, StateNote
+from kerrigan.core.device_status import (
+    NO_NOTE,
+    UNKNOWN_HEALTH,
+    DeviceHealth,
+    DeviceReservation,
+    HostPause,
+    StateNote,
+)
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.labels import is_reserved, slugify
 
@@ -157,6 +164,7 @@ class Device:
     state_note: StateNote = field(default=NO_NOTE, compare=False)
     health: DeviceHealth = field(default=UNKNOWN_HEALTH, compare=False)
     present: bool = field(default=True, compare=False)
+    reserved: DeviceReservation | None = field(default=None, compare=False)  # a person holds it
     health_check: HealthCheck | None = None  # over its pool's (file data: part of equality)
 
 
@@ -301,6 +309,7 @@ class InventoryIndex:
             None if device.health is UNKNOWN_HEALTH else device.health for device in self.devices
         )
         self.absent = Column.encode(None if device.present else device.host for device in self.devices)
+        self.reserved = Column.encode(device.reserved for device in self.devices)
         self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
         self.paused_hosts = {host.id: host.pause for host in inventory.hosts if host.pause is not None}
         self.host_vcpus = {host.id: host.vcpus for host in inventory.hosts}

@@ -33,6 +33,7 @@ from typing import Final
 from kerrigan.core.device_status import (
     NO_NOTE,
     DeviceHealth,
+    DeviceReservation,
     HostPause,
     StateNote,
     absent_text,
@@ -60,6 +61,7 @@ class ReasonKind(enum.StrEnum):
     HOST_PAUSED = "host_paused"
     DEVICE_HEALTH = "device_health"
     DEVICE_ABSENT = "device_absent"
+    DEVICE_RESERVED = "device_reserved"
     DEVICE_BUSY = "device_busy"
     REPOSITORY_REFUSED = "repository_refused"
     HOST_VCPUS = "host_vcpus"
@@ -258,6 +260,12 @@ def _absent_reason(host: str | None) -> Reason | None:
     return Reason(ReasonKind.DEVICE_ABSENT, host, text, "device absent from its runner host", False)
 
 
+def _reserved_reason(held: DeviceReservation | None) -> Reason | None:
+    if held is None:
+        return None
+    return Reason(ReasonKind.DEVICE_RESERVED, held.login, str(held), "device reserved", False)
+
+
 def _host_paused(host: str, pause: HostPause) -> Reason:
     return Reason(ReasonKind.HOST_PAUSED, host, pause_text(host, pause), f"runner host {host} paused", False)
 
@@ -325,6 +333,7 @@ def resolve(
     if not health_check:
         _add_column(columns, [_health_reason(h) for h in index.health.values], index.health.codes)
     _add_column(columns, [_absent_reason(host) for host in index.absent.values], index.absent.codes)
+    _add_column(columns, [_reserved_reason(held) for held in index.reserved.values], index.reserved.codes)
     paused = index.paused_hosts
     if paused:
         _add_column(

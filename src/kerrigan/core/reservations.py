@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from kerrigan.core.device_status import when
+from kerrigan.core.device_status import DeviceReservation
 from kerrigan.core.labels import (
     LabelError,
     is_valid_name,
@@ -166,7 +166,7 @@ def _tags(value: object) -> tuple[TagRequirement, ...]:
 def reserved_text(login: str, until: datetime, note: str) -> str:
     """A reserved device's reason, *not yet*: ``device reserved by hubot until 2026-12-01 12:30: UART
     bring-up``."""
-    return f"device reserved by {login} until {when(until)}" + (f": {note}" if note else "")
+    return str(DeviceReservation(login, until, note))
 
 
 def may_end(principal: Principal, holder: str, pool_owners: frozenset[str]) -> bool:

@@ -21,7 +21,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import selectinload
 from sqlalchemy.orm.exc import StaleDataError
 
-from kerrigan.core.device_status import NO_NOTE, DeviceHealth, Health, HostPause, StateNote, when
+from kerrigan.core.device_status import (
+    NO_NOTE,
+    DeviceHealth,
+    DeviceReservation,
+    Health,
+    HostPause,
+    StateNote,
+    when,
+)
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Inventory, Pool, RunnerHost
 from kerrigan.core.inventory_diff import (
@@ -34,7 +42,7 @@ from kerrigan.core.inventory_diff import (
 from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.device_health import forget_failures
 from kerrigan.store.health_checks import queue_check_if_any, stored_health_check
-from kerrigan.store.models import DeviceRow, PoolRow, RunnerHostRow
+from kerrigan.store.models import DeviceRow, PoolRow, ReservationRow, RunnerHostRow
 
 BACK_FROM_MAINTENANCE: Final = "back from maintenance"  # why a health check is queued then
 
@@ -199,6 +207,16 @@ async def load_inventory(session: AsyncSession) -> Inventory:
         .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
         .order_by(PoolRow.id, DeviceRow.id)
     )
+    # People's reservations holding devices: a reason (not yet) of those devices for everyone else.
+    reserved = {
+        device_id: DeviceReservation(login, ends_at, note)
+        for device_id, login, ends_at, note in await session.execute(
+            select(
+                ReservationRow.device_id, ReservationRow.login, ReservationRow.ends_at, ReservationRow.note
+            ).where(ReservationRow.state == "active")
+        )
+        if device_id is not None and ends_at is not None
+    }
     notes: dict[tuple[object, ...], StateNote] = {}  # most devices share one: no note, or the import's
     healths: dict[tuple[object, ...], DeviceHealth] = {}
     devices = tuple(
@@ -220,6 +238,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             health=_shared(healths, DeviceHealth, _health(health), health_reason, health_at, health_job),
             present=(host, device_id) not in absent,
             health_check=stored_health_check(check) if check is not None else None,
+            reserved=reserved.get(device_id),
         )
         for (
             device_id,

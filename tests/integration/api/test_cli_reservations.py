@@ -63,7 +63,7 @@ async def test_a_waiting_reserve_shows_its_place_and_takes_the_board_once_releas
     waiting = await started("reserve", "--device", "dev-b1", "--for", "30m", "--wait", "10m", env=lab)
     line = await first_line(waiting)
     assert line.startswith("waiting for a device, position 1: "), line
-    assert "dev-b1" in line
+    assert "dev-b1: device reserved by alice until " in line
     assert (await api.call("DELETE", f"/reservations/{first.body['id']}", who=ADMIN)).status == 200
     out, err = await asyncio.wait_for(waiting.communicate(), 30)
     assert waiting.returncode == 0, err

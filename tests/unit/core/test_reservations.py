@@ -99,3 +99,26 @@ def test_a_person_holds_at_most_so_many_reservations() -> None:
         "release one first"
     )
     assert over_limit(2, per_user=3) is None
+
+
+def test_a_reserved_device_is_rejected_not_yet_with_who_holds_it_until_when() -> None:
+    from kerrigan.core.device_status import DeviceReservation
+    from kerrigan.core.inventory import Device, Inventory, Pool
+    from kerrigan.core.matching import Outcome, resolve
+    from kerrigan.core.requirements import Requirements
+
+    held = DeviceReservation("hubot", datetime(2026, 12, 1, 12, 30, tzinfo=UTC), "UART bring-up")
+    pool = Pool("lab", "Lab")
+    devices = (
+        Device("a", "lab", "modalix", "devkit", "linux", "h1", reserved=held),
+        Device("b", "lab", "modalix", "devkit", "linux", "h1"),
+    )
+    resolution = resolve(Requirements(), Inventory((pool,), devices))
+    assert [device.id for device in resolution.eligible] == ["b"]
+    [verdict] = resolution.rejected
+    assert [(r.text, r.permanent) for r in verdict.reasons] == [
+        ("device reserved by hubot until 2026-12-01 12:30: UART bring-up", False)
+    ]
+    alone = resolve(Requirements(), Inventory((pool,), devices[:1]))
+    assert alone.outcome is Outcome.WAITING  # not yet: the reservation ends
+    assert alone.summary() == "0/1 devices available: 1 device reserved"

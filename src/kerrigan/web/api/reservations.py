@@ -10,16 +10,18 @@ owners, admins; anyone else is a 403).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any, Final
 
 from aiohttp import web
 
 from kerrigan.core.dispatch_order import WaitKind
 from kerrigan.core.explain import resolution_json
-from kerrigan.core.inventory import effective_target_labels
+from kerrigan.core.inventory import Inventory, effective_target_labels
+from kerrigan.core.matching import resolve
 from kerrigan.core.reservations import RequestError, ReservationState, read_request
 from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
-from kerrigan.store.queue_view import QueueSnapshot, read_queue
+from kerrigan.store.queue_view import QueueSnapshot, read_queue, requirements_of_mapping
 from kerrigan.store.reservations import (
     NotYoursError,
     Reservation,
@@ -79,7 +81,9 @@ async def reservation_json(request: web.Request, reservation: Reservation) -> di
             snapshot = await read_queue(session, database.clock(), lock=False)
             if snapshot is not None:
                 body["position"] = snapshot.plan.position(reservation.queue_id)
-                body["waiting_on"] = _waiting_on(snapshot, reservation)
+                body["waiting_on"] = _waiting_on(snapshot, reservation) or _unavailable(
+                    await load_inventory(session), reservation
+                )
     return body
 
 
@@ -94,8 +98,28 @@ def _waiting_on(snapshot: QueueSnapshot, reservation: Reservation) -> str | None
     if waiting.kind is WaitKind.FENCED and waiting.on:
         return f"its device is kept for job {waiting.on}, which waits longer"
     if not devices:
-        return "no device it matches is available now (in maintenance, offline or reserved)"
+        return None  # none it matches can take work now: :func:`_unavailable` says why
     return f"every device it matches is busy: {shown}"
+
+
+def _unavailable(inventory: Inventory, reservation: Reservation) -> str:
+    """Why none of the devices a reservation matches can take it now: their reasons that pass (*not yet*),
+    as matching words them: ``device reserved by hubot until 2026-12-01 12:30: UART bring-up``."""
+    devices = inventory.devices
+    if reservation.device is not None:
+        devices = tuple(device for device in devices if device.id == reservation.device)
+    resolution = resolve(
+        requirements_of_mapping(reservation.requirements), replace(inventory, devices=devices)
+    )
+    reasons = dict.fromkeys(
+        f"{verdict.id}: {reason.text}"
+        for verdict in resolution.rejected
+        if not verdict.never
+        for reason in verdict.reasons
+    )
+    shown = list(reasons)[:3]
+    more = f" and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+    return "; ".join(shown) + more if shown else "no device it matches is available now"
 
 
 def _id(request: web.Request) -> str:
