@@ -373,3 +373,41 @@ def test_a_waiting_gang_says_how_many_devices_of_each_role_are_free() -> None:
         "gang: every role has a device free, but no one runner host has one for each "
         "(role dut: 1/2 devices free; role peer: 1/1 device free)"
     )
+
+
+def test_a_waiting_reservation_stands_after_gate_work_with_its_person_and_what_it_waits_for() -> None:
+    from datetime import timedelta
+
+    from kerrigan.core.reservations import ReservationState
+    from kerrigan.store.reservations import Reservation
+    from kerrigan.web.pages.queue import queue_rows as page_rows
+
+    reservation = Reservation(
+        "0e4e1b52-0000-0000-0000-000000000000", "hubot", ReservationState.WAITING, {"labels": {}, "tags": []},
+        "dev-1", 600, 300, "UART bring-up", NOW - timedelta(seconds=30), NOW + timedelta(seconds=270),
+        None, None, None, None, None, None, None, 7,
+    )  # fmt: skip
+    person = QueuedJob(
+        reservation.queue_id, "@hubot", reservation.queue_id, Priority.NORMAL,
+        reservation.created_at.timestamp(), ("dev-1",), 0, arrival=7, reservation=True,
+    )  # fmt: skip
+    job = QueuedJob("1", "octo/firmware", "s1", Priority.NORMAL, NOW.timestamp(), ("dev-1",))
+    plan = DispatchPlan(
+        (), {person.id: Waiting(WaitKind.DEVICE), "1": Waiting(WaitKind.DEVICE)}, (person.id, "1")
+    )
+    snapshot = QueueSnapshot(
+        NOW, (record(1, "smoke"),), {1: job}, plan, (), {"dev-1": "lab-a-01"}, frozenset(), {}, {}, {},
+        (reservation,), (person,),
+    )  # fmt: skip
+    first, second = page_rows(snapshot)
+    assert (first.job_id, first.repository, first.priority, first.position, first.href) == (
+        "0e4e1b52",
+        "@hubot",
+        "reservation",
+        1,
+        None,
+    )
+    assert first.task_id == "reservation (UART bring-up)"
+    assert first.why == "reservation for hubot, waiting for a device: dev-1"
+    assert (first.queue_wait_spent_s, first.queue_wait_limit_s) == (30.0, 300.0)
+    assert (second.job_id, second.position) == ("1", 2)

@@ -21,6 +21,7 @@ from kerrigan.store.queue_view import (
     queue_wait_clock,
     read_queue,
 )
+from kerrigan.store.reservations import Reservation
 from kerrigan.web.errors import bad_request
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
@@ -76,6 +77,12 @@ class QueueRow:
     kind: str  # next | device | capacity | fenced | own_session | unplanned: the row's colour
     why: str  # what it waits on, in words
     on_job: str | None = None  # the job it is fenced by (a link to its row)
+    reservation: bool = False  # a person's reservation (no session page: the row is all there is)
+
+    @property
+    def href(self) -> str | None:
+        """Its session's page (a reservation has none)."""
+        return None if self.reservation else f"/sessions/{self.session_id}"
 
     @property
     def waited(self) -> str:
@@ -167,7 +174,12 @@ def queue_rows(snapshot: QueueSnapshot | None) -> list[QueueRow]:
             on_job=on,
         )
 
+    people = {job.id: job for job in snapshot.people}
+    reservations = {reservation.queue_id: reservation for reservation in snapshot.reservations}
     for job_id in snapshot.plan.order:
+        if job_id in people:
+            rows.append(_reservation_row(snapshot, reservations[job_id], people[job_id], assigned))
+            continue
         record = records[int(job_id)]
         job = snapshot.planned[record.pk]
         if job_id in assigned:
@@ -183,6 +195,48 @@ def queue_rows(snapshot: QueueSnapshot | None) -> list[QueueRow]:
             why = f"not planned: its session's resolution has no requirements for task {record.task_id}"
             rows.append(row(record, record.priority, "unplanned", why))
     return rows
+
+
+def _reservation_row(
+    snapshot: QueueSnapshot, reservation: Reservation, job: QueuedJob, assigned: dict[str, str]
+) -> QueueRow:
+    """A person's waiting reservation: after gate work; its wait is its budget."""
+    now = snapshot.now.timestamp()
+    waited = now - reservation.created_at.timestamp()
+    limit = (
+        (reservation.wait_until - reservation.created_at).total_seconds() if reservation.wait_until else 0.0
+    )
+    device = assigned.get(job.id)
+    if device is not None:
+        kind, why = (
+            "next",
+            f"device {device} on {snapshot.device_hosts[device]} is free: reserved on the next round",
+        )
+    else:
+        waiting = snapshot.plan.waiting.get(job.id)
+        kind = waiting.kind.value if waiting is not None else "device"
+        shown = (
+            ", ".join(job.candidates[:5])
+            or "none free to take work now (reserved, in maintenance or offline)"
+        )
+        why = f"reservation for {reservation.login}, waiting for a device: {shown}"
+    note = f" ({reservation.note})" if reservation.note else ""
+    return QueueRow(
+        job_id=reservation.id[:8],
+        position=snapshot.plan.position(job.id),
+        repository=job.repository,
+        session_id=reservation.id,
+        task_id="reservation" + note,
+        priority="reservation",
+        vcpus=0,
+        waited_s=waited,
+        queue_wait_spent_s=min(waited, limit),
+        queue_wait_limit_s=limit,
+        queue_wait_running=kind != "next",
+        kind=kind,
+        why=why,
+        reservation=True,
+    )
 
 
 def _limit(text: str | None, default: int, most: int) -> int:
