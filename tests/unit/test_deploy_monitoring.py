@@ -44,6 +44,7 @@ DB_WIDE_GAUGES = frozenset(
         "kerrigan_runner_heartbeat_age_seconds",
         "kerrigan_checkrun_pending",
         "kerrigan_checkrun_lag_seconds",
+        "kerrigan_reservations",
     }
 )
 GAUGES = DB_WIDE_GAUGES | {

@@ -23,7 +23,7 @@ from kerrigan.core.lifecycle import JobState
 from kerrigan.core.matching import resolve
 from kerrigan.core.sessions import SessionState
 from kerrigan.store.inventory import load_inventory
-from kerrigan.store.models import DeviceRow, JobRow, PoolRow, RunnerHostRow, SessionRow
+from kerrigan.store.models import DeviceRow, JobRow, PoolRow, ReservationRow, RunnerHostRow, SessionRow
 from kerrigan.store.queue_view import requirements_of_mapping
 
 NO_POOL = ""  # the pool label of queued jobs no device of the lab can ever take
@@ -48,6 +48,7 @@ class LabFigures:
     hosts: tuple[HostFigure, ...] = ()
     checkruns_pending: int = 0
     checkruns_unshown_since: datetime | None = None  # the oldest version GitHub does not show yet
+    reservations: Mapping[str, int] = field(default_factory=dict)  # people's, waiting and active
 
 
 class PoolsOfRequirements:
@@ -186,4 +187,12 @@ async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequi
         hosts=hosts,
         checkruns_pending=int(pending),
         checkruns_unshown_since=since,
+        reservations={
+            str(state): int(count)
+            for state, count in await session.execute(
+                select(ReservationRow.state, func.count())
+                .where(ReservationRow.state != "ended")
+                .group_by(ReservationRow.state)
+            )
+        },
     )

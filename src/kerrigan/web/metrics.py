@@ -103,6 +103,14 @@ class LabFiguresCollector(Collector):
             if host.last_heartbeat_at is not None and host.state != "paused":
                 beats.add_metric([host.id], _seconds(now, host.last_heartbeat_at))
         yield beats
+        reservations = GaugeMetricFamily(
+            "kerrigan_reservations",
+            "People's reservations: waiting for a device, or active (holding one).",
+            labels=["state"],
+        )
+        for state in ("waiting", "active"):
+            reservations.add_metric([state], figures.reservations.get(state, 0))
+        yield reservations
         pending = GaugeMetricFamily(
             "kerrigan_checkrun_pending", "Sessions whose newest state GitHub's check run does not show yet."
         )

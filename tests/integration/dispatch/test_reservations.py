@@ -148,3 +148,15 @@ async def test_a_person_holds_at_most_two_and_a_wait_that_runs_out_leaves_the_qu
     await dispatcher.expire()
     gave_up = await state_of(db, waiting)
     assert (gave_up.state, gave_up.end_reason) == (ReservationState.ENDED, "wait_expired")
+
+
+async def test_metrics_count_waiting_and_active_reservations(db: Database) -> None:
+    from kerrigan.store.lab_figures import PoolsOfRequirements, read_figures
+
+    await lab(db)
+    await reserve(db, {"device": "modalix-old-01", "duration_s": 600})
+    await reserve(db, {"device": "modalix-old-01", "duration_s": 600, "wait_s": 60})
+    await Dispatcher(db).dispatch_once()
+    async with db.sessions() as session:
+        figures = await read_figures(session, db.clock(), PoolsOfRequirements())
+    assert figures.reservations == {"active": 1, "waiting": 1}

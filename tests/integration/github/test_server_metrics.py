@@ -39,6 +39,7 @@ DOCUMENTED = (
     "kerrigan_github_rate_limit",
     "kerrigan_checkrun_pending",
     "kerrigan_checkrun_lag_seconds",
+    "kerrigan_reservations",
 )
 
 
