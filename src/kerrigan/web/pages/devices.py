@@ -24,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from aiohttp import web
 
+from kerrigan.core.durations import DurationError, parse_duration
 from kerrigan.core.inventory import (
     Device,
     DeviceState,
@@ -36,20 +38,31 @@ from kerrigan.core.inventory import (
     implicit_pool_labels,
     sourced_target_labels,
 )
+from kerrigan.core.reservations import MAX_WAIT_S, RequestError, may_end, read_request
 from kerrigan.core.roles import Principal, may_check_health, may_set_state
 from kerrigan.store.audit import AuditEntry, list_audit
 from kerrigan.store.health_checks import last_check_job
 from kerrigan.store.history import device_jobs
-from kerrigan.store.inventory import NotFoundError, get_device
+from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
 from kerrigan.store.label_keys import label_keys
+from kerrigan.store.reservations import (
+    NotYoursError,
+    UnknownReservationError,
+    UnmatchableError,
+    active_reservations,
+    create_reservation,
+    list_reservations,
+    release_reservation,
+)
 from kerrigan.store.suspects import tracker_of
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
+from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.pages.history import duration
 from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader
-from kerrigan.web.state import DATABASE
+from kerrigan.web.state import DATABASE, SETTINGS
 
 routes = web.RouteTableDef()
 
@@ -144,6 +157,8 @@ async def _device_page(
         database = request.config_dict[DATABASE]
         found = await tracker_of(database.signals).suspects(session, database.clock())
         last_check = await last_check_job(session, device_id)
+        reservation = (await active_reservations(session)).get(device_id)
+        mine = await list_reservations(session, login=principal.login) if principal is not None else []
     device, pool = stored.device, stored.pool
     # People's labels first, then the generated ones; each group by key.
     effective = sorted(
@@ -164,6 +179,12 @@ async def _device_page(
         "more_jobs": recent.next is not None,
         "health_check": health_check_of(device, pool),
         "last_check": last_check,
+        "reservation": reservation,
+        "may_release": principal is not None
+        and reservation is not None
+        and may_end(principal, reservation.login, frozenset(o.lower() for o in pool.owners)),
+        "may_reserve": principal is not None,
+        "my_reservations": mine,
         "may_check": principal is not None and may_check_health(principal, pool),
         "duration": _job_duration,
         # The states this person may put the device in (none: no form).
@@ -220,6 +241,73 @@ async def check_health(request: web.Request) -> web.Response:
         fields={},
         notice=f"A health check of {device_id} is queued.",
     )
+
+
+_RESERVE_FIELDS: Final = {"duration_s": "for", "note": "note", "reservations": "for", "device": "for"}
+
+
+@routes.post("/devices/{device_id}/reserve")
+async def reserve(request: web.Request) -> web.Response:
+    """Reserve this device for the signed-in person (``for``: 2h, 30m), granted as soon as it is free."""
+    posted = await PostedForm.read(request)
+    device_id, duration, note = request.match_info["device_id"], posted.text("for"), posted.text("note")
+    settings = request.config_dict[SETTINGS]
+
+    async def edit(editor: Editor) -> object:
+        try:
+            seconds = parse_duration(duration.strip())
+            asked = read_request(
+                {"device": device_id, "duration_s": seconds, "wait_s": MAX_WAIT_S, "note": note},
+                max_s=settings.reservation_max_s,
+            )
+            inventory = await load_inventory(editor.session)
+            made, _ = await create_reservation(
+                editor.session,
+                editor.principal,
+                asked,
+                editor.change.at,
+                inventory=inventory,
+                per_user=settings.reservations_per_user,
+            )
+        except DurationError as exc:
+            raise bad_request(str(exc), field="duration_s") from None
+        except RequestError as exc:
+            raise bad_request(exc.message, field=exc.field) from None
+        except UnmatchableError as exc:
+            raise bad_request(f"it can never be reserved: {exc}", field="device") from None
+        return made
+
+    return await DEVICE.edit_from_page(
+        request,
+        posted,
+        edit,
+        form="reserve",
+        typed={"for": duration, "note": note},
+        fields=_RESERVE_FIELDS,
+        notice=f"{device_id} is reserved for you as soon as it is free (see My reservations).",
+    )
+
+
+@routes.post("/devices/{device_id}/release/{reservation_id}")
+async def release(request: web.Request) -> web.Response:
+    """End a reservation of this device (its person, the pool's owners, admins)."""
+    posted = await PostedForm.read(request)
+    device_id, reservation_id = request.match_info["device_id"], request.match_info["reservation_id"]
+
+    async def edit(editor: Editor) -> object:
+        try:
+            return await release_reservation(
+                editor.session, reservation_id, editor.principal, editor.change.at
+            )
+        except UnknownReservationError:
+            raise ApiError(404, "not_found", f"There is no reservation {reservation_id[:40]}.") from None
+        except NotYoursError as exc:
+            raise ApiError(403, "forbidden", f"{editor.principal.login} may not release it: {exc}") from None
+
+    return await DEVICE.edit_from_page(
+        request, posted, edit, form="release", typed={}, fields={"": "release"},
+        notice=f"The reservation of {device_id} is released.",
+    )  # fmt: skip
 
 
 @routes.post("/devices/{device_id}/state")
