@@ -38,9 +38,15 @@ async def test_a_person_reserves_a_board_from_its_page_and_its_owner_releases_it
     assert "Reserved by rita until " in text
     assert ": UART bring-up (no CI job takes it until then)" in text
     assert 'id="release-form"' in page  # her own
+    _, runners = await rita.get("/runners")
+    assert "device reserved by rita until " in words(runners)  # on its runner host's page too
     hubot: Browser = await browser(OTHER_OWNER)
     _, other = await hubot.get(REDBOX)
     assert 'id="release-form"' not in other  # not hubot's pool, not his reservation
+    status, _ = await hubot.post(f"{REDBOX}/reserve", {"for": "30m"}, csrf_from=REDBOX)  # he waits for it
+    assert status == 200
+    _, queue = await hubot.get("/queue")
+    assert "reservation for hubot, waiting for a device: none free to take work now" in words(queue)
     octocat: Browser = await browser(OWNER)
     _, owner_view = await octocat.get(REDBOX)
     action = re.search(r'action="(/devices/modalix-redbox/release/[0-9a-f-]{36})"', owner_view)

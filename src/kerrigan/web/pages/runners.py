@@ -52,6 +52,7 @@ class HostDevice:
     state_reason: str
     reported: str | None  # what the agent said of it last: present, ...
     holder: HeldJob | None
+    reserved: str | None = None  # a person holds it: "device reserved by hubot until ...: why"
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +243,7 @@ def host_views(
                 device.state_reason,
                 report.device_states.get(device.id),
                 by_device.get(device.id),
+                str(device.reserved) if device.reserved is not None else None,
             )
             for device in sorted(devices_of.get(report.host, []), key=lambda device: device.id)
         ]
