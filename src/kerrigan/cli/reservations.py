@@ -1,5 +1,5 @@
-"""``kerrigan reserve`` and ``kerrigan reservations list|release``: a board for a person, against a live
-lab's API (docs/reservations.md).
+"""``kerrigan reserve`` and ``kerrigan reservations list|release|extend``: a board for a person, against a
+live lab's API (docs/reservations.md).
 
 ``reserve`` asks for a device by labels and tags (or by id) for a duration; with ``--wait`` it waits in the
 queue, printing its place and what it waits on, gives up cleanly when the wait runs out, and withdraws the
@@ -193,6 +193,17 @@ def _release(args: argparse.Namespace) -> int:
     return 0
 
 
+def _extend(args: argparse.Namespace) -> int:
+    body = {"extend_s": _seconds(args.by, "--by")}
+    try:
+        answer = asyncio.run(api_call(args, "PATCH", f"/reservations/{args.id}", body=body))
+    except ApiRefusedError as exc:
+        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    print(f"reservation {answer.get('id')} now ends at {answer.get('ends_at')}")
+    return 0
+
+
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``kerrigan reserve`` and ``kerrigan reservations list|release``."""
     reserve = commands.add_parser(
@@ -230,3 +241,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     release.add_argument("id", metavar="ID")
     api_options(release)
     release.set_defaults(handler=_release)
+    extend = sub.add_parser("extend", help="give an active reservation more time, while nobody waits for it")
+    extend.add_argument("id", metavar="ID")
+    extend.add_argument("--by", required=True, metavar="DURATION", help="30m, 1h")
+    api_options(extend)
+    extend.set_defaults(handler=_extend)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -206,6 +206,32 @@ def _reserving(
         arrival=reservation.pk,
         reservation=True,
     )
+
+
+async def waiting_for_device(session: AsyncSession, device_id: str) -> int:
+    """How many queued jobs and waiting reservations could take ``device_id`` were it free (a reservation
+    holding it is extended only while none could)."""
+    inventory = await load_inventory(session)
+    alone = tuple(replace(device, reserved=None) for device in inventory.devices if device.id == device_id)
+    if not alone:
+        return 0
+    single = replace(inventory, devices=alone)
+    asked: list[tuple[Mapping[str, Any], str | None, bool]] = [
+        (record.requirements, record.repository, record.health_check)
+        for record in await queued_jobs(session, lock=False)
+        if record.requirements is not None
+    ]
+    asked += [(r.requirements, None, False) for r in await waiting_reservations(session)]
+    count = 0
+    for requested, repository, health_check in asked:
+        roles = requested.get("roles") or [requested]  # a gang: any of its roles
+        for role in roles:
+            if resolve(
+                requirements_of_mapping(role), single, repository=repository, health_check=health_check
+            ).eligible:
+                count += 1
+                break
+    return count
 
 
 async def _avoided(session: AsyncSession, queued: set[int]) -> dict[int, tuple[str, ...]]:

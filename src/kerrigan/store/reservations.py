@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -265,6 +265,52 @@ async def release_reservation(
     if row.state == ReservationState.ENDED:
         return _reservation(row)
     return await _end(session, row, EndReason.RELEASED, now, by=principal.login)
+
+
+async def extend_reservation(
+    session: AsyncSession,
+    reservation_id: str,
+    principal: Principal,
+    extend_s: int,
+    now: datetime,
+    *,
+    max_s: int,
+    waiting: int,
+) -> Reservation:
+    """Give an active reservation ``extend_s`` more seconds, when ``waiting`` (the queued jobs and
+    reservations its board could take) is 0 and its whole time stays within ``max_s``; the person, its
+    board's pool owners and admins may. :class:`RequestError` names why not."""
+    row = await session.scalar(
+        select(ReservationRow).where(ReservationRow.id == reservation_id).with_for_update()
+    )
+    if row is None:
+        raise UnknownReservationError(reservation_id)
+    if not may_end(principal, row.login, await _pool_owners(session, row.device_id)):
+        raise NotYoursError(f"reservation {reservation_id} is {row.login}'s")
+    if row.state != ReservationState.ACTIVE or row.ends_at is None or row.granted_at is None:
+        raise RequestError("state", f"only an active reservation is extended; this one is {row.state}")
+    if extend_s < 1:
+        raise RequestError("extend_s", f"must be a positive number of seconds, not {extend_s}")
+    whole = (row.ends_at - row.granted_at).total_seconds() + extend_s
+    if whole > max_s:
+        raise RequestError(
+            "extend_s", f"would make it {int(whole)} s in all; at most {max_s} (KERRIGAN_RESERVATION_MAX_S)"
+        )
+    if waiting:
+        raise RequestError(
+            "extend_s",
+            f"{waiting} queued job(s) or reservation(s) wait for {row.device_id}: release it instead",
+        )
+    before, row.ends_at = row.ends_at, row.ends_at + timedelta(seconds=extend_s)
+    await session.execute(
+        update(DeviceLeaseRow).where(DeviceLeaseRow.reservation_pk == row.pk).values(expires_at=row.ends_at)
+    )
+    await _audit(
+        session, row, kind=ChangeKind.CHANGE, what="extended", before=before, after=row.ends_at,
+        actor=principal.login, at=now,
+    )  # fmt: skip
+    await session.flush()
+    return _reservation(row)
 
 
 async def get_reservation(session: AsyncSession, reservation_id: str) -> Reservation:

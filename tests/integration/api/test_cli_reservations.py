@@ -52,6 +52,9 @@ async def test_reserve_prints_the_board_its_host_and_labels_and_release_frees_it
     assert out.splitlines()[0].split() == ["ID", "WHO", "STATE", "DEVICE", "HOST", "UNTIL", "NOTE"]
     assert reservation in out
     assert "UART bring-up" in out
+    status, out, _ = await kerrigan("reservations", "extend", reservation, "--by", "30m", env=lab)
+    assert status == 0
+    assert out.startswith(f"reservation {reservation} now ends at ")
     status, out, _ = await kerrigan("reservations", "release", reservation, env=lab)
     assert (status, out.strip()) == (0, f"released reservation {reservation}: dev-b1 is free for the queue")
 

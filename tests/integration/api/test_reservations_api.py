@@ -64,3 +64,24 @@ async def test_only_the_person_its_pools_owners_and_admins_release_it(api: Api) 
     again = await api.call("POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 60})
     assert again.body["state"] == "active"  # the board was free again at once
     assert (await api.call("DELETE", "/reservations/" + "0" * 36, who=ADMIN)).status == 404
+
+
+async def test_an_active_reservation_is_extended_while_nobody_waits_for_its_board(api: Api) -> None:
+    made = await api.call("POST", "/reservations", who=READER, json={"device": "dev-b1", "duration_s": 600})
+    path = f"/reservations/{made.body['id']}"
+    extended = await api.call("PATCH", path, who=READER, json={"extend_s": 1800})
+    assert extended.status == 200, extended.body
+    assert extended.body["ends_at"] > made.body["ends_at"]
+    too_long = await api.call("PATCH", path, who=READER, json={"extend_s": 8 * 3600})
+    assert (too_long.status, too_long.body["error"]["field"]) == (400, "extend_s")
+    assert "KERRIGAN_RESERVATION_MAX_S" in too_long.body["error"]["message"]
+    # Someone else now waits for dev-b1: no more extensions.
+    waiting = await api.call(
+        "POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 60, "wait_s": 600}
+    )
+    assert waiting.body["state"] == "waiting"
+    refused = await api.call("PATCH", path, who=READER, json={"extend_s": 60})
+    assert refused.status == 400
+    assert "1 queued job(s) or reservation(s) wait for dev-b1" in refused.body["error"]["message"]
+    assert (await api.call("PATCH", path, who="olga", json={"extend_s": 60})).status == 403
+    assert (await api.call("PATCH", path, who=READER, json={"extend_s": "1h"})).status == 400

@@ -316,6 +316,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "ended_by": _NULLABLE_STRING,
         }
     ),
+    "ReservationExtension": _object({"extend_s": {"type": "integer", "minimum": 1}}),
     "ReservationList": _object(
         {"items": {"type": "array", "items": _ref("Reservation")}, "next_cursor": _CURSOR}
     ),
@@ -805,6 +806,16 @@ def document() -> dict[str, Any]:
                 "parameters": [_path_param("reservation_id")],
                 "get": _op(
                     "one reservation", {"200": _json("Reservation", "the reservation"), **_READ_ERRORS}
+                ),
+                "patch": _op(
+                    "extend an active reservation by extend_s while nobody waits for its board",
+                    {
+                        "200": _json("Reservation", "extended"),
+                        "400": _error("over the limit, someone waits for the board, or it is not active"),
+                        **_READ_ERRORS,
+                        "403": _error("the caller may not extend it"),
+                    },
+                    requestBody=_body("ReservationExtension"),
                 ),
                 "delete": _op(
                     "release it, or withdraw it while it waits (its person, its pool owners, admins)",

@@ -21,13 +21,14 @@ from kerrigan.core.inventory import Inventory, effective_target_labels
 from kerrigan.core.matching import resolve
 from kerrigan.core.reservations import RequestError, ReservationState, read_request
 from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
-from kerrigan.store.queue_view import QueueSnapshot, read_queue, requirements_of_mapping
+from kerrigan.store.queue_view import QueueSnapshot, read_queue, requirements_of_mapping, waiting_for_device
 from kerrigan.store.reservations import (
     NotYoursError,
     Reservation,
     UnknownReservationError,
     UnmatchableError,
     create_reservation,
+    extend_reservation,
     get_reservation,
     list_reservations,
     release_reservation,
@@ -209,6 +210,39 @@ async def reservations_show(request: web.Request) -> web.Response:
             reservation = await get_reservation(session, reservation_id)
         except UnknownReservationError:
             raise ApiError(404, "not_found", f"There is no reservation {reservation_id}.") from None
+    return web.json_response(await reservation_json(request, reservation))
+
+
+@routes.patch("/reservations/{reservation_id}")
+async def reservations_extend(request: web.Request) -> web.Response:
+    """Extend an active reservation by ``{"extend_s": N}``, while nobody waits for its board: 200 with it;
+    400 naming the field when it may not be (over the limit, someone waits, not active)."""
+    principal = await signed_in(request)
+    reservation_id = _id(request)
+    body = await bodies.json_object(request, ("extend_s",))
+    extend = bodies.required(body, "extend_s")
+    if isinstance(extend, bool) or not isinstance(extend, int):
+        raise bad_request("extend_s must be a whole number of seconds", field="extend_s")
+    database = request.config_dict[DATABASE]
+    try:
+        async with writing(request) as session:
+            held = await get_reservation(session, reservation_id)
+            waiting = await waiting_for_device(session, held.device_id) if held.device_id else 0
+            reservation = await extend_reservation(
+                session,
+                reservation_id,
+                principal,
+                extend,
+                database.clock(),
+                max_s=request.config_dict[SETTINGS].reservation_max_s,
+                waiting=waiting,
+            )
+    except UnknownReservationError:
+        raise ApiError(404, "not_found", f"There is no reservation {reservation_id}.") from None
+    except NotYoursError as exc:
+        raise ApiError(403, "forbidden", f"{principal.login} may not extend it: {exc}") from None
+    except RequestError as exc:
+        raise bad_request(exc.message, field=exc.field) from None
     return web.json_response(await reservation_json(request, reservation))
 
 
