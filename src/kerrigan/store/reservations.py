@@ -196,7 +196,9 @@ async def grant_reservations(
         )
         if row is None or row.state != ReservationState.WAITING:
             continue
-        ends = now + timedelta(seconds=row.duration_s)
+        # The round's clock was read as it began: a request committed meanwhile is granted as it arrived.
+        start = max(now, row.created_at)
+        ends = start + timedelta(seconds=row.duration_s)
         insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
         taken = await session.scalar(
             insert(DeviceLeaseRow)
@@ -205,7 +207,7 @@ async def grant_reservations(
                 reservation_pk=row.pk,
                 session_id=row.id,
                 host=grant.host,
-                granted_at=now,
+                granted_at=start,
                 expires_at=ends,
             )
             .on_conflict_do_nothing()  # leased meanwhile (another replica's round): it waits on
@@ -213,7 +215,7 @@ async def grant_reservations(
         )
         if taken is None:
             continue
-        row.state, row.granted_at, row.ends_at = ReservationState.ACTIVE, now, ends
+        row.state, row.granted_at, row.ends_at = ReservationState.ACTIVE, start, ends
         row.device_id, row.host = grant.device_id, grant.host
         await _audit(
             session,
