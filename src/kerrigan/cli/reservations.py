@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
+import uuid
 from typing import Any, Final
 
 from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
@@ -70,7 +70,9 @@ async def _wait_for_grant(args: argparse.Namespace, body: dict[str, Any]) -> dic
 
 
 async def _reserve(args: argparse.Namespace) -> int:
-    request: dict[str, Any] = {"duration_s": _seconds(args.duration, "--for")}
+    # The request carries an id of the command's own: whatever happens before the lab answers (Ctrl-C, a
+    # dropped connection), the command can withdraw exactly what it asked for.
+    request: dict[str, Any] = {"id": str(uuid.uuid4()), "duration_s": _seconds(args.duration, "--for")}
     if args.labels:
         request["labels"] = _labels([pair for group in args.labels for pair in group])
     if args.tags:
@@ -81,30 +83,24 @@ async def _reserve(args: argparse.Namespace) -> int:
         request["wait_s"] = _seconds(args.wait, "--wait")
     if args.note:
         request["note"] = args.note
+    granted = False
     try:
-        body = await api_call(args, "POST", "/reservations", body=request)
-    except ApiRefusedError as exc:
-        error = exc.body.get("error")
-        field = error.get("field") if isinstance(error, dict) else None
-        named = f"{field}: " if isinstance(field, str) and field else ""
-        print(f"kerrigan reserve: {named}{exc.message} (HTTP {exc.status})", file=sys.stderr)
-        resolution = exc.body.get("resolution")
-        if isinstance(resolution, dict):
-            for row in resolution.get("histogram") or ():
-                when = "never" if row.get("permanent") else "not yet"
-                print(f"  {row.get('count')}  {row.get('reason')}  [{when}]", file=sys.stderr)
-        return EXIT_REFUSED
-    try:
+        try:
+            body = await api_call(args, "POST", "/reservations", body=request)
+        except ApiRefusedError as exc:
+            _refused(exc)
+            return EXIT_REFUSED
         body = await _wait_for_grant(args, body)
-    except asyncio.CancelledError:
-        await _withdraw(args, str(body["id"]))
-        raise
+        granted = body.get("state") == "active"
     except ApiRefusedError as exc:
         print(f"kerrigan reserve: {exc.message} (HTTP {exc.status})", file=sys.stderr)
         return EXIT_REFUSED
+    finally:
+        if not granted:  # interrupted, cut off, refused or given up: nothing stays queued in its name
+            await asyncio.shield(_withdraw(args, request["id"]))
     if args.json:
         print(json.dumps(body, indent=2))
-    if body.get("state") == "active":
+    if granted:
         if not args.json:
             print(_described(body))
         return 0
@@ -114,35 +110,41 @@ async def _reserve(args: argparse.Namespace) -> int:
     return EXIT_REFUSED
 
 
+def _refused(exc: ApiRefusedError) -> None:
+    error = exc.body.get("error")
+    field = error.get("field") if isinstance(error, dict) else None
+    named = f"{field}: " if isinstance(field, str) and field else ""
+    print(f"kerrigan reserve: {named}{exc.message} (HTTP {exc.status})", file=sys.stderr)
+    resolution = exc.body.get("resolution")
+    if isinstance(resolution, dict):
+        for row in resolution.get("histogram") or ():
+            when = "never" if row.get("permanent") else "not yet"
+            print(f"  {row.get('count')}  {row.get('reason')}  [{when}]", file=sys.stderr)
+
+
 async def _withdraw(args: argparse.Namespace, reservation_id: str) -> None:
+    """End the request if the lab holds it and it has not ended; quiet when there is nothing to end."""
     try:
+        body = await api_call(args, "GET", f"/reservations/{reservation_id}")
+        if body.get("state") == "ended":
+            return
         await api_call(args, "DELETE", f"/reservations/{reservation_id}")
-    except (ApiRefusedError, UsageError) as exc:
+    except ApiRefusedError as exc:
+        if exc.status != 404:  # 404: the request never reached the lab
+            print(f"kerrigan reserve: could not withdraw {reservation_id}: {exc.message}", file=sys.stderr)
+    except UsageError as exc:
         print(f"kerrigan reserve: could not withdraw {reservation_id}: {exc}", file=sys.stderr)
     else:
         print(f"kerrigan reserve: withdrawn ({reservation_id})", file=sys.stderr)
 
 
 def _reserve_command(args: argparse.Namespace) -> int:
-    task: asyncio.Task[int] | None = None
-
-    async def run() -> int:
-        nonlocal task
-        task = asyncio.current_task()
-        return await _reserve(args)
-
-    loop = asyncio.new_event_loop()
+    # asyncio.run turns Ctrl-C into cancelling the command's task: its ``finally`` withdraws the request,
+    # then the interrupt goes on.
     try:
-        return loop.run_until_complete(run())
+        return asyncio.run(_reserve(args))
     except KeyboardInterrupt:
-        # Ctrl-C while waiting: the request is withdrawn before the command ends.
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-                loop.run_until_complete(task)
         return EXIT_INTERRUPTED
-    finally:
-        loop.close()
 
 
 def _list(args: argparse.Namespace) -> int:

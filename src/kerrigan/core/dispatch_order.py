@@ -191,7 +191,7 @@ def _tier(job: QueuedJob, now: float) -> int:
 
 
 def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tuple[float | str, ...]:
-    """Sort key placing a head in seed 003's four tiers; the id last, so no two heads tie."""
+    """Sort key placing a head in its tier (:func:`_tier`); the id last, so no two heads tie."""
     tier = _tier(head, now)
     if tier == NEWER_TIER:  # only newer heads rotate between repositories
         return (tier, last_dispatch.get(head.repository, NEVER), head.ready_at, head.arrival, head.id)

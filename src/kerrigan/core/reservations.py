@@ -12,6 +12,7 @@ Everything here is pure; :mod:`kerrigan.store.reservations` applies it in transa
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,7 +38,8 @@ FIRST_ROUNDS_S: Final = 2
 MAX_NOTE: Final = 200
 MAX_LABELS: Final = 32
 MAX_TAGS: Final = 32
-REQUEST_KEYS: Final = ("labels", "tags", "device", "duration_s", "wait_s", "note")
+REQUEST_KEYS: Final = ("id", "labels", "tags", "device", "duration_s", "wait_s", "note")
+_UUID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 class ReservationState(enum.StrEnum):
@@ -54,7 +56,6 @@ class EndReason(enum.StrEnum):
     RELEASED = "released"  # the person, a pool owner or an admin released it (or withdrew it, waiting)
     EXPIRED = "expired"  # its duration ran out
     WAIT_EXPIRED = "wait_expired"  # no device freed within its wait
-    DEVICE_GONE = "device_gone"  # its device was deleted, retired or can no longer match
 
 
 class RequestError(ValueError):
@@ -73,6 +74,7 @@ class ReservationRequest:
     duration_s: int
     device: str | None = None
     wait_s: int = 0  # 0: granted by the next rounds (FIRST_ROUNDS_S) or not at all
+    id: str | None = None  # the client's own id for it (a UUID), so it can withdraw what it asked for
 
     @property
     def waits_s(self) -> int:
@@ -105,10 +107,15 @@ def read_request(body: object, *, max_s: int = DEFAULT_MAX_S) -> ReservationRequ
     wait = _seconds(body.get("wait_s"), "wait_s", required=False)
     if not 0 <= wait <= MAX_WAIT_S:
         raise RequestError("wait_s", f"must be 0 to {MAX_WAIT_S} seconds, not {wait}")
-    note = body.get("note") or ""
+    note = body.get("note", "")
     if not isinstance(note, str) or len(note) > MAX_NOTE or not note.isprintable():
         raise RequestError("note", f"must be at most {MAX_NOTE} printable characters on one line")
-    return ReservationRequest(Requirements(labels, tags), duration, device, wait, note.strip())
+    chosen = body.get("id")
+    if chosen is not None and (not isinstance(chosen, str) or _UUID.fullmatch(chosen) is None):
+        raise RequestError("id", "must be a UUID in lowercase (the client's own id for the reservation)")
+    return ReservationRequest(
+        Requirements(labels, tags), duration, device=device, wait_s=wait, note=note.strip(), id=chosen
+    )
 
 
 def _seconds(value: object, field: str, *, required: bool) -> int:
@@ -130,7 +137,7 @@ def _labels(value: object) -> dict[str, LabelRequirement]:
         raise RequestError("labels", f"at most {MAX_LABELS} labels")
     labels: dict[str, LabelRequirement] = {}
     for raw, values in value.items():
-        field = f"labels.{raw}"
+        field = f"labels.{str(raw)[:64]}"
         try:
             key = validate_requested_key(str(raw))
             allowed = [values] if isinstance(values, str) else values

@@ -157,7 +157,7 @@ class Dispatcher:
             for device_id, job_pk in lost:
                 job = await session.get(JobRow, job_pk, with_for_update=True)
                 if job is None or job.state not in HOLDING_A_DEVICE:
-                    await release_lease(session, device_id)  # a lease its job no longer holds
+                    await release_lease(session, device_id, job_pk)  # a lease its job no longer holds
                     continue
                 if job.started_at is None and job.reason != RUNNER_LOST:
                     await move_job(session, job, JobState.QUEUED, now, reason=RUNNER_LOST)  # once more

@@ -248,9 +248,12 @@ async def leased_devices(session: AsyncSession) -> set[str]:
     return set((await session.scalars(select(DeviceLeaseRow.device_id))).all())
 
 
-async def release_lease(session: AsyncSession, device_id: str) -> None:
-    """Free a device (a lease its job no longer holds)."""
-    await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == device_id))
+async def release_lease(session: AsyncSession, device_id: str, job_pk: int) -> None:
+    """Free a device of a lease its job no longer holds (that job's lease only: another replica may have
+    leased the device afresh meanwhile, to a job or a person)."""
+    await session.execute(
+        delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == device_id, DeviceLeaseRow.job_pk == job_pk)
+    )
 
 
 async def release_job_leases(session: AsyncSession, job_pk: int) -> None:

@@ -407,7 +407,7 @@ class DeviceLeaseRow(Base):
     __tablename__ = "device_leases"
 
     device_id: Mapped[str] = mapped_column(NAME, primary_key=True)
-    # The job holding the device, or the person's reservation (exactly one of the two).
+    # The job holding the device, or the person's reservation (the store sets one of the two).
     job_pk: Mapped[int | None] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), index=True)
     reservation_pk: Mapped[int | None] = mapped_column(
         ForeignKey("reservations.pk", ondelete="CASCADE"), index=True

@@ -136,6 +136,9 @@ async def create_reservation(
     resolution = _matching(request, inventory)
     if resolution.outcome is Outcome.UNSCHEDULABLE:
         raise UnmatchableError(resolution)
+    if session.get_bind().dialect.name == "postgresql":
+        # One person's requests one at a time: two at once would both count below the limit.
+        await session.execute(select(func.pg_advisory_xact_lock(func.hashtext(principal.login.lower()))))
     held = await session.scalar(
         select(func.count())
         .select_from(ReservationRow)
@@ -145,10 +148,14 @@ async def create_reservation(
         )
     )
     problem = over_limit(int(held or 0), per_user)
+    if request.id is not None and await session.scalar(
+        select(ReservationRow.pk).where(ReservationRow.id == request.id)
+    ):
+        raise RequestError("id", f"a reservation {request.id} exists already")
     if problem is not None:
         raise RequestError("reservations", problem)
     row = ReservationRow(
-        id=str(uuid.uuid4()),
+        id=request.id or str(uuid.uuid4()),
         login=principal.login,
         requirements=request.requirements.as_dict(),
         device=request.device,
@@ -192,7 +199,10 @@ async def grant_reservations(
     granted = []
     for grant in grants:
         row = await session.scalar(
-            select(ReservationRow).where(ReservationRow.id == grant.reservation_id).with_for_update()
+            select(ReservationRow)
+            .where(ReservationRow.id == grant.reservation_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
         )
         if row is None or row.state != ReservationState.WAITING:
             continue
@@ -243,6 +253,7 @@ async def end_due_reservations(session: AsyncSession, now: datetime) -> list[Res
                 | ((ReservationRow.state == ReservationState.WAITING) & (ReservationRow.wait_until <= now))
             )
             .with_for_update()
+            .execution_options(populate_existing=True)
         )
     ).all()
     ended = []
@@ -258,7 +269,10 @@ async def release_reservation(
     """End a reservation on ``principal``'s word (the person, its device's pool owners, admins); a
     waiting one is withdrawn. Ending an ended one changes nothing."""
     row = await session.scalar(
-        select(ReservationRow).where(ReservationRow.id == reservation_id).with_for_update()
+        select(ReservationRow)
+        .where(ReservationRow.id == reservation_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
     if row is None:
         raise UnknownReservationError(reservation_id)
@@ -283,7 +297,10 @@ async def extend_reservation(
     reservations its board could take) is 0 and its whole time stays within ``max_s``; the person, its
     board's pool owners and admins may. :class:`RequestError` names why not."""
     row = await session.scalar(
-        select(ReservationRow).where(ReservationRow.id == reservation_id).with_for_update()
+        select(ReservationRow)
+        .where(ReservationRow.id == reservation_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     )
     if row is None:
         raise UnknownReservationError(reservation_id)
@@ -351,16 +368,17 @@ async def _end(
     if held:
         await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.reservation_pk == row.pk))
         mark(session, Topic.DISPATCH)  # its device goes to the queue this round
-        await _audit(
-            session,
-            row,
-            kind=ChangeKind.REMOVE,
-            what="released",
-            before=row.ends_at,
-            after=now,
-            actor=by or "kerrigan",
-            at=now,
-        )
+    # Every end is audited: a release (the field says by whom), a withdrawal, the time or the wait run out.
+    await _audit(
+        session,
+        row,
+        kind=ChangeKind.REMOVE,
+        what="released" if held else "withdrawn",
+        before=row.ends_at if held else row.wait_until,
+        after=reason.value,
+        actor=by or "kerrigan",
+        at=now,
+    )
     row.state, row.ended_at, row.end_reason, row.ended_by = ReservationState.ENDED, now, reason, by
     await session.flush()
     return _reservation(row)

@@ -35,3 +35,11 @@ def test_what_is_not_a_duration_is_refused_saying_what_one_is(written: object, s
 
 def test_a_duration_is_written_in_its_largest_exact_unit() -> None:
     assert [duration_text(s) for s in (86_400, 7200, 1800, 301, 0)] == ["1d", "2h", "30m", "301s", "0s"]
+
+
+def test_a_long_hostile_text_is_refused_at_once() -> None:
+    # A run of digits that ends badly once took exponential time to refuse (a form field anyone may post).
+    for text in ("1" * 40 + "x", "1" * 31 + "x", "9" * 10_000, "1h" * 20):
+        with pytest.raises(DurationError, match="not a duration"):
+            parse_duration(text)
+    assert parse_duration("123456789s") == 123_456_789

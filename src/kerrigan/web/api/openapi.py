@@ -283,6 +283,7 @@ SCHEMAS: Final[dict[str, Any]] = {
                 "description": "how long it may wait",
             },
             "note": {"type": "string", "maxLength": 200},
+            "id": {"type": "string", "format": "uuid", "description": "the client's own id, to withdraw it"},
         },
         required=["duration_s"],
         description="labels, tags or a device (at least one), for duration_s seconds",
@@ -312,7 +313,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             },
             "position": {"type": ["integer", "null"], "description": "its place in the queue, waiting"},
             "waiting_on": {"type": ["string", "null"], "description": "what it waits on, in words"},
-            "end_reason": {"enum": [None, "released", "expired", "wait_expired", "device_gone"]},
+            "end_reason": {"enum": [None, "released", "expired", "wait_expired"]},
             "ended_by": _NULLABLE_STRING,
         }
     ),

@@ -132,10 +132,12 @@ def _id(request: web.Request) -> str:
 
 @routes.post("/reservations")
 async def reservations_create(request: web.Request) -> web.Response:
-    """Queue a reservation: 201 with it, granted or waiting (or ended, when no device freed within its
-    ``wait_s`` of 0)."""
+    """Queue a reservation: 201 with it once the dispatcher has decided (or after 2 s): granted, or waiting
+    (one with ``wait_s`` 0 ends when the next rounds find no board free)."""
     principal = await signed_in(request)
-    body = await bodies.json_object(request, ("labels", "tags", "device", "duration_s", "wait_s", "note"))
+    body = await bodies.json_object(
+        request, ("id", "labels", "tags", "device", "duration_s", "wait_s", "note")
+    )
     settings = request.config_dict[SETTINGS]
     try:
         asked = read_request(body, max_s=settings.reservation_max_s)
