@@ -85,3 +85,25 @@ async def test_an_active_reservation_is_extended_while_nobody_waits_for_its_boar
     assert "1 queued job(s) or reservation(s) wait for dev-b1" in refused.body["error"]["message"]
     assert (await api.call("PATCH", path, who="olga", json={"extend_s": 60})).status == 403
     assert (await api.call("PATCH", path, who=READER, json={"extend_s": "1h"})).status == 400
+
+
+async def test_a_client_may_name_its_request_to_withdraw_it_whatever_happens(api: Api) -> None:
+    mine = "6f9e2a3c-1b4d-4e5f-8a7b-9c0d1e2f3a4b"
+    made = await api.call(
+        "POST", "/reservations", who=READER, json={"id": mine, "device": "dev-b1", "duration_s": 60}
+    )
+    assert (made.status, made.body["id"]) == (201, mine)
+    again = await api.call(
+        "POST", "/reservations", who=READER, json={"id": mine, "device": "dev-a1", "duration_s": 60}
+    )
+    assert (again.status, again.body["error"]["field"]) == (400, "id")
+    for bad in ("not-a-uuid", mine.upper(), 7):
+        reply = await api.call(
+            "POST", "/reservations", who=READER, json={"id": bad, "device": "dev-a1", "duration_s": 60}
+        )
+        assert (reply.status, reply.body["error"]["field"]) == (400, "id"), bad
+    assert (await api.call("DELETE", f"/reservations/{mine}", who=READER)).body["state"] == "ended"
+    note = await api.call(
+        "POST", "/reservations", who=READER, json={"device": "dev-a1", "duration_s": 60, "note": 0}
+    )
+    assert (note.status, note.body["error"]["field"]) == (400, "note")
