@@ -36,12 +36,12 @@ SPLIT = GANG.replace("kerrigan.board: modalix}", 'kerrigan.board: modalix, sdk: 
 async def test_a_gang_task_runs_with_a_device_for_every_role_on_one_host(
     harness: Harness, agents: AgentFactory
 ) -> None:
-    [(host, token)] = (await tokens(harness, "lab-b-01")).items()
-    agents(host, token)
     [run] = await harness.push_commit({".kerrigan/workflows/pair.yml": GANG, "scripts/pair.sh": PAIR})
-    first = harness.github.check_runs[run["id"]]
+    first = harness.github.check_runs[run["id"]]  # the resolution, before any runner takes the job
     assert "#### Role `dut`" in first["output"]["summary"]
     assert "role peer: 1/12 devices available" in first["output"]["summary"]
+    [(host, token)] = (await tokens(harness, "lab-b-01")).items()
+    agents(host, token)
     await completed(harness, run)
     final: dict[str, Any] = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "success", final["output"]["summary"]
