@@ -34,7 +34,7 @@ DEFAULT_PER_USER: Final = 2  # KERRIGAN_RESERVATIONS_PER_USER
 MAX_WAIT_S: Final = 24 * 3600
 # A reservation that may not wait (wait_s 0) still has this long for the dispatcher's next rounds (it is
 # woken at once, and decides within one): then, no device free, it ends.
-FIRST_ROUNDS_S: Final = 2
+FIRST_ROUNDS_S: Final = 5
 MAX_NOTE: Final = 200
 MAX_LABELS: Final = 32
 MAX_TAGS: Final = 32

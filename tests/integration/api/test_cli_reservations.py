@@ -33,6 +33,15 @@ async def kerrigan(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
+async def granted(api: Api, reservation_id: str) -> None:
+    """Wait until the reservation holds its board (a loaded machine's dispatcher may take a few rounds)."""
+    for _ in range(300):
+        if (await api.get(f"/reservations/{reservation_id}", who=ADMIN)).body["state"] == "active":
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"reservation {reservation_id} was not granted within 30 s")
+
+
 async def first_line(process: asyncio.subprocess.Process) -> str:
     assert process.stderr is not None
     return (await asyncio.wait_for(process.stderr.readline(), 30)).decode()
@@ -61,8 +70,10 @@ async def test_reserve_prints_the_board_its_host_and_labels_and_release_frees_it
 
 async def test_a_waiting_reserve_shows_its_place_and_takes_the_board_once_released(api: Api) -> None:
     lab = _lab(api)
-    first = await api.call("POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 600})
-    assert first.body["state"] == "active"
+    first = await api.call(
+        "POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 600, "wait_s": 60}
+    )
+    await granted(api, first.body["id"])
     waiting = await started("reserve", "--device", "dev-b1", "--for", "30m", "--wait", "10m", env=lab)
     line = await first_line(waiting)
     assert line.startswith("waiting for a device, position 1: "), line
@@ -75,7 +86,10 @@ async def test_a_waiting_reserve_shows_its_place_and_takes_the_board_once_releas
 
 async def test_ctrl_c_while_waiting_withdraws_the_request(api: Api) -> None:
     lab = _lab(api)
-    await api.call("POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 600})
+    first = await api.call(
+        "POST", "/reservations", who=ADMIN, json={"device": "dev-b1", "duration_s": 600, "wait_s": 60}
+    )
+    await granted(api, first.body["id"])
     waiting = await started("reserve", "--device", "dev-b1", "--for", "30m", "--wait", "10m", env=lab)
     await first_line(waiting)
     waiting.send_signal(signal.SIGINT)
