@@ -465,7 +465,7 @@ async def test_a_job_the_server_has_ended_is_stopped_on_the_host_without_a_repor
         from kerrigan.store.leases import release_lease
 
         assert first.device_id is not None
-        await release_lease(session, first.device_id)
+        await release_lease(session, first.device_id, first.pk)
         row = await session.get(JobRow, first.pk)
         assert row is not None
         row.state, row.reason = "failed", "runner_lost"

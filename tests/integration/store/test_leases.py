@@ -79,7 +79,7 @@ async def test_a_released_device_can_be_leased_again(db: Database) -> None:
     async with db.sessions() as session, session.begin():
         first, second = await take_queued_jobs(session)
         await grant_leases(session, [Grant(first.pk, "dev-00", "lab-a", first.session_id)], db.clock(), TTL)
-        await release_lease(session, "dev-00")
+        await release_lease(session, "dev-00", first.pk)
         granted = await grant_leases(
             session, [Grant(second.pk, "dev-00", "lab-a", second.session_id)], db.clock(), TTL
         )
@@ -169,3 +169,14 @@ async def test_dispatchers_taking_jobs_with_skip_locked_share_the_queue_without_
             await replica.close()
     assert sum(granted) == len(DEVICES)
     await _check_exclusive(db, 30)
+
+
+async def test_freeing_a_jobs_stale_lease_leaves_a_lease_granted_to_another_job_meanwhile(
+    db: Database,
+) -> None:
+    await queue_jobs(db, 2)
+    async with db.sessions() as session, session.begin():
+        first, second = await take_queued_jobs(session)
+        await grant_leases(session, [Grant(second.pk, "dev-00", "lab-a", second.session_id)], db.clock(), TTL)
+        await release_lease(session, "dev-00", first.pk)  # a replica's stale view: dev-00 was first's
+        assert await leased_devices(session) == {"dev-00"}
