@@ -113,16 +113,17 @@ class Lab:
     tokens: dict[str, str]
 
 
-async def _inventory(database: Database) -> dict[str, str]:
+async def _inventory(database: Database, text: str = INVENTORY) -> dict[str, str]:
+    """Migrate the database, store the lab ``text`` describes; each of its runner hosts' tokens."""
     await upgrade(database.engine)
-    inventory = parse_inventory(INVENTORY, "inventory.yml").inventory
+    inventory = parse_inventory(text, "inventory.yml").inventory
     assert inventory is not None
     async with database.sessions() as session, session.begin():
         await apply_diff(
             session, inventory, diff_inventories(Inventory(), inventory), Change("e2e", database.clock())
         )
         return {
-            host: await create_runner_token(session, host, database.clock()) for host in ("rig-01", "rig-02")
+            host.id: await create_runner_token(session, host.id, database.clock()) for host in inventory.hosts
         }
 
 

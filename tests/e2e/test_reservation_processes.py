@@ -64,12 +64,7 @@ async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
     database = Database.connect(url)
-    saved = pipeline.INVENTORY
-    pipeline.INVENTORY = INVENTORY  # the rig above, not the pipeline's
-    try:
-        tokens = await pipeline._inventory(database)
-    finally:
-        pipeline.INVENTORY = saved
+    tokens = await pipeline._inventory(database, INVENTORY)  # the rig above, not the pipeline's
     files = tmp_path / "repository"
     for path, text in {".kerrigan/workflows/bench.yml": MANIFEST, "ci/slow.sh": SLOW}.items():
         (files / path).parent.mkdir(parents=True, exist_ok=True)

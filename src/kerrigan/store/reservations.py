@@ -263,11 +263,10 @@ async def end_due_reservations(session: AsyncSession, now: datetime) -> list[Res
     return ended
 
 
-async def release_reservation(
-    session: AsyncSession, reservation_id: str, principal: Principal, now: datetime
-) -> Reservation:
-    """End a reservation on ``principal``'s word (the person, its device's pool owners, admins); a
-    waiting one is withdrawn. Ending an ended one changes nothing."""
+async def _held_by_one_who_may_end(
+    session: AsyncSession, reservation_id: str, principal: Principal
+) -> ReservationRow:
+    """The reservation's row, locked (and read afresh), when ``principal`` may end or extend it."""
     row = await session.scalar(
         select(ReservationRow)
         .where(ReservationRow.id == reservation_id)
@@ -278,6 +277,15 @@ async def release_reservation(
         raise UnknownReservationError(reservation_id)
     if not may_end(principal, row.login, await _pool_owners(session, row.device_id)):
         raise NotYoursError(f"reservation {reservation_id} is {row.login}'s")
+    return row
+
+
+async def release_reservation(
+    session: AsyncSession, reservation_id: str, principal: Principal, now: datetime
+) -> Reservation:
+    """End a reservation on ``principal``'s word (the person, its device's pool owners, admins); a
+    waiting one is withdrawn. Ending an ended one changes nothing."""
+    row = await _held_by_one_who_may_end(session, reservation_id, principal)
     if row.state == ReservationState.ENDED:
         return _reservation(row)
     return await _end(session, row, EndReason.RELEASED, now, by=principal.login)
@@ -296,16 +304,7 @@ async def extend_reservation(
     """Give an active reservation ``extend_s`` more seconds, when ``waiting`` (the queued jobs and
     reservations its board could take) is 0 and its whole time stays within ``max_s``; the person, its
     board's pool owners and admins may. :class:`RequestError` names why not."""
-    row = await session.scalar(
-        select(ReservationRow)
-        .where(ReservationRow.id == reservation_id)
-        .with_for_update()
-        .execution_options(populate_existing=True)
-    )
-    if row is None:
-        raise UnknownReservationError(reservation_id)
-    if not may_end(principal, row.login, await _pool_owners(session, row.device_id)):
-        raise NotYoursError(f"reservation {reservation_id} is {row.login}'s")
+    row = await _held_by_one_who_may_end(session, reservation_id, principal)
     if row.state != ReservationState.ACTIVE or row.ends_at is None or row.granted_at is None:
         raise RequestError("state", f"only an active reservation is extended; this one is {row.state}")
     if extend_s < 1:
