@@ -1,5 +1,5 @@
-"""``kerrigan reserve`` and ``kerrigan reservations list|release|extend``: a board for a person, against a
-live lab's API (docs/reservations.md).
+"""``kerrigan reserve`` and ``kerrigan reservations list|show|release|extend``: a board for a person,
+against a live lab's API (docs/reservations.md).
 
 ``reserve`` asks for a device by labels and tags (or by id) for a duration; with ``--wait`` it waits in the
 queue, printing its place and what it waits on, gives up cleanly when the wait runs out, and withdraws the
@@ -22,6 +22,8 @@ from kerrigan.core.durations import DurationError, duration_text, parse_duration
 EXIT_REFUSED: Final = 1
 EXIT_INTERRUPTED: Final = 130
 POLL_S: Final = 1.0
+SETTINGS_WAIT_S: Final = 5.0  # how long a granted reservation waits for its host to report the settings
+SETTINGS_POLL_S: Final = 0.2
 
 
 def _labels(pairs: list[str]) -> dict[str, list[str]]:
@@ -44,11 +46,33 @@ def _seconds(text: str, option: str) -> int:
 def _described(body: dict[str, Any]) -> str:
     device = body.get("device") or {}
     labels = ", ".join(f"{k}={v}" for k, v in sorted((device.get("labels") or {}).items()))
-    return (
+    lines = [
         f"reserved {device.get('id')} on runner host {device.get('host')} until {body.get('ends_at')} "
-        f"(reservation {body.get('id')})\n  labels: {labels or 'none'}\n"
-        f"  release it with: kerrigan reservations release {body.get('id')}"
-    )
+        f"(reservation {body.get('id')})",
+        f"  labels: {labels or 'none'}",
+    ]
+    settings = body.get("settings")
+    if isinstance(settings, dict) and settings:
+        lines.append(f"  settings on {device.get('host')} (its devices file's, shown to you alone):")
+        lines += [f"    {name}={value}" for name, value in sorted(settings.items())]
+    elif "settings" in body and settings is None:
+        lines.append(
+            f"  settings: runner host {device.get('host')} has not reported them yet "
+            f"(kerrigan reservations show {body.get('id')})"
+        )
+    lines.append(f"  release it with: kerrigan reservations release {body.get('id')}")
+    return "\n".join(lines)
+
+
+async def _with_settings(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+    """The granted reservation once its runner host has reported the device's settings for its person,
+    or after :data:`SETTINGS_WAIT_S` (a host offline, or one that does not report them)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTINGS_WAIT_S
+    while "settings" in body and body["settings"] is None and loop.time() < deadline:
+        await asyncio.sleep(SETTINGS_POLL_S)
+        body = await api_call(args, "GET", f"/reservations/{body['id']}")
+    return body
 
 
 def _progress(body: dict[str, Any]) -> str:
@@ -92,6 +116,8 @@ async def _reserve(args: argparse.Namespace) -> int:
             return EXIT_REFUSED
         body = await _wait_for_grant(args, body)
         granted = body.get("state") == "active"
+        if granted:
+            body = await _with_settings(args, body)
     except ApiRefusedError as exc:
         print(f"kerrigan reserve: {exc.message} (HTTP {exc.status})", file=sys.stderr)
         return EXIT_REFUSED
@@ -151,6 +177,8 @@ def _list(args: argparse.Namespace) -> int:
     query = {"limit": str(args.limit), "ended": "true" if args.ended else "false"}
     if args.login:
         query["login"] = args.login
+    if args.cursor:
+        query["cursor"] = args.cursor
     try:
         body = asyncio.run(api_call(args, "GET", "/reservations", query))
     except ApiRefusedError as exc:
@@ -181,6 +209,25 @@ def _list(args: argparse.Namespace) -> int:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    if body.get("next_cursor"):
+        print(f"more: add --cursor {body['next_cursor']}", file=sys.stderr)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    try:
+        body = asyncio.run(api_call(args, "GET", f"/reservations/{args.id}"))
+    except ApiRefusedError as exc:
+        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    if args.json:
+        print(json.dumps(body, indent=2))
+    elif body.get("state") == "active":
+        print(_described(body))
+    elif body.get("state") == "waiting":
+        print(f"reservation {body.get('id')}: {_progress(body)}")
+    else:
+        print(f"reservation {body.get('id')}: ended ({body.get('end_reason')})")
     return 0
 
 
@@ -207,7 +254,7 @@ def _extend(args: argparse.Namespace) -> int:
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``kerrigan reserve`` and ``kerrigan reservations list|release``."""
+    """``kerrigan reserve`` and ``kerrigan reservations list|show|release|extend``."""
     reserve = commands.add_parser(
         "reserve",
         help="reserve a board for yourself on a running lab (KERRIGAN_URL, KERRIGAN_TOKEN)",
@@ -236,9 +283,15 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     list_cmd.add_argument("--login", help="only this person's")
     list_cmd.add_argument("--ended", action="store_true", help="ended ones too")
     list_cmd.add_argument("--limit", type=int, default=50, metavar="N", help="at most N (1-500)")
+    list_cmd.add_argument("--cursor", help="the next page (printed after a full page)")
     list_cmd.add_argument("--json", action="store_true", help="print the API's answer")
     api_options(list_cmd)
     list_cmd.set_defaults(handler=_list)
+    show = sub.add_parser("show", help="one reservation: its device, host, labels and (yours) settings")
+    show.add_argument("id", metavar="ID")
+    show.add_argument("--json", action="store_true", help="print the API's answer")
+    api_options(show)
+    show.set_defaults(handler=_show)
     release = sub.add_parser("release", help="end a reservation (or withdraw it while it waits)")
     release.add_argument("id", metavar="ID")
     api_options(release)

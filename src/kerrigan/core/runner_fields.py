@@ -15,7 +15,9 @@ The ranges, as docs/runner.md states them:
 - ``offset``, milliseconds waited: 0..``MAX_COUNT`` (2**53 - 1, the integers JSON carries exactly);
   resource values and a refusal's ``free_bytes``/``floor_bytes``: 0..``MAX_RESOURCE`` (2**63 - 1, what the
   database's BIGINT holds); accounting figures: finite, 0..``MAX_COUNT``;
-- ``data``: text of at most ``MAX_CHUNK_BYTES`` in UTF-8, without NUL; a whole call: ``MAX_BODY_BYTES``.
+- ``data``: text of at most ``MAX_CHUNK_BYTES`` in UTF-8, without NUL; a whole call: ``MAX_BODY_BYTES``;
+- a reservation's ``settings``: at most ``MAX_SETTINGS`` environment variable names, each to text of at
+  most ``MAX_TEXT`` characters.
 """
 
 from __future__ import annotations
@@ -142,6 +144,23 @@ def sized(value: Any, field: str, limit: int = MAX_ENTRIES) -> None:
         for key in value:
             if not isinstance(key, str) or not 0 < len(key) <= MAX_NAME:
                 raise FieldError(field, f"a name in {field} must be 1 to {MAX_NAME} characters")
+
+
+_SETTING_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+MAX_SETTINGS: Final = 256  # a device's settings a reservation's holder is shown
+
+
+def settings(value: Any, field: str = "settings") -> dict[str, str]:
+    """A device's settings as its host reports them for a reservation's holder: at most ``MAX_SETTINGS``
+    environment variable names, each to text of at most ``MAX_TEXT`` characters."""
+    if not isinstance(value, Mapping):
+        raise FieldError(field, f"{field} must map environment variable names to text")
+    sized(value, field, MAX_SETTINGS)
+    for name, setting in value.items():
+        if _SETTING_NAME.fullmatch(name) is None:
+            raise FieldError(field, f"{field}: {name[:40]!r} is not an environment variable name")
+        text(setting, f"{field}.{name}")
+    return dict(value)
 
 
 def figures(value: Any, field: str) -> None:

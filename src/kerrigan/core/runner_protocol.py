@@ -15,7 +15,9 @@ from typing import Final
 from kerrigan.core.resources import ResourceCatalog, Unit
 
 PROTOCOL_VERSIONS: Final = (1,)
-SERVER_CAPABILITIES: Final = frozenset({"gate_jobs", "log_pages", "withdraw", "source_unavailable"})
+SERVER_CAPABILITIES: Final = frozenset(
+    {"gate_jobs", "log_pages", "withdraw", "source_unavailable", "holder_settings"}
+)
 LEASE_TTL_S: Final = 60
 POLL_TIMEOUT_S: Final = 25
 

@@ -63,8 +63,9 @@ _lease_listeners: weakref.WeakKeyDictionary[Signals, list[LeaseListener]] = weak
 
 
 def listen_for_leases(database: Database, callback: LeaseListener) -> Callable[[], None]:
-    """Call ``callback`` with the runner hosts given leases, after each dispatch round in this process on
-    ``database`` that granted any (once its transaction committed); returns what stops it."""
+    """Call ``callback`` with the runner hosts given leases (a job's or a reservation's), after each
+    dispatch round in this process on ``database`` that granted any (once its transaction committed);
+    returns what stops it."""
     listeners = _lease_listeners.setdefault(database.signals, [])
     listeners.append(callback)
     return lambda: listeners.remove(callback)
@@ -200,8 +201,10 @@ class Dispatcher:
                 now,
             )
             withdrawn = await _spend_queue_wait(session, snapshot.records, plan, granted, now)
-        if granted:
-            leased_hosts = frozenset(grant.host for grant in granted)
+        if granted or reserved:  # a reserved device's host is asked for its settings for the person
+            leased_hosts = frozenset(grant.host for grant in granted) | frozenset(
+                reservation.host for reservation in reserved if reservation.host is not None
+            )
             for callback in list(_lease_listeners.get(self.database.signals, ())):
                 callback(leased_hosts)
         return Round(tuple(granted), plan, withdrawn=tuple(withdrawn), reserved=tuple(reserved))

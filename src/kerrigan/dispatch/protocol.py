@@ -49,6 +49,7 @@ from kerrigan.store.check_runs import output_arrived
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
+from kerrigan.store.reservations import record_holder_settings, settings_wanted
 from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
 from kerrigan.store.secrets import JobSecrets, hand_secrets
 from kerrigan.store.signals import Topic, mark
@@ -222,6 +223,7 @@ class RunnerProtocol:
             web.post("/api/runner/v1/jobs/{job_id}/output", self.output),
             web.post("/api/runner/v1/jobs/{job_id}/finish", self.finish),
             web.post("/api/runner/v1/jobs/{job_id}/withdrawn", self.withdrawn),
+            web.post("/api/runner/v1/reservations/{reservation_id}/settings", self.holder_settings),
         ]
 
     async def host_of(self, request: web.Request) -> str:
@@ -433,6 +435,7 @@ class RunnerProtocol:
             woken = asyncio.Event()
             waiting = self._waiting_polls.setdefault(host, set())
             waiting.add(woken)
+            wanted: list[tuple[str, str]] = []
             try:
                 while True:
                     woken.clear()  # before reading: a lease made meanwhile means read again at once
@@ -441,7 +444,9 @@ class RunnerProtocol:
                         requests = await jobs.runner_requests(session, host)
                         if "withdraw" not in capabilities:
                             requests = jobs.RunnerRequests(cancel=requests.cancel)
-                    if found or requests.cancel or requests.withdraw:
+                        if "holder_settings" in capabilities:
+                            wanted = await settings_wanted(session, host)
+                    if found or requests.cancel or requests.withdraw or wanted:
                         break
                     if self._stopping or asyncio.get_running_loop().time() >= deadline:
                         break
@@ -458,9 +463,38 @@ class RunnerProtocol:
             async with self.database.sessions() as session:
                 devices = {stored.device.id: stored for stored in await host_devices(session, host)}
         offers = [_offer_json(offer, devices, capabilities) for offer in found]
-        return web.json_response(
-            {"offers": offers, "cancel": list(requests.cancel), "withdraw": list(requests.withdraw)}
-        )
+        answer: dict[str, Any] = {
+            "offers": offers,
+            "cancel": list(requests.cancel),
+            "withdraw": list(requests.withdraw),
+        }
+        if "holder_settings" in capabilities:
+            # Reservations just granted a device of this host: the settings its devices file shows their
+            # person, asked for while the reservation holds it and never before.
+            answer["settings_for"] = [
+                {"reservation": reservation, "device": device} for reservation, device in wanted
+            ]
+        return web.json_response(answer)
+
+    async def holder_settings(self, request: web.Request) -> web.Response:
+        """``{"device", "settings"}``: the devices-file settings of a device this host drives, for the person
+        whose reservation holds it; ``{"recorded": false}`` when that reservation holds it no longer."""
+        try:
+            host = await self.host_of(request)
+            reservation_id = request.match_info["reservation_id"]
+            if not (len(reservation_id) == 36 and reservation_id.isascii()):
+                raise ProtocolError(404, "not_found", "no such reservation")
+            body = await self._body(request)
+            try:
+                device = fields.text(body.get("device"), "device", fields.MAX_NAME)
+                settings = fields.settings(body.get("settings"))
+            except FieldError as exc:
+                raise _invalid(exc) from None
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
+                recorded = await record_holder_settings(session, host, reservation_id, device, settings)
+        except ProtocolError as exc:
+            return error_response(exc)
+        return web.json_response({"recorded": recorded})
 
     async def _credentials(self, job_id: str) -> JobCredentials | None:
         """The token for the job's repository, minted when the runner first accepts it and handed again to a

@@ -272,9 +272,29 @@ class Agent(Recovery):
                 await self._offered(offer)
             except Exception:
                 log.exception("offer %r could not be handled", offer.get("id"))
+        for asked in answer.get("settings_for", []):
+            new = True
+            await self._report_holder_settings(str(asked.get("reservation")), str(asked.get("device")))
         if not new:
             # Only requests already under way (a cancel waiting out its grace period): do not spin.
             await asyncio.sleep(IDLE_POLL_S)
+
+    async def _report_holder_settings(self, reservation_id: str, device_id: str) -> None:
+        """Tell the server the settings the devices file shows the person holding ``device_id`` (``{}``
+        when it shows none: the server asks until it has an answer)."""
+        settings = self.presence.holder_settings(device_id)
+        try:
+            await self.server.holder_settings(reservation_id, device_id, settings)
+        except (ServerUnavailable, ServerRefused) as err:
+            log.warning("settings of %s for reservation %s not reported: %s", device_id, reservation_id, err)
+            await asyncio.sleep(1.0)  # the next poll asks again
+            return
+        log.info(
+            "reservation %s holds %s: its holder is shown %s",
+            reservation_id,
+            device_id,
+            ", ".join(sorted(settings)) or "no settings",
+        )
 
     # -- scheduling --------------------------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 
 The file maps device ids to how the agent finds each one (``present_if``: a path that exists while the
 device is there, or a command that exits 0) and to private settings its jobs get as environment
-(``env``)::
+(``env``), which the person holding a reservation of the device is shown too, unless ``holder_sees``
+lists fewer::
 
     devices:
       modalix-bluebox:
         present_if: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0
         env: {KERRIGAN_SERIAL: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0, POWER_OUTLET: pdu-3:7}
+        holder_sees: [KERRIGAN_SERIAL, POWER_OUTLET]
       modalix-redbox:
         present_if: {command: [/opt/lab/bin/probe, redbox], timeout_s: 10}
 
@@ -97,6 +99,14 @@ class DeviceEntry:
 
     present_if: PresentIf | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    # The names of ``env`` shown to the person holding a reservation of the device (None: all of them).
+    holder_sees: tuple[str, ...] | None = None
+
+    @property
+    def holder_settings(self) -> dict[str, str]:
+        """The settings the person holding a reservation of the device is shown."""
+        names = self.env if self.holder_sees is None else self.holder_sees
+        return {name: self.env[name] for name in names}
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +177,30 @@ def _read(r: SourceReader, text: str) -> dict[str, DeviceEntry]:
 
 
 def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
-    entries = r.mapping(node, where, ("present_if", "env"))
+    entries = r.mapping(node, where, ("present_if", "env", "holder_sees"))
     if entries is None:
         return None
     present_if = None
     if "present_if" in entries:
         present_if = _present_if(r, entries["present_if"][1], join_field(where, "present_if"))
     env = _env(r, entries["env"][1], join_field(where, "env")) if "env" in entries else {}
-    return DeviceEntry(present_if, env)
+    holder_sees = None
+    if "holder_sees" in entries:
+        holder_sees = _holder_sees(r, entries["holder_sees"][1], join_field(where, "holder_sees"), env)
+    return DeviceEntry(present_if, env, holder_sees)
+
+
+def _holder_sees(r: SourceReader, node: yaml.Node, where: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    """Which of ``env`` a reservation's holder is shown: a list of its names (``[]``: none)."""
+    names: dict[str, None] = {}
+    for item, item_field, name in r.strings(node, where, scalar_ok=False):
+        if name not in env:
+            r.error(item, item_field, f"{quote(name)} is not one of this device's env names")
+        elif name in names:
+            r.error(item, item_field, f"{quote(name)} is listed twice")
+        else:
+            names[name] = None
+    return tuple(names)
 
 
 def _present_if(r: SourceReader, node: yaml.Node, where: str) -> PresentIf | None:
@@ -336,6 +362,12 @@ class DevicePresence:
         """The settings a job on the device gets as environment (none for a device not in the file)."""
         entry = self.entries.get(device_id)
         return entry.env if entry is not None else {}
+
+    def holder_settings(self, device_id: str) -> dict[str, str]:
+        """The settings the person holding a reservation of the device is shown (none for a device not in
+        the file)."""
+        entry = self.entries.get(device_id)
+        return entry.holder_settings if entry is not None else {}
 
     async def check(self, wait_s: float | None = None) -> dict[str, State]:
         """Check every device at once, waiting up to ``wait_s`` (None: until each check has ended, each

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Final
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import aiohttp
 import stamina
@@ -23,7 +23,9 @@ from kerrigan.core.runner_protocol import PROTOCOL_VERSIONS
 
 log = logging.getLogger(__name__)
 
-RUNNER_CAPABILITIES: Final = frozenset({"gate_jobs", "log_pages", "withdraw", "source_unavailable"})
+RUNNER_CAPABILITIES: Final = frozenset(
+    {"gate_jobs", "log_pages", "withdraw", "source_unavailable", "holder_settings"}
+)
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure
 
 
@@ -150,6 +152,15 @@ class ServerClient:
     async def poll(self, wait_s: float) -> dict[str, Any]:
         """Offers, and jobs to cancel or withdraw, waiting up to ``wait_s`` for something."""
         return await self.call("GET", f"/poll?wait={int(wait_s)}", timeout_s=wait_s + 15)
+
+    async def holder_settings(self, reservation_id: str, device_id: str, settings: Mapping[str, str]) -> bool:
+        """Report a reserved device's settings for the person holding it; whether they were kept."""
+        answer = await self.call(
+            "POST",
+            f"/reservations/{quote(reservation_id, safe='')}/settings",
+            {"device": device_id, "settings": dict(settings)},
+        )
+        return bool(answer.get("recorded"))
 
     async def results(self, job_id: str, path: str, data: bytes, size: int, workspace: str) -> dict[str, Any]:
         """Send one results file of the job (its first bytes, ``size`` in all); its counts."""

@@ -443,6 +443,9 @@ class ReservationRow(Base):
     ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
     end_reason: Mapped[str | None] = mapped_column(String(32))
     ended_by: Mapped[str | None] = mapped_column(String(100))
+    # While it is active: the private settings its runner host's devices file gives the device, as the
+    # host reported them for its person (None: not reported); erased when it ends.
+    holder_settings: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True))
 
 
 class DeliveryRow(Base):

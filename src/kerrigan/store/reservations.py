@@ -79,6 +79,8 @@ class Reservation:
     end_reason: str | None
     ended_by: str | None
     pk: int = 0  # its row number: of two asked at one moment, the first stands first
+    # Active: the devices-file settings its runner host reported for its person (None: not reported).
+    holder_settings: dict[str, str] | None = None
 
     @property
     def queue_id(self) -> str:
@@ -106,6 +108,7 @@ def _reservation(row: ReservationRow) -> Reservation:
         row.end_reason,
         row.ended_by,
         row.pk,
+        dict(row.holder_settings) if row.holder_settings is not None else None,
     )
 
 
@@ -340,11 +343,18 @@ async def get_reservation(session: AsyncSession, reservation_id: str) -> Reserva
 
 
 async def list_reservations(
-    session: AsyncSession, *, login: str | None = None, ended: bool = False, limit: int = 50
+    session: AsyncSession,
+    *,
+    login: str | None = None,
+    ended: bool = False,
+    limit: int = 50,
+    before: int | None = None,
 ) -> list[Reservation]:
     """Reservations, newest first: waiting and active ones (and ended ones with ``ended``), a person's
-    with ``login``."""
+    with ``login``; ``before`` a row number, those asked for before it (the next page)."""
     query = select(ReservationRow).order_by(ReservationRow.pk.desc()).limit(limit)
+    if before is not None:
+        query = query.where(ReservationRow.pk < before)
     if not ended:
         query = query.where(ReservationRow.state != ReservationState.ENDED)
     if login is not None:
@@ -358,6 +368,39 @@ async def active_reservations(session: AsyncSession) -> dict[str, Reservation]:
         select(ReservationRow).where(ReservationRow.state == ReservationState.ACTIVE)
     )
     return {row.device_id: _reservation(row) for row in rows if row.device_id is not None}
+
+
+async def settings_wanted(session: AsyncSession, host: str) -> list[tuple[str, str]]:
+    """(reservation, device) of the active reservations of ``host``'s devices whose settings it has not
+    reported yet."""
+    rows = await session.execute(
+        select(ReservationRow.id, ReservationRow.device_id)
+        .where(
+            (ReservationRow.state == ReservationState.ACTIVE)
+            & (ReservationRow.host == host)
+            & ReservationRow.holder_settings.is_(None)
+        )
+        .order_by(ReservationRow.pk)
+    )
+    return [(reservation_id, device_id) for reservation_id, device_id in rows if device_id is not None]
+
+
+async def record_holder_settings(
+    session: AsyncSession, host: str, reservation_id: str, device_id: str, settings: dict[str, str]
+) -> bool:
+    """Keep the settings ``host`` reports for the person holding ``reservation_id`` on ``device_id``;
+    False (nothing kept) unless that reservation holds that device of that host now."""
+    row = await session.scalar(
+        select(ReservationRow)
+        .where(ReservationRow.id == reservation_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if row is None or row.state != ReservationState.ACTIVE or (row.host, row.device_id) != (host, device_id):
+        return False
+    row.holder_settings = dict(settings)
+    await session.flush()
+    return True
 
 
 async def _end(
@@ -379,6 +422,7 @@ async def _end(
         at=now,
     )
     row.state, row.ended_at, row.end_reason, row.ended_by = ReservationState.ENDED, now, reason, by
+    row.holder_settings = None  # the host's private settings are kept only while its person holds it
     await session.flush()
     return _reservation(row)
 

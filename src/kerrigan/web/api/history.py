@@ -8,8 +8,6 @@ silently paging a different list. An unknown query parameter is a 400 naming it.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import re
@@ -36,6 +34,7 @@ from kerrigan.store.history import (
     timed_output_chunks,
 )
 from kerrigan.store.models import DeviceRow
+from kerrigan.web.api.cursors import binding, make_cursor, not_ours, read_cursor
 from kerrigan.web.auth import reader
 from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.state import DATABASE
@@ -63,16 +62,10 @@ class ListQuery:
         """The opaque cursor resuming this query after ``position`` (``backwards``: the page before it)."""
         if position is None:
             return None
-        fields = {"q": self.binding, "t": position.created_at.isoformat(), "p": position.pk}
+        place: dict[str, Any] = {"t": position.created_at.isoformat(), "p": position.pk}
         if backwards:
-            fields["b"] = 1
-        raw = json.dumps(fields, separators=(",", ":"))
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
-def _binding(scope: str, filters: Mapping[str, str]) -> str:
-    canonical = json.dumps([scope, sorted(filters.items())], separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+            place["b"] = 1
+        return make_cursor(self.binding, place)
 
 
 def parse_since(text: str, field: str = "since") -> datetime:
@@ -100,22 +93,17 @@ def _limit(text: str | None) -> int:
     return int(text)
 
 
-def _position(cursor: str, binding: str) -> tuple[Position, bool]:
+def _position(cursor: str, bound: str) -> tuple[Position, bool]:
     """Where ``cursor`` resumes, and whether it pages backwards."""
+    raw = read_cursor(cursor, bound)
     try:
-        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        bound, at, pk = raw["q"], datetime.fromisoformat(raw["t"]), int(raw["p"])
+        at, pk = datetime.fromisoformat(raw["t"]), int(raw["p"])
         backwards = raw.get("b") == 1
         if at.tzinfo is None or not 0 <= pk < MAX_PK:
             raise ValueError(at)
         at = at.astimezone(UTC)
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, binascii.Error):
-        raise bad_request("cursor is not one this server gave out", field="cursor") from None
-    if bound != binding:
-        raise bad_request(
-            "cursor belongs to another query: page with the filters it came with, or start again without it",
-            field="cursor",
-        )
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
+        raise not_ours() from None
     return Position(at, pk), backwards
 
 
@@ -141,9 +129,9 @@ def read_query(
         choices = ", ".join(c.value for c in Conclusion)
         raise bad_request(f"conclusion must be one of {choices}", field="conclusion")
     since = parse_since(filters["since"]) if "since" in filters else None
-    binding = _binding(scope, filters)
+    bound = binding(scope, filters)
     cursor = given.get("cursor")
-    position, backwards = _position(cursor, binding) if cursor else (None, False)
+    position, backwards = _position(cursor, bound) if cursor else (None, False)
     return ListQuery(
         filters=SessionFilters(
             repository=filters.get("repository"),
@@ -157,7 +145,7 @@ def read_query(
         limit=_limit(given.get("limit")),
         after=None if backwards else position,
         before=position if backwards else None,
-        binding=binding,
+        binding=bound,
     )
 
 

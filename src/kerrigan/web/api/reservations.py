@@ -2,14 +2,16 @@
 
 ``POST`` queues a request (checked field by field: a 400 names the field; a request no device can ever
 match is a 422 with every reason, nothing queued) and answers once the dispatcher, woken by it, has
-decided: granted, the device, its runner host and its effective labels; else its place in the queue and
-what it waits on. ``GET`` lists them or shows one, ``DELETE`` releases one (the person, the device's pool
+decided: granted, the device, its runner host and its effective labels (and, to its person alone, the
+settings its host's devices file shows them); else its place in the queue and what it waits on. ``GET``
+lists them or shows one, ``PATCH`` extends one, ``DELETE`` releases one (the person, the device's pool
 owners, admins; anyone else is a 403).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -20,7 +22,7 @@ from kerrigan.core.explain import resolution_json
 from kerrigan.core.inventory import Inventory, effective_target_labels
 from kerrigan.core.matching import resolve
 from kerrigan.core.reservations import RequestError, ReservationState, read_request
-from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
+from kerrigan.store.inventory import load_inventory
 from kerrigan.store.queue_view import QueueSnapshot, read_queue, requirements_of_mapping, waiting_for_device
 from kerrigan.store.reservations import (
     NotYoursError,
@@ -34,21 +36,46 @@ from kerrigan.store.reservations import (
     release_reservation,
 )
 from kerrigan.web import bodies
+from kerrigan.web.api.cursors import binding, make_cursor, not_ours, read_cursor
 from kerrigan.web.auth import signed_in
 from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 routes = web.RouteTableDef()
 
+LIST_PARAMETERS: Final = ("limit", "cursor", "login", "ended")
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 DECIDED_WITHIN_S: Final = 2.0  # how long a POST waits for the dispatcher's decision before answering
 POLL_S: Final = 0.05
 
 
-async def reservation_json(request: web.Request, reservation: Reservation) -> dict[str, Any]:
-    """A reservation as the API answers it: granted, its device with host and effective labels; waiting,
-    its place in the queue."""
+async def reservations_json(
+    request: web.Request, reservations: Sequence[Reservation], viewer: str
+) -> list[dict[str, Any]]:
+    """Reservations as the API answers them: granted, the device with its host and effective labels (and,
+    for ``viewer``'s own, the settings its host's devices file shows them); waiting, the place in the queue
+    and what it waits on. The inventory and the queue are read once for them all."""
+    if not reservations:
+        return []
+    database = request.config_dict[DATABASE]
+    async with database.sessions() as session:
+        inventory = await load_inventory(session)
+        snapshot = None
+        if any(reservation.state is ReservationState.WAITING for reservation in reservations):
+            snapshot = await read_queue(session, database.clock(), lock=False)
+    return [_reservation_json(reservation, viewer, inventory, snapshot) for reservation in reservations]
+
+
+async def reservation_json(request: web.Request, reservation: Reservation, viewer: str) -> dict[str, Any]:
+    """One reservation as the API answers it (:func:`reservations_json`)."""
+    [body] = await reservations_json(request, [reservation], viewer)
+    return body
+
+
+def _reservation_json(
+    reservation: Reservation, viewer: str, inventory: Inventory, snapshot: QueueSnapshot | None
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": reservation.id,
         "login": reservation.login,
@@ -68,23 +95,20 @@ async def reservation_json(request: web.Request, reservation: Reservation) -> di
         "end_reason": reservation.end_reason,
         "ended_by": reservation.ended_by,
     }
-    database = request.config_dict[DATABASE]
-    async with database.sessions() as session:
-        if reservation.device_id is not None:
-            try:
-                stored = await get_device(session, reservation.device_id)
-            except NotFoundError:
-                body["device"] = {"id": reservation.device_id, "host": reservation.host, "labels": {}}
-            else:
-                labels = effective_target_labels(stored.device, stored.pool)
-                body["device"] = {"id": stored.device.id, "host": stored.device.host, "labels": labels}
-        if reservation.state is ReservationState.WAITING:
-            snapshot = await read_queue(session, database.clock(), lock=False)
-            if snapshot is not None:
-                body["position"] = snapshot.plan.position(reservation.queue_id)
-                body["waiting_on"] = _waiting_on(snapshot, reservation) or _unavailable(
-                    await load_inventory(session), reservation
-                )
+    if reservation.device_id is not None:
+        device = inventory.devices_by_id.get(reservation.device_id)
+        pool = inventory.pools_by_id.get(device.pool_id) if device is not None else None
+        if device is None or pool is None:  # deleted since
+            body["device"] = {"id": reservation.device_id, "host": reservation.host, "labels": {}}
+        else:
+            labels = effective_target_labels(device, pool)
+            body["device"] = {"id": device.id, "host": device.host, "labels": labels}
+    if reservation.state is ReservationState.ACTIVE and viewer.lower() == reservation.login.lower():
+        # The host's private settings are its person's alone: nobody else's answer carries the field.
+        body["settings"] = reservation.holder_settings
+    if reservation.state is ReservationState.WAITING and snapshot is not None:
+        body["position"] = snapshot.plan.position(reservation.queue_id)
+        body["waiting_on"] = _waiting_on(snapshot, reservation) or _unavailable(inventory, reservation)
     return body
 
 
@@ -162,7 +186,7 @@ async def reservations_create(request: web.Request) -> web.Response:
         error = {"code": "unschedulable", "message": f"no device can ever match: {exc}", "field": None}
         return web.json_response({"error": error, "resolution": resolution_json(exc.resolution)}, status=422)
     reservation = await _decided(request, reservation)
-    return web.json_response(await reservation_json(request, reservation), status=201)
+    return web.json_response(await reservation_json(request, reservation, principal.login), status=201)
 
 
 async def _decided(request: web.Request, reservation: Reservation) -> Reservation:
@@ -180,39 +204,50 @@ async def _decided(request: web.Request, reservation: Reservation) -> Reservatio
 @routes.get("/reservations")
 async def reservations_index(request: web.Request) -> web.Response:
     """Reservations waiting or active, newest first; ``?login=`` a person's, ``?ended=true`` ended ones
-    too (the newest ``limit``: ``next_cursor`` is always null, for now)."""
-    await signed_in(request)
+    too; ``?limit=`` and ``?cursor=`` page them."""
+    principal = await signed_in(request)
     for key in request.query:
-        if key not in ("limit", "login", "ended") or len(request.query.getall(key)) > 1:
-            raise bad_request(
-                f"unknown or repeated parameter {key!r}; expected limit, login, ended", field=key
-            )
+        if key not in LIST_PARAMETERS or len(request.query.getall(key)) > 1:
+            known = ", ".join(LIST_PARAMETERS)
+            raise bad_request(f"unknown or repeated parameter {key!r}; expected {known}", field=key)
     text = request.query.get("limit", str(DEFAULT_LIMIT))
     if not (text.isascii() and text.isdigit() and len(text) <= 3 and 1 <= int(text) <= MAX_LIMIT):
         raise bad_request(f"limit must be a whole number from 1 to {MAX_LIMIT}", field="limit")
+    limit = int(text)
     ended = request.query.get("ended", "false")
     if ended not in ("true", "false"):
         raise bad_request("ended must be true or false", field="ended")
     login = request.query.get("login")
     if login is not None and not (0 < len(login) <= 100 and login.isascii()):
         raise bad_request("login must be a GitHub login", field="login")
+    bound = binding("reservations", {"ended": ended, "login": (login or "").lower()})
+    before = None
+    if "cursor" in request.query:
+        place = read_cursor(request.query["cursor"], bound).get("p")
+        if isinstance(place, bool) or not isinstance(place, int) or not 0 < place < 2**63:
+            raise not_ours()
+        before = place
     async with request.config_dict[DATABASE].sessions() as session:
-        found = await list_reservations(session, login=login, ended=ended == "true", limit=int(text))
-    items = [await reservation_json(request, reservation) for reservation in found]
-    return web.json_response({"items": items, "next_cursor": None})
+        found = await list_reservations(
+            session, login=login, ended=ended == "true", limit=limit + 1, before=before
+        )
+    page = found[:limit]
+    cursor = make_cursor(bound, {"p": page[-1].pk}) if len(found) > limit else None
+    items = await reservations_json(request, page, principal.login)
+    return web.json_response({"items": items, "next_cursor": cursor})
 
 
 @routes.get("/reservations/{reservation_id}")
 async def reservations_show(request: web.Request) -> web.Response:
     """One reservation."""
-    await signed_in(request)
+    principal = await signed_in(request)
     reservation_id = _id(request)
     async with request.config_dict[DATABASE].sessions() as session:
         try:
             reservation = await get_reservation(session, reservation_id)
         except UnknownReservationError:
             raise ApiError(404, "not_found", f"There is no reservation {reservation_id}.") from None
-    return web.json_response(await reservation_json(request, reservation))
+    return web.json_response(await reservation_json(request, reservation, principal.login))
 
 
 @routes.patch("/reservations/{reservation_id}")
@@ -245,7 +280,7 @@ async def reservations_extend(request: web.Request) -> web.Response:
         raise ApiError(403, "forbidden", f"{principal.login} may not extend it: {exc}") from None
     except RequestError as exc:
         raise bad_request(exc.message, field=exc.field) from None
-    return web.json_response(await reservation_json(request, reservation))
+    return web.json_response(await reservation_json(request, reservation, principal.login))
 
 
 @routes.delete("/reservations/{reservation_id}")
@@ -263,4 +298,4 @@ async def reservations_release(request: web.Request) -> web.Response:
         raise ApiError(
             403, "forbidden", f"{principal.login} may not release it: {exc} (its person, pool owners, admins)"
         ) from None
-    return web.json_response(await reservation_json(request, reservation))
+    return web.json_response(await reservation_json(request, reservation, principal.login))
