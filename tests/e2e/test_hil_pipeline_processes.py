@@ -166,7 +166,7 @@ async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
 
 
 @contextlib.asynccontextmanager
-async def agent(lab: Lab, host: str) -> AsyncIterator[asyncio.subprocess.Process]:
+async def agent(lab: Lab, host: str, *options: str) -> AsyncIterator[asyncio.subprocess.Process]:
     log = (lab.folder / f"{host}.log").open("wb")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -175,6 +175,7 @@ async def agent(lab: Lab, host: str) -> AsyncIterator[asyncio.subprocess.Process
         "runner",
         *("--server", lab.base, "--host-id", host, "--work-dir", str(lab.folder / host)),
         *("--free-space-floor-bytes", "0", "--systemd-scope", "never"),
+        *options,
         env={**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.tokens[host]},
         stdout=log,
         stderr=log,

@@ -1,9 +1,11 @@
 """A board for a person while CI runs, across real processes: the GitHub stand-in, ``kerrigan serve``, a
 runner agent, and ``kerrigan reserve`` / ``kerrigan reservations`` as a person types them.
 
-A person reserves board-a of a two-board rig. A push then queues two CI jobs: one runs on board-b, the
-other waits for board-a, its check run saying why (``device reserved by octocat until ...``). Releasing the
-reservation hands board-a to the waiting job at once, while the first is still running.
+A person reserves board-a of a two-board rig and is told where the rig's devices file says it is wired (its
+serial port and power outlet; not the PDU password the file keeps from them). A push then queues two CI
+jobs: one runs on board-b, the other waits for board-a, the session page its check run links saying why
+(``device reserved by octocat until ...``). Releasing the reservation hands board-a to the waiting job at
+once, while the first is still running.
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ tasks:
   - id: smoke
     run: ./ci/slow.sh
     vcpus: 1
+"""
+DEVICES = """
+devices:
+  board-a:
+    env:
+      KERRIGAN_SERIAL: /dev/serial/by-id/usb-FTDI_board-a-if00-port0
+      POWER_OUTLET: pdu-3:7
+      PDU_PASSWORD: hunter2
+    holder_sees: [KERRIGAN_SERIAL, POWER_OUTLET]
 """
 SLOW = '#!/bin/sh\necho "on $KERRIGAN_DEVICE_ID"\nsleep 12\n'
 
@@ -108,13 +119,20 @@ async def test_ci_works_around_a_reserved_board_and_takes_it_the_moment_it_is_re
     status, token, err = await kerrigan(lab, "tokens", "create", "--login", "octocat")
     assert status == 0, err
     person = {"KERRIGAN_URL": lab.base, "KERRIGAN_TOKEN": token.strip()}
-    async with agent(lab, "rig-01"):
+    devices = lab.folder / "devices.yml"
+    devices.write_text(DEVICES, encoding="utf-8")
+    async with agent(lab, "rig-01", "--devices-file", str(devices)):
         status, out, err = await kerrigan(
             lab, "reserve", "--device", "board-a", "--for", "1h", "--note", "UART bring-up", env=person
         )
         assert status == 0, err
         assert out.startswith("reserved board-a on runner host rig-01 until ")
         reservation = out.split("(reservation ", 1)[1].split(")", 1)[0]
+        # The rig's devices file tells the person where the board is wired, and only what it lets them see.
+        assert "  settings on rig-01 (its devices file's, shown to you alone):\n" in out, out
+        assert "    KERRIGAN_SERIAL=/dev/serial/by-id/usb-FTDI_board-a-if00-port0\n" in out
+        assert "    POWER_OUTLET=pdu-3:7\n" in out
+        assert "hunter2" not in out
 
         await deliver(lab, "push", push_payload(REPO, SHA))
 

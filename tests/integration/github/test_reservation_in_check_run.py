@@ -34,4 +34,5 @@ async def test_a_reserved_board_is_explained_in_the_check_run_of_the_job_waiting
     assert run["status"] == "queued"  # not yet: the reservation ends
     output = run["output"]["summary"] + (run["output"].get("text") or "")
     until = (db.clock() + timedelta(hours=2)).strftime("%Y-%m-%d %H:%M")
-    assert f"`modalix-bluebox` (`sdk-2-2-som`): device reserved by octocat until {until}: UART bring-up" in output
+    reason = f"device reserved by octocat until {until}: UART bring-up"
+    assert f"`modalix-bluebox` (`sdk-2-2-som`): {reason}" in output

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from kerrigan.core.reservations import ReservationState
+from kerrigan.store.reservations import get_reservation, list_reservations, record_holder_settings
 from tests.integration.pages.conftest import OTHER_OWNER, OWNER, READER, Browser, Site
 
 REDBOX = "/devices/modalix-redbox"  # in octocat's pool sdk-2-2-som, on lab-a-02
@@ -68,3 +70,29 @@ async def test_a_bad_duration_is_shown_next_to_its_field_and_reserves_nothing(
     assert status == 400
     assert "'soon' is not a duration" in words(page)
     assert "My reservations" not in page
+
+
+async def test_my_reservations_shows_the_board_settings_its_host_reported_to_its_person_alone(
+    site: Site, browser: Callable[..., Any]
+) -> None:
+    rita: Browser = await browser(READER)
+    await rita.post(f"{REDBOX}/reserve", {"for": "1h"}, csrf_from=REDBOX)
+    async with site.database.sessions() as session:
+        [held] = await list_reservations(session, login=READER)
+    for _ in range(50):  # the dispatcher grants it within a round
+        async with site.database.sessions() as session:
+            held = await get_reservation(session, held.id)
+        if held.state is ReservationState.ACTIVE:
+            break
+        await asyncio.sleep(0.1)
+    async with site.database.sessions() as session, session.begin():  # as lab-a-02's agent reports them
+        assert await record_holder_settings(
+            session, "lab-a-02", held.id, "modalix-redbox", {"KERRIGAN_SERIAL": "/dev/ttyUSB-redbox"}
+        )
+    _, page = await rita.get(REDBOX)
+    mine = words(page).split("My reservations", 1)[1]
+    assert "on runner host lab-a-02 KERRIGAN_SERIAL /dev/ttyUSB-redbox" in mine
+    octocat: Browser = await browser(OWNER)  # the pool's owner sees the reservation, not its settings
+    _, owner_view = await octocat.get(REDBOX)
+    assert "Reserved by rita until " in words(owner_view)
+    assert "/dev/ttyUSB-redbox" not in owner_view

@@ -315,7 +315,32 @@ SCHEMAS: Final[dict[str, Any]] = {
             "waiting_on": {"type": ["string", "null"], "description": "what it waits on, in words"},
             "end_reason": {"enum": [None, "released", "expired", "wait_expired"]},
             "ended_by": _NULLABLE_STRING,
-        }
+            "settings": {
+                "type": ["object", "null"],
+                "additionalProperties": _STRING,
+                "description": "only in its own person's answers, while active: the private settings its "
+                "runner host's devices file shows them (null: the host has not reported them yet)",
+            },
+        },
+        required=[
+            "id",
+            "login",
+            "state",
+            "requested",
+            "device_requested",
+            "duration_s",
+            "wait_s",
+            "note",
+            "created_at",
+            "wait_until",
+            "granted_at",
+            "ends_at",
+            "device",
+            "position",
+            "waiting_on",
+            "end_reason",
+            "ended_by",
+        ],
     ),
     "ReservationExtension": _object({"extend_s": {"type": "integer", "minimum": 1}}),
     "ReservationList": _object(
@@ -784,11 +809,14 @@ def document() -> dict[str, Any]:
             },
             "/reservations": {
                 "get": _op(
-                    "reservations waiting or active, newest first (?login=, ?ended=true, ?limit=)",
-                    {"200": _json("ReservationList", "reservations"), **_READ_ERRORS},
+                    "reservations waiting or active, newest first (?login=, ?ended=true); cursor paging",
+                    {"200": _json("ReservationList", "a page of reservations"), **_LIST_ERRORS},
                     parameters=[
-                        {"name": name, "in": "query", "required": False, "schema": _STRING}
-                        for name in ("login", "ended", "limit")
+                        *(
+                            {"name": name, "in": "query", "required": False, "schema": _STRING}
+                            for name in ("login", "ended")
+                        ),
+                        *_PAGING,
                     ],
                 ),
                 "post": _op(
