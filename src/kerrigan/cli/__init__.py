@@ -13,6 +13,8 @@ from kerrigan.cli import explain, inventory, lab, reservations, runner, secrets,
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.explain import EXIT_INVALID
 
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool SIGPIPE ended
+
 __all__ = ["UsageError", "build_parser", "main", "run"]
 
 
@@ -46,9 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kerrigan {args.command}: {exc}", file=sys.stderr)
         return EXIT_INVALID
     except BrokenPipeError:
-        # The reader went away (``| head``): stop quietly, as other command-line tools do.
+        # The reader went away (``| head``): stop quietly with the status a tool killed by SIGPIPE has,
+        # as other command-line tools do; what is still buffered goes nowhere.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_INVALID
+        return EXIT_BROKEN_PIPE
     return status
 
 

@@ -28,6 +28,8 @@ async def with_database(settings: Settings, work: Callable[[Database], Awaitable
         return await work(database)
     except SchemaBehindError as exc:
         raise UsageError(str(exc)) from None
+    except BrokenPipeError:
+        raise  # the reader of our output went away (``| head``), not the database: the command ends quietly
     except (OSError, SQLAlchemyError) as exc:
         raise UsageError(f"cannot use the database: {first_line(exc)}") from None
     finally:

@@ -337,3 +337,27 @@ async def test_db_upgrade_without_a_url_migrates_kerrigan_db_in_the_working_dire
         await check_schema(database.engine)
     finally:
         await database.close()
+
+
+@sqlite_only
+async def test_export_into_a_pipe_its_reader_closed_ends_quietly(
+    kerrigan: Kerrigan, db: Database, tmp_path: Path
+) -> None:
+    await seed_lab(db)
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("KERRIGAN_")}
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has had its lines: gone before the export writes a byte
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kerrigan.cli", "inventory", "export"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+            env=environ | {"KERRIGAN_DATABASE_URL": kerrigan.database_url},
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")  # as a tool SIGPIPE ended; not blamed on the database
