@@ -63,7 +63,18 @@ def _runners_create(args: argparse.Namespace) -> int:
         )
 
     async def work(database: Database) -> int:
+        from kerrigan.store.inventory import load_inventory
+
         async with database.sessions() as session, session.begin():
+            inventory = await load_inventory(session)
+            known = {h.id for h in inventory.hosts} | {d.host for d in inventory.devices if d.host}
+            if host not in known and not args.force:
+                # A token for a host no device is on does nothing: most likely a typo of a real one.
+                listed = ", ".join(sorted(known)) or "none yet"
+                raise UsageError(
+                    f"the inventory has no runner host {host} (its hosts: {listed}); check the name, or "
+                    "pass --force to make a token for a host you are about to add"
+                )
             token = await create_runner_token(session, host, database.clock())
         print(token)
         return 0
@@ -94,4 +105,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "create", help="print a new token for a runner host (the host's previous token stops working)"
     )
     runner_create.add_argument("host", metavar="HOST", help="the runner host's id, as the inventory names it")
+    runner_create.add_argument(
+        "--force", action="store_true", help="make it even though the inventory has no such host (yet)"
+    )
     runner_create.set_defaults(handler=_runners_create)

@@ -361,3 +361,23 @@ async def test_export_into_a_pipe_its_reader_closed_ends_quietly(
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (141, "")  # as a tool SIGPIPE ended; not blamed on the database
+
+
+@sqlite_only
+async def test_a_runner_token_for_a_host_the_inventory_lacks_needs_force(
+    kerrigan: Kerrigan, db: Database
+) -> None:
+    await seed_lab(db)
+    refused = kerrigan("runners", "create", "lab-nonexistent")
+    assert refused.returncode == 2
+    assert refused.stdout == ""  # no token made
+    assert refused.stderr.startswith(
+        "kerrigan runners: the inventory has no runner host lab-nonexistent (its hosts: lab-a-01, lab-a-02, "
+    ), refused.stderr
+    assert "pass --force" in refused.stderr
+    made = kerrigan("runners", "create", "lab-a-01")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("kgr_")
+    forced = kerrigan("runners", "create", "lab-c-01", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout.startswith("kgr_")
