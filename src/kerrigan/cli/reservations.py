@@ -69,9 +69,12 @@ async def _with_settings(args: argparse.Namespace, body: dict[str, Any]) -> dict
     or after :data:`SETTINGS_WAIT_S` (a host offline, or one that does not report them)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTINGS_WAIT_S
-    while "settings" in body and body["settings"] is None and loop.time() < deadline:
+    while body.get("state") == "active" and body.get("settings", {}) is None and loop.time() < deadline:
         await asyncio.sleep(SETTINGS_POLL_S)
-        body = await api_call(args, "GET", f"/reservations/{body['id']}")
+        try:
+            body = await api_call(args, "GET", f"/reservations/{body['id']}")
+        except (ApiRefusedError, UsageError):  # the board is granted all the same: say so as it stands
+            break
     return body
 
 

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import structlog
 
+from kerrigan.core import runner_fields as fields
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
 from kerrigan.runner.metrics import MetricsServer, agent_registry
@@ -283,6 +284,11 @@ class Agent(Recovery):
         """Tell the server the settings the devices file shows the person holding ``device_id`` (``{}``
         when it shows none: the server asks until it has an answer)."""
         settings = self.presence.holder_settings(device_id)
+        try:
+            fields.settings(settings)
+        except fields.FieldError as err:  # more than the server keeps: say so here, send none, stop asking
+            log.warning("settings of %s not shown to its holder: %s", device_id, err.message)
+            settings = {}
         try:
             await self.server.holder_settings(reservation_id, device_id, settings)
         except (ServerUnavailable, ServerRefused) as err:

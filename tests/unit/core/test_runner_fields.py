@@ -131,3 +131,83 @@ def test_the_cut_notice_names_the_limit_and_the_setting() -> None:
 )
 def test_the_part_that_fits_is_cut_between_characters(data: str, room: int, kept: str) -> None:
     assert fields.fitting(data, room) == kept
+
+
+def test_settings_as_a_host_reports_them_pass_as_a_dict_of_their_own() -> None:
+    sent = {
+        "POWER_OUTLET": "pdu-3:7",
+        "_x1": "",
+        "Lab_Serial": "naïve ✓ 😀",
+        "N" * 255: "v" * fields.MAX_TEXT,
+    }
+    found = fields.settings(sent)
+    assert found == sent
+    assert type(found) is dict
+    found["POWER_OUTLET"] = "changed"
+    assert sent["POWER_OUTLET"] == "pdu-3:7"
+    assert fields.settings({}) == {}
+
+
+def test_as_many_settings_as_allowed_pass_and_one_more_is_refused() -> None:
+    most = {f"S{n}": "x" for n in range(fields.MAX_SETTINGS)}
+    assert fields.settings(most) == most
+    error = refused(fields.settings, {**most, "ONE_MORE": "x"})
+    assert (error.field, error.message) == (
+        "settings",
+        f"settings holds at most {fields.MAX_SETTINGS} entries",
+    )
+
+
+@pytest.mark.parametrize("value", [["POWER_OUTLET"], "POWER_OUTLET=pdu-3:7", None, 7, [("A", "1")]])
+def test_settings_must_be_a_mapping(value: Any) -> None:
+    error = refused(fields.settings, value)
+    assert (error.field, error.message) == (
+        "settings",
+        "settings must map environment variable names to text",
+    )
+
+
+@pytest.mark.parametrize("name", ["1WIRE", "POWER-OUTLET", "A=B", "A B", "A\n", "É", "\ud800", "a.b"])
+def test_a_setting_name_must_be_an_environment_variable_name(name: str) -> None:
+    error = refused(fields.settings, {"OK": "x", name: "x"})
+    assert error.field == "settings"
+    assert error.message == f"settings: {name!r} is not an environment variable name"
+
+
+@pytest.mark.parametrize("name", ["", "N" * 256, 7, None])
+def test_a_setting_name_is_1_to_255_characters_of_text(name: Any) -> None:
+    error = refused(fields.settings, {name: "x"})
+    assert (error.field, error.message) == ("settings", "a name in settings must be 1 to 255 characters")
+
+
+def test_a_long_bad_setting_name_is_cut_in_the_message() -> None:
+    error = refused(fields.settings, {"-" * 200: "x"})
+    assert error.message == f"settings: {'-' * 40!r} is not an environment variable name"
+
+
+@pytest.mark.parametrize("value", [1, None, True, ["x"], {"x": "y"}, "x" * (fields.MAX_TEXT + 1)])
+def test_a_setting_value_is_text_of_at_most_max_text_characters(value: Any) -> None:
+    error = refused(fields.settings, {"POWER_OUTLET": "pdu-3:7", "LAB_TOKEN": value})
+    assert error.field == "settings.LAB_TOKEN"
+    assert error.message == f"settings.LAB_TOKEN must be text of at most {fields.MAX_TEXT} characters"
+
+
+def test_a_setting_value_with_a_lone_surrogate_is_refused() -> None:
+    sent = json.loads('{"POWER_OUTLET": "pdu \\ud800"}')
+    error = refused(fields.settings, sent)
+    assert error.field == "settings.POWER_OUTLET"
+    assert error.message == "settings.POWER_OUTLET is not valid UTF-8 text (it holds a lone surrogate)"
+    assert refused(fields.settings, {"A": "\udfff"}).field == "settings.A"
+
+
+def test_a_bad_setting_names_the_field_given() -> None:
+    where = "devices.modalix-bluebox.settings"
+    assert refused(fields.settings, ["x"], where).field == where
+    error = refused(fields.settings, {"1A": "x"}, where)
+    assert (error.field, error.message) == (where, f"{where}: '1A' is not an environment variable name")
+    assert refused(fields.settings, {"": "x"}, where).field == where
+    error = refused(fields.settings, {"LAB_TOKEN": 5}, where)
+    assert (error.field, error.message) == (
+        f"{where}.LAB_TOKEN",
+        f"{where}.LAB_TOKEN must be text of at most {fields.MAX_TEXT} characters",
+    )

@@ -249,6 +249,108 @@ def test_every_variable_the_agent_sets_for_a_job_is_refused_in_a_device_env() ->
         assert env_name_problem(name) is not None
 
 
+HOLDER_ENV = "devices:\n  blue:\n    env: {POWER_OUTLET: pdu-3:7, LAB_TOKEN: s3cret}\n"
+
+
+def test_a_holder_is_shown_all_of_a_devices_env_unless_holder_sees_lists_fewer() -> None:
+    env = {"POWER_OUTLET": "pdu-3:7", "LAB_TOKEN": "s3cret"}
+    everything = parse_devices_file(HOLDER_ENV, "devices.yml").devices["blue"]
+    assert everything == DeviceEntry(None, env, None)
+    assert everything.holder_settings == env
+    some = parse_devices_file(HOLDER_ENV + "    holder_sees: [POWER_OUTLET]\n", "devices.yml")
+    assert some.devices["blue"] == DeviceEntry(None, env, ("POWER_OUTLET",))
+    assert some.devices["blue"].holder_settings == {"POWER_OUTLET": "pdu-3:7"}
+    assert some.devices["blue"].env == env  # the job still gets all of it
+    block = parse_devices_file(
+        HOLDER_ENV + "    holder_sees:\n      - LAB_TOKEN\n      - POWER_OUTLET\n", "x"
+    )
+    assert block.devices["blue"].holder_sees == ("LAB_TOKEN", "POWER_OUTLET")
+    assert block.devices["blue"].holder_settings == env
+
+
+def test_holder_sees_empty_shows_the_holder_nothing() -> None:
+    found = parse_devices_file(HOLDER_ENV + "    holder_sees: []\n", "devices.yml").devices["blue"]
+    assert found.holder_sees == ()
+    assert found.holder_settings == {}
+    assert found.env == {"POWER_OUTLET": "pdu-3:7", "LAB_TOKEN": "s3cret"}
+
+
+def test_a_device_without_env_shows_its_holder_nothing() -> None:
+    assert parse_devices_file("devices:\n  blue: {}\n", "devices.yml").devices["blue"].holder_settings == {}
+    listed_none = parse_devices_file("devices:\n  blue: {holder_sees: []}\n", "devices.yml")
+    assert listed_none.devices["blue"] == DeviceEntry(None, {}, ())
+
+
+@pytest.mark.parametrize(
+    ("holder_sees", "said"),
+    [
+        (
+            "[POWER_OUTLET, SERIAL]",
+            "devices.yml:4:33: devices.blue.holder_sees[1]: 'SERIAL' is not one of this device's env names",
+        ),
+        (
+            "[LAB_TOKEN, POWER_OUTLET, LAB_TOKEN]",
+            "devices.yml:4:44: devices.blue.holder_sees[2]: 'LAB_TOKEN' is listed twice",
+        ),
+        ("POWER_OUTLET", "devices.yml:4:18: devices.blue.holder_sees: must be a list, not 'POWER_OUTLET'"),
+        ("", "devices.yml:4:17: devices.blue.holder_sees: must be a list, not nothing (null)"),
+        (
+            "{POWER_OUTLET: true}",
+            "devices.yml:4:18: devices.blue.holder_sees: must be a list, not a mapping",
+        ),
+        (
+            "[POWER_OUTLET, [LAB_TOKEN]]",
+            "devices.yml:4:33: devices.blue.holder_sees[1]: must be a string, not a list",
+        ),
+        ("['']", "devices.yml:4:19: devices.blue.holder_sees[0]: must not be empty"),
+        (
+            "[power_outlet]",
+            "devices.yml:4:19: devices.blue.holder_sees[0]: "
+            "'power_outlet' is not one of this device's env names",
+        ),
+    ],
+)
+def test_a_bad_holder_sees_is_one_line_naming_the_file_line_and_field(holder_sees: str, said: str) -> None:
+    with pytest.raises(DevicesFileError) as raised:
+        parse_devices_file(f"{HOLDER_ENV}    holder_sees: {holder_sees}\n", "devices.yml")
+    assert str(raised.value) == said
+
+
+def test_holder_sees_names_only_the_devices_own_env() -> None:
+    text = (
+        "devices:\n"
+        "  blue:\n    env: {POWER_OUTLET: pdu-3:7}\n"
+        "  red:\n    env: {LAB_TOKEN: s3cret}\n    holder_sees: [LAB_TOKEN, POWER_OUTLET]\n"
+    )
+    with pytest.raises(DevicesFileError) as raised:
+        parse_devices_file(text, "devices.yml")
+    assert str(raised.value) == (
+        "devices.yml:6:30: devices.red.holder_sees[1]: 'POWER_OUTLET' is not one of this device's env names"
+    )
+    with pytest.raises(DevicesFileError) as raised:
+        parse_devices_file("devices:\n  blue:\n    holder_sees: [POWER_OUTLET]\n", "devices.yml")
+    assert str(raised.value) == (
+        "devices.yml:3:19: devices.blue.holder_sees[0]: 'POWER_OUTLET' is not one of this device's env names"
+    )
+
+
+def test_every_bad_holder_sees_name_is_counted() -> None:
+    with pytest.raises(DevicesFileError) as raised:
+        parse_devices_file(f"{HOLDER_ENV}    holder_sees: [SERIAL, LAB_TOKEN, LAB_TOKEN, X]\n", "devices.yml")
+    assert str(raised.value) == (
+        "devices.yml:4:19: devices.blue.holder_sees[0]: 'SERIAL' is not one of this device's env names"
+        " (and 2 more)"
+    )
+
+
+def test_a_misspelt_holder_sees_is_an_unknown_key() -> None:
+    with pytest.raises(DevicesFileError) as raised:
+        parse_devices_file(f"{HOLDER_ENV}    holder_see: [POWER_OUTLET]\n", "devices.yml")
+    assert str(raised.value) == (
+        "devices.yml:4:5: devices.blue.holder_see: unknown key 'holder_see'; did you mean 'holder_sees'?"
+    )
+
+
 def test_loading_names_the_file_when_it_cannot_be_read(tmp_path: Path) -> None:
     with pytest.raises(DevicesFileError, match=r"^devices file .*/none\.yml: no such file$"):
         load_devices_file(tmp_path / "none.yml")
@@ -442,6 +544,37 @@ def test_a_job_gets_its_devices_env_and_no_other() -> None:
     assert presence.env("red") == {}
     assert presence.env("not-in-the-file") == {}
     assert DevicePresence(None).env("blue") == {}
+
+
+def test_a_holder_is_shown_the_settings_holder_sees_lists_and_none_of_a_device_not_in_the_file() -> None:
+    env = {"POWER_OUTLET": "pdu-3:7", "LAB_TOKEN": "s3cret"}
+    presence = presence_of(
+        blue=DeviceEntry(None, env),
+        red=DeviceEntry(None, env, ("POWER_OUTLET",)),
+        green=DeviceEntry(None, env, ()),
+        old=DeviceEntry(),
+    )
+    assert presence.holder_settings("blue") == env
+    assert presence.holder_settings("red") == {"POWER_OUTLET": "pdu-3:7"}
+    assert presence.holder_settings("green") == {}
+    assert presence.holder_settings("old") == {}
+    assert presence.holder_settings("not-in-the-file") == {}
+    assert DevicePresence(None).holder_settings("blue") == {}
+    assert presence.env("red") == env  # the job still gets all of it
+
+
+def test_a_holder_is_shown_nothing_of_a_device_the_server_does_not_list() -> None:
+    presence = presence_of(blue=DeviceEntry(None, {"OUTLET": "1"}), ghost=DeviceEntry(None, {"OUTLET": "2"}))
+    presence.keep(["blue"])
+    assert presence.holder_settings("blue") == {"OUTLET": "1"}
+    assert presence.holder_settings("ghost") == {}
+
+
+def test_the_settings_a_holder_is_shown_are_a_copy() -> None:
+    entry = DeviceEntry(None, {"OUTLET": "1"})
+    entry.holder_settings["OUTLET"] = "changed"
+    assert entry.env == {"OUTLET": "1"}
+    assert entry.holder_settings == {"OUTLET": "1"}
 
 
 async def test_without_a_file_nothing_is_checked() -> None:
