@@ -176,16 +176,25 @@ def _reserve_command(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
+def _call(
+    args: argparse.Namespace, method: str, path: str, *rest: Any, **options: Any
+) -> dict[str, Any] | None:
+    """One call of ``kerrigan reservations``: the answer, or None once the refusal is printed."""
+    try:
+        return asyncio.run(api_call(args, method, path, *rest, **options))
+    except ApiRefusedError as exc:
+        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return None
+
+
 def _list(args: argparse.Namespace) -> int:
     query = {"limit": str(args.limit), "ended": "true" if args.ended else "false"}
     if args.login:
         query["login"] = args.login
     if args.cursor:
         query["cursor"] = args.cursor
-    try:
-        body = asyncio.run(api_call(args, "GET", "/reservations", query))
-    except ApiRefusedError as exc:
-        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+    body = _call(args, "GET", "/reservations", query)
+    if body is None:
         return EXIT_REFUSED
     if args.json:
         print(json.dumps(body, indent=2))
@@ -218,10 +227,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    try:
-        body = asyncio.run(api_call(args, "GET", f"/reservations/{args.id}"))
-    except ApiRefusedError as exc:
-        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+    body = _call(args, "GET", f"/reservations/{args.id}")
+    if body is None:
         return EXIT_REFUSED
     if args.json:
         print(json.dumps(body, indent=2))
@@ -235,10 +242,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    try:
-        body = asyncio.run(api_call(args, "DELETE", f"/reservations/{args.id}"))
-    except ApiRefusedError as exc:
-        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+    body = _call(args, "DELETE", f"/reservations/{args.id}")
+    if body is None:
         return EXIT_REFUSED
     device = (body.get("device") or {}).get("id")
     print(f"released reservation {body.get('id')}" + (f": {device} is free for the queue" if device else ""))
@@ -247,10 +252,8 @@ def _release(args: argparse.Namespace) -> int:
 
 def _extend(args: argparse.Namespace) -> int:
     body = {"extend_s": _seconds(args.by, "--by")}
-    try:
-        answer = asyncio.run(api_call(args, "PATCH", f"/reservations/{args.id}", body=body))
-    except ApiRefusedError as exc:
-        print(f"kerrigan reservations: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+    answer = _call(args, "PATCH", f"/reservations/{args.id}", body=body)
+    if answer is None:
         return EXIT_REFUSED
     print(f"reservation {answer.get('id')} now ends at {answer.get('ends_at')}")
     return 0

@@ -64,8 +64,16 @@ async def test_reserve_prints_the_board_its_host_and_labels_and_release_frees_it
     status, out, _ = await kerrigan("reservations", "extend", reservation, "--by", "30m", env=lab)
     assert status == 0
     assert out.startswith(f"reservation {reservation} now ends at ")
+    status, out, _ = await kerrigan("reservations", "show", reservation, env=lab)
+    assert status == 0
+    assert out.startswith("reserved dev-b1 on runner host lab-b-01 until ")
+    # No agent runs here: the board's settings are not reported, and it says so.
+    unreported = "  settings: runner host lab-b-01 has not reported them yet"
+    assert f"{unreported} (kerrigan reservations show {reservation})" in out
     status, out, _ = await kerrigan("reservations", "release", reservation, env=lab)
     assert (status, out.strip()) == (0, f"released reservation {reservation}: dev-b1 is free for the queue")
+    status, out, _ = await kerrigan("reservations", "show", reservation, env=lab)
+    assert (status, out.strip()) == (0, f"reservation {reservation}: ended (released)")
 
 
 async def test_a_waiting_reserve_shows_its_place_and_takes_the_board_once_released(api: Api) -> None:
