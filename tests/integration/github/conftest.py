@@ -31,7 +31,7 @@ from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
-from kerrigan.store.models import DeliveryRow
+from kerrigan.store.models import DeliveryRow, SessionRow
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import GitHubStandIn, RecordedRequest, signed_headers
 from kerrigan.testing.waiting import wait_until
@@ -48,6 +48,7 @@ SHA = "c7e2a9d1f04b3e6a8d5c2b1f9e07a4d3c6b8e512"  # push.json's head commit
 FORK_SHA = "e41d7c2b9a0f3e5d6c8b7a9f1e2d3c4b5a6f7e80"  # pull_request-fork.json's head commit
 MERGE_SHA = "0d9a3f7c2e5b8a1d4c6e9f2b3a5c7d8e1f4a6b90"  # merge_group-checks_requested.json's head commit
 SMOKE_SHA = "5d41c2a7e9b03f6d8c1a2b4e6f8091a3c5e7d9b2"  # a commit with hil-smoke.yml alone, for quick tests
+SETTLE_S = 30.0  # generous: a loaded CI machine is slow, and a hang fails saying where it hangs
 OTHER_SHA = "3a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d"  # free for a test's own files
 # The example manifests a push to main starts, and those a pull request against main starts.
 PUSH_WORKFLOWS = ("hil-smoke", "legacy", "select-device", "select-pool", "task-refinement", "typo", "waiting")
@@ -105,9 +106,9 @@ class Harness:
         )
         return response.status
 
-    async def settle(self, timeout: float = 10.0) -> None:
+    async def settle(self, timeout: float = SETTLE_S) -> None:
         """Wait until every stored delivery has been processed and GitHub shows every session's check run
-        as the store has it."""
+        as the store has it; on timeout, fail saying what is still pending and what every task awaits."""
         worker = self.client.app[WORKER]
         reconciler = self.client.app[RECONCILER]
         deadline = asyncio.get_running_loop().time() + timeout
@@ -118,10 +119,15 @@ class Harness:
             worker.wake()
             reconciler.wake()
             if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError("deliveries still pending after the timeout")
+                raise AssertionError(
+                    f"not settled within {timeout:g} s (the database clock reads {self.database.clock()})\n"
+                    + await unsettled(self.database)
+                    + "\n"
+                    + awaited_by_tasks()
+                )
             await asyncio.sleep(0.02)
 
-    async def wait_until(self, condition: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    async def wait_until(self, condition: Callable[[], Awaitable[bool]], timeout: float = SETTLE_S) -> None:
         """Wait until ``condition()`` holds."""
         await wait_until(condition, timeout=timeout)
 
@@ -146,6 +152,48 @@ class Harness:
 
     def check_run_names(self) -> list[str]:
         return sorted(run["name"] for run in self.github.check_runs.values())
+
+
+async def unsettled(database: Database) -> str:
+    """The deliveries not yet processed and the check runs GitHub shows behind, one line each."""
+    async with database.sessions() as session:
+        deliveries = (
+            await session.scalars(select(DeliveryRow).where(DeliveryRow.processed_at.is_(None)))
+        ).all()
+        behind = (
+            await session.scalars(select(SessionRow).where(SessionRow.shown_version < SessionRow.version))
+        ).all()
+    lines = [
+        f"delivery {row.delivery_id} ({row.event}): attempts {row.attempts}, claimed until "
+        f"{row.claimed_until}, next attempt {row.next_attempt_at}, error {row.error!r}"
+        for row in deliveries
+    ]
+    lines += [
+        f"check run of {row.workflow} ({row.id}): version {row.version}, shown {row.shown_version}, due "
+        f"{row.sync_due_at}, claimed until {row.sync_claimed_until}, attempts {row.sync_attempts}, create "
+        f"sent {row.create_sent_version}, error {row.check_run_error!r}"
+        for row in behind
+    ]
+    return "\n".join(lines) or "(nothing pending)"
+
+
+def awaited_by_tasks() -> str:
+    """Where each running task of Kerrigan waits: the chain of coroutines it awaits through, in Kerrigan's
+    code (``Task.get_stack`` gives one frame of a suspended task, so the chain is walked by hand)."""
+    lines = []
+    for task in asyncio.all_tasks():
+        frames = []
+        awaited: Any = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None and "kerrigan" in frame.f_code.co_filename:
+                frames.append(
+                    f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}"
+                )
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+        if frames:
+            lines.append(f"task {task.get_name()}: " + " > ".join(frames))
+    return "\n".join(sorted(lines))
 
 
 async def stored_deliveries(database: Database) -> list[StoredDelivery]:
