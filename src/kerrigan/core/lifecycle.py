@@ -144,6 +144,31 @@ INFRASTRUCTURE_REASONS: Final = frozenset(
 UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
 
 
+# Each reason in plain words, for a person reading a page or a check run that names it.
+REASON_WORDS: Final = {
+    QUEUE_WAIT_EXCEEDED: "its queue-wait budget ran out before it started",
+    "timed_out": "it ran past its task's timeout",
+    "cancelled": "it was cancelled",
+    RUNNER_LOST: (
+        "its runner host stopped answering: no heartbeat for the lease time (the host, its agent or its "
+        "network went down), so the job's end is unknown; it is retried elsewhere while retries remain"
+    ),
+    "runner_full": "the runner host refused it: not enough CPUs",
+    "runner_disk_full": "the runner host refused it: disk full",
+    "invalid_claim": "the runner host refused its claim",
+    NOT_STARTED_REASON: "it ended on its runner host before its command started (see its output)",
+    SOURCE_UNAVAILABLE: "its runner host could not fetch the commit's source (GitHub or the network)",
+    "device_fault": f"its command reported a device fault (exit status {DEVICE_FAULT_EXIT})",
+    "unschedulable": "no device can ever run it",
+    "session_unschedulable": "another task of its session can never run",
+}
+
+
+def reason_words(reason: str) -> str:
+    """``reason`` in plain words; an unknown one as it is."""
+    return REASON_WORDS.get(reason, reason)
+
+
 def failure_class(state: JobState, reason: str | None, exit_status: int | None) -> FailureClass | None:
     """The failure class of a job that ended in ``state`` for ``reason``; ``None`` when it succeeded or
     has not ended."""

@@ -19,6 +19,7 @@ SERVER_CAPABILITIES: Final = frozenset(
     {"gate_jobs", "log_pages", "withdraw", "source_unavailable", "holder_settings"}
 )
 LEASE_TTL_S: Final = 60
+HEARTBEATS_PER_LEASE: Final = 4  # an agent beats every quarter of the lease time unless told otherwise
 POLL_TIMEOUT_S: Final = 25
 
 SERVER_RESOURCES: Final = (

@@ -13,7 +13,14 @@ from typing import Any, Final
 
 from kerrigan.core.explain import Explanation, TaskExplanation
 from kerrigan.core.inventory import Device
-from kerrigan.core.lifecycle import ENDED, Conclusion, JobState, SessionState, describe_attempt
+from kerrigan.core.lifecycle import (
+    ENDED,
+    Conclusion,
+    JobState,
+    SessionState,
+    describe_attempt,
+    reason_words,
+)
 from kerrigan.core.manifest import ManifestResult
 from kerrigan.core.matching import Outcome, TaskResolution
 from kerrigan.core.matrix import shown_name
@@ -553,6 +560,18 @@ def _attempts(jobs: Sequence[JobProgress]) -> list[str]:
     return ["", "**Attempts**", "", *lines] if lines else []
 
 
+def _reasons(jobs: Sequence[JobProgress]) -> list[str]:
+    """The reasons the table names (``runner_lost``) in words, each once; not one its state says already
+    (a job ``timed_out`` for ``timed_out``)."""
+    named = {job.reason for job in jobs if job.reason and job.reason != job.state}
+    lines = [
+        f"- `{reason}`: {_cell(reason_words(reason))}"
+        for reason in sorted(named)
+        if reason_words(reason) != reason
+    ]
+    return ["", *lines] if lines else []
+
+
 def progress_body(
     name: str,
     context: SessionContext,
@@ -593,6 +612,7 @@ def progress_body(
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
     lines += _attempts(jobs)
+    lines += _reasons(jobs)
     for section in results_sections(jobs, context.details_url):
         lines += ["", section.rstrip("\n")]
     uploaded = [job for job in jobs if job.current and job.files]

@@ -30,6 +30,7 @@ import structlog
 from kerrigan.core import runner_fields as fields
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
+from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
@@ -110,7 +111,9 @@ class Agent(Recovery):
         )
         self.recover()
         loops = [
-            self._every(self._heartbeat, lambda: self.settings.heartbeat_s or self.lease_ttl_s / 4),
+            self._every(
+                self._heartbeat, lambda: self.settings.heartbeat_s or self.lease_ttl_s / HEARTBEATS_PER_LEASE
+            ),
             self._every(self._poll, lambda: 0.0),
             self._schedule(),
             self._every(self.maintain_async, lambda: MAINTENANCE_INTERVAL_S),

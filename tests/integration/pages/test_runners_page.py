@@ -20,7 +20,7 @@ from kerrigan.store.leases import Grant, grant_leases, take_queued_jobs
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from kerrigan.web.pages.runners import health_view, isolation_line, resource_values
+from kerrigan.web.pages.runners import health_view, isolation_line, resource_values, vcpu_seconds
 from tests.conftest import FakeClock
 from tests.integration.pages.conftest import ADMIN, OWNER, READER, Site, needs_chromium, on_sqlite_only
 
@@ -134,7 +134,13 @@ async def test_a_registered_host_shows_its_resources_claims_cpu_sets_and_health(
     ]:
         assert f"{name} {shown}" in text
     assert "gpu_count" not in text
-    assert "4 by running jobs of max_weight 28" in text
+    assert "4 by running jobs of 46 allocatable (the CPUs its agent pins jobs to)" in text
+    assert "of the 28 its max_weight lets the dispatcher hand it at once" in text
+    table = " ".join(
+        html.unescape(re.sub(r"<[^>]+>", " ", page.split("<tbody>")[1].split("</tbody>")[0])).split()
+    )
+    assert "lab-a-01 online 3 s ago 4 of 46 allocatable (claims up to 28)" in table
+    assert " late" not in text
     assert f"{job} octo/firmware · smoke modalix-bluebox 4 2-3,26-27" in text  # its CPU set
     assert "modalix-bluebox sdk-2-2-som available present" in text
     assert "modalix-greenbox sdk-2-2-som maintenance reflashing the bootloader" in text
@@ -175,6 +181,38 @@ async def test_a_silent_host_goes_offline_on_the_page(
         await asyncio.sleep(0.1)
     assert "lab-a-02 offline" in text
     assert "(1 min 01 s ago)" in text
+
+
+async def test_a_host_whose_heartbeat_is_late_says_so_from_its_second_missed_beat(
+    site: Site, browser: Callable[..., Any], clock: FakeClock
+) -> None:
+    reader = await browser(READER)
+    await runner(site, reader.http, "lab-a-02")
+    clock.advance(30)  # two beats of 15 s (a quarter of the 60 s lease) are due: one missed, not yet late
+    text = section((await reader.get("/runners"))[1], "lab-a-02")
+    assert "lab-a-02 online" in text
+    assert " late" not in text
+    clock.advance(20)
+    status, page = await reader.get("/runners")
+    assert status == 200
+    text = section(page, "lab-a-02")
+    assert "lab-a-02 online last heartbeat 2026-11-29 12:00:00 UTC (50 s ago) late" in text
+    assert (
+        "Its heartbeat is late: its agent beats every 15 s and the last came 50 s ago. At 60 s without one "
+        "the host goes offline and its running jobs end runner_lost : its runner host stopped answering"
+    ) in text
+    assert re.search(r'<td data-sort="[^"]*" class="late">50 s ago <strong>late</strong>', page)
+
+
+def test_reserved_vcpu_seconds_are_never_rounded_away() -> None:
+    assert [vcpu_seconds(value) for value in (14_600.0, 250.4, 2.06, 0.42, 0.004, 0.0)] == [
+        "14,600",
+        "250",
+        "2.1",
+        "0.42",
+        "under 0.01",
+        "0",
+    ]
 
 
 async def test_anonymous_users_are_sent_to_sign_in(site: Site, browser: Callable[..., Any]) -> None:

@@ -32,6 +32,24 @@ def test_a_retried_task_lists_each_attempt_and_only_the_current_one_counts() -> 
     assert "succeeded, attempt 2 of 3 on modalix-redbox after runner_lost on modalix-bluebox" in summary
 
 
+def test_a_reason_the_table_names_is_said_in_plain_words_once() -> None:
+    again = JobProgress("flash", "retried", "modalix-bluebox", "lab-a-01", None, "runner_lost", attempts=3)
+    summary = progress_body(
+        "hil", CONTEXT, [LOST, again, SECOND], SessionState.COMPLETED, Conclusion.SUCCESS
+    ).fields["output"]["summary"]
+    assert (
+        summary.count("- `runner_lost`: its runner host stopped answering: no heartbeat for the lease") == 1
+    )
+
+
+def test_a_reason_its_state_already_says_gets_no_words() -> None:
+    job = JobProgress("smoke", "timed_out", "modalix-redbox", "lab-a-01", None, "timed_out")
+    summary = progress_body("hil", CONTEXT, [job], SessionState.COMPLETED, Conclusion.TIMED_OUT).fields[
+        "output"
+    ]["summary"]
+    assert "- `timed_out`:" not in summary
+
+
 def test_a_task_run_once_lists_no_attempts() -> None:
     once = JobProgress("smoke", "succeeded", "modalix-redbox", exit_status=0, attempts=3)
     summary = progress_body("hil", CONTEXT, [once], SessionState.COMPLETED, Conclusion.SUCCESS).fields[

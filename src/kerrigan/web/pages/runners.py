@@ -15,9 +15,10 @@ from aiohttp import web
 
 from kerrigan.core.device_status import HostPause, pause_text
 from kerrigan.core.inventory import Device, Inventory
+from kerrigan.core.lifecycle import RUNNER_LOST, reason_words
 from kerrigan.core.resources import Unit
 from kerrigan.core.roles import may_administer
-from kerrigan.core.runner_protocol import server_catalog
+from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE, LEASE_TTL_S, server_catalog
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.queue_view import HeldJob, holding_jobs
 from kerrigan.store.runners import HostReport, host_reports, set_pause
@@ -27,7 +28,7 @@ from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.queue import GIB, duration
 from kerrigan.web.pages.rendering import render
 from kerrigan.web.signin import page_reader, redirect
-from kerrigan.web.state import DATABASE, writing
+from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 routes = web.RouteTableDef()
 
@@ -64,6 +65,20 @@ class RepositoryUse:
     finished: int
     by_vcpus: str
     queue_wait_refusals: int
+
+    @property
+    def reserved_shown(self) -> str:
+        """The reserved vCPU-seconds, never rounded away: a 2-vCPU job of a second reserved 2, not 0."""
+        return vcpu_seconds(self.reserved_vcpu_s)
+
+
+def vcpu_seconds(value: float) -> str:
+    """vCPU-seconds with as many decimals as a small figure needs: 14,600 / 12.5 / 0.42 / 0."""
+    if value >= 100 or value == 0:
+        return f"{value:,.0f}"
+    if value >= 1:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value >= 0.01 else "under 0.01"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +132,12 @@ class HostView:
     registered: bool
     last_heartbeat_at: datetime | None
     heartbeat_age: str | None
+    heartbeat_late: bool  # online, yet its last heartbeat is older than two of its agent's intervals
     protocol: int | None
     capabilities: tuple[str, ...]
     resources: tuple[ResourceValue, ...]
     max_weight: int | None
+    allocatable: int | None  # the CPUs its agent pins jobs to (its "vcpus"): the largest claim it takes
     running_vcpus: int
     held_vcpus: int  # leased, accepted and running: what the dispatcher counts against max_weight
     running: tuple[HeldJob, ...]
@@ -221,9 +238,14 @@ def resource_values(resources: Mapping[str, Any]) -> tuple[ResourceValue, ...]:
 
 
 def host_views(
-    reports: Iterable[HostReport], inventory: Inventory, held: Iterable[HeldJob], now: datetime
+    reports: Iterable[HostReport],
+    inventory: Inventory,
+    held: Iterable[HeldJob],
+    now: datetime,
+    heartbeat_s: float = LEASE_TTL_S / HEARTBEATS_PER_LEASE,
 ) -> list[HostView]:
-    """Every runner host with its resources, claims, CPU sets, devices and health."""
+    """Every runner host with its resources, claims, CPU sets, devices and health; a host online whose
+    last heartbeat is older than two of ``heartbeat_s`` is marked late (its second beat was missed)."""
     holders = list(held)
     by_device = {job.device_id: job for job in holders if job.device_id}
     by_device |= {device: job for job in holders for _, device in job.devices}  # each of a gang's
@@ -255,22 +277,21 @@ def host_views(
         ]
         resources = report.resources
         free, floor = resources.get("free_disk_bytes"), resources.get("floor_bytes")
-        max_weight = resources.get("max_weight")
+        max_weight, allocatable = resources.get("max_weight"), resources.get("vcpus")
+        age_s = (now - report.last_heartbeat_at).total_seconds() if report.last_heartbeat_at else None
         views.append(
             HostView(
                 id=report.host,
                 online=report.online,
                 registered=report.protocol is not None,
                 last_heartbeat_at=report.last_heartbeat_at,
-                heartbeat_age=(
-                    duration((now - report.last_heartbeat_at).total_seconds())
-                    if report.last_heartbeat_at is not None
-                    else None
-                ),
+                heartbeat_age=duration(age_s) if age_s is not None else None,
+                heartbeat_late=report.online and age_s is not None and age_s > 2 * heartbeat_s,
                 protocol=report.protocol,
                 capabilities=tuple(sorted(report.capabilities)),
                 resources=resource_values(resources),
                 max_weight=max_weight if isinstance(max_weight, int) else None,
+                allocatable=allocatable if isinstance(allocatable, int) else None,
                 running_vcpus=sum(job.vcpus for job in running),
                 held_vcpus=sum(job.vcpus for job in on_host),
                 running=running,
@@ -295,12 +316,16 @@ async def runners_page(request: web.Request) -> web.Response:
         reports = await host_reports(session)
         inventory = await load_inventory(session)
         held = await holding_jobs(session)
-    hosts = host_views(reports, inventory, held, now)
+    lease_s = request.config_dict[SETTINGS].runner_lease_s
+    hosts = host_views(reports, inventory, held, now, lease_s / HEARTBEATS_PER_LEASE)
     return await render(
         request,
         "runners.html",
         {
             "now": now,
+            "lease_s": lease_s,
+            "heartbeat_s": lease_s / HEARTBEATS_PER_LEASE,
+            "runner_lost": reason_words(RUNNER_LOST),
             "hosts": hosts,
             "online": sum(1 for host in hosts if host.online),
             "may_pause": principal is not None and may_administer(principal),

@@ -42,7 +42,7 @@ from aiohttp import web
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, retry_cause
+from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, reason_words, retry_cause
 from kerrigan.core.results import ResultsSummary, summarise
 from kerrigan.core.results.summary import headline
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
@@ -90,20 +90,6 @@ OUTCOME_WORDS: Final = {
     "eligible": "ready: eligible devices exist",
     "waiting": "waiting: matching devices are busy or offline",
     "unschedulable": "unschedulable: no device can ever match",
-}
-
-JOB_REASONS: Final = {
-    "queue_wait_exceeded": "its queue-wait budget ran out before it started",
-    "timed_out": "it ran past its task's timeout",
-    "cancelled": "it was cancelled",
-    "runner_lost": "its runner host went silent for the lease time",
-    "runner_full": "the runner host refused it: not enough CPUs",
-    "runner_disk_full": "the runner host refused it: disk full",
-    "invalid_claim": "the runner host refused its claim",
-    "not_started": "it ended on its runner host before its command started (see its output)",
-    "device_fault": "its command reported a device fault (exit status 75)",
-    "unschedulable": "no device can ever run it",
-    "session_unschedulable": "another task of its session can never run",
 }
 
 
@@ -475,7 +461,7 @@ class JobView:
         if self.state == NOT_RUN:
             return "the session ended before it was dispatched"
         reason = self.job.reason
-        words = JOB_REASONS.get(reason, reason) if reason else None
+        words = reason_words(reason) if reason else None
         detail = self.job.detail
         if words and detail:
             return f"{words} ({detail})"
