@@ -352,6 +352,9 @@ async def test_a_finished_job_shows_where_it_ran_its_accounting_and_the_end_of_i
         "2026-11-29 12:01:15 UTC 1 min 15 s 0 62.5% of 2 vCPUs CPU 93.8 s · wall 75.0 s"
     )
     assert "./scripts/bring-up.sh" in page
+    # The diagnostics' tasks table says where the task ended in one word: its job's state.
+    [task_row] = rows(page.split('id="diagnostics"', 1)[1].split("</table>", 1)[0])
+    assert task_row == ("bring-up succeeded 1 of 12 modalix-bluebox")
 
     # A few hundred bytes: the end of the output shown on the session page is all of it.
     section = page.split(f'id="job-{job}"', 1)[1].split("</section>", 1)[0]

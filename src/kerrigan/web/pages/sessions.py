@@ -87,7 +87,7 @@ STREAM_S: Final = 600.0
 MAX_QUERY: Final = 200
 
 OUTCOME_WORDS: Final = {
-    "eligible": "ready: eligible devices exist",
+    "eligible": "schedulable: eligible devices exist",
     "waiting": "waiting: matching devices are busy or offline",
     "unschedulable": "unschedulable: no device can ever match",
 }
