@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 import uuid
-from typing import Any, Final
+from collections.abc import Awaitable
+from typing import Any, Final, TypeVar
 
 from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.durations import DurationError, duration_text, parse_duration
+
+T = TypeVar("T")
 
 EXIT_REFUSED: Final = 1
 EXIT_INTERRUPTED: Final = 130
@@ -83,7 +88,57 @@ def _progress(body: dict[str, Any]) -> str:
     return f"waiting for a device, {place}: {body.get('waiting_on') or 'deciding'}"
 
 
-async def _wait_for_grant(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
+class WaitInterruptedError(Exception):
+    """Ctrl-C while the request waited: it is withdrawn, and the command ends 130."""
+
+
+class Interrupt:
+    """Ctrl-C, caught as an event rather than as a cancellation of whatever was awaited (a cancellation
+    that lands inside an HTTP request may be taken for that request's own timeout, and the wait would go
+    on). The first Ctrl-C sets it; a second one interrupts as Python does, withdrawing nothing."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_signal_handler(signal.SIGINT, self._caught)
+
+    def _caught(self) -> None:
+        self.event.set()
+        self._loop.remove_signal_handler(signal.SIGINT)  # the next Ctrl-C is Python's KeyboardInterrupt
+
+    def close(self) -> None:
+        """Give Ctrl-C back to Python."""
+        if not self.event.is_set():
+            self._loop.remove_signal_handler(signal.SIGINT)
+
+    async def unless_interrupted(self, work: Awaitable[T]) -> T:
+        """``work``'s result, or :class:`WaitInterruptedError` (``work`` cancelled) after a Ctrl-C."""
+        if self.event.is_set():
+            raise WaitInterruptedError
+        task = asyncio.ensure_future(work)
+        waiter = asyncio.ensure_future(self.event.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise WaitInterruptedError
+        return task.result()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep ``seconds``, or raise :class:`WaitInterruptedError` as soon as Ctrl-C comes."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), seconds)
+        if self.event.is_set():
+            raise WaitInterruptedError
+
+
+async def _wait_for_grant(
+    args: argparse.Namespace, body: dict[str, Any], interrupt: Interrupt
+) -> dict[str, Any]:
     """Poll the reservation until it is no longer waiting, printing each new progress line."""
     said = ""
     while body.get("state") == "waiting":
@@ -91,8 +146,8 @@ async def _wait_for_grant(args: argparse.Namespace, body: dict[str, Any]) -> dic
         if line != said:
             print(line, file=sys.stderr, flush=True)
             said = line
-        await asyncio.sleep(POLL_S)
-        body = await api_call(args, "GET", f"/reservations/{body['id']}")
+        await interrupt.sleep(POLL_S)
+        body = await interrupt.unless_interrupted(api_call(args, "GET", f"/reservations/{body['id']}"))
     return body
 
 
@@ -111,22 +166,26 @@ async def _reserve(args: argparse.Namespace) -> int:
     if args.note:
         request["note"] = args.note
     granted = False
+    interrupt = Interrupt()
     try:
         try:
-            body = await api_call(args, "POST", "/reservations", body=request)
+            body = await interrupt.unless_interrupted(api_call(args, "POST", "/reservations", body=request))
         except ApiRefusedError as exc:
             _refused(exc)
             return EXIT_REFUSED
-        body = await _wait_for_grant(args, body)
+        body = await _wait_for_grant(args, body, interrupt)
         granted = body.get("state") == "active"
         if granted:
             body = await _with_settings(args, body)
     except ApiRefusedError as exc:
         print(f"kerrigan reserve: {exc.message} (HTTP {exc.status})", file=sys.stderr)
         return EXIT_REFUSED
+    except WaitInterruptedError:
+        return EXIT_INTERRUPTED  # withdrawn below
     finally:
         if not granted:  # interrupted, cut off, refused or given up: nothing stays queued in its name
             await asyncio.shield(_withdraw(args, request["id"]))
+        interrupt.close()
     if args.json:
         print(json.dumps(body, indent=2))
     if granted:
@@ -168,8 +227,8 @@ async def _withdraw(args: argparse.Namespace, reservation_id: str) -> None:
 
 
 def _reserve_command(args: argparse.Namespace) -> int:
-    # asyncio.run turns Ctrl-C into cancelling the command's task: its ``finally`` withdraws the request,
-    # then the interrupt goes on.
+    # The first Ctrl-C is caught by :class:`Interrupt` (the request is withdrawn, then 130); a second one,
+    # while withdrawing, ends the command at once.
     try:
         return asyncio.run(_reserve(args))
     except KeyboardInterrupt:
