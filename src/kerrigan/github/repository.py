@@ -28,6 +28,7 @@ WORKFLOWS_DIR: Final = ".kerrigan/workflows"
 RAW: Final = "application/vnd.github.raw+json"
 LARGE_FILE: Final = 1024 * 1024  # the contents API leaves out the content of files larger than this
 WRITE_PERMISSIONS: Final = frozenset({"admin", "maintain", "write"})
+COMMENT_LIMIT: Final = 65_536  # characters of an issue comment's body, as GitHub documents
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +221,11 @@ class Repository:
         return permission in WRITE_PERMISSIONS, str(data.get("role_name") or permission)
 
     async def comment(self, number: int, body: str) -> None:
-        """Reply on an issue or pull request."""
+        """Reply on an issue or pull request; a body over GitHub's limit is cut to it (GitHub would refuse
+        it, and the reply would be lost)."""
+        if len(body) > COMMENT_LIMIT:
+            note = "\n\n(cut: the reply was longer than GitHub allows)"
+            body = body[: COMMENT_LIMIT - len(note)] + note
 
         async def post(token: str) -> Any:
             return await self.client.post(

@@ -26,7 +26,7 @@ from kerrigan.github.client import (
     answer_of,
     paid_for,
 )
-from kerrigan.github.repository import Repository
+from kerrigan.github.repository import COMMENT_LIMIT, Repository
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import (
@@ -210,6 +210,13 @@ async def test_comments_and_reactions_are_not_sent_again_after_a_server_error(
         await call(direct.repo)
     assert [r.status for r in direct.requests("POST", path)] == [502]
     assert (direct.github.comments, direct.github.reactions) == ([], [])
+
+
+async def test_a_reply_longer_than_github_allows_is_cut_to_its_limit_and_says_so(direct: Direct) -> None:
+    await direct.repo.comment(3, "x" * 70_000)
+    [reply] = direct.github.comments
+    assert len(reply["body"]) == COMMENT_LIMIT
+    assert reply["body"].endswith("x\n\n(cut: the reply was longer than GitHub allows)")
 
 
 async def test_an_answer_github_will_not_change_is_raised_with_its_body(direct: Direct) -> None:

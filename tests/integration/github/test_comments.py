@@ -235,3 +235,15 @@ async def _pull_fixture_sessions(harness: Harness) -> None:
     harness.github.add_pull(REPO, 7, head_sha=SHA, head_ref="uart-loopback")
     await harness.deliver("pull_request", webhook("pull_request-opened"))
     await harness.settle()
+
+
+async def test_a_retry_of_a_long_unknown_argument_is_answered_with_it_cut(pull: Harness) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    argument = "`x" * 32_000  # the comment as long as GitHub allows; quoted whole, the reply would not be
+    await _comment(pull, comment(f"/kerrigan retry {argument}"))
+    [reply] = pull.github.comments
+    assert reply["body"] == (
+        f"@{MAINTAINER} there is no workflow `{argument[:100].replace('`', chr(39))}`… (cut) to retry "
+        f"at `{SHA[:12]}`."
+    )
+    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 1}

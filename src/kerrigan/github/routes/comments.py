@@ -30,6 +30,7 @@ router = Router()
 MAX_COMMENT = 65536  # GitHub's limit on a comment's body
 MAX_NUMBER = 2**31 - 1  # sessions keep the pull request's number in a 32-bit column
 LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
+QUOTED_MAX: Final = 100  # characters of a command's argument a reply quotes back
 COMMAND = re.compile(r"\A\s*/kerrigan\s+(?P<verb>retry|cancel|approve)\b[ \t]*(?P<argument>[^\n]*)")
 PERMISSION_TTL_S: Final = 60
 # GitHub's answers to "may this login write here?", kept briefly: a burst of Cancel clicks asks once.
@@ -87,7 +88,7 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
             await repo.comment(
                 number,
                 f"@{login} `/kerrigan approve` takes nothing, or `secrets` to give the jobs the repository "
-                f"secrets they name; not `{argument[:100]}`.",
+                f"secrets they name; not {quoted(argument)}.",
             )
             return
         done = await approve(app, repo, sha, with_secrets=argument == "secrets")
@@ -97,18 +98,24 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
     elif verb == "cancel":
         workflow = match["argument"].strip()
         if not await _cancel(app, repo, sha, workflow, login):
-            what = f"workflow `{workflow[:100]}`" if workflow else "session"
+            what = f"workflow {quoted(workflow)}" if workflow else "session"
             await repo.comment(number, f"@{login} there is no running or queued {what} at `{sha[:12]}`.")
             return
     else:
-        done = await _retry(app, repo, sha, match["argument"].strip(), event.delivery_id)
+        workflow = match["argument"].strip()
+        done = await _retry(app, repo, sha, workflow, event.delivery_id)
         if not done:
-            what = (
-                f"workflow `{match['argument'].strip()}`" if match["argument"].strip() else "failed session"
-            )
+            what = f"workflow {quoted(workflow)}" if workflow else "failed session"
             await repo.comment(number, f"@{login} there is no {what} to retry at `{sha[:12]}`.")
             return
     await repo.react(comment_id, "rocket")
+
+
+def quoted(argument: str, limit: int = QUOTED_MAX) -> str:
+    """A command's argument as a reply quotes it: in code, cut to ``limit`` characters (a comment may be
+    as long as GitHub allows, and a reply quoting it whole would be refused), backticks made harmless."""
+    cut = argument[:limit].replace("`", "'")
+    return f"`{cut}`" + ("… (cut)" if len(argument) > limit else "")
 
 
 async def _retry(
