@@ -74,3 +74,19 @@ class Session:
     def failed(self) -> bool:
         """Whether the session ended in a way ``/kerrigan retry`` re-runs."""
         return self.conclusion in RETRYABLE
+
+    def cannot_pass(self) -> str | None:
+        """Why a re-run of this session, at the same commit, would fail the same way: its manifest has
+        errors (the commit does not change), or a task can never be scheduled (until the inventory
+        changes); ``None`` when a re-run may pass. ``/kerrigan retry`` skips such sessions, saying this."""
+        errors = self.resolution.get("errors")
+        if isinstance(errors, list) and errors:
+            first = errors[0] if isinstance(errors[0], Mapping) else {}
+            where = f"{first.get('path') or self.manifest_path}:{first.get('line') or '?'}"
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            return f"its manifest has errors: {where}: {str(first.get('message', ''))[:200]}{more}"
+        tasks = self.resolution.get("tasks")
+        for task in tasks if isinstance(tasks, list) else ():
+            if isinstance(task, Mapping) and task.get("outcome") == "unschedulable":
+                return f"task {str(task.get('id'))[:100]} can never be scheduled on the lab's devices"
+        return None

@@ -67,10 +67,31 @@ async def _comment(harness: Harness, payload: dict[str, Any]) -> None:
     assert delivery.error is None
 
 
-async def test_retry_reruns_only_the_failed_sessions(pull: Harness) -> None:
+async def test_retry_reruns_only_the_failed_sessions_that_may_pass_and_says_why_not_the_rest(
+    pull: Harness,
+) -> None:
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(pull, comment("/kerrigan cancel hil-smoke"))  # cancelled: failed, and may pass again
+    await _comment(pull, comment("/kerrigan retry"))
+    # org-class failed as unschedulable: a re-run would fail the same way, so it is left, saying why.
+    assert runs_per_workflow(pull) == {"hil-smoke": 2, "org-class": 1}
+    [reply] = pull.github.comments
+    assert reply["body"].startswith(
+        f"@{MAINTAINER} retried 1 failed session(s) at `{SHA[:12]}`; not these, which would fail the same way"
+    )
+    assert "- `org-class`: task regression can never be scheduled on the lab's devices" in reply["body"]
+    assert "`/kerrigan retry WORKFLOW` re-runs that workflow" in reply["body"]
+    assert len(pull.github.reactions) == 2  # the cancel's and the retry's
+
+
+async def test_retry_with_nothing_that_may_pass_retries_nothing_and_says_why(pull: Harness) -> None:
     pull.github.set_permission(REPO, MAINTAINER, "write")
     await _comment(pull, comment("/kerrigan retry"))
-    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 2}
+    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 1}
+    [reply] = pull.github.comments
+    assert reply["body"].startswith(f"@{MAINTAINER} retried 0 failed session(s)")
+    assert "- `org-class`: task regression can never be scheduled" in reply["body"]
+    assert pull.github.reactions == []
 
 
 async def test_retry_naming_a_workflow_reruns_that_workflow(pull: Harness) -> None:
@@ -95,7 +116,7 @@ async def test_commands_are_carried_out_for_commenters_with_write_access_or_more
     pull: Harness, permission: str
 ) -> None:
     pull.github.set_permission(REPO, MAINTAINER, permission)
-    await _comment(pull, comment("/kerrigan retry"))
+    await _comment(pull, comment("/kerrigan retry org-class"))
     assert runs_per_workflow(pull)["org-class"] == 2
     assert pull.github.comments == []
 
@@ -149,7 +170,7 @@ async def test_comment_that_is_not_a_command_to_carry_out_is_ignored(
 
 async def test_successful_retry_gets_a_reaction(pull: Harness) -> None:
     pull.github.set_permission(REPO, MAINTAINER, "write")
-    payload = comment("/kerrigan retry")
+    payload = comment("/kerrigan retry org-class")
     await _comment(pull, payload)
     assert [(r["comment"], r["content"]) for r in pull.github.reactions] == [
         (payload["comment"]["id"], "rocket")

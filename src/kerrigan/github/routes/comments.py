@@ -103,10 +103,13 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
             return
     else:
         workflow = match["argument"].strip()
-        done = await _retry(app, repo, sha, workflow, event.delivery_id)
+        done, skipped = await _retry(app, repo, sha, workflow, event.delivery_id)
+        if skipped:
+            await repo.comment(number, skipped_reply(login, sha, skipped, retried=len(done)))
         if not done:
-            what = f"workflow {quoted(workflow)}" if workflow else "failed session"
-            await repo.comment(number, f"@{login} there is no {what} to retry at `{sha[:12]}`.")
+            if not skipped:
+                what = f"workflow {quoted(workflow)}" if workflow else "failed session"
+                await repo.comment(number, f"@{login} there is no {what} to retry at `{sha[:12]}`.")
             return
     await repo.react(comment_id, "rocket")
 
@@ -118,17 +121,41 @@ def quoted(argument: str, limit: int = QUOTED_MAX) -> str:
     return f"`{cut}`" + ("… (cut)" if len(argument) > limit else "")
 
 
+def skipped_reply(login: str, sha: str, skipped: list[tuple[Session, str]], *, retried: int) -> str:
+    """The reply naming the failed sessions a plain ``/kerrigan retry`` left alone, and why."""
+    lines = [
+        f"@{login} retried {retried} failed session(s) at `{sha[:12]}`; not these, which would fail the same "
+        "way again:",
+        "",
+        *(f"- `{session.workflow}`: {reason}" for session, reason in skipped),
+        "",
+        "Push a fix for a manifest's errors; once the lab has a device for a task that can never be "
+        "scheduled, `/kerrigan retry WORKFLOW` re-runs that workflow.",
+    ]
+    return "\n".join(lines)
+
+
 async def _retry(
     app: GitHubApp, repo: Repository, sha: str, workflow: str, delivery_id: str | None
-) -> list[Session]:
+) -> tuple[list[Session], list[tuple[Session, str]]]:
+    """Re-run ``workflow``'s latest session at ``sha`` (whatever it ended as), or without one every failed
+    session that may pass; the new sessions, and the failed ones skipped with why."""
     async with app.database.sessions() as db:
         sessions = latest_per_workflow(await find_sessions(db, repo.full_name, head_sha=sha))
-    chosen = (
-        [s for s in sessions if s.workflow == workflow] if workflow else [s for s in sessions if s.failed]
-    )
+    skipped: list[tuple[Session, str]] = []
+    if workflow:
+        chosen = [s for s in sessions if s.workflow == workflow]
+    else:
+        chosen = []
+        for session in (s for s in sessions if s.failed):
+            reason = session.cannot_pass()
+            if reason is None:
+                chosen.append(session)
+            else:
+                skipped.append((session, reason))
     if not chosen:
-        return []
-    return await retry(app, repo, chosen, delivery_id)
+        return [], skipped
+    return await retry(app, repo, chosen, delivery_id), skipped
 
 
 async def _cancel(app: GitHubApp, repo: Repository, sha: str, workflow: str, login: str) -> list[str]:
