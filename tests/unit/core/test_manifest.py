@@ -227,6 +227,27 @@ ERRORS = [
         id="unknown-event-in-list",
     ),
     pytest.param(
+        "name: w\non: [push, pull-request]\n" + ONE_TASK,
+        2,
+        "on[1]",
+        "unknown event 'pull-request'; did you mean 'pull_request'?",
+        id="misspelt-event-in-list",
+    ),
+    pytest.param(
+        "name: w\non: merge-group\n" + ONE_TASK,
+        2,
+        "on",
+        "unknown event 'merge-group'; did you mean 'merge_group'?",
+        id="misspelt-event-alone",
+    ),
+    pytest.param(
+        with_on("pull-request: {branches: [main]}\n"),
+        3,
+        "on.pull-request",
+        "unknown key 'pull-request'; did you mean 'pull_request'?",
+        id="misspelt-event-in-mapping",
+    ),
+    pytest.param(
         with_on("push: {branch: main}\n"),
         3,
         "on.push.branch",

@@ -8,8 +8,8 @@ from typing import Final
 import yaml
 
 from kerrigan.core.manifest.model import BranchFilter, Triggers, WorkflowRunTrigger
-from kerrigan.core.quoting import quote
-from kerrigan.core.yamlsource import SourceReader, is_null, join_field
+from kerrigan.core.quoting import SHOWN, quote
+from kerrigan.core.yamlsource import SourceReader, is_null, join_field, suggest
 
 EVENTS: Final = ("push", "pull_request", "workflow_run", "merge_group")
 WORKFLOW_RUN_TYPES: Final = ("requested", "in_progress", "completed")
@@ -30,11 +30,9 @@ def read_triggers(
     else:
         for item, item_field, event in r.strings(node, "on"):
             if event not in EVENTS:
-                r.error(
-                    item,
-                    item_field,
-                    f"unknown event {quote(event)}; expected one of {', '.join(EVENTS)}",
-                )
+                close = suggest(event, EVENTS) if len(event) <= SHOWN else None
+                hint = f"did you mean {close!r}?" if close else f"expected one of {', '.join(EVENTS)}"
+                r.error(item, item_field, f"unknown event {quote(event)}; {hint}")
             else:
                 events[event] = None
     push = pull_request = None
