@@ -572,6 +572,104 @@ def _reasons(jobs: Sequence[JobProgress]) -> list[str]:
     return ["", *lines] if lines else []
 
 
+CUT_NOTE_ROOM: Final = 400  # bytes kept for the notes of what was left out
+
+
+def fit_summary(
+    head: Sequence[str], rows: Sequence[str], blocks: Sequence[tuple[str, bool]], limit: int = SUMMARY_LIMIT
+) -> str:
+    """The progress summary within ``limit`` bytes, cut at whole pieces only: the ``head`` (ending in the
+    job table's heading), as many table ``rows`` as fit beside the sections that are not output, then each
+    block (``(markdown, is_output)``) that still fits whole. What was left out is said ("N more jobs on the
+    session page" under the table, and how many jobs' output and other sections were not shown); a cut
+    never leaves a block open."""
+    budget = limit - CUT_NOTE_ROOM
+    parts = ["\n".join(head) + "\n"]
+    used = _size(parts[0])
+    # The sections that are not output (attempts, reasons, results, files) keep their room, up to half:
+    # a table of hundreds of jobs does not crowd out what explains them.
+    sections = sum(_size(text) + 2 for text, output in blocks if not output)
+    table_budget = budget - min(sections, budget // 2)
+    kept = 0
+    for row in rows:
+        if used + _size(row) + 1 > table_budget:
+            break
+        parts.append(row + "\n")
+        used += _size(row) + 1
+        kept += 1
+    if kept < len(rows):
+        note = f"\n{len(rows) - kept} more jobs on the session page.\n"
+        parts.append(note)
+        used += _size(note)
+    outputs_left = sections_left = 0
+    for text, output in blocks:
+        piece = "\n" + text + "\n"
+        if used + _size(piece) > budget:
+            if output:
+                outputs_left += 1
+            else:
+                sections_left += 1
+            continue
+        parts.append(piece)
+        used += _size(piece)
+    left = []
+    if outputs_left:
+        left.append(f"the output of {outputs_left} more job(s)")
+    if sections_left:
+        left.append(f"{sections_left} more section(s)")
+    if left:
+        parts.append(f"\n{' and '.join(left).capitalize()} on the session page (this summary is full).\n")
+    return "".join(parts)
+
+
+def _blocks(jobs: Sequence[JobProgress], context: SessionContext) -> list[tuple[str, bool]]:
+    """What follows the job table, as whole markdown blocks (a list, a ``<details>`` with its code block),
+    each with whether it is a job's output: kept whole or left out, never cut inside."""
+    blocks: list[tuple[str, bool]] = [("\n".join(_attempts(jobs) + _reasons(jobs)).strip("\n"), False)]
+    blocks += [(section.rstrip("\n"), False) for section in results_sections(jobs, context.details_url)]
+    uploaded = [job for job in jobs if job.current and job.files]
+    if uploaded:
+        listed_files = ["**Files**", ""]
+        for job in uploaded:
+            listing = job.files[:MAX_FILES_LISTED]
+            more = len(job.files) - len(listing)
+            rest = f", and {more} more on the session page" if more else ""
+            listed = ", ".join(file.line() for file in listing)
+            listed_files.append(f"- {_code(shown_name(job.task_id))}: {listed}{rest}")
+        blocks.append(("\n".join(listed_files), False))
+    suspects = [job for job in jobs if job.suspect and job.state in (JobState.FAILED, JobState.RETRIED)]
+    if suspects:
+        suspect_lines = ["**Suspect devices**", ""]
+        suspect_lines += [
+            f"- {_code(job.task_id)}: {_cell(job.suspect)}: the device may be at fault, not the code"
+            for job in suspects
+        ]
+        blocks.append(("\n".join(suspect_lines), False))
+    for job in jobs:
+        if job.output_tail:
+            tail = "\n".join(_tail_line(line) for line in job.output_tail.splitlines()[-TAIL_LINES:]).replace(
+                "```", "'''"
+            )
+            # Shown on the folded line too: what the job printed past the cap is not in the tail.
+            cut = cut_of(job.output_tail)
+            running = job.state == JobState.RUNNING
+            folded = [
+                # A running job's lines so far are what a reader comes for: shown unfolded.
+                f"<details{' open' if running else ''}><summary>{_cell(shown_name(job.task_id))}"
+                f"{f' (attempt {job.attempt})' if job.attempt > 1 or not job.current else ''}"
+                f"{': latest lines of output, while it runs' if running else ': last lines of output'}"
+                f"{f' ({_cell(cut)})' if cut else ''}</summary>",
+                "",
+                "```",
+                tail,
+                "```",
+                "",
+                "</details>",
+            ]
+            blocks.append(("\n".join(folded), True))
+    return [(text, output) for text, output in blocks if text]
+
+
 def progress_body(
     name: str,
     context: SessionContext,
@@ -592,11 +690,8 @@ def progress_body(
     lines = [_header(name, context)]
     if cancel_reason:
         lines += ["", f"{_cell(cancel_line(cancel_reason))}."]
-    lines += [
-        "",
-        "| task | state | device | runner host | duration | exit |",
-        "|---|---|---|---|---|---|",
-    ]
+    lines += ["", "| task | state | device | runner host | duration | exit |", "|---|---|---|---|---|---|"]
+    rows = []
     for job in jobs:
         duration = f"{job.seconds:.0f} s" if job.seconds is not None else ""
         why = f"{job.reason}: {job.detail}" if job.reason and job.detail else job.reason
@@ -605,55 +700,13 @@ def progress_body(
         shown = job.state + (f" ({why})" if why else "")
         if job.attempt > 1 or not job.current:
             shown += f", {job.attempt_text()}"
-        lines.append(
+        rows.append(
             f"| {_code(shown_name(job.task_id))} | {_cell(shown)} | "
             f"{job.devices_cell()} | "
             f"{_code(job.host) if job.host else ''} | {duration} | "
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
-    lines += _attempts(jobs)
-    lines += _reasons(jobs)
-    for section in results_sections(jobs, context.details_url):
-        lines += ["", section.rstrip("\n")]
-    uploaded = [job for job in jobs if job.current and job.files]
-    if uploaded:
-        lines += ["", "**Files**", ""]
-        for job in uploaded:
-            listing = job.files[:MAX_FILES_LISTED]
-            more = len(job.files) - len(listing)
-            rest = f", and {more} more on the session page" if more else ""
-            listed = ", ".join(file.line() for file in listing)
-            lines.append(f"- {_code(shown_name(job.task_id))}: {listed}{rest}")
-    suspects = [job for job in jobs if job.suspect and job.state in (JobState.FAILED, JobState.RETRIED)]
-    if suspects:
-        lines += ["", "**Suspect devices**", ""]
-        lines += [
-            f"- {_code(job.task_id)}: {_cell(job.suspect)}: the device may be at fault, not the code"
-            for job in suspects
-        ]
-    for job in jobs:
-        if job.output_tail:
-            tail = "\n".join(_tail_line(line) for line in job.output_tail.splitlines()[-TAIL_LINES:]).replace(
-                "```", "'''"
-            )
-            # Shown on the folded line too: what the job printed past the cap is not in the tail.
-            cut = cut_of(job.output_tail)
-            running = job.state == JobState.RUNNING
-            lines += [
-                "",
-                # A running job's lines so far are what a reader comes for: shown unfolded.
-                f"<details{' open' if running else ''}><summary>{_cell(shown_name(job.task_id))}"
-                f"{f' (attempt {job.attempt})' if job.attempt > 1 or not job.current else ''}"
-                f"{': latest lines of output, while it runs' if running else ': last lines of output'}"
-                f"{f' ({_cell(cut)})' if cut else ''}</summary>",
-                "",
-                "```",
-                tail,
-                "```",
-                "",
-                "</details>",
-            ]
-    summary = _cut_lines("\n".join(lines) + "\n", SUMMARY_LIMIT)
+    summary = fit_summary(lines, rows, _blocks(jobs, context))
     if state is SessionState.COMPLETED:
         verdict = _VERDICTS[conclusion or Conclusion.FAILURE]
         if cancel_reason and conclusion is Conclusion.CANCELLED:
