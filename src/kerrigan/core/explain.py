@@ -5,7 +5,6 @@ The JSON shape is DESIGN.md's contract (docs/explain.md); fields beyond it are a
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -296,9 +295,13 @@ def render_text(explanation: Explanation, descriptions: Mapping[str, str] | None
     return "\n".join(lines) + "\n"
 
 
-def _pools_text(res: TaskResolution) -> str:
-    per_pool = Counter(device.pool_id for device in res.eligible)
-    return ", ".join(f"{pool} ({per_pool[pool]} eligible)" for pool in res.eligible_pools) or "(none)"
+def _pools_text(res: TaskResolution) -> list[str]:
+    with_devices, none_match = res.pools_by_eligibility
+    shown = ", ".join(f"{pool} ({count} eligible)" for pool, count in with_devices) or "(none)"
+    lines = [f"  eligible pools    {shown}"]
+    if none_match:
+        lines.append(f"  none match in     {', '.join(none_match)}  (pools whose every device fails)")
+    return lines
 
 
 def _rejected_text(res: TaskResolution) -> list[str]:
@@ -355,7 +358,7 @@ def _resolution_text(item: TaskExplanation, descriptions: Mapping[str, str]) -> 
         f"  requested labels  {_labels_text(labels)}",
         *(f"    {key}: {descriptions[key]}" for key in labels if key in descriptions),
         f"  requested tags    {'  '.join(tags) or '(none)'}",
-        f"  eligible pools    {_pools_text(res)}",
+        *_pools_text(res),
     ]
     for pool_verdict in res.rejected_pools:
         out.append(

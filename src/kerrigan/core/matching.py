@@ -162,6 +162,14 @@ class TaskResolution:
         return len(self.devices)
 
     @cached_property
+    def pools_by_eligibility(self) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+        """The pools that passed the pool-level filter, split: those with eligible devices, each with how
+        many (where this could run), and those whose every device fails (shown apart: none of it can)."""
+        per_pool = Counter(device.pool_id for device in self.eligible)
+        with_devices = tuple((pool, per_pool[pool]) for pool in self.eligible_pools if per_pool[pool])
+        return with_devices, tuple(pool for pool in self.eligible_pools if not per_pool[pool])
+
+    @cached_property
     def rejected(self) -> tuple[DeviceVerdict, ...]:
         """Every rejected device with its reasons, in inventory order."""
         return tuple(

@@ -197,15 +197,15 @@ def _resolution_lines(res: TaskResolution, selected: Device | None, role: str | 
     tags = requested["tags"]
     assert isinstance(labels, dict)
     assert isinstance(tags, list)
-    per_pool: dict[str, int] = {}
-    for device in res.eligible:
-        per_pool[device.pool_id] = per_pool.get(device.pool_id, 0) + 1
-    pools = ", ".join(f"{_code(p)} ({per_pool.get(p, 0)} eligible)" for p in res.eligible_pools) or "none"
+    with_devices, none_match = res.pools_by_eligibility
+    pools = ", ".join(f"{_code(pool)} ({count} eligible)" for pool, count in with_devices) or "none"
     out = [
         f"- **Requested labels:** {_labels(labels)}",
         f"- **Requested tags:** {', '.join(_code(t) for t in tags) or 'none'}",
         f"- **Eligible pools:** {pools}",
     ]
+    if none_match:
+        out.append(f"- **No device matches in:** {', '.join(_code(pool) for pool in none_match)}")
     for verdict in res.rejected_pools:
         out.append(f"- **Rejected pool** {_code(verdict.pool)}: {'; '.join(r.text for r in verdict.reasons)}")
     if selected is not None:

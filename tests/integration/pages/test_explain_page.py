@@ -36,6 +36,12 @@ async def test_a_typo_gets_did_you_mean_hints_on_its_lines(site: Site, browser: 
     words = text(page)
     assert "unschedulable: no device can ever match" in words
     assert "0/12 devices available: 12 form-factor missing, 12 tag uart-debgu missing" in words
+    # Every pool admits the task and none has a device for it: shown apart, not as "0 eligible".
+    assert (
+        "Eligible pools none: no device matches in any pool No device matches in default , sdk-2-1-som , "
+        "sdk-2-2-pcie , sdk-2-2-som (they admit the task; every device of theirs fails it)"
+    ) in words
+    assert "(0 eligible)" not in words
     assert (
         "line 6 , scheduling.labels.form-factor : no device has the label 'form-factor'; "
         "did you mean 'form_factor'?"

@@ -19,6 +19,7 @@ from kerrigan.core.inventory_diff import ChangeKind, diff_inventories
 from kerrigan.core.inventory_file import inventory_document, parse_inventory
 from kerrigan.core.manifest import parse_manifest
 from kerrigan.core.matching import Outcome, ReasonKind, resolve
+from kerrigan.github.checks import SessionContext, resolution_body
 from kerrigan.testing.builders import device, pool, requirements
 
 
@@ -280,3 +281,22 @@ def test_the_diff_shows_a_changed_repositories_list_before_and_after() -> None:
     [change] = diff_inventories(before, after).changes
     assert (change.kind, change.subject_id, change.field) == (ChangeKind.CHANGE, "lab-a", "repositories")
     assert (change.before, change.after) == (["octo-lab/*"], ["octo-lab/firmware"])
+
+
+def test_pools_whose_every_device_fails_are_shown_apart_from_where_the_task_could_run() -> None:
+    res = resolve(requirements({"sdk": "2.2.0"}), lab("octo-lab/*"), repository="octo-lab/firmware")
+    assert res.pools_by_eligibility == ((("lab-a", 2),), ("lab-b",))
+    text = render_text(explain(parse_manifest(MANIFEST, "m.yml"), lab("octo-lab/*")))
+    assert "  eligible pools    lab-a (2 eligible)\n" in text
+    assert "  none match in     lab-b  (pools whose every device fails)\n" in text
+    refused = render_text(explain(parse_manifest(MANIFEST, "m.yml"), lab("octo-lab/*"), repository="octo/x"))
+    assert "  eligible pools    (none)\n" in refused
+    assert "  none match in     lab-b" in refused
+
+
+def test_the_check_run_names_the_pools_where_no_device_matches_apart() -> None:
+    context = SessionContext("1111-2222", "http://kerrigan/sessions/1111-2222", "a" * 40, "push")
+    explanation = explain(parse_manifest(MANIFEST, "m.yml"), lab("octo-lab/*"))
+    summary = resolution_body(explanation, context).fields["output"]["summary"]
+    assert "- **Eligible pools:** `lab-a` (2 eligible)\n" in summary
+    assert "- **No device matches in:** `lab-b`\n" in summary
