@@ -132,7 +132,8 @@ class Api:
             )
 
 
-async def _seed(db: Database) -> dict[str, str]:
+async def seed_lab(db: Database) -> dict[str, str]:
+    """Store the lab above and a token for each login; the tokens by login."""
     change = Change(ADMIN, db.clock())
     async with db.sessions() as session, session.begin():
         for pool in (POOL_A, POOL_B):
@@ -152,4 +153,4 @@ async def api(aiohttp_client: Any, database_url: str, db: Database, clock: FakeC
     settings = Settings(database_url=database_url, admins=frozenset({ADMIN}))
     client = await aiohttp_client(create_app(settings, clock=clock))
     database = client.app[DATABASE]
-    return Api(client, await _seed(database), database)
+    return Api(client, await seed_lab(database), database)

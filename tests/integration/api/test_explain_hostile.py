@@ -81,3 +81,14 @@ async def test_a_manifest_with_a_lone_surrogate_is_answered_200_with_the_error(a
     reply = await api.call("POST", "/explain", who=READER, json={"manifest": HEAD + "    type: \ud800\n"})
     assert reply.status == 200, reply.body
     assert [e["message"] for e in reply.body["errors"]] == ["not valid YAML: the text is not valid Unicode"]
+
+
+@pytest.mark.parametrize("body", [b"", b"  \n\t\n"])
+async def test_a_post_without_a_manifest_is_a_400_naming_it(api: Api, body: bytes) -> None:
+    reply = await api.call(
+        "POST", "/explain", who=READER, data=body, headers={"Content-Type": "application/yaml"}
+    )
+    assert reply.status == 400, reply.body
+    assert reply.body["error"]["field"] == "manifest"
+    bare = await api.call("POST", "/explain", who=READER)  # no body, no content type
+    assert (bare.status, bare.body["error"]["field"]) == (400, "manifest")

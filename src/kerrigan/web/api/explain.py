@@ -26,7 +26,8 @@ async def explain_manifest(request: web.Request) -> web.Response:
     lists are applied for a session of that repository.
 
     The answer is the ``kerrigan explain`` JSON with status 200, also for an invalid manifest (its errors
-    are in the document); ``exit_code`` carries what the command would exit with.
+    are in the document); ``exit_code`` carries what the command would exit with. No body at all (or only
+    blank space) is a 400 naming ``manifest``.
     """
     await reader(request)
     repository: str | None = request.query.get("repository")
@@ -41,6 +42,10 @@ async def explain_manifest(request: web.Request) -> web.Response:
         if request.content_length is not None and request.content_length > bodies.MAX_BODY:
             raise bad_request(f"the manifest is over {bodies.MAX_BODY} bytes", field="manifest")
         text = await bodies.body_text(request)
+        if not text.strip():  # nothing to explain: not the empty manifest's one error, with a 200
+            raise bad_request(
+                'send the manifest: its YAML as the body, or JSON {"manifest": "..."}', field="manifest"
+            )
         path = DEFAULT_PATH
     if repository is not None:
         repository = _repository(repository)

@@ -572,12 +572,18 @@ _IF_MATCH = {
     "schema": _STRING,
     "description": "the ETag last read; the write is refused with 412 if it is stale",
 }
+# The label and tag rules (kerrigan.core.labels): a key or tag of up to 63 letters, digits, '.', '_' and
+# '-' (any case, compared lowercase); a value of 1 to 63 printable characters.
+_NAME_PATTERN: Final = "^[A-Za-z0-9._-]{1,63}$"
 _FILTERS = [
     {
         "name": "label",
         "in": "query",
         "required": False,
-        "schema": _STRINGS,
+        "schema": {
+            "type": "array",
+            "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,63}=[^=]{1,63}$"},
+        },
         "style": "form",
         "explode": True,
         "description": "key=value an effective label must have (repeatable)",
@@ -586,7 +592,7 @@ _FILTERS = [
         "name": "tag",
         "in": "query",
         "required": False,
-        "schema": _STRINGS,
+        "schema": {"type": "array", "items": {"type": "string", "pattern": _NAME_PATTERN}},
         "style": "form",
         "explode": True,
         "description": "a tag that must be present (repeatable)",
@@ -619,6 +625,8 @@ _PAGING = [
     ),
     _query("cursor", "the next_cursor of the previous page, with the same filters"),
 ]
+_FILTER_ERRORS: Final = {"400": _error("a bad filter or limit: the error names the field and the rule")}
+_REPOSITORY_SCHEMA: Final = {"type": "string", "pattern": "^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$", "maxLength": 200}
 _LIST_ERRORS = {
     "400": _error("an unknown filter, a bad value, or a cursor of another query: the error names the field"),
     "401": _error("no valid token"),
@@ -703,7 +711,9 @@ def document() -> dict[str, Any]:
         "paths": {
             "/pools": {
                 "get": _op(
-                    "list pools", {"200": _json("PoolList", "pools"), **_READ_ERRORS}, parameters=_FILTERS
+                    "list pools",
+                    {"200": _json("PoolList", "pools"), **_FILTER_ERRORS, **_READ_ERRORS},
+                    parameters=_FILTERS,
                 ),
                 "post": _op("create a pool (admins)", created, requestBody=_body("PoolCreate")),
             },
@@ -713,7 +723,7 @@ def document() -> dict[str, Any]:
             "/devices": {
                 "get": _op(
                     "list devices",
-                    {"200": _json("DeviceList", "devices"), **_READ_ERRORS},
+                    {"200": _json("DeviceList", "devices"), **_FILTER_ERRORS, **_READ_ERRORS},
                     parameters=[
                         *_FILTERS,
                         {"name": "pool", "in": "query", "required": False, "schema": _STRING},
@@ -770,10 +780,17 @@ def document() -> dict[str, Any]:
             "/audit": {
                 "get": _op(
                     "the audit log, newest first",
-                    {"200": _json("AuditList", "entries"), **_READ_ERRORS},
+                    {"200": _json("AuditList", "entries"), **_FILTER_ERRORS, **_READ_ERRORS},
                     parameters=[
-                        {"name": name, "in": "query", "required": False, "schema": _STRING}
-                        for name in ("pool", "device", "actor", "limit")
+                        *(
+                            {"name": name, "in": "query", "required": False, "schema": _STRING}
+                            for name in ("pool", "device", "actor")
+                        ),
+                        _query(
+                            "limit",
+                            "entries, 1 to 1000 (default 200)",
+                            {"type": "integer", "minimum": 1, "maximum": 1000},
+                        ),
                     ],
                 ),
             },
@@ -944,13 +961,17 @@ def document() -> dict[str, Any]:
             "/explain": {
                 "post": _op(
                     "resolve a manifest against the stored inventory",
-                    {"200": _json("Explanation", "the kerrigan explain document"), **_READ_ERRORS},
+                    {
+                        "200": _json("Explanation", "the kerrigan explain document"),
+                        "400": _error("no body, a body that is not a manifest, or a bad repository"),
+                        **_READ_ERRORS,
+                    },
                     parameters=[
                         {
                             "name": "repository",
                             "in": "query",
                             "required": False,
-                            "schema": _STRING,
+                            "schema": _REPOSITORY_SCHEMA,
                             "description": "owner/name, for a raw YAML body (a JSON body's repository wins)",
                         }
                     ],
