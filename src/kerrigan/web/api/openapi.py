@@ -14,6 +14,8 @@ from kerrigan import __version__
 routes = web.RouteTableDef()
 
 _STRING: Final = {"type": "string"}
+_ID: Final = {"type": "string", "pattern": "^[a-z0-9._-]{1,63}$"}  # a pool's or a device's id
+_DEVICE_STATE: Final = {"enum": ["available", "maintenance", "offline", "retired"]}
 _NULLABLE_STRING: Final = {"type": ["string", "null"]}
 _STRINGS: Final = {"type": "array", "items": _STRING}
 _LABEL_MAP: Final = {"type": "object", "additionalProperties": _STRING}
@@ -131,7 +133,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "target_type": _STRING,
             "os_type": _STRING,
             "host": _STRING,
-            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
+            "state": _DEVICE_STATE,
             "state_reason": _STRING,
             "state_changed_at": {"type": "string", "format": "date-time"},
             "state_by": {"type": ["string", "null"]},
@@ -158,7 +160,7 @@ SCHEMAS: Final[dict[str, Any]] = {
     "DeviceList": _object({"devices": {"type": "array", "items": _ref("Device")}}),
     "PoolCreate": _object(
         {
-            "id": _STRING,
+            "id": _ID,
             "name": _STRING,
             "owners": _STRINGS,
             "repositories": _REPOSITORY_GLOBS,
@@ -181,8 +183,8 @@ SCHEMAS: Final[dict[str, Any]] = {
     ),
     "DeviceCreate": _object(
         {
-            "id": _STRING,
-            "pool": _STRING,
+            "id": _ID,
+            "pool": _ID,
             "board": _STRING,
             "target_type": _STRING,
             "os_type": _STRING,
@@ -209,7 +211,7 @@ SCHEMAS: Final[dict[str, Any]] = {
     "LabelValue": _object({"value": _STRING}),
     "DeviceState": _object(
         {
-            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
+            "state": _DEVICE_STATE,
             "reason": _STRING,
             "until": {"type": ["string", "null"], "format": "date-time"},
         },
@@ -614,8 +616,12 @@ _SESSION_FILTERS = [
     _query("repository", "owner/name"),
     _query("branch", "the pushed branch"),
     _query("workflow", "the manifest's name"),
-    _query("state", "queued, in_progress or completed"),
-    _query("conclusion", "success, failure, cancelled or timed_out"),
+    _query("state", "queued, in_progress or completed", {"enum": ["queued", "in_progress", "completed"]}),
+    _query(
+        "conclusion",
+        "success, failure, cancelled or timed_out",
+        {"enum": ["success", "failure", "cancelled", "timed_out"]},
+    ),
     _query("device", "a device one of its jobs ran on"),
     _query("since", "created at or after: ISO 8601 with a zone", {"type": "string", "format": "date-time"}),
 ]
@@ -727,7 +733,7 @@ def document() -> dict[str, Any]:
                     parameters=[
                         *_FILTERS,
                         {"name": "pool", "in": "query", "required": False, "schema": _STRING},
-                        {"name": "state", "in": "query", "required": False, "schema": _STRING},
+                        {"name": "state", "in": "query", "required": False, "schema": _DEVICE_STATE},
                     ],
                 ),
                 "post": _op("create a device (admins)", device_created, requestBody=_body("DeviceCreate")),
@@ -829,10 +835,8 @@ def document() -> dict[str, Any]:
                     "reservations waiting or active, newest first (?login=, ?ended=true); cursor paging",
                     {"200": _json("ReservationList", "a page of reservations"), **_LIST_ERRORS},
                     parameters=[
-                        *(
-                            {"name": name, "in": "query", "required": False, "schema": _STRING}
-                            for name in ("login", "ended")
-                        ),
+                        _query("login", "whose reservations (System Admins: anyone's)"),
+                        _query("ended", "true: the ended ones too", {"enum": ["true", "false"]}),
                         *_PAGING,
                     ],
                 ),
