@@ -281,6 +281,9 @@ class DeliveryWorker:
     async def run(self) -> None:
         """Process deliveries forever (pending ones from before a restart first)."""
         while True:
+            # Cleared before looking, not after finding nothing: a delivery stored while this worker looks
+            # wakes it at once instead of waiting out the idle poll.
+            self._wake.clear()
             try:
                 await self._yield_to_receiver()
                 worked = await self.process_one()
@@ -288,7 +291,6 @@ class DeliveryWorker:
                 log.exception("delivery worker: unexpected failure; going on")
                 worked = False
             if not worked:
-                self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
 
