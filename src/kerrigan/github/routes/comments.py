@@ -17,7 +17,7 @@ from gidgethub.sansio import Event
 
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.github.payload import Payload, PayloadError
-from kerrigan.github.repository import Repository
+from kerrigan.github.repository import COMMENT_LIMIT, Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, approve, retry
 from kerrigan.store.cancel import cancel_session
@@ -27,7 +27,6 @@ from kerrigan.store.sessions import find_sessions, latest_per_workflow
 log = logging.getLogger(__name__)
 router = Router()
 
-MAX_COMMENT = 65536  # GitHub's limit on a comment's body
 MAX_NUMBER = 2**31 - 1  # sessions keep the pull request's number in a 32-bit column
 LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
 QUOTED_MAX: Final = 100  # characters of a command's argument a reply quotes back
@@ -57,7 +56,7 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
     data = Payload(event.data)
     issue = data.object("issue")
     comment = data.object("comment")
-    match = COMMAND.match(comment.optional_string("body", max_length=MAX_COMMENT) or "")
+    match = COMMAND.match(comment.optional_string("body", max_length=COMMENT_LIMIT) or "")
     installation, name = installation_id(data), repository_name(data)
     if match is None or not issue.has("pull_request") or installation is None or name is None:
         return

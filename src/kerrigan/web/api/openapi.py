@@ -10,6 +10,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from kerrigan import __version__
+from kerrigan.core.inventory import MAX_REPOSITORY_GLOB, REPOSITORY_PATTERN
 
 routes = web.RouteTableDef()
 
@@ -584,7 +585,7 @@ _FILTERS = [
         "required": False,
         "schema": {
             "type": "array",
-            "items": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,63}=[^=]{1,63}$"},
+            "items": {"type": "string", "pattern": _NAME_PATTERN.removesuffix("$") + "=.{1,63}$"},
         },
         "style": "form",
         "explode": True,
@@ -632,7 +633,11 @@ _PAGING = [
     _query("cursor", "the next_cursor of the previous page, with the same filters"),
 ]
 _FILTER_ERRORS: Final = {"400": _error("a bad filter or limit: the error names the field and the rule")}
-_REPOSITORY_SCHEMA: Final = {"type": "string", "pattern": "^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$", "maxLength": 200}
+_REPOSITORY_SCHEMA: Final = {
+    "type": "string",
+    "pattern": f"^{REPOSITORY_PATTERN}$",
+    "maxLength": MAX_REPOSITORY_GLOB,
+}
 _LIST_ERRORS = {
     "400": _error("an unknown filter, a bad value, or a cursor of another query: the error names the field"),
     "401": _error("no valid token"),
