@@ -1,0 +1,532 @@
+"""The components of the API's document: the schemas of what the server answers and what it reads."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+STRING: Final = {"type": "string"}
+_ID: Final = {"type": "string", "pattern": "^[a-z0-9._-]{1,63}$"}  # a pool's or a device's id
+DEVICE_STATE: Final = {"enum": ["available", "maintenance", "offline", "retired"]}
+_NULLABLE_STRING: Final = {"type": ["string", "null"]}
+_STRINGS: Final = {"type": "array", "items": STRING}
+_LABEL_MAP: Final = {"type": "object", "additionalProperties": STRING}
+_TIME: Final = {"type": "string", "format": "date-time"}
+_NULLABLE_TIME: Final = {"type": ["string", "null"], "format": "date-time"}
+_CURSOR: Final = {
+    "type": ["string", "null"],
+    "description": "pass as ?cursor= with the same filters for the next page; null on the last",
+}
+_JOB_STATES: Final = [
+    "queued",
+    "leased",
+    "accepted",
+    "running",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "refused_before_start",
+    "retried",
+]
+_REPOSITORY_GLOBS: Final = {
+    "type": "array",
+    "items": {
+        "type": "string",
+        "minLength": 3,
+        "maxLength": 200,
+        "pattern": "^[A-Za-z0-9*?-]+/[A-Za-z0-9._*?-]+$",
+    },
+    "maxItems": 100,
+    "description": "globs on owner/name (* and ?, case-insensitive) of the repositories whose sessions "
+    "may use the pool; empty: every installed repository. System Admins change it.",
+}
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to the component schema ``name``."""
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+        **extra,
+    }
+
+
+_EFFECTIVE_LABEL = _object(
+    {
+        "key": STRING,
+        "value": STRING,
+        "source": {"enum": ["pool", "device", "device override", "implicit"]},
+        "overrides": STRING,
+    },
+    required=["key", "value", "source"],
+)
+
+_HEALTH_CHECK = {
+    "type": ["object", "null"],
+    "properties": {
+        "run": STRING,
+        "every": {"type": "string", "description": "30m, 24h, 7d, or seconds: 90s"},
+        "timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400},
+        "vcpus": {"type": "integer", "minimum": 1, "maximum": 256},
+    },
+    "required": ["run", "timeout_s", "vcpus"],
+    "additionalProperties": False,
+}
+
+SCHEMAS: Final[dict[str, Any]] = {
+    "Error": _object({"error": _object({"code": STRING, "message": STRING, "field": _NULLABLE_STRING})}),
+    "Firmware": _object({"channel": _NULLABLE_STRING, "base_version": _NULLABLE_STRING}),
+    "Labels": _object(
+        {
+            "explicit": _LABEL_MAP,
+            "implicit": _LABEL_MAP,
+            "effective": {"type": "array", "items": _EFFECTIVE_LABEL},
+        }
+    ),
+    "Pool": _object(
+        {
+            "id": STRING,
+            "name": STRING,
+            "owners": _STRINGS,
+            "repositories": _REPOSITORY_GLOBS,
+            "firmware": ref("Firmware"),
+            "labels": ref("Labels"),
+            "tags": _STRINGS,
+            "health_check": _HEALTH_CHECK,
+            "devices": {"type": "integer", "minimum": 0},
+            "version": {"type": "integer", "minimum": 1},
+            "device_states": {"type": "object", "additionalProperties": {"type": "integer"}},
+        },
+        required=[
+            "id",
+            "name",
+            "owners",
+            "repositories",
+            "firmware",
+            "labels",
+            "tags",
+            "health_check",
+            "devices",
+            "version",
+        ],
+    ),
+    "PoolList": _object({"pools": {"type": "array", "items": ref("Pool")}}),
+    "Device": _object(
+        {
+            "id": STRING,
+            "pool": STRING,
+            "board": STRING,
+            "target_type": STRING,
+            "os_type": STRING,
+            "host": STRING,
+            "state": DEVICE_STATE,
+            "state_reason": STRING,
+            "state_changed_at": {"type": "string", "format": "date-time"},
+            "state_by": {"type": ["string", "null"]},
+            "state_until": {"type": ["string", "null"], "format": "date-time"},
+            "health": _object(
+                {
+                    "health": {"enum": ["good", "unknown", "bad"]},
+                    "reason": STRING,
+                    "since": {"type": ["string", "null"], "format": "date-time"},
+                    "job": {"type": ["integer", "null"]},
+                }
+            ),
+            "labels": ref("Labels"),
+            "tags": _object({"pool": _STRINGS, "device": _STRINGS, "effective": _STRINGS}),
+            "health_check": _HEALTH_CHECK,
+            "effective_health_check": _HEALTH_CHECK,
+            "version": {"type": "integer", "minimum": 1},
+        }
+    ),
+    "HealthCheckQueued": _object(
+        {"device": STRING, "job": {"type": "integer"}, "queued": {"type": "boolean"}},
+        description="the device's health-check job; queued false: one was queued or running already",
+    ),
+    "DeviceList": _object({"devices": {"type": "array", "items": ref("Device")}}),
+    "PoolCreate": _object(
+        {
+            "id": _ID,
+            "name": STRING,
+            "owners": _STRINGS,
+            "repositories": _REPOSITORY_GLOBS,
+            "firmware": ref("Firmware"),
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=["id"],
+    ),
+    "PoolPatch": _object(
+        {
+            "name": STRING,
+            "owners": _STRINGS,
+            "repositories": _REPOSITORY_GLOBS,
+            "firmware": ref("Firmware"),
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=[],
+    ),
+    "DeviceCreate": _object(
+        {
+            "id": _ID,
+            "pool": _ID,
+            "board": STRING,
+            "target_type": STRING,
+            "os_type": STRING,
+            "host": STRING,
+            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
+            "state_reason": STRING,
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=["id", "pool", "board", "host"],
+    ),
+    "DevicePatch": _object(
+        {
+            "pool": STRING,
+            "board": STRING,
+            "target_type": STRING,
+            "os_type": STRING,
+            "host": STRING,
+            "labels": _LABEL_MAP,
+            "tags": _STRINGS,
+        },
+        required=[],
+    ),
+    "LabelValue": _object({"value": STRING}),
+    "DeviceState": _object(
+        {
+            "state": DEVICE_STATE,
+            "reason": STRING,
+            "until": {"type": ["string", "null"], "format": "date-time"},
+        },
+        required=["state"],
+    ),
+    "LabelKey": _object({"key": STRING, "description": STRING}),
+    "LabelKeyList": _object({"label_keys": {"type": "array", "items": ref("LabelKey")}}),
+    "LabelKeyDescription": _object({"description": STRING}),
+    "AuditEntry": _object(
+        {
+            "at": {"type": "string", "format": "date-time"},
+            "actor": STRING,
+            "action": {"enum": ["add", "change", "remove"]},
+            "subject_type": {"enum": ["pool", "device", "host", "label_key", "secret", "reservation"]},
+            "subject_id": STRING,
+            "pool": _NULLABLE_STRING,
+            "field": STRING,
+            "before": {},
+            "after": {},
+        }
+    ),
+    "AuditList": _object({"entries": {"type": "array", "items": ref("AuditEntry")}}),
+    "Secret": _object(
+        {
+            "name": {"type": "string", "pattern": "^[A-Z_][A-Z0-9_]*$", "maxLength": 100},
+            "set_by": STRING,
+            "set_at": _TIME,
+        },
+        description="a secret's name (upper-case), who set it and when; never its value",
+    ),
+    "SecretList": _object(
+        {
+            "items": {"type": "array", "items": ref("Secret"), "description": "in name order"},
+            "next_cursor": _CURSOR,
+        }
+    ),
+    "SecretValue": _object(
+        {
+            "value": {
+                "type": "string",
+                "minLength": 2,
+                "maxLength": 49152,
+                "description": "8 bytes to 48 KiB of UTF-8 without NUL: a shorter one could not be masked in "
+                "a job's output",
+            }
+        }
+    ),
+    "ReservationRequest": _object(
+        {
+            "labels": {
+                "type": "object",
+                "additionalProperties": {
+                    "oneOf": [STRING, {"type": "array", "items": STRING, "minItems": 1}]
+                },
+                "description": "label keys to a value, or a list meaning any of",
+            },
+            "tags": {"oneOf": [STRING, _STRINGS]},
+            "device": {
+                "type": "string",
+                "description": "one device by id (its labels and tags must match too)",
+            },
+            "duration_s": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "at most KERRIGAN_RESERVATION_MAX_S",
+            },
+            "wait_s": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": 86400,
+                "description": "how long it may wait",
+            },
+            "note": {"type": "string", "maxLength": 200},
+            "id": {"type": "string", "format": "uuid", "description": "the client's own id, to withdraw it"},
+        },
+        required=["duration_s"],
+        description="labels, tags or a device (at least one), for duration_s seconds",
+    ),
+    "Reservation": _object(
+        {
+            "id": STRING,
+            "login": STRING,
+            "state": {"enum": ["waiting", "active", "ended"]},
+            "requested": _object(
+                {"labels": {"type": "object", "additionalProperties": _STRINGS}, "tags": _STRINGS}
+            ),
+            "device_requested": _NULLABLE_STRING,
+            "duration_s": {"type": "integer"},
+            "wait_s": {"type": "integer"},
+            "note": STRING,
+            "created_at": _TIME,
+            "wait_until": _NULLABLE_TIME,
+            "granted_at": _NULLABLE_TIME,
+            "ends_at": _NULLABLE_TIME,
+            "device": {
+                "oneOf": [
+                    {"type": "null"},
+                    _object({"id": STRING, "host": _NULLABLE_STRING, "labels": _LABEL_MAP}),
+                ],
+                "description": "the device leased to the person, its runner host and effective labels",
+            },
+            "position": {"type": ["integer", "null"], "description": "its place in the queue, waiting"},
+            "waiting_on": {"type": ["string", "null"], "description": "what it waits on, in words"},
+            "end_reason": {"enum": [None, "released", "expired", "wait_expired"]},
+            "ended_by": _NULLABLE_STRING,
+            "settings": {
+                "type": ["object", "null"],
+                "additionalProperties": STRING,
+                "description": "only in its own person's answers, while active: the private settings its "
+                "runner host's devices file shows them (null: the host has not reported them yet)",
+            },
+        },
+        required=[
+            "id",
+            "login",
+            "state",
+            "requested",
+            "device_requested",
+            "duration_s",
+            "wait_s",
+            "note",
+            "created_at",
+            "wait_until",
+            "granted_at",
+            "ends_at",
+            "device",
+            "position",
+            "waiting_on",
+            "end_reason",
+            "ended_by",
+        ],
+    ),
+    "ReservationExtension": _object({"extend_s": {"type": "integer", "minimum": 1}}),
+    "ReservationList": _object(
+        {"items": {"type": "array", "items": ref("Reservation")}, "next_cursor": _CURSOR}
+    ),
+    "RunnerHost": _object(
+        {
+            "id": STRING,
+            "online": {"type": "boolean"},
+            "last_heartbeat_at": {"type": ["string", "null"], "format": "date-time"},
+            "protocol": {"type": ["integer", "null"]},
+            "capabilities": {"type": "array", "items": STRING},
+            "resources": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "devices": {"type": "object", "additionalProperties": {"enum": ["present", "missing", "error"]}},
+            "health": {"type": ["object", "null"]},
+            "pause": {
+                "type": ["object", "null"],
+                "properties": {
+                    "reason": STRING,
+                    "by": STRING,
+                    "since": {"type": "string", "format": "date-time"},
+                    "until": {"type": ["string", "null"], "format": "date-time"},
+                },
+            },
+        }
+    ),
+    "HostState": _object(
+        {
+            "state": {"enum": ["active", "paused"]},
+            "reason": STRING,
+            "until": {"type": ["string", "null"], "format": "date-time"},
+        },
+        required=["state"],
+    ),
+    "RunnerHostList": _object({"hosts": {"type": "array", "items": ref("RunnerHost")}}),
+    "Job": _object(
+        {
+            "id": {"type": "integer"},
+            "session": STRING,
+            "repository": STRING,
+            "workflow": STRING,
+            "task": STRING,
+            "state": {"enum": _JOB_STATES},
+            "attempt": {"type": "integer", "minimum": 1},
+            "retry_of": {"type": ["integer", "null"], "description": "the job this attempt retries"},
+            "failure_class": {"type": ["string", "null"], "description": "why it did not succeed"},
+            "reason": _NULLABLE_STRING,
+            "detail": _NULLABLE_STRING,
+            "device": _NULLABLE_STRING,
+            "host": _NULLABLE_STRING,
+            "exit_status": {"type": ["integer", "null"]},
+            "created_at": _TIME,
+            "started_at": _NULLABLE_TIME,
+            "finished_at": _NULLABLE_TIME,
+            "output_bytes": {"type": "integer", "minimum": 0},
+            "output_url": STRING,
+        }
+    ),
+    "JobList": _object({"items": {"type": "array", "items": ref("Job")}, "next_cursor": _CURSOR}),
+    "Session": _object(
+        {
+            "id": STRING,
+            "repository": STRING,
+            "branch": _NULLABLE_STRING,
+            "workflow": STRING,
+            "commit": STRING,
+            "event": STRING,
+            "state": {"enum": ["queued", "in_progress", "completed"]},
+            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "cancelled_by": _NULLABLE_STRING,
+            "cancel_reason": _NULLABLE_STRING,
+            "devices": _STRINGS,
+            "created_at": _TIME,
+            "updated_at": _TIME,
+            "started_at": _NULLABLE_TIME,
+            "finished_at": _NULLABLE_TIME,
+            "duration_s": {"type": ["number", "null"]},
+            "url": STRING,
+            "jobs": {"type": "array", "items": ref("Job"), "description": "every attempt of every task"},
+        },
+        required=[
+            "id",
+            "repository",
+            "branch",
+            "workflow",
+            "commit",
+            "event",
+            "state",
+            "conclusion",
+            "cancelled_by",
+            "cancel_reason",
+            "devices",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "url",
+        ],
+    ),
+    "SessionList": _object({"items": {"type": "array", "items": ref("Session")}, "next_cursor": _CURSOR}),
+    "Cancelled": _object(
+        {
+            "session": STRING,
+            "state": {"enum": ["queued", "in_progress", "completed"]},
+            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "changed": {"type": "boolean", "description": "false: it had already ended or been cancelled"},
+        }
+    ),
+    "ExplainRequest": _object(
+        {
+            "manifest": STRING,
+            "path": STRING,
+            "repository": {
+                "type": "string",
+                "description": "owner/name of the repository whose session this would be: pools whose "
+                "repositories do not admit it are rejected; without it no pool's list is applied",
+            },
+        },
+        required=["manifest"],
+    ),
+    "Problem": _object(
+        {
+            "path": STRING,
+            "line": {"type": "integer"},
+            "column": {"type": "integer"},
+            "field": STRING,
+            "message": STRING,
+        }
+    ),
+    "DeviceVerdict": _object(
+        {"device": STRING, "pool": STRING, "reasons": _STRINGS, "never": {"type": "boolean"}}
+    ),
+    "ExplainTask": _object(
+        {
+            "id": STRING,
+            "line": {"type": "integer"},
+            "requested": _object(
+                {"labels": {"type": "object", "additionalProperties": _STRINGS}, "tags": _STRINGS}
+            ),
+            "outcome": {"enum": ["eligible", "waiting", "unschedulable"]},
+            "summary": STRING,
+            "eligible_pools": _STRINGS,
+            "rejected_pools": {"type": "array", "items": _object({"pool": STRING, "reasons": _STRINGS})},
+            "eligible_devices": _STRINGS,
+            "rejected_devices": {"type": "array", "items": ref("DeviceVerdict")},
+            "histogram": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "reason": STRING,
+                        "kind": STRING,
+                        "count": {"type": "integer"},
+                        "permanent": {"type": "boolean"},
+                        "got": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    }
+                ),
+            },
+            "nearest_misses": {"type": "array", "items": ref("DeviceVerdict")},
+            "hints": {
+                "type": "array",
+                "items": _object({"field": STRING, "line": {"type": "integer"}, "message": STRING}),
+            },
+            "selected": _STRINGS,
+            "descriptions": _LABEL_MAP,
+        },
+        required=[
+            "id",
+            "line",
+            "requested",
+            "outcome",
+            "summary",
+            "eligible_pools",
+            "rejected_pools",
+            "eligible_devices",
+            "rejected_devices",
+            "histogram",
+            "nearest_misses",
+            "hints",
+            "selected",
+        ],
+    ),
+    "Explanation": _object(
+        {
+            "workflow": _NULLABLE_STRING,
+            "file": STRING,
+            "errors": {"type": "array", "items": ref("Problem")},
+            "warnings": {"type": "array", "items": ref("Problem")},
+            "repository": _NULLABLE_STRING,
+            "repositories_not_checked": _STRINGS,
+            "tasks": {"type": "array", "items": ref("ExplainTask")},
+            "exit_code": {"enum": [0, 1, 2]},
+        }
+    ),
+}
