@@ -20,11 +20,11 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 
+from kerrigan.core.logins import is_login
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, MAX_COUNT
 
 PREFIX: Final = "KERRIGAN_"
 DEFAULT_DATABASE_URL: Final = "sqlite+aiosqlite:///./kerrigan.db"
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 _DATABASE_SCHEMES: Final = ("sqlite+aiosqlite", "postgresql+asyncpg")
 OUTPUT_MAX_LEAST: Final = 1024  # below a kilobyte not even an error message would fit
 MAX_RETENTION_DAYS: Final = 36500
@@ -254,7 +254,7 @@ class Settings:
             values["database_url"] = url
         if (admins := get("ADMINS")) is not None:
             logins = {login.strip() for login in admins.split(",") if login.strip()}
-            bad = sorted(login for login in logins if not _LOGIN.fullmatch(login))
+            bad = sorted(login for login in logins if not is_login(login))
             if bad:
                 raise ConfigError(f"{PREFIX}ADMINS holds {bad[0]!r}, which is not a GitHub login")
             values["admins"] = frozenset(login.lower() for login in logins)  # GitHub logins ignore case

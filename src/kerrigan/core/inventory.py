@@ -84,7 +84,11 @@ MAX_POOL_REPOSITORIES: Final = 100
 _OWNER_PART = r"[A-Za-z0-9*?-]+"
 _NAME_PART = r"[A-Za-z0-9._*?-]+"
 _REPOSITORY_GLOB = re.compile(rf"{_OWNER_PART}/{_NAME_PART}")
-REPOSITORY_PATTERN: Final = r"[A-Za-z0-9-]+/[A-Za-z0-9._-]+"  # owner/name (the API's document states it)
+REPOSITORY_OWNER_PATTERN: Final = r"[A-Za-z0-9-]+"
+REPOSITORY_NAME_PATTERN: Final = r"[A-Za-z0-9._-]+"
+REPOSITORY_PATTERN: Final = (
+    f"{REPOSITORY_OWNER_PATTERN}/{REPOSITORY_NAME_PATTERN}"  # the API's document states it
+)
 _REPOSITORY = re.compile(REPOSITORY_PATTERN)
 
 

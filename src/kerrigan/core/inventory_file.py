@@ -8,7 +8,6 @@ import).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -47,6 +46,7 @@ from kerrigan.core.labels import (
     validate_user_key,
     validate_value,
 )
+from kerrigan.core.logins import is_login
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
 _POOL_KEYS: Final = (*POOL_FIELDS, "health_check", "devices")
@@ -55,7 +55,6 @@ _POOL_KEYS: Final = (*POOL_FIELDS, "health_check", "devices")
 _DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "health_check", "health")))
 _HOST_KEYS: Final = ("id", "state")
 _HOST_STATES: Final = ("online", "offline")
-_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 DEFAULT_TARGET_TYPE: Final = "devkit"
 DEFAULT_OS_TYPE: Final = "linux"
 
@@ -161,7 +160,7 @@ class _InventoryParser:
             for item, item_field, login in r.strings(
                 entries["owners"][1], field + ".owners", scalar_ok=False
             ):
-                if _LOGIN.fullmatch(login) is None:
+                if not is_login(login):
                     r.error(item, item_field, f"{login!r} is not a GitHub login")
                 elif login not in owners:
                     owners.append(login)

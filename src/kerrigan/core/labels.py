@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from kerrigan.core.printable import is_printable
 from kerrigan.core.quoting import quote as _quote_cut
 
 MAX_LENGTH: Final = 63
@@ -38,6 +39,23 @@ IMPLICIT_DEVICE_KEYS: Final = (
 IMPLICIT_KEYS: Final = IMPLICIT_POOL_KEYS + IMPLICIT_DEVICE_KEYS
 
 _NAME = re.compile(r"[a-z0-9._-]{1,63}")
+
+
+def _any_case(text: str) -> str:
+    return "".join(f"[{c}{c.upper()}]" if c.isalpha() else re.escape(c) for c in text)
+
+
+# The rules as patterns, for documents (the REST API's states them; tests hold the functions below to them).
+STORED_NAME_PATTERN: Final = "[a-z0-9._-]{1,63}"
+"""A key or tag as stored: lowercase."""
+USER_NAME_PATTERN: Final = f"(?!{_any_case(RESERVED_PREFIX)})[A-Za-z0-9._-]{{1,63}}"
+"""A key or tag a person writes: any case, not in the reserved namespace."""
+STORED_USER_KEY_PATTERN: Final = f"(?!{re.escape(RESERVED_PREFIX)}){STORED_NAME_PATTERN}"
+"""A key a person writes, in its stored form (a map can hold no two keys that differ in case only)."""
+REQUESTED_KEY_PATTERN: Final = (
+    f"(?:(?!{re.escape(RESERVED_PREFIX)}){STORED_NAME_PATTERN}|{'|'.join(map(re.escape, IMPLICIT_KEYS))})"
+)
+"""A key a workflow or a reservation asks for, stored form: a person's key or one Kerrigan generates."""
 _FORBIDDEN = re.compile(r"[^a-z0-9._-]")
 
 
@@ -124,7 +142,7 @@ def validate_value(value: str, *, key: str | None = None) -> str:
         raise LabelError(f"value{where} must not be empty", "value")
     if len(value) > MAX_LENGTH:
         raise LabelError(f"value{where} is {len(value)} characters long; the limit is {MAX_LENGTH}", "value")
-    if not value.isprintable():
+    if not is_printable(value):
         raise LabelError(f"value{where} {_quote(value)} contains a non-printable character", "value")
     return value
 

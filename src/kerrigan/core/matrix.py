@@ -39,6 +39,7 @@ from typing import Final
 import yaml
 
 from kerrigan.core.labels import MAX_LENGTH as MAX_VALUE
+from kerrigan.core.printable import is_printable
 from kerrigan.core.quoting import quote
 from kerrigan.core.yamlsource import SourceReader, is_null, join_field, line_of, suggest
 
@@ -376,7 +377,7 @@ def _values(reader: SourceReader, node: yaml.Node, field: str) -> tuple[str, ...
                 item_field,
                 f"value {quote(value)} is {len(value)} characters long; the limit is {MAX_VALUE}",
             )
-        elif not value.isprintable():
+        elif not is_printable(value):
             reader.error(item, item_field, f"value {quote(value)} contains a non-printable character")
         elif value in first_line:
             reader.error(

@@ -26,6 +26,7 @@ from kerrigan.core.labels import (
     validate_tag,
     validate_value,
 )
+from kerrigan.core.printable import is_printable
 from kerrigan.core.requirements import LabelRequirement, Origin, Requirements, TagRequirement
 from kerrigan.core.roles import Principal
 
@@ -108,7 +109,7 @@ def read_request(body: object, *, max_s: int = DEFAULT_MAX_S) -> ReservationRequ
     if not 0 <= wait <= MAX_WAIT_S:
         raise RequestError("wait_s", f"must be 0 to {MAX_WAIT_S} seconds, not {wait}")
     note = body.get("note", "")
-    if not isinstance(note, str) or len(note) > MAX_NOTE or not note.isprintable():
+    if not isinstance(note, str) or len(note) > MAX_NOTE or not is_printable(note):
         raise RequestError("note", f"must be at most {MAX_NOTE} printable characters on one line")
     chosen = body.get("id")
     if chosen is not None and (not isinstance(chosen, str) or _UUID.fullmatch(chosen) is None):
@@ -123,6 +124,13 @@ def _seconds(value: object, field: str, *, required: bool) -> int:
         if required:
             raise RequestError(field, "is required: a whole number of seconds")
         return 0
+    return whole_seconds(value, field)
+
+
+def whole_seconds(value: object, field: str) -> int:
+    """A whole JSON number (``60`` or ``60.0``, as JSON Schema's integer), or :class:`RequestError`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise RequestError(field, f"must be a whole number of seconds, not {value!r}")
     return value

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES
 from kerrigan.core.manifest.paths import glob_problem
+from kerrigan.core.printable import is_printable
 from kerrigan.core.results import Locator, ParseLimits, parse_junit
 from kerrigan.core.runner_fields import MAX_RESOURCE
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
@@ -49,7 +50,7 @@ class ResultsUpload:
             path = workspace_path(request.query.get("path"))
             size = declared_size(request.query.get("size"))
             workspace = request.query.get("workspace", "")
-            if len(workspace) > MAX_WORKSPACE or not workspace.isprintable():
+            if len(workspace) > MAX_WORKSPACE or not is_printable(workspace):
                 raise ProtocolError(400, "invalid", "workspace is an absolute folder", "workspace")
             data = await _read(request)
             report = await asyncio.to_thread(
@@ -82,7 +83,7 @@ def workspace_path(text: str | None) -> str:
     """A file's path in the workspace, as a call names it (no glob, no `..`, not absolute), or a 400."""
     if not text:
         raise ProtocolError(400, "invalid", "path names the file in the workspace", "path")
-    problem = glob_problem(text) if len(text) <= 500 and text.isprintable() else "is not a workspace path"
+    problem = glob_problem(text) if len(text) <= 500 and is_printable(text) else "is not a workspace path"
     if problem is not None or any(mark in text for mark in "*?["):
         raise ProtocolError(400, "invalid", f"path {problem or 'is a path, not a glob'}", "path")
     return text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -10,9 +11,12 @@ from aiohttp import web
 
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.labels import LabelError, is_valid_name, validate_tag, validate_user_key, validate_value
+from kerrigan.core.logins import is_login
+from kerrigan.core.printable import is_printable
 from kerrigan.web.errors import ApiError, bad_request
 
 MAX_BODY: Final = 1024 * 1024
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")  # only such an escape can make a lone surrogate
 
 
 async def json_object(request: web.Request, allowed: tuple[str, ...]) -> dict[str, Any]:
@@ -32,10 +36,26 @@ async def json_object(request: web.Request, allowed: tuple[str, ...]) -> dict[st
         raise bad_request("the body is not JSON Kerrigan can read", code="invalid_json") from None
     if not isinstance(body, dict):
         raise bad_request("the body must be a JSON object", code="invalid_json")
+    if _SURROGATE_ESCAPE.search(text) is not None and _holds_lone_surrogate(body):
+        raise bad_request(
+            "the body holds a lone surrogate escape (\\uD800-\\uDFFF without its pair): not a character",
+            code="invalid_json",
+        )
     for key in body:
         if key not in allowed:
             raise bad_request(f"unknown field {key!r}; expected some of: {', '.join(allowed)}", field=key)
     return body
+
+
+def _holds_lone_surrogate(body: Any) -> bool:
+    # JSON's \u escapes can spell half a surrogate pair, which no Unicode text holds (nor PostgreSQL).
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    except RecursionError:  # nested past what dumps walks: the fields' own rules refuse such a value
+        return False
+    return False
 
 
 async def body_text(request: web.Request) -> str:
@@ -58,7 +78,7 @@ def string(value: Any, field: str, *, max_length: int = 200) -> str:
     """A non-empty string of at most ``max_length`` printable characters."""
     if not isinstance(value, str):
         raise bad_request(f"{field} must be a string", field=field)
-    if not value or len(value) > max_length or not value.isprintable():
+    if not value or len(value) > max_length or not is_printable(value):
         raise bad_request(f"{field} must be 1-{max_length} printable characters", field=field)
     return value
 
@@ -117,7 +137,7 @@ def logins(value: Any, field: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise bad_request(f"{field} must be a list of GitHub logins", field=field)
     for index, login in enumerate(value):
-        if not login or len(login) > 39 or not all(c.isalnum() or c == "-" for c in login):
+        if not is_login(login):
             raise bad_request(f"{login!r} is not a GitHub login", field=f"{field}[{index}]")
     return tuple(dict.fromkeys(value))
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.instants import EXAMPLE as TIME_EXAMPLE
+from kerrigan.core.instants import TimeError, read_time
 from kerrigan.core.inventory import (
     MAX_POOL_REPOSITORIES,
     Device,
@@ -264,27 +266,24 @@ def state_until(value: Any, state: DeviceState, now: datetime) -> datetime | Non
 
 def future_time(value: Any, now: datetime, field: str) -> datetime:
     """An ISO 8601 time with its offset, later than ``now``; a 400 naming ``field`` otherwise."""
-    if not isinstance(value, str) or len(value) > 40:
-        raise bad_request(f"{field} must be an ISO 8601 time such as 2026-12-01T18:00:00Z", field=field)
+    if not isinstance(value, str):
+        raise bad_request(f"{field} must be an ISO 8601 time such as {TIME_EXAMPLE}", field=field)
     try:
-        at = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise bad_request(
-            f"{field} {value[:40]!r} is not an ISO 8601 time such as 2026-12-01T18:00:00Z", field=field
-        ) from None
-    if at.tzinfo is None:
-        raise bad_request(f"{field} needs its offset (Z for UTC): {value[:40]!r}", field=field)
+        at = read_time(value)
+    except TimeError as exc:
+        raise bad_request(f"{field} {exc}", field=field) from None
     if at <= now:
         raise bad_request(f"{field} {value[:40]!r} is not in the future", field=field)
-    return at.astimezone(UTC)
+    return at
 
 
 async def pool_exists(session: AsyncSession, pool_id: str) -> None:
-    """A pool named in a body must exist: its absence is the body's mistake (400), not a missing page."""
+    """A pool named in a body must exist: its absence is a 422 naming ``pool`` (the body is well formed but
+    names what the lab does not have), not a missing page."""
     try:
         await get_pool(session, pool_id)
     except NotFoundError:
-        raise bad_request(f"there is no pool {pool_id!r}", field="pool") from None
+        raise ApiError(422, "unknown_pool", f"there is no pool {pool_id!r}", "pool") from None
 
 
 # -- the edits -------------------------------------------------------------------------------------
@@ -513,7 +512,7 @@ async def edit_from_page(
     except NotFoundError as exc:
         raise not_found(exc) from None
     except ApiError as exc:
-        if exc.status != 400:
+        if exc.status not in (400, 422):
             raise
         return await rerender(form_error(exc, form, typed, fields))
     session_data = await get_session(request)

@@ -77,10 +77,15 @@ async def test_no_generated_manifest_gets_a_5xx(api: Api, text: str) -> None:
         assert (body["exit_code"] == 2) == bool(body["errors"])
 
 
-async def test_a_manifest_with_a_lone_surrogate_is_answered_200_with_the_error(api: Api) -> None:
+async def test_a_json_body_with_a_lone_surrogate_is_a_400(api: Api) -> None:
+    # Half a surrogate pair is no character: JSON's escape can spell one, no text can hold it.
     reply = await api.call("POST", "/explain", who=READER, json={"manifest": HEAD + "    type: \ud800\n"})
-    assert reply.status == 200, reply.body
-    assert [e["message"] for e in reply.body["errors"]] == ["not valid YAML: the text is not valid Unicode"]
+    assert (reply.status, reply.body["error"]["code"]) == (400, "invalid_json"), reply.body
+    assert "lone surrogate" in reply.body["error"]["message"]
+    paired = await api.call(
+        "POST", "/explain", who=READER, json={"manifest": HEAD + "    type: \U0001f527\n"}
+    )
+    assert paired.status == 200, paired.body
 
 
 @pytest.mark.parametrize("body", [b"", b"  \n\t\n"])

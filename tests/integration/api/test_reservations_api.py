@@ -28,7 +28,8 @@ async def test_bad_input_is_a_400_naming_the_field_and_queues_nothing(api: Api) 
         ({"device": "dev-b1", "duration_s": 0}, "duration_s"),
         ({"device": "dev-b1", "duration_s": 8 * 3600 + 1}, "duration_s"),
         ({"device": "dev-b1", "duration_s": -60}, "duration_s"),
-        ({"device": "nope", "duration_s": 60}, "device"),
+        ({"device": "Not An Id", "duration_s": 60}, "device"),
+        ({"device": "dev-b1", "duration_s": 60.5}, "duration_s"),
         ({"labels": {"Bad Key": "x"}, "duration_s": 60}, "labels.Bad Key"),
         ({"labels": {"sdk": "2.2.0"}, "duration_s": 60, "colour": "red"}, "colour"),
     ]
@@ -37,6 +38,19 @@ async def test_bad_input_is_a_400_naming_the_field_and_queues_nothing(api: Api) 
         assert reply.status == 400, (body, reply.body)
         assert reply.body["error"]["field"] == field, reply.body
     assert (await api.get("/reservations?ended=true")).body["items"] == []
+
+
+async def test_a_device_there_is_not_is_a_422_and_a_whole_float_is_whole(api: Api) -> None:
+    missing = await api.call("POST", "/reservations", who=READER, json={"device": "nope", "duration_s": 60})
+    assert (missing.status, missing.body["error"]["code"], missing.body["error"]["field"]) == (
+        422,
+        "unknown_device",
+        "device",
+    ), missing.body
+    assert (await api.get("/reservations?ended=true")).body["items"] == []
+    # JSON Schema's integer holds 60.0, and so does the server.
+    made = await api.call("POST", "/reservations", who=READER, json={"device": "dev-b1", "duration_s": 60.0})
+    assert (made.status, made.body["duration_s"]) == (201, 60), made.body
 
 
 async def test_a_request_nothing_can_ever_match_is_a_422_with_every_reason(api: Api) -> None:
@@ -96,7 +110,7 @@ async def test_a_client_may_name_its_request_to_withdraw_it_whatever_happens(api
     again = await api.call(
         "POST", "/reservations", who=READER, json={"id": mine, "device": "dev-a1", "duration_s": 60}
     )
-    assert (again.status, again.body["error"]["field"]) == (400, "id")
+    assert (again.status, again.body["error"]["code"], again.body["error"]["field"]) == (409, "exists", "id")
     for bad in ("not-a-uuid", mine.upper(), 7):
         reply = await api.call(
             "POST", "/reservations", who=READER, json={"id": bad, "device": "dev-a1", "duration_s": 60}

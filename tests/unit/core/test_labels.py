@@ -12,6 +12,9 @@ from hypothesis import strategies as st
 
 from kerrigan.core.labels import (
     IMPLICIT_KEYS,
+    REQUESTED_KEY_PATTERN,
+    STORED_USER_KEY_PATTERN,
+    USER_NAME_PATTERN,
     LabelError,
     is_reserved,
     is_valid_name,
@@ -24,6 +27,7 @@ from kerrigan.core.labels import (
     validate_user_key,
     validate_value,
 )
+from kerrigan.core.printable import is_printable
 
 CHARSET = frozenset(string.ascii_lowercase + string.digits + "._-")
 
@@ -356,7 +360,7 @@ def test_keys_differing_only_in_case_are_the_same_key(key: str) -> None:
 @settings(max_examples=200)
 @given(st.text(max_size=70))
 def test_value_is_accepted_iff_it_is_1_to_63_printable_characters(value: str) -> None:
-    expected = 1 <= len(value) <= 63 and value.isprintable()
+    expected = 1 <= len(value) <= 63 and is_printable(value)
     assert _accepted(validate_value, value) == expected
 
 
@@ -365,3 +369,27 @@ def test_value_is_accepted_iff_it_is_1_to_63_printable_characters(value: str) ->
 def test_slug_is_empty_or_a_valid_name(text: str) -> None:
     slug = slugify(text)
     assert slug == "" or is_valid_name(slug)
+
+
+# The patterns the API's document states: what they allow, the validators take.
+@settings(max_examples=200)
+@given(st.from_regex(f"(?:{USER_NAME_PATTERN})", fullmatch=True))
+def test_a_name_the_user_pattern_allows_is_a_valid_key_and_tag(name: str) -> None:
+    assert validate_user_key(name) == validate_tag(name) == name.lower()
+
+
+@settings(max_examples=200)
+@given(st.from_regex(f"(?:{STORED_USER_KEY_PATTERN})", fullmatch=True))
+def test_a_key_the_stored_pattern_allows_is_stored_as_written(key: str) -> None:
+    assert validate_user_key(key) == key
+
+
+@settings(max_examples=200)
+@given(st.from_regex(f"(?:{REQUESTED_KEY_PATTERN})", fullmatch=True))
+def test_a_key_the_requested_pattern_allows_may_be_asked_for(key: str) -> None:
+    assert validate_requested_key(key) == key
+
+
+@pytest.mark.parametrize("name", ["kerrigan.board", "KERRIGAN.x", "Kerrigan.pool_id"])
+def test_the_user_pattern_refuses_the_reserved_namespace_in_any_case(name: str) -> None:
+    assert re.fullmatch(USER_NAME_PATTERN, name) is None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import secrets
 import signal
 import sys
@@ -28,9 +27,9 @@ from kerrigan.cli.setup.local_server import CALLBACK_PATH, Done, SetupError, Set
 from kerrigan.cli.setup.manifest import app_manifest, load_manifest, shipped_manifest
 from kerrigan.cli.usage import UsageError
 from kerrigan.config import ENV_FILE
+from kerrigan.core.logins import is_login
 
 EXIT_FAILED: Final = 1  # GitHub did not hand over the App's credentials; nothing was written
-_LOGIN: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def plan_of(args: argparse.Namespace) -> SetupPlan:
     api_default = env_file.GITHUB_API_URL if github_url == env_file.GITHUB_URL else f"{github_url}/api/v3"
     api_url = _url("--github-api-url", args.github_api_url, "GITHUB_API_URL", api_default)
     public_url = _url("--public-url", args.public_url, "PUBLIC_URL", None)
-    if args.org is not None and not _LOGIN.fullmatch(args.org):
+    if args.org is not None and not is_login(args.org):
         raise UsageError(f"--org {args.org!r} is not a GitHub organization's login")
     if args.name is not None and not 0 < len(args.name.strip()) <= 34:
         raise UsageError("--name must be 1 to 34 characters (GitHub's limit for an App's name)")

@@ -15,6 +15,7 @@ from typing import Final
 import yaml
 
 from kerrigan.core.manifest.paths import glob_problem, read_globs
+from kerrigan.core.printable import is_printable
 from kerrigan.core.quoting import quote
 from kerrigan.core.yamlsource import SourceReader, is_null, join_field
 
@@ -83,7 +84,7 @@ def _download(r: SourceReader, node: yaml.Node, field: str) -> Download | None:
     name = r.string(entry["workflow_run"][1], field + ".workflow_run")
     if name is None:
         return None
-    if len(name) > MAX_ARTIFACT_NAME or not name.isprintable() or any(c in name for c in '"/\\:<>|*?'):
+    if len(name) > MAX_ARTIFACT_NAME or not is_printable(name) or any(c in name for c in '"/\\:<>|*?'):
         r.error(
             entry["workflow_run"][1],
             field + ".workflow_run",

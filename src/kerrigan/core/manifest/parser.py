@@ -14,6 +14,7 @@ from kerrigan.core.manifest.policies import read_concurrency, read_retry
 from kerrigan.core.manifest.scheduling import read_scheduling
 from kerrigan.core.manifest.tasks import read_tasks
 from kerrigan.core.manifest.triggers import read_triggers
+from kerrigan.core.printable import is_printable
 from kerrigan.core.yamlsource import SourceReader
 
 TOP_KEYS: Final = ("name", "on", "env", "scheduling", "concurrency", "retry", "tasks")
@@ -89,7 +90,7 @@ def _name(r: SourceReader, root: yaml.Node, top: Mapping[str, tuple[yaml.Node, y
         return None
     node = top["name"][1]
     name = r.string(node, "name")
-    if name is not None and (len(name) > 100 or not name.isprintable()):
+    if name is not None and (len(name) > 100 or not is_printable(name)):
         r.error(node, "name", "must be 1-100 printable characters on one line")
         return None
     return name

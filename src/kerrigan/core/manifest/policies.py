@@ -18,6 +18,7 @@ from kerrigan.core.manifest.model import (
     CancelInProgress,
     Concurrency,
 )
+from kerrigan.core.printable import is_printable
 from kerrigan.core.quoting import quote
 from kerrigan.core.yamlsource import SourceReader, is_null, join_field
 
@@ -44,7 +45,7 @@ def read_concurrency(r: SourceReader, top: Mapping[str, tuple[yaml.Node, yaml.No
 
 
 def _group_ok(r: SourceReader, node: yaml.Node, group: str) -> bool:
-    if len(group) > MAX_CONCURRENCY_GROUP or not group.isprintable():
+    if len(group) > MAX_CONCURRENCY_GROUP or not is_printable(group):
         r.error(
             node,
             "concurrency.group",

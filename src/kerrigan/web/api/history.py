@@ -20,6 +20,7 @@ from aiohttp import web
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.instants import TimeError, read_time
 from kerrigan.core.lifecycle import Conclusion, SessionState
 from kerrigan.core.output_times import LineStamper
 from kerrigan.store.history import (
@@ -71,18 +72,9 @@ class ListQuery:
 def parse_since(text: str, field: str = "since") -> datetime:
     """An ISO 8601 time with a zone (``2026-12-01T09:00:00Z``); anything else is a 400 naming ``field``."""
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise bad_request(
-            f"{field} must be an ISO 8601 time with a zone, like 2026-12-01T09:00:00Z (got {text[:40]!r})",
-            field=field,
-        ) from None
-    if value.tzinfo is None:
-        raise bad_request(f"{field} needs a zone, like 2026-12-01T09:00:00Z or +02:00", field=field)
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first time there is
-        raise bad_request(f"{field} is out of range once in UTC", field=field) from None
+        return read_time(text)
+    except TimeError as exc:
+        raise bad_request(f"{field} {exc}", field=field) from None
 
 
 def _limit(text: str | None) -> int:

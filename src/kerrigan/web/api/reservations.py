@@ -20,8 +20,9 @@ from aiohttp import web
 from kerrigan.core.dispatch_order import WaitKind
 from kerrigan.core.explain import resolution_json
 from kerrigan.core.inventory import Inventory, effective_target_labels
+from kerrigan.core.logins import is_login
 from kerrigan.core.matching import resolve
-from kerrigan.core.reservations import RequestError, ReservationState, read_request
+from kerrigan.core.reservations import RequestError, ReservationState, read_request, whole_seconds
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.queue_view import QueueSnapshot, read_queue, requirements_of_mapping, waiting_for_device
 from kerrigan.store.reservations import (
@@ -154,6 +155,14 @@ def _id(request: web.Request) -> str:
     return text
 
 
+# A request refused for what the lab holds rather than for its form, by the field the refusal names.
+_STATE_ERRORS: Final = {
+    "reservations": (409, "too_many"),  # the caller holds or waits for the most a person may
+    "id": (409, "exists"),  # the client's id names a reservation there is already
+    "device": (422, "unknown_device"),  # it names a device the lab does not have
+}
+
+
 @routes.post("/reservations")
 async def reservations_create(request: web.Request) -> web.Response:
     """Queue a reservation: 201 with it once the dispatcher has decided (or after 2 s): granted, or waiting
@@ -179,9 +188,9 @@ async def reservations_create(request: web.Request) -> web.Response:
                 inventory=inventory,
                 per_user=settings.reservations_per_user,
             )
-    except RequestError as exc:
-        status = 409 if exc.field == "reservations" else 400
-        raise ApiError(status, "invalid" if status == 400 else "too_many", exc.message, exc.field) from None
+    except RequestError as exc:  # a rule the lab's state decides: the body itself was well formed
+        status, code = _STATE_ERRORS.get(exc.field, (400, "invalid"))
+        raise ApiError(status, code, exc.message, exc.field) from None
     except UnmatchableError as exc:
         error = {"code": "unschedulable", "message": f"no device can ever match: {exc}", "field": None}
         return web.json_response({"error": error, "resolution": resolution_json(exc.resolution)}, status=422)
@@ -218,7 +227,7 @@ async def reservations_index(request: web.Request) -> web.Response:
     if ended not in ("true", "false"):
         raise bad_request("ended must be true or false", field="ended")
     login = request.query.get("login")
-    if login is not None and not (0 < len(login) <= 100 and login.isascii()):
+    if login is not None and not is_login(login):
         raise bad_request("login must be a GitHub login", field="login")
     bound = binding("reservations", {"ended": ended, "login": (login or "").lower()})
     before = None
@@ -257,9 +266,10 @@ async def reservations_extend(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     reservation_id = _id(request)
     body = await bodies.json_object(request, ("extend_s",))
-    extend = bodies.required(body, "extend_s")
-    if isinstance(extend, bool) or not isinstance(extend, int):
-        raise bad_request("extend_s must be a whole number of seconds", field="extend_s")
+    try:
+        extend = whole_seconds(bodies.required(body, "extend_s"), "extend_s")
+    except RequestError as exc:
+        raise bad_request(exc.message, field=exc.field) from None
     database = request.config_dict[DATABASE]
     try:
         async with writing(request) as session:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kerrigan.core.reservations import DEFAULT_MAX_S, MAX_NOTE, MAX_WAIT_S
+from kerrigan.web.api.openapi import fields
+
 STRING: Final = {"type": "string"}
 _ID: Final = {"type": "string", "pattern": "^[a-z0-9._-]{1,63}$"}  # a pool's or a device's id
 DEVICE_STATE: Final = {"enum": ["available", "maintenance", "offline", "retired"]}
@@ -42,6 +45,26 @@ _REPOSITORY_GLOBS: Final = {
 }
 
 
+_NULLABLE_LABEL_VALUE: Final = {"oneOf": [{"type": "null"}, fields.LABEL_VALUE]}
+_POOL_FIELDS: Final = {
+    "name": fields.text(1, 200, "the pool's display name"),
+    "owners": fields.LOGINS,
+    "repositories": _REPOSITORY_GLOBS,
+    "firmware": {"$ref": "#/components/schemas/Firmware"},
+    "labels": fields.LABELS,
+    "tags": fields.TAGS,
+}
+_DEVICE_FIELDS: Final = {
+    "pool": fields.ID,
+    "board": fields.LABEL_VALUE,
+    "target_type": fields.LABEL_VALUE,
+    "os_type": fields.LABEL_VALUE,
+    "host": fields.ID,
+    "labels": fields.LABELS,
+    "tags": fields.TAGS,
+}
+
+
 def ref(name: str) -> dict[str, str]:
     """A reference to the component schema ``name``."""
     return {"$ref": f"#/components/schemas/{name}"}
@@ -57,6 +80,7 @@ def _object(properties: dict[str, Any], required: list[str] | None = None, **ext
     }
 
 
+_ERROR: Final = _object({"code": STRING, "message": STRING, "field": _NULLABLE_STRING})
 _EFFECTIVE_LABEL = _object(
     {
         "key": STRING,
@@ -80,8 +104,22 @@ _HEALTH_CHECK = {
 }
 
 SCHEMAS: Final[dict[str, Any]] = {
-    "Error": _object({"error": _object({"code": STRING, "message": STRING, "field": _NULLABLE_STRING})}),
-    "Firmware": _object({"channel": _NULLABLE_STRING, "base_version": _NULLABLE_STRING}),
+    "Error": _object({"error": _ERROR}),
+    "ReservationRefused": _object(
+        {
+            "error": _ERROR,
+            "resolution": {
+                "type": "object",
+                "description": "with unschedulable: the request resolved as a task's requirements are "
+                "(requested, outcome, summary, the pools and devices with why each is rejected)",
+            },
+        },
+        required=["error"],
+    ),
+    "Firmware": _object(
+        {"channel": _NULLABLE_LABEL_VALUE, "base_version": _NULLABLE_LABEL_VALUE},
+        description="the firmware labels' values; null: none",
+    ),
     "Labels": _object(
         {
             "explicit": _LABEL_MAP,
@@ -150,68 +188,34 @@ SCHEMAS: Final[dict[str, Any]] = {
         description="the device's health-check job; queued false: one was queued or running already",
     ),
     "DeviceList": _object({"devices": {"type": "array", "items": ref("Device")}}),
-    "PoolCreate": _object(
-        {
-            "id": _ID,
-            "name": STRING,
-            "owners": _STRINGS,
-            "repositories": _REPOSITORY_GLOBS,
-            "firmware": ref("Firmware"),
-            "labels": _LABEL_MAP,
-            "tags": _STRINGS,
-        },
-        required=["id"],
-    ),
-    "PoolPatch": _object(
-        {
-            "name": STRING,
-            "owners": _STRINGS,
-            "repositories": _REPOSITORY_GLOBS,
-            "firmware": ref("Firmware"),
-            "labels": _LABEL_MAP,
-            "tags": _STRINGS,
-        },
-        required=[],
-    ),
+    "PoolCreate": _object({"id": fields.ID, **_POOL_FIELDS}, required=["id"]),
+    "PoolPatch": _object(_POOL_FIELDS, required=[]),
     "DeviceCreate": _object(
         {
-            "id": _ID,
-            "pool": _ID,
-            "board": STRING,
-            "target_type": STRING,
-            "os_type": STRING,
-            "host": STRING,
-            "state": {"enum": ["available", "maintenance", "offline", "retired"]},
-            "state_reason": STRING,
-            "labels": _LABEL_MAP,
-            "tags": _STRINGS,
+            "id": fields.ID,
+            **_DEVICE_FIELDS,
+            "state": DEVICE_STATE,
+            "state_reason": fields.text(0, 500, "why it is in that state"),
         },
         required=["id", "pool", "board", "host"],
     ),
-    "DevicePatch": _object(
-        {
-            "pool": STRING,
-            "board": STRING,
-            "target_type": STRING,
-            "os_type": STRING,
-            "host": STRING,
-            "labels": _LABEL_MAP,
-            "tags": _STRINGS,
-        },
-        required=[],
-    ),
-    "LabelValue": _object({"value": STRING}),
+    "DevicePatch": _object(_DEVICE_FIELDS, required=[]),
+    "LabelValue": _object({"value": fields.LABEL_VALUE_OR_EMPTY}),
     "DeviceState": _object(
         {
             "state": DEVICE_STATE,
-            "reason": STRING,
-            "until": {"type": ["string", "null"], "format": "date-time"},
+            "reason": fields.text(0, 500, "why"),
+            "until": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "for maintenance only: when it ends by itself, in the future",
+            },
         },
         required=["state"],
     ),
     "LabelKey": _object({"key": STRING, "description": STRING}),
     "LabelKeyList": _object({"label_keys": {"type": "array", "items": ref("LabelKey")}}),
-    "LabelKeyDescription": _object({"description": STRING}),
+    "LabelKeyDescription": _object({"description": fields.text(1, 500, "what the key means")}),
     "AuditEntry": _object(
         {
             "at": {"type": "string", "format": "date-time"},
@@ -244,42 +248,44 @@ SCHEMAS: Final[dict[str, Any]] = {
         {
             "value": {
                 "type": "string",
-                "minLength": 2,
-                "maxLength": 49152,
-                "description": "8 bytes to 48 KiB of UTF-8 without NUL: a shorter one could not be masked in "
-                "a job's output",
+                "minLength": 8,
+                "maxLength": 12288,
+                "pattern": "^[^\\u0000]*$",
+                "description": "8 bytes to 48 KiB of UTF-8 without NUL (a shorter one could not be masked in "
+                "a job's output); 8 to 12,288 characters are within that whatever they are",
             }
         }
     ),
     "ReservationRequest": _object(
         {
-            "labels": {
-                "type": "object",
-                "additionalProperties": {
-                    "oneOf": [STRING, {"type": "array", "items": STRING, "minItems": 1}]
-                },
-                "description": "label keys to a value, or a list meaning any of",
-            },
-            "tags": {"oneOf": [STRING, _STRINGS]},
-            "device": {
-                "type": "string",
-                "description": "one device by id (its labels and tags must match too)",
-            },
+            "labels": fields.REQUESTED_LABELS,
+            "tags": fields.REQUESTED_TAGS,
+            "device": {**fields.ID, "description": "one device by id (its labels and tags must match too)"},
             "duration_s": {
                 "type": "integer",
                 "minimum": 1,
-                "description": "at most KERRIGAN_RESERVATION_MAX_S",
+                "maximum": DEFAULT_MAX_S,
+                "description": "at most KERRIGAN_RESERVATION_MAX_S (this server's)",
             },
             "wait_s": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 86400,
+                "maximum": MAX_WAIT_S,
                 "description": "how long it may wait",
             },
-            "note": {"type": "string", "maxLength": 200},
-            "id": {"type": "string", "format": "uuid", "description": "the client's own id, to withdraw it"},
+            "note": fields.text(0, MAX_NOTE, "what it is for, shown on the device"),
+            "id": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+                "description": "the client's own id for it, a UUID in lowercase, to withdraw it",
+            },
         },
         required=["duration_s"],
+        anyOf=[
+            {"required": ["labels"], "properties": {"labels": {"minProperties": 1}}},
+            {"required": ["tags"], "properties": {"tags": {"not": {"type": "array", "maxItems": 0}}}},
+            {"required": ["device"]},
+        ],
         description="labels, tags or a device (at least one), for duration_s seconds",
     ),
     "Reservation": _object(
@@ -364,8 +370,12 @@ SCHEMAS: Final[dict[str, Any]] = {
     "HostState": _object(
         {
             "state": {"enum": ["active", "paused"]},
-            "reason": STRING,
-            "until": {"type": ["string", "null"], "format": "date-time"},
+            "reason": fields.text(0, 500, "why"),
+            "until": {
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": "for a pause only: when it ends by itself, in the future",
+            },
         },
         required=["state"],
     ),
@@ -446,10 +456,10 @@ SCHEMAS: Final[dict[str, Any]] = {
     ),
     "ExplainRequest": _object(
         {
-            "manifest": STRING,
-            "path": STRING,
+            "manifest": {"type": "string", "description": "the manifest's YAML text"},
+            "path": fields.text(1, 500, "the manifest's path, for messages"),
             "repository": {
-                "type": "string",
+                **fields.REPOSITORY,
                 "description": "owner/name of the repository whose session this would be: pools whose "
                 "repositories do not admit it are rejected; without it no pool's list is applied",
             },

@@ -7,8 +7,11 @@ from typing import Any, Final
 from aiohttp import web
 
 from kerrigan import __version__
-from kerrigan.core.inventory import MAX_REPOSITORY_GLOB, REPOSITORY_PATTERN
+from kerrigan.core.logins import LOGIN_PATTERN
+from kerrigan.core.reservations import DEFAULT_MAX_S
+from kerrigan.web.api.openapi import fields
 from kerrigan.web.api.openapi.components import DEVICE_STATE, SCHEMAS, STRING, ref
+from kerrigan.web.state import SETTINGS
 
 routes = web.RouteTableDef()
 
@@ -40,6 +43,7 @@ _WRITE_ERRORS = {
     "409": _error("conflict: a duplicate id, or a pool that still has devices"),
     "412": _error("If-Match names an older version"),
 }
+_UNKNOWN_POOL: Final = {"422": _error("unknown_pool: the body names a pool there is not")}
 _IF_MATCH = {
     "name": "If-Match",
     "in": "header",
@@ -47,9 +51,6 @@ _IF_MATCH = {
     "schema": STRING,
     "description": "the ETag last read; the write is refused with 412 if it is stale",
 }
-# The label and tag rules (kerrigan.core.labels): a key or tag of up to 63 letters, digits, '.', '_' and
-# '-' (any case, compared lowercase); a value of 1 to 63 printable characters.
-_NAME_PATTERN: Final = "^[A-Za-z0-9._-]{1,63}$"
 _FILTERS = [
     {
         "name": "label",
@@ -57,7 +58,7 @@ _FILTERS = [
         "required": False,
         "schema": {
             "type": "array",
-            "items": {"type": "string", "pattern": _NAME_PATTERN.removesuffix("$") + "=.{1,63}$"},
+            "items": fields.LABEL_FILTER,
         },
         "style": "form",
         "explode": True,
@@ -67,7 +68,7 @@ _FILTERS = [
         "name": "tag",
         "in": "query",
         "required": False,
-        "schema": {"type": "array", "items": {"type": "string", "pattern": _NAME_PATTERN}},
+        "schema": {"type": "array", "items": fields.USER_NAME},
         "style": "form",
         "explode": True,
         "description": "a tag that must be present (repeatable)",
@@ -80,7 +81,7 @@ def _query(name: str, description: str, schema: dict[str, Any] | None = None) ->
         "name": name,
         "in": "query",
         "required": False,
-        "schema": schema or STRING,
+        "schema": schema or fields.NO_NUL,
         "description": description,
     }
 
@@ -102,24 +103,23 @@ _PAGING = [
     _query(
         "limit", "rows per page, 1 to 500 (default 50)", {"type": "integer", "minimum": 1, "maximum": 500}
     ),
-    _query("cursor", "the next_cursor of the previous page, with the same filters"),
+    _query("cursor", "the next_cursor of the previous page, with the same filters", fields.CURSOR),
 ]
 _FILTER_ERRORS: Final = {"400": _error("a bad filter or limit: the error names the field and the rule")}
-_REPOSITORY_SCHEMA: Final = {
-    "type": "string",
-    "pattern": f"^{REPOSITORY_PATTERN}$",
-    "maxLength": MAX_REPOSITORY_GLOB,
-}
 _LIST_ERRORS = {
     "400": _error("an unknown filter, a bad value, or a cursor of another query: the error names the field"),
     "401": _error("no valid token"),
 }
 
 
-def _path_param(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": STRING}
+def _path_param(name: str, schema: dict[str, Any] = fields.NO_NUL) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": schema}
 
 
+_REPOSITORY_PARAMS: Final = [
+    _path_param("owner", fields.REPOSITORY_OWNER),
+    _path_param("repo", fields.REPOSITORY_NAME),
+]
 _SECRET_NAME: Final = {
     "name": "name",
     "in": "path",
@@ -146,7 +146,7 @@ def _edit_ops(kind: str, schema: str, subject: str, param: str) -> dict[str, Any
     if kind == "label":
         put_extra["requestBody"] = _body("LabelValue")
     return {
-        "parameters": [_path_param(f"{subject}_id"), _path_param(param)],
+        "parameters": [_path_param(f"{subject}_id"), _path_param(param, fields.USER_NAME)],
         "put": _op(
             f"set a {subject} {kind}" + (" (an empty value removes it)" if kind == "label" else ""),
             {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
@@ -166,7 +166,11 @@ def _resource_ops(subject: str, schema: str, patch: str) -> dict[str, Any]:
         "get": _op(f"read a {subject}", {"200": _json(schema, f"the {subject}", etag=True), **_READ_ERRORS}),
         "patch": _op(
             f"change a {subject}",
-            {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
+            {
+                "200": _json(schema, f"the {subject}", etag=True),
+                **_WRITE_ERRORS,
+                **(_UNKNOWN_POOL if subject == "device" else {}),
+            },
             requestBody=_body(patch),
             parameters=[_IF_MATCH],
         ),
@@ -178,10 +182,18 @@ def _resource_ops(subject: str, schema: str, patch: str) -> dict[str, Any]:
     }
 
 
-def document() -> dict[str, Any]:
-    """The OpenAPI 3.1 document."""
+def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of a server whose ``KERRIGAN_RESERVATION_MAX_S`` is ``reservation_max_s``."""
+    request = SCHEMAS["ReservationRequest"]
+    reservation = {
+        **request,
+        "properties": {
+            **request["properties"],
+            "duration_s": {**request["properties"]["duration_s"], "maximum": reservation_max_s},
+        },
+    }
     created = {"201": _json("Pool", "created", etag=True), **_WRITE_ERRORS}
-    device_created = {"201": _json("Device", "created", etag=True), **_WRITE_ERRORS}
+    device_created = {"201": _json("Device", "created", etag=True), **_WRITE_ERRORS, **_UNKNOWN_POOL}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -209,7 +221,7 @@ def document() -> dict[str, Any]:
                     {"200": _json("DeviceList", "devices"), **_FILTER_ERRORS, **_READ_ERRORS},
                     parameters=[
                         *_FILTERS,
-                        {"name": "pool", "in": "query", "required": False, "schema": STRING},
+                        {"name": "pool", "in": "query", "required": False, "schema": fields.NO_NUL},
                         {"name": "state", "in": "query", "required": False, "schema": DEVICE_STATE},
                     ],
                 ),
@@ -246,7 +258,7 @@ def document() -> dict[str, Any]:
                 ),
             },
             "/label-keys/{key}": {
-                "parameters": [_path_param("key")],
+                "parameters": [_path_param("key", fields.USER_NAME)],
                 "put": _op(
                     "approve a key or change its description (admins)",
                     {
@@ -266,7 +278,7 @@ def document() -> dict[str, Any]:
                     {"200": _json("AuditList", "entries"), **_FILTER_ERRORS, **_READ_ERRORS},
                     parameters=[
                         *(
-                            {"name": name, "in": "query", "required": False, "schema": STRING}
+                            {"name": name, "in": "query", "required": False, "schema": fields.NO_NUL}
                             for name in ("pool", "device", "actor")
                         ),
                         _query(
@@ -278,7 +290,7 @@ def document() -> dict[str, Any]:
                 ),
             },
             "/repositories/{owner}/{repo}/secrets": {
-                "parameters": [_path_param("owner"), _path_param("repo")],
+                "parameters": _REPOSITORY_PARAMS,
                 "get": _op(
                     "the repository's secrets in name order, never their values (System Admins and the "
                     "repository's writers); cursor paging",
@@ -287,7 +299,7 @@ def document() -> dict[str, Any]:
                 ),
             },
             "/repositories/{owner}/{repo}/secrets/{name}": {
-                "parameters": [_path_param("owner"), _path_param("repo"), _SECRET_NAME],
+                "parameters": [*_REPOSITORY_PARAMS, _SECRET_NAME],
                 "put": _op(
                     "set a secret, encrypted at rest (System Admins and the repository's writers)",
                     {
@@ -312,7 +324,11 @@ def document() -> dict[str, Any]:
                     "reservations waiting or active, newest first (?login=, ?ended=true); cursor paging",
                     {"200": _json("ReservationList", "a page of reservations"), **_LIST_ERRORS},
                     parameters=[
-                        _query("login", "whose reservations (System Admins: anyone's)"),
+                        _query(
+                            "login",
+                            "whose reservations (System Admins: anyone's)",
+                            {"type": "string", "pattern": fields.anchored(LOGIN_PATTERN)},
+                        ),
                         _query("ended", "true: the ended ones too", {"enum": ["true", "false"]}),
                         *_PAGING,
                     ],
@@ -323,8 +339,15 @@ def document() -> dict[str, Any]:
                         "201": _json("Reservation", "queued: granted, waiting, or ended when none freed"),
                         "400": _error("invalid input: the error names the field and the rule"),
                         "401": _error("no valid token"),
-                        "409": _error("the caller holds or waits for KERRIGAN_RESERVATIONS_PER_USER already"),
-                        "422": _error("no device can ever match: the answer's resolution says why"),
+                        "409": _error(
+                            "too_many: the caller holds or waits for KERRIGAN_RESERVATIONS_PER_USER already; "
+                            "exists: a reservation of that id exists"
+                        ),
+                        "422": _json(
+                            "ReservationRefused",
+                            "unschedulable: no device can ever match (the answer's resolution says why); "
+                            "unknown_device: there is no device of that id",
+                        ),
                     },
                     requestBody=_body("ReservationRequest"),
                 ),
@@ -452,7 +475,7 @@ def document() -> dict[str, Any]:
                             "name": "repository",
                             "in": "query",
                             "required": False,
-                            "schema": _REPOSITORY_SCHEMA,
+                            "schema": fields.REPOSITORY,
                             "description": "owner/name, for a raw YAML body (a JSON body's repository wins)",
                         }
                     ],
@@ -470,7 +493,7 @@ def document() -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, "ReservationRequest": reservation},
             "securitySchemes": {
                 "bearer": {
                     "type": "http",
@@ -485,4 +508,4 @@ def document() -> dict[str, Any]:
 @routes.get("/openapi.json")
 async def openapi_json(request: web.Request) -> web.Response:
     """The document, open to everyone."""
-    return web.json_response(document())
+    return web.json_response(document(request.config_dict[SETTINGS].reservation_max_s))
