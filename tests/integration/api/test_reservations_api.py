@@ -99,6 +99,13 @@ async def test_an_active_reservation_is_extended_while_nobody_waits_for_its_boar
     assert "1 queued job(s) or reservation(s) wait for dev-b1" in refused.body["error"]["message"]
     assert (await api.call("PATCH", path, who="olga", json={"extend_s": 60})).status == 403
     assert (await api.call("PATCH", path, who=READER, json={"extend_s": "1h"})).status == 400
+    await api.call("DELETE", path, who=READER)
+    ended = await api.call("PATCH", path, who=READER, json={"extend_s": 60})
+    assert (ended.status, ended.body["error"]["code"], ended.body["error"]["field"]) == (
+        409,
+        "not_active",
+        "state",
+    )
 
 
 async def test_a_client_may_name_its_request_to_withdraw_it_whatever_happens(api: Api) -> None:

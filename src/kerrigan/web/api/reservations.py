@@ -289,6 +289,8 @@ async def reservations_extend(request: web.Request) -> web.Response:
     except NotYoursError as exc:
         raise ApiError(403, "forbidden", f"{principal.login} may not extend it: {exc}") from None
     except RequestError as exc:
+        if exc.field == "state":  # it has ended or still waits: the request was well formed
+            raise ApiError(409, "not_active", exc.message, exc.field) from None
         raise bad_request(exc.message, field=exc.field) from None
     return web.json_response(await reservation_json(request, reservation, principal.login))
 

@@ -50,7 +50,7 @@ _POOL_FIELDS: Final = {
     "name": fields.text(1, 200, "the pool's display name"),
     "owners": fields.LOGINS,
     "repositories": _REPOSITORY_GLOBS,
-    "firmware": {"$ref": "#/components/schemas/Firmware"},
+    "firmware": {"$ref": "#/components/schemas/FirmwareChange"},
     "labels": fields.LABELS,
     "tags": fields.TAGS,
 }
@@ -63,6 +63,17 @@ _DEVICE_FIELDS: Final = {
     "labels": fields.LABELS,
     "tags": fields.TAGS,
 }
+
+
+_UNTIL: Final = {"anyOf": [{"type": "null"}, {"const": ""}, {"type": "string", "format": "date-time"}]}
+
+
+def _until_only_with(state: str) -> dict[str, Any]:
+    """``until`` (a time) is for ``state`` only: with another state it is null or left out."""
+    return {
+        "if": {"properties": {"state": {"not": {"const": state}}}},
+        "then": {"properties": {"until": {"enum": [None, ""]}}},
+    }
 
 
 def ref(name: str) -> dict[str, str]:
@@ -119,6 +130,11 @@ SCHEMAS: Final[dict[str, Any]] = {
     "Firmware": _object(
         {"channel": _NULLABLE_LABEL_VALUE, "base_version": _NULLABLE_LABEL_VALUE},
         description="the firmware labels' values; null: none",
+    ),
+    "FirmwareChange": _object(
+        {"channel": _NULLABLE_LABEL_VALUE, "base_version": _NULLABLE_LABEL_VALUE},
+        required=[],
+        description="the firmware labels' values to set; null or left out: none",
     ),
     "Labels": _object(
         {
@@ -206,12 +222,12 @@ SCHEMAS: Final[dict[str, Any]] = {
             "state": DEVICE_STATE,
             "reason": fields.text(0, 500, "why"),
             "until": {
-                "type": ["string", "null"],
-                "format": "date-time",
+                **_UNTIL,
                 "description": "for maintenance only: when it ends by itself, in the future",
             },
         },
         required=["state"],
+        **_until_only_with("maintenance"),
     ),
     "LabelKey": _object({"key": STRING, "description": STRING}),
     "LabelKeyList": _object({"label_keys": {"type": "array", "items": ref("LabelKey")}}),
@@ -372,12 +388,12 @@ SCHEMAS: Final[dict[str, Any]] = {
             "state": {"enum": ["active", "paused"]},
             "reason": fields.text(0, 500, "why"),
             "until": {
-                "type": ["string", "null"],
-                "format": "date-time",
+                **_UNTIL,
                 "description": "for a pause only: when it ends by itself, in the future",
             },
         },
         required=["state"],
+        **_until_only_with("paused"),
     ),
     "RunnerHostList": _object({"hosts": {"type": "array", "items": ref("RunnerHost")}}),
     "Job": _object(

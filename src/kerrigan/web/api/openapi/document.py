@@ -361,7 +361,8 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     "extend an active reservation by extend_s while nobody waits for its board",
                     {
                         "200": _json("Reservation", "extended"),
-                        "400": _error("over the limit, someone waits for the board, or it is not active"),
+                        "400": _error("over the limit, or someone waits for the board"),
+                        "409": _error("not_active: it has ended, or still waits for a board"),
                         **_READ_ERRORS,
                         "403": _error("the caller may not extend it"),
                     },
