@@ -38,8 +38,6 @@ IMPLICIT_DEVICE_KEYS: Final = (
 )
 IMPLICIT_KEYS: Final = IMPLICIT_POOL_KEYS + IMPLICIT_DEVICE_KEYS
 
-_NAME = re.compile(r"[a-z0-9._-]{1,63}")
-
 
 def _any_case(text: str) -> str:
     return "".join(f"[{c}{c.upper()}]" if c.isalpha() else re.escape(c) for c in text)
@@ -47,7 +45,8 @@ def _any_case(text: str) -> str:
 
 # The rules as patterns, for documents (the REST API's states them; tests hold the functions below to them).
 STORED_NAME_PATTERN: Final = "[a-z0-9._-]{1,63}"
-"""A key or tag as stored: lowercase."""
+"""A key or tag as stored: lowercase (an id too)."""
+_NAME: Final = re.compile(STORED_NAME_PATTERN)
 USER_NAME_PATTERN: Final = f"(?!{_any_case(RESERVED_PREFIX)})[A-Za-z0-9._-]{{1,63}}"
 """A key or tag a person writes: any case, not in the reserved namespace."""
 STORED_USER_KEY_PATTERN: Final = f"(?!{re.escape(RESERVED_PREFIX)}){STORED_NAME_PATTERN}"

@@ -8,7 +8,6 @@ from kerrigan.core.reservations import DEFAULT_MAX_S, MAX_NOTE, MAX_WAIT_S
 from kerrigan.web.api.openapi import fields
 
 STRING: Final = {"type": "string"}
-_ID: Final = {"type": "string", "pattern": "^[a-z0-9._-]{1,63}$"}  # a pool's or a device's id
 DEVICE_STATE: Final = {"enum": ["available", "maintenance", "offline", "retired"]}
 _NULLABLE_STRING: Final = {"type": ["string", "null"]}
 _STRINGS: Final = {"type": "array", "items": STRING}

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kerrigan.core.inventory import MAX_REPOSITORY_GLOB, REPOSITORY_NAME_PATTERN, REPOSITORY_OWNER_PATTERN
+from kerrigan.core.inventory import (
+    MAX_REPOSITORY_GLOB,
+    REPOSITORY_NAME_PATTERN,
+    REPOSITORY_OWNER_PATTERN,
+    REPOSITORY_PATTERN,
+)
 from kerrigan.core.labels import (
     MAX_LENGTH,
     REQUESTED_KEY_PATTERN,
+    STORED_NAME_PATTERN,
     STORED_USER_KEY_PATTERN,
     USER_NAME_PATTERN,
 )
@@ -44,7 +50,7 @@ def anchored(pattern: str) -> str:
 
 ID: Final = {
     "type": "string",
-    "pattern": "^[a-z0-9._-]{1,63}$",
+    "pattern": anchored(STORED_NAME_PATTERN),
     "description": "an id: 1-63 of lowercase letters, digits, '.', '_' and '-'",
 }
 LABEL_VALUE: Final = text(1, MAX_LENGTH, "a label value")
@@ -100,7 +106,7 @@ REPOSITORY_NAME: Final = {
 }
 REPOSITORY: Final = {
     "type": "string",
-    "pattern": anchored(f"{REPOSITORY_OWNER_PATTERN}/{REPOSITORY_NAME_PATTERN}"),
+    "pattern": anchored(REPOSITORY_PATTERN),
     "maxLength": MAX_REPOSITORY_GLOB,
     "description": "owner/name",
 }
