@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+from sqlalchemy import select
 
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.database import Database
+from kerrigan.store.models import DeliveryRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import signed_headers
@@ -56,8 +58,30 @@ async def reported_session(site: Site, workflow: str) -> Session:
             sessions = await find_sessions(db, REPO, workflow=workflow)
         return sessions[-1] if sessions and sessions[-1].check_run_id is not None else None
 
-    session: Session = await wait_until(found)
+    try:
+        session: Session = await wait_until(found)
+    except AssertionError as exc:
+        raise AssertionError(f"no check run for {workflow!r}: {await _why(site)}") from exc
     return session
+
+
+async def _why(site: Site) -> str:
+    """What the deliveries and the sessions say, for a wait that timed out (a failed delivery or send is
+    retried at a time of the test's clock, which only moves when the test moves it)."""
+    async with site.database.sessions() as db:
+        deliveries = (await db.execute(select(DeliveryRow))).scalars().all()
+        sessions = await find_sessions(db, REPO)
+    told = [
+        f"delivery {row.event} attempts={row.attempts} processed={row.processed_at is not None} "
+        f"error={row.error!r}"
+        for row in deliveries
+    ]
+    told += [
+        f"session {row.workflow} state={row.state.value} check_run={row.check_run_id} "
+        f"error={row.check_run_error!r}"
+        for row in sessions
+    ]
+    return "; ".join(told) or "no deliveries, no sessions"
 
 
 async def push(site: Site, *manifests: str, sha: str = OTHER_SHA) -> None:
