@@ -77,6 +77,31 @@ class CheckRunBody:
             output["annotations"] = first
         return CheckRunBody({**self.fields, "output": output}, more)
 
+    def unsent(self, shown: Mapping[str, Any]) -> CheckRunBody | None:
+        """What is left to send of this completing body, GitHub showing the check run as ``shown``:
+        ``None`` when GitHub has all of it, else the body with the update annotations it lacks.
+
+        GitHub adds up annotations, so an update whose answer was lost is not sent again whole: when GitHub
+        shows this body's status, conclusion, title and summary, the update was done, and its annotations
+        beyond those the create sent (this body's own) are counted off the ones still to go.
+        """
+        output = self.fields["output"]
+        seen = shown.get("output") or {}
+        done = (
+            shown.get("status") == "completed"
+            and shown.get("conclusion") == self.conclusion
+            and seen.get("title") == output["title"]
+            and seen.get("summary") == output["summary"]
+        )
+        if not done:
+            return self.with_annotations(list(self.update_annotations))
+        created = len(output.get("annotations", ())) + sum(len(batch) for batch in self.more_annotations)
+        count = seen.get("annotations_count")
+        landed = min(max(count - created, 0), len(self.update_annotations)) if isinstance(count, int) else 0
+        if landed == len(self.update_annotations):
+            return None
+        return self.with_annotations(list(self.update_annotations[landed:]))
+
     @property
     def conclusion(self) -> str | None:
         """The conclusion, when the body completes the check run."""

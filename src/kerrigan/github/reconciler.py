@@ -293,8 +293,16 @@ class Reconciler:
         self, repo: Repository, check_run_id: int, body: CheckRunBody, installation_id: int, essential: bool
     ) -> None:
         # The create's annotations go with the create only: GitHub adds those of every update to the ones
-        # it has. An update carries its own (a completed check run's failed tests).
-        plain = body.with_annotations(list(body.update_annotations))
+        # it has. An update carries its own (a completed check run's failed tests), once: GitHub is asked
+        # first what it has, since an earlier try may have been done with its answer lost.
+        if body.update_annotations:
+            unsent = body.unsent(await repo.check_run(check_run_id))
+            if unsent is None:
+                log.info("check run %s: GitHub shows the completing update already", check_run_id)
+                return
+            plain = unsent
+        else:
+            plain = body.with_annotations([])
         repo.budget.spend(installation_id, creating=True, now=self._clock())
         with paid_for():
             await repo.update_check_run(check_run_id, plain)

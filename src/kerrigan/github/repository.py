@@ -181,6 +181,18 @@ class Repository:
             more = {"title": output["title"], "summary": output["summary"], "annotations": list(batch)}
             await self._patch_check_run(check_run_id, {"output": more}, essential=essential)
 
+    async def check_run(self, check_run_id: int) -> dict[str, Any]:
+        """The check run as GitHub shows it (its ``output`` with ``annotations_count``, not the annotations);
+        read before completing one whose last update may have been done without its answer arriving."""
+
+        async def fetch(token: str) -> Any:
+            return await self.client.getitem(
+                self._url("/check-runs/{check_run_id}"), {"check_run_id": check_run_id}, oauth_token=token
+            )
+
+        found: dict[str, Any] = await self._authorized(fetch, essential=True)
+        return found
+
     async def check_runs_for_ref(self, ref: str, name: str) -> list[dict[str, Any]]:
         """The check runs named ``name`` on the commit ``ref`` (a SHA, branch or tag), every page, of every
         check suite (``filter=all``): how the reconciler finds a check run whose creation it did not see
