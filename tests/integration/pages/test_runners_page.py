@@ -335,6 +335,14 @@ async def test_an_admin_pauses_a_host_from_the_page_and_resumes_it(
     )
     assert status == 400  # already paused: the bad until is refused all the same, naming it
     assert "until" in page
+    for reason in ("kernel\u202eupgrade", "x" * 501):  # the API's rule: printable, at most 500
+        status, page = await admin.post(
+            "/runners/lab-a-01/state", {"state": "paused", "reason": reason}, csrf_from="/runners"
+        )
+        assert status == 400
+        assert "reason must be 1-500 printable characters" in page
+    _, page = await admin.get("/runners")
+    assert f"paused by {ADMIN}: kernel upgrade" in section(page, "lab-a-01")  # unchanged
     status, page = await admin.post("/runners/lab-a-01/state", {"state": "active"}, csrf_from="/runners")
     assert status == 200
     assert "paused by" not in section(page, "lab-a-01")

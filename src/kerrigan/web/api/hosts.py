@@ -44,6 +44,12 @@ async def host_detail(request: web.Request) -> web.Response:
 
 
 HOST_STATES = ("active", "paused")
+REASON_MAX = 500
+
+
+def pause_reason(value: object) -> str:
+    """A pause's reason: empty, or 1-500 printable characters (the API's field and the page's alike)."""
+    return "" if value == "" else bodies.string(value, "reason", max_length=REASON_MAX)
 
 
 @routes.put("/hosts/{host_id}/state")
@@ -56,9 +62,7 @@ async def host_state(request: web.Request) -> web.Response:
     state = bodies.required(body, "state")
     if state not in HOST_STATES:
         raise bad_request(f"state must be one of {', '.join(HOST_STATES)}", field="state")
-    reason = body.get("reason", "")
-    if reason != "":
-        reason = bodies.string(reason, "reason", max_length=500)
+    reason = pause_reason(body.get("reason", ""))
     host_id = request.match_info["host_id"]
     async with writing(request) as session:
         change = editing.change_by(request, principal)

@@ -23,6 +23,7 @@ from kerrigan.store.inventory import load_inventory
 from kerrigan.store.queue_view import HeldJob, holding_jobs
 from kerrigan.store.runners import HostReport, host_reports, set_pause
 from kerrigan.web import editing
+from kerrigan.web.api.hosts import pause_reason
 from kerrigan.web.auth import forbidden
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.queue import GIB, duration
@@ -343,12 +344,13 @@ async def host_state_page(request: web.Request) -> web.Response:
         raise forbidden(principal, "pause or resume runner hosts: only System Admins may")
     host_id = request.match_info["host_id"]
     state, reason, until = posted.text("state"), posted.text("reason").strip(), posted.text("until").strip()
+    reason = pause_reason(reason)  # the API's rule: a reason naming itself in an error, never cut silently
     async with writing(request) as session:
         change = editing.change_by(request, principal)
         pause = None
         if state == "paused":
             at = editing.future_time(until, change.at, "until") if until else None
-            pause = HostPause(reason[:500], principal.login, change.at, at)
+            pause = HostPause(reason, principal.login, change.at, at)
         elif state != "active":
             raise ApiError(400, "invalid", "state must be paused or active", "state")
         if await set_pause(session, host_id, pause, change) is None:
