@@ -80,6 +80,11 @@ def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, or null (a request's optional field that is null is taken as left out)."""
+    return {"anyOf": [{"type": "null"}, schema]}
+
+
 def _object(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "type": "object",
@@ -273,35 +278,42 @@ SCHEMAS: Final[dict[str, Any]] = {
     ),
     "ReservationRequest": _object(
         {
-            "labels": fields.REQUESTED_LABELS,
-            "tags": fields.REQUESTED_TAGS,
-            "device": {**fields.ID, "description": "one device by id (its labels and tags must match too)"},
+            "labels": _or_null(fields.REQUESTED_LABELS),
+            "tags": _or_null(fields.REQUESTED_TAGS),
+            "device": _or_null(
+                {**fields.ID, "description": "one device by id (its labels and tags must match too)"}
+            ),
             "duration_s": {
                 "type": "integer",
                 "minimum": 1,
                 "maximum": DEFAULT_MAX_S,
                 "description": "at most KERRIGAN_RESERVATION_MAX_S (this server's)",
             },
-            "wait_s": {
-                "type": "integer",
-                "minimum": 0,
-                "maximum": MAX_WAIT_S,
-                "description": "how long it may wait",
-            },
+            "wait_s": _or_null(
+                {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_WAIT_S,
+                    "description": "how long it may wait",
+                }
+            ),
             "note": fields.text(0, MAX_NOTE, "what it is for, shown on the device"),
-            "id": {
-                "type": "string",
-                "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
-                "description": "the client's own id for it, a UUID in lowercase, to withdraw it",
-            },
+            "id": _or_null(
+                {
+                    "type": "string",
+                    "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+                    "description": "the client's own id for it, a UUID in lowercase, to withdraw it",
+                }
+            ),
         },
         required=["duration_s"],
         anyOf=[
-            {"required": ["labels"], "properties": {"labels": {"minProperties": 1}}},
-            {"required": ["tags"], "properties": {"tags": {"not": {"type": "array", "maxItems": 0}}}},
-            {"required": ["device"]},
+            {"required": ["labels"], "properties": {"labels": {"type": "object", "minProperties": 1}}},
+            {"required": ["tags"], "properties": {"tags": {"type": ["string", "array"], "minItems": 1}}},
+            {"required": ["device"], "properties": {"device": {"type": "string"}}},
         ],
-        description="labels, tags or a device (at least one), for duration_s seconds",
+        description="labels, tags or a device (at least one), for duration_s seconds; an optional field "
+        "that is null is left out",
     ),
     "Reservation": _object(
         {
