@@ -160,6 +160,8 @@ def settings(value: Any, field: str = "settings") -> dict[str, str]:
         if _SETTING_NAME.fullmatch(name) is None:
             raise FieldError(field, f"{field}: {name[:40]!r} is not an environment variable name")
         text(setting, f"{field}.{name}")
+        if "\0" in setting:  # an environment variable's value cannot hold one (the devices file refuses it)
+            raise FieldError(f"{field}.{name}", f"{field}.{name} must not hold a NUL character")
     return dict(value)
 
 

@@ -211,3 +211,11 @@ def test_a_bad_setting_names_the_field_given() -> None:
         f"{where}.LAB_TOKEN",
         f"{where}.LAB_TOKEN must be text of at most {fields.MAX_TEXT} characters",
     )
+
+
+def test_a_setting_value_with_a_nul_is_refused_as_no_environment_could_hold_it() -> None:
+    error = refused(fields.settings, {"POWER_OUTLET": "pdu-3\x007"})
+    assert (error.field, error.message) == (
+        "settings.POWER_OUTLET",
+        "settings.POWER_OUTLET must not hold a NUL character",
+    )
