@@ -37,6 +37,7 @@ from typing import Final, Literal
 import yaml
 
 from kerrigan.core.quoting import quote
+from kerrigan.core.runner_fields import MAX_SETTINGS, MAX_TEXT
 from kerrigan.core.yamlsource import SourceReader, describe, is_null, join_field
 
 log = logging.getLogger(__name__)
@@ -183,11 +184,32 @@ def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
     present_if = None
     if "present_if" in entries:
         present_if = _present_if(r, entries["present_if"][1], join_field(where, "present_if"))
-    env = _env(r, entries["env"][1], join_field(where, "env")) if "env" in entries else {}
+    env_field = join_field(where, "env")
+    env, value_nodes = _env(r, entries["env"][1], env_field) if "env" in entries else ({}, {})
     holder_sees = None
     if "holder_sees" in entries:
         holder_sees = _holder_sees(r, entries["holder_sees"][1], join_field(where, "holder_sees"), env)
-    return DeviceEntry(present_if, env, holder_sees)
+    entry = DeviceEntry(present_if, env, holder_sees)
+    # What the holder is shown goes to the server, whose limits are the runner protocol's: found here, in
+    # the file, rather than as a refusal the holder would only see as settings that never come.
+    shown = entry.holder_settings
+    if len(shown) > MAX_SETTINGS:
+        at = entries["holder_sees" if "holder_sees" in entries else "env"][1]
+        r.error(
+            at,
+            where,
+            f"a reservation's holder is shown at most {MAX_SETTINGS} settings, not "
+            f"{len(shown)}; list those to show in holder_sees",
+        )
+    for name, value in shown.items():
+        if len(value) > MAX_TEXT:
+            r.error(
+                value_nodes[name],
+                join_field(env_field, name),
+                f"is shown to a reservation's holder, "
+                f"who is shown at most {MAX_TEXT} characters a setting; leave it out of holder_sees",
+            )
+    return entry
 
 
 def _holder_sees(r: SourceReader, node: yaml.Node, where: str, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -255,9 +277,11 @@ def _present_if(r: SourceReader, node: yaml.Node, where: str) -> PresentIf | Non
     return CommandCheck(tuple(argv), timeout_s)
 
 
-def _env(r: SourceReader, node: yaml.Node, where: str) -> dict[str, str]:
+def _env(r: SourceReader, node: yaml.Node, where: str) -> tuple[dict[str, str], dict[str, yaml.Node]]:
+    """The env's names to values, and to the nodes of the values (for errors found later)."""
     entries = r.mapping(node, where)
     env = {}
+    nodes: dict[str, yaml.Node] = {}
     for name, (key_node, value_node) in (entries or {}).items():
         name_field = join_field(where, name)
         problem = env_name_problem(name)
@@ -271,7 +295,8 @@ def _env(r: SourceReader, node: yaml.Node, where: str) -> dict[str, str]:
             r.error(value_node, name_field, "must not hold a NUL character")
             continue
         env[name] = value
-    return env
+        nodes[name] = value_node
+    return env, nodes
 
 
 def env_name_problem(name: str) -> str | None:

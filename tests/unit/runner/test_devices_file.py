@@ -177,6 +177,16 @@ def test_a_file_with_no_devices_reads_as_none() -> None:
             "devices.yml:4:15: devices.a.env.OUTLET: ",
             "must not hold a NUL character",
         ),
+        (
+            f"devices:\n  a:\n    env:\n      OK: x\n      CERT: {'c' * 2001}\n",
+            "devices.yml:5:13: devices.a.env.CERT: ",
+            "is shown to a reservation's holder, who is shown at most 2000 characters a setting; leave it",
+        ),
+        (
+            "devices:\n  a:\n    env:\n" + "".join(f"      V{n}: x\n" for n in range(257)),
+            "devices.yml:4:7: devices.a: ",
+            "a reservation's holder is shown at most 256 settings, not 257; list those to show in",
+        ),
     ],
 )
 def test_a_bad_file_is_one_line_naming_the_file_line_and_field(text: str, where: str, message: str) -> None:
@@ -623,3 +633,11 @@ def test_a_gang_offers_roles_become_variables_only_when_they_are_role_names() ->
     }
     assert gang_environment({"devices": []}) == {}
     assert gang_environment({}) == {}
+
+
+def test_a_long_or_many_env_a_holder_is_not_shown_is_kept_for_jobs() -> None:
+    many = "".join(f"      V{n}: x\n" for n in range(300))
+    text = f"devices:\n  a:\n    env:\n      CERT: {'c' * 5000}\n{many}    holder_sees: [V1]\n"
+    [(device_id, entry)] = parse_devices_file(text, "devices.yml").devices.items()
+    assert (device_id, len(entry.env), entry.env["CERT"]) == ("a", 301, "c" * 5000)
+    assert entry.holder_settings == {"V1": "x"}
