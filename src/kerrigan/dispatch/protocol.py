@@ -114,6 +114,19 @@ def _invalid(exc: FieldError) -> ProtocolError:
     return ProtocolError(400, "invalid", exc.message, exc.field)
 
 
+async def read_bounded(request: web.Request, limit: int, too_large: ProtocolError) -> bytes:
+    """The request's body, or ``too_large`` raised as soon as it is known to be over ``limit`` bytes: from
+    its ``Content-Length``, or (a chunked body names none) counted as it comes."""
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    data = bytearray()
+    async for piece in request.content.iter_chunked(256 * 1024):
+        data += piece
+        if len(data) > limit:
+            raise too_large
+    return bytes(data)
+
+
 def error_response(exc: ProtocolError) -> web.Response:
     """The JSON error a protocol call answers."""
     body = {"error": {"code": exc.code, "message": exc.message, "field": exc.field}}
@@ -254,13 +267,7 @@ class RunnerProtocol:
             "too_large",
             f"a runner protocol call carries at most {size_text(MAX_BODY_BYTES)} ({MAX_BODY_BYTES} bytes)",
         )
-        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-            raise too_large
-        raw = bytearray()
-        async for piece in request.content.iter_chunked(64 * 1024):
-            raw += piece
-            if len(raw) > MAX_BODY_BYTES:  # a chunked body names no length: count as it comes
-                raise too_large
+        raw = await read_bounded(request, MAX_BODY_BYTES, too_large)
         try:
             body = json.loads(raw)
         except (UnicodeDecodeError, ValueError, RecursionError):

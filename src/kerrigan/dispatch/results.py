@@ -20,7 +20,7 @@ from kerrigan.core.manifest.paths import glob_problem
 from kerrigan.core.printable import is_printable
 from kerrigan.core.results import Locator, ParseLimits, parse_junit
 from kerrigan.core.runner_fields import MAX_RESOURCE
-from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
+from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response, read_bounded
 from kerrigan.store import jobs
 from kerrigan.store.results import result_count, store_results
 
@@ -102,11 +102,4 @@ async def _read(request: web.Request) -> bytes:
     too_large = ProtocolError(
         413, "too_large", f"a results file is sent as its first {MAX_FILE_BYTES} bytes at most", "size"
     )
-    if request.content_length is not None and request.content_length > MAX_FILE_BYTES:
-        raise too_large
-    data = bytearray()
-    async for piece in request.content.iter_chunked(256 * 1024):
-        data += piece
-        if len(data) > MAX_FILE_BYTES:
-            raise too_large
-    return bytes(data)
+    return await read_bounded(request, MAX_FILE_BYTES, too_large)
