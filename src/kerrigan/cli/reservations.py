@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from typing import Any, Final, TypeVar
 
 from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
+from kerrigan.cli.columns import columns
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.durations import DurationError, duration_text, parse_duration
 
@@ -277,9 +278,7 @@ def _list(args: argparse.Namespace) -> int:
                 str(item.get("note") or ""),
             ]
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print(columns(rows))
     if body.get("next_cursor"):
         print(f"more: add --cursor {body['next_cursor']}", file=sys.stderr)
     return 0

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
+from kerrigan.cli.columns import columns
 
 SESSION_LIST_FILTERS = {
     "repository": "owner/name",
@@ -30,13 +31,6 @@ def _refused(exc: ApiRefusedError) -> int:
 def _outcome(session: dict[str, object]) -> str:
     conclusion = session.get("conclusion")
     return f"{session.get('state')} ({conclusion})" if conclusion else str(session.get("state"))
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
 
 
 def _sessions_list(args: argparse.Namespace) -> int:
@@ -73,7 +67,7 @@ def _sessions_list(args: argparse.Namespace) -> int:
                 ",".join(map(str, devices)),
             ]
         )
-    print(_table(rows))
+    print(columns(rows))
     if body.get("next_cursor"):
         print(f"more: add --cursor {body['next_cursor']}", file=sys.stderr)
     return 0
@@ -123,7 +117,7 @@ def _sessions_show(args: argparse.Namespace) -> int:
                 ]
             )
         print()
-        print(_table(rows))
+        print(columns(rows))
     return 0
 
 
