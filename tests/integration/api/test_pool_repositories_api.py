@@ -4,6 +4,7 @@ and ``POST /api/v1/explain`` applies it for the ``repository`` it is given."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -192,3 +193,21 @@ async def test_explain_with_a_malformed_repository_is_a_400_naming_the_field(
     reply = await api.call("POST", "/explain", json={"manifest": MANIFEST, "repository": repository})
     assert reply.status == 400
     assert reply.body["error"]["field"] == "repository"
+
+
+async def test_explain_checks_a_query_repository_beside_a_json_body_whose_own_wins(api: Api) -> None:
+    await restrict_pool_a(api, "octo-lab/*")
+    long = "octo/" + "x" * 300
+    for body in ({}, {"repository": "octo-lab/firmware"}):  # the query is checked though the body is JSON
+        reply = await api.call(
+            "POST", f"/explain?{urlencode({'repository': long})}", json={"manifest": MANIFEST, **body}
+        )
+        assert reply.status == 400, reply.body
+        assert reply.body["error"]["field"] == "repository"
+        assert "is not a repository" in reply.body["error"]["message"]
+    both = await api.call(
+        "POST",
+        "/explain?repository=octo/other",
+        json={"manifest": MANIFEST, "repository": "octo-lab/firmware"},
+    )
+    assert (both.status, both.body["repository"], both.body["exit_code"]) == (200, "octo-lab/firmware", 0)

@@ -22,8 +22,8 @@ DEFAULT_PATH = ".kerrigan/workflows/manifest.yml"
 @routes.post("/explain")
 async def explain_manifest(request: web.Request) -> web.Response:
     """The manifest comes as ``{"manifest": "<yaml>", "path": "...", "repository": "owner/name"}`` or as
-    the raw YAML body; with ``repository`` (also ``?repository=`` on a raw body) the pools' ``repositories``
-    lists are applied for a session of that repository.
+    the raw YAML body; with ``repository`` (or ``?repository=``, checked whenever given; a JSON body's own
+    wins) the pools' ``repositories`` lists are applied for a session of that repository.
 
     The answer is the ``kerrigan explain`` JSON with status 200, also for an invalid manifest (its errors
     are in the document); ``exit_code`` carries what the command would exit with. No body at all (or only
@@ -31,13 +31,16 @@ async def explain_manifest(request: web.Request) -> web.Response:
     """
     await reader(request)
     repository: str | None = request.query.get("repository")
+    if repository is not None:  # checked when given, whether or not a JSON body names one too
+        repository = _repository(repository)
     if request.content_type == "application/json":
         body = await bodies.json_object(request, ("manifest", "path", "repository"))
         text = bodies.required(body, "manifest")
         if not isinstance(text, str):
             raise bad_request("manifest must be the manifest's YAML text", field="manifest")
         path = bodies.string(body.get("path", DEFAULT_PATH), "path", max_length=500)
-        repository = body.get("repository", repository)
+        if "repository" in body:  # the body's wins over the query's (both checked)
+            repository = _repository(body["repository"])
     else:
         if request.content_length is not None and request.content_length > bodies.MAX_BODY:
             raise bad_request(f"the manifest is over {bodies.MAX_BODY} bytes", field="manifest")
@@ -47,8 +50,6 @@ async def explain_manifest(request: web.Request) -> web.Response:
                 'send the manifest: its YAML as the body, or JSON {"manifest": "..."}', field="manifest"
             )
         path = DEFAULT_PATH
-    if repository is not None:
-        repository = _repository(repository)
     manifest = parse_manifest(text, path)
     async with request.config_dict[DATABASE].sessions() as session:
         inventory = await load_inventory(session)
