@@ -282,7 +282,7 @@ async def count_history(database: Database) -> int:
         ).all()
     for state, failure_class, device in ended:
         count_fact(JobStarted(rng.expovariate(1 / 90)))
-        count_fact(JobEnded(state, failure_class, device, rng.uniform(30, 600)))
+        count_fact(JobEnded(state, failure_class, (device,) if device else (), rng.uniform(30, 600)))
     for _ in range(len(ended) // JOBS_PER_SESSION):
         count_fact(SessionConcluded(rng.choices(("success", "failure", "cancelled"), (0.9, 0.08, 0.02))[0]))
     for event in WEBHOOK_EVENTS:

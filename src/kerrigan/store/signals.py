@@ -41,11 +41,12 @@ class JobStarted:
 
 @dataclass(frozen=True, slots=True)
 class JobEnded:
-    """A job ended in ``state``; it ran on ``device`` for ``ran_s`` (0 if it never started)."""
+    """A job ended in ``state``; it held ``devices`` (every one of a gang; none if it never got one) for
+    ``ran_s`` (0 if it never started)."""
 
     state: str
     failure_class: str | None
-    device: str | None
+    devices: tuple[str, ...]
     ran_s: float
 
 

@@ -79,15 +79,21 @@ async def move_job(
         job.failure_class = klass.value if klass is not None else None
         if before not in ENDED:  # failed -> retried is the same run, counted when it failed
             ran_s = (at - job.started_at).total_seconds() if job.started_at is not None else 0.0
-            note(session, JobEnded(to.value, job.failure_class, job.device_id, max(0.0, ran_s)))
+            note(session, JobEnded(to.value, job.failure_class, held_devices(job), max(0.0, ran_s)))
         checked = await checked_device(session, job.session_pk) if job.task_id == HEALTH_CHECK_TASK else None
         if checked is not None:
             await record_check_end(session, checked, job, to, at)  # never counted as a device's failure
         elif before in HOLDING_A_DEVICE and job.device_id is not None and job.started_at is not None:
             # Each device of a gang ran it: a success clears each one's count, a failure of the lab's
             # counts on each (their health checks tell the broken board from its peers).
-            for device_id in [str(d["device"]) for d in job.devices or ()] or [job.device_id]:
+            for device_id in held_devices(job):
                 await count_outcome(session, device_id, to, klass, job_pk=job.pk, reason=job.reason, at=at)
+
+
+def held_devices(job: JobRow) -> tuple[str, ...]:
+    """The devices the job holds or held: each role's of a gang, else its one (none before it got one)."""
+    gang = tuple(str(role["device"]) for role in job.devices or ())
+    return gang or ((job.device_id,) if job.device_id is not None else ())
 
 
 def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:

@@ -42,9 +42,9 @@ def count_fact(fact: Fact) -> None:
     match fact:
         case JobStarted(waited_s):
             QUEUE_WAIT.observe(waited_s)
-        case JobEnded(state, failure_class, device, ran_s):
+        case JobEnded(state, failure_class, devices, ran_s):
             JOBS.labels(state, failure_class or "").inc()
-            if device is not None:  # a device's series starts with its first job, even one that never ran
+            for device in devices:  # a device's series starts with its first job, even one that never ran
                 DEVICE_BUSY.inc(device, ran_s)
         case SessionConcluded(conclusion):
             SESSIONS.labels(conclusion).inc()

@@ -40,7 +40,27 @@ async def test_a_failed_job_given_another_attempt_is_counted_as_ending_once(
         clock.advance(100)
         await move_job(session, job, JobState.FAILED, db.clock(), reason="runner_lost")
         await move_job(session, job, JobState.RETRIED, db.clock())  # the same run, given another attempt
-    assert heard == [JobStarted(30.0), JobEnded("failed", "infrastructure", "modalix-bluebox", 100.0)]
+    assert heard == [JobStarted(30.0), JobEnded("failed", "infrastructure", ("modalix-bluebox",), 100.0)]
+
+
+async def test_a_gang_job_counts_its_time_on_every_device_it_held(db: Database, clock: FakeClock) -> None:
+    heard: list[Fact] = []
+    db.signals.listen_facts(heard.append)
+    session_id = str(uuid.uuid4())
+    async with db.sessions() as session, session.begin():
+        await create_session(session, builders.session(session_id, ["pair"]), db.clock())
+    async with db.sessions() as session, session.begin():
+        pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+        job = await session.scalar(select(JobRow).where(JobRow.session_pk == pk))
+        assert job is not None
+        job.device_id = "modalix-bluebox"  # the first role's, as the dispatcher leaves it
+        job.devices = [{"role": "dut", "device": "modalix-bluebox"}, {"role": "peer", "device": "davinci-01"}]
+        for state in (JobState.LEASED, JobState.ACCEPTED, JobState.RUNNING):
+            await move_job(session, job, state, db.clock())
+        job.started_at = db.clock()
+        clock.advance(45)
+        await move_job(session, job, JobState.SUCCEEDED, db.clock(), exit_status=0)
+    assert heard[-1] == JobEnded("succeeded", None, ("modalix-bluebox", "davinci-01"), 45.0)
 
 
 async def test_a_rolled_back_transaction_tells_nothing(db: Database) -> None:
