@@ -59,7 +59,7 @@ async def reported_session(site: Site, workflow: str) -> Session:
         return sessions[-1] if sessions and sessions[-1].check_run_id is not None else None
 
     try:
-        session: Session = await wait_until(found)
+        session: Session = await wait_until(found, timeout=30.0)  # CI's machine is slower than ours
     except AssertionError as exc:
         raise AssertionError(f"no check run for {workflow!r}: {await _why(site)}") from exc
     return session
