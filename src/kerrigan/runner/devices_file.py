@@ -194,10 +194,10 @@ def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
     # the file, rather than as a refusal the holder would only see as settings that never come.
     shown = entry.holder_settings
     if len(shown) > MAX_SETTINGS:
-        at = entries["holder_sees" if "holder_sees" in entries else "env"][1]
+        key = "holder_sees" if "holder_sees" in entries else "env"
         r.error(
-            at,
-            where,
+            entries[key][1],
+            join_field(where, key),
             f"a reservation's holder is shown at most {MAX_SETTINGS} settings, not "
             f"{len(shown)}; list those to show in holder_sees",
         )

@@ -184,7 +184,14 @@ def test_a_file_with_no_devices_reads_as_none() -> None:
         ),
         (
             "devices:\n  a:\n    env:\n" + "".join(f"      V{n}: x\n" for n in range(257)),
-            "devices.yml:4:7: devices.a: ",
+            "devices.yml:4:7: devices.a.env: ",
+            "a reservation's holder is shown at most 256 settings, not 257; list those to show in",
+        ),
+        (
+            "devices:\n  a:\n    env:\n"
+            + "".join(f"      V{n}: x\n" for n in range(257))
+            + f"    holder_sees: [{', '.join(f'V{n}' for n in range(257))}]\n",
+            "devices.yml:261:18: devices.a.holder_sees: ",
             "a reservation's holder is shown at most 256 settings, not 257; list those to show in",
         ),
     ],

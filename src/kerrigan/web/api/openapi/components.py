@@ -44,7 +44,12 @@ _REPOSITORY_GLOBS: Final = {
 }
 
 
-_NULLABLE_LABEL_VALUE: Final = {"oneOf": [{"type": "null"}, fields.LABEL_VALUE]}
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema``, or null (in a reservation request, an optional field that is null is taken as left out)."""
+    return {"anyOf": [{"type": "null"}, schema]}
+
+
+_NULLABLE_LABEL_VALUE: Final = _or_null(fields.LABEL_VALUE)
 _POOL_FIELDS: Final = {
     "name": fields.text(1, 200, "the pool's display name"),
     "owners": fields.LOGINS,
@@ -78,11 +83,6 @@ def _until_only_with(state: str) -> dict[str, Any]:
 def ref(name: str) -> dict[str, str]:
     """A reference to the component schema ``name``."""
     return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema``, or null (a request's optional field that is null is taken as left out)."""
-    return {"anyOf": [{"type": "null"}, schema]}
 
 
 def _object(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
