@@ -37,6 +37,7 @@ from kerrigan.core.inventory import (
     RepositoryGlobError,
     validate_repository_glob,
 )
+from kerrigan.core.label_impact import LostDevices, devices_lost
 from kerrigan.core.labels import LabelError, validate_tag, validate_value
 from kerrigan.core.roles import (
     OWNER_STATES,
@@ -56,10 +57,12 @@ from kerrigan.store.inventory import (
     StoredPool,
     get_device,
     get_pool,
+    load_inventory,
     save_device,
     save_pool,
     set_state,
 )
+from kerrigan.store.label_impact import WINDOW, asked_tasks
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import bodies
 from kerrigan.web.auth import forbidden
@@ -442,10 +445,20 @@ class FormError:
     field: str
     message: str
     typed: Mapping[str, str]
+    # A change of labels held back because it takes devices from tasks that ran lately: those tasks, and
+    # where the form posts again to make the change anyway.
+    lost: tuple[LostDevices, ...] = ()
+    action: str = ""
+
+    @property
+    def status(self) -> int:
+        """The status of the page that shows it: 409 for a change held back, else 400."""
+        return 409 if self.lost else 400
 
     def at(self, form: str, field: str) -> bool:
-        """Whether the message belongs next to ``field`` of ``form``."""
-        return (form, field) == (self.form, self.field)
+        """Whether the message belongs next to ``field`` of ``form`` (a held-back change is shown above the
+        forms, not next to a field)."""
+        return not self.lost and (form, field) == (self.form, self.field)
 
     def typed_value(self, form: str, name: str, default: str = "") -> str:
         """What was typed into ``name`` of ``form``, or ``default`` for another form."""
@@ -489,6 +502,61 @@ class PostedForm:
 
 Edit = Callable[[Editor], Awaitable[object]]
 Rerender = Callable[[FormError], Awaitable[web.Response]]
+CONFIRM = "yes"
+"""The value of a form's ``confirm`` field that makes a change held back by :func:`weigh` anyway."""
+
+
+@dataclass(frozen=True, slots=True)
+class Weighed:
+    """An edit and what it would take from the tasks that ran lately (:mod:`kerrigan.core.label_impact`)."""
+
+    saved: object
+    lost: tuple[LostDevices, ...]
+
+
+class _Undone(Exception):  # noqa: N818 - not an error: it carries a dry run out of its transaction
+    """Leaves a write transaction rolled back, carrying what the edit would have done."""
+
+    def __init__(self, weighed: Weighed) -> None:
+        super().__init__("rolled back")
+        self.weighed = weighed
+
+
+async def weigh(
+    request: web.Request,
+    principal: Principal,
+    edit: Edit,
+    *,
+    keep: Callable[[Weighed], bool],
+    if_match: bool,
+) -> tuple[Weighed, bool]:
+    """Make ``edit`` in one write transaction and weigh it against the tasks of the last
+    :data:`~kerrigan.store.label_impact.WINDOW`; it is kept (committed) only when ``keep`` says so, else
+    rolled back. What it did and would take, and whether it was kept. With ``if_match`` the edit holds the
+    request's ``If-Match`` (the API's)."""
+    try:
+        async with writing(request) as session:
+            chosen = editor(request, session, principal, if_match=if_match)
+            before = await load_inventory(session)
+            saved = await edit(chosen)
+            after = await load_inventory(session)
+            asked = await asked_tasks(session, chosen.change.at)
+            weighed = Weighed(saved, devices_lost(before, after, asked))
+            if not keep(weighed):
+                raise _Undone(weighed)
+    except _Undone as undone:
+        return undone.weighed, False
+    return weighed, True
+
+
+def held_back_message(lost: tuple[LostDevices, ...]) -> str:
+    """Why a page's change of labels waits for a second click."""
+    days = WINDOW.days
+    stranded = sum(1 for item in lost if item.unschedulable)
+    text = f"This change takes devices from {len(lost)} task(s) that ran in the last {days} days"
+    if stranded:
+        text += f"; {stranded} of them would have none left and fail at once"
+    return text + ". Change it anyway, or keep the labels as they are."
 
 
 async def edit_from_page(
@@ -502,13 +570,26 @@ async def edit_from_page(
     rerender: Rerender,
     done: str,
     notice: str,
+    weighed: bool = False,
 ) -> web.Response:
     """Make a page's edit in one write transaction. A broken rule (400) rolls it back and re-renders the
     page with the message next to the field; a refusal (403) or a missing pool or device (404) is the error
-    page; success redirects to ``done`` with ``notice`` shown there once."""
+    page; success redirects to ``done`` with ``notice`` shown there once.
+
+    A ``weighed`` edit (of labels or tags) that takes devices from tasks that ran lately is rolled back
+    too, and the page lists those tasks with a button that posts the form again with ``confirm=yes``."""
     try:
-        async with writing(request) as session:
-            await edit(editor(request, session, posted.principal, if_match=False))
+        if weighed and posted.text("confirm") != CONFIRM:
+            found, kept = await weigh(
+                request, posted.principal, edit, keep=lambda w: not w.lost, if_match=False
+            )
+            if not kept:
+                message = held_back_message(found.lost)
+                held = FormError(form, "", message, dict(typed), lost=found.lost, action=request.path)
+                return await rerender(held)
+        else:
+            async with writing(request) as session:
+                await edit(editor(request, session, posted.principal, if_match=False))
     except NotFoundError as exc:
         raise not_found(exc) from None
     except ApiError as exc:

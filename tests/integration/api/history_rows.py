@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -25,6 +26,7 @@ class Run:
     host: str = "lab-a-01"
     exit_status: int | None = 0
     failure_class: str | None = None
+    requirements: dict[str, Any] | None = None  # as the session's resolution recorded them
 
 
 async def add_session(
@@ -74,6 +76,7 @@ async def add_session(
             attempt=run.attempt,
             retry_of=previous if run.attempt > 1 else None,
             failure_class=run.failure_class,
+            requirements=run.requirements,
         )
         session.add(job)
         await session.flush()

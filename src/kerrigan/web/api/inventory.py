@@ -9,8 +9,8 @@ and tags of their own pools and the devices in them, everyone else reads. The ed
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar, cast
 
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +25,8 @@ from kerrigan.core.inventory import (
 )
 from kerrigan.core.roles import Principal, may_administer
 from kerrigan.store.inventory import (
+    StoredDevice,
+    StoredPool,
     create_device,
     create_pool,
     delete_device,
@@ -34,6 +36,7 @@ from kerrigan.store.inventory import (
     list_devices,
     list_pools,
 )
+from kerrigan.store.label_impact import WINDOW
 from kerrigan.web import bodies, editing
 from kerrigan.web.api.representations import device_json, pool_json
 from kerrigan.web.auth import forbidden, reader, signed_in
@@ -49,6 +52,71 @@ def _with_etag(body: Mapping[str, Any], etag: str, status: int = 200) -> web.Res
 
 def _editor(request: web.Request, session: AsyncSession, principal: Principal) -> editing.Editor:
     return editing.editor(request, session, principal, if_match=True)
+
+
+class _Versioned(Protocol):
+    @property
+    def etag(self) -> str: ...
+
+
+S = TypeVar("S", bound=_Versioned)
+
+
+def _dry_run(request: web.Request) -> bool:
+    """``?dry_run=true``: weigh the change and answer what it would do, changing nothing."""
+    value = request.query.get("dry_run")
+    if value not in (None, "true", "false"):
+        raise bad_request("dry_run is true or false", field="dry_run")
+    return value == "true"
+
+
+async def _edited(
+    request: web.Request,
+    principal: Principal,
+    edit: Callable[[editing.Editor], Awaitable[S]],
+    render: Callable[[S], dict[str, Any]],
+    read: Callable[[AsyncSession], Awaitable[S]],
+) -> web.Response:
+    """Make ``edit`` and answer the saved pool or device with its ``ETag``; with ``?dry_run=true``, roll it
+    back and answer what it would be and every task of the last days that would lose devices by it, with
+    the ``ETag`` of the version it was weighed against (``If-Match`` it to make the change only if nothing
+    changed since)."""
+    if _dry_run(request):
+        weighed_against: list[str] = []
+
+        async def after_reading(editor: editing.Editor) -> S:
+            weighed_against.append((await read(editor.session)).etag)
+            return await edit(editor)
+
+        weighed, _ = await editing.weigh(
+            request, principal, after_reading, keep=lambda _: False, if_match=True
+        )
+        body = {
+            "dry_run": True,
+            "would_be": render(cast(S, weighed.saved)),
+            "window_days": WINDOW.days,
+            "lost": [item.as_dict() for item in weighed.lost],
+        }
+        return _with_etag(body, weighed_against[0])
+    async with writing(request) as session:
+        saved = await edit(_editor(request, session, principal))
+    return _with_etag(render(saved), saved.etag)
+
+
+def _pool(stored: StoredPool) -> dict[str, Any]:
+    return pool_json(stored)
+
+
+def _device(stored: StoredDevice) -> dict[str, Any]:
+    return device_json(stored)
+
+
+def _read_pool(request: web.Request) -> Callable[[AsyncSession], Awaitable[StoredPool]]:
+    return lambda session: get_pool(session, request.match_info["pool_id"])
+
+
+def _read_device(request: web.Request) -> Callable[[AsyncSession], Awaitable[StoredDevice]]:
+    return lambda session: get_device(session, request.match_info["device_id"])
 
 
 def _filters(request: web.Request) -> editing.Filters:
@@ -109,9 +177,11 @@ async def pools_update(request: web.Request) -> web.Response:
     """Change a pool's name, owners, repositories, firmware (admins), labels or tags (admins and owners)."""
     principal = await signed_in(request)
     body = await bodies.json_object(request, editing.POOL_PATCH_FIELDS)
-    async with writing(request) as session:
-        saved = await _editor(request, session, principal).update_pool(request.match_info["pool_id"], body)
-    return _with_etag(pool_json(saved), saved.etag)
+
+    async def edit(editor: editing.Editor) -> StoredPool:
+        return await editor.update_pool(request.match_info["pool_id"], body)
+
+    return await _edited(request, principal, edit, _pool, _read_pool(request))
 
 
 @routes.delete("/pools/{pool_id}")
@@ -146,11 +216,11 @@ async def pools_label(request: web.Request) -> web.Response:
     """Set a pool label (an empty value removes it) or remove it."""
     principal = await signed_in(request)
     value = await _label_value(request)
-    async with writing(request) as session:
-        saved = await _editor(request, session, principal).set_pool_label(
-            request.match_info["pool_id"], request.match_info["key"], value
-        )
-    return _with_etag(pool_json(saved), saved.etag)
+
+    async def edit(editor: editing.Editor) -> StoredPool:
+        return await editor.set_pool_label(request.match_info["pool_id"], request.match_info["key"], value)
+
+    return await _edited(request, principal, edit, _pool, _read_pool(request))
 
 
 @routes.put("/pools/{pool_id}/tags/{tag}")
@@ -158,11 +228,13 @@ async def pools_label(request: web.Request) -> web.Response:
 async def pools_tag(request: web.Request) -> web.Response:
     """Add or remove a pool tag."""
     principal = await signed_in(request)
-    async with writing(request) as session:
-        saved = await _editor(request, session, principal).set_pool_tag(
+
+    async def edit(editor: editing.Editor) -> StoredPool:
+        return await editor.set_pool_tag(
             request.match_info["pool_id"], request.match_info["tag"], add=request.method == "PUT"
         )
-    return _with_etag(pool_json(saved), saved.etag)
+
+    return await _edited(request, principal, edit, _pool, _read_pool(request))
 
 
 # -- devices ---------------------------------------------------------------------------------------
@@ -223,11 +295,11 @@ async def devices_update(request: web.Request) -> web.Response:
     """Change a device's pool, board, types, host (admins), labels or tags (admins and pool owners)."""
     principal = await signed_in(request)
     body = await bodies.json_object(request, editing.DEVICE_PATCH_FIELDS)
-    async with writing(request) as session:
-        saved = await _editor(request, session, principal).update_device(
-            request.match_info["device_id"], body
-        )
-    return _with_etag(device_json(saved), saved.etag)
+
+    async def edit(editor: editing.Editor) -> StoredDevice:
+        return await editor.update_device(request.match_info["device_id"], body)
+
+    return await _edited(request, principal, edit, _device, _read_device(request))
 
 
 @routes.delete("/devices/{device_id}")
@@ -252,11 +324,13 @@ async def devices_label(request: web.Request) -> web.Response:
     """Set a device label (an empty value removes it) or remove it."""
     principal = await signed_in(request)
     value = await _label_value(request)
-    async with writing(request) as session:
-        saved = await _editor(request, session, principal).set_device_label(
+
+    async def edit(editor: editing.Editor) -> StoredDevice:
+        return await editor.set_device_label(
             request.match_info["device_id"], request.match_info["key"], value
         )
-    return _with_etag(device_json(saved), saved.etag)
+
+    return await _edited(request, principal, edit, _device, _read_device(request))
 
 
 @routes.put("/devices/{device_id}/tags/{tag}")
@@ -264,11 +338,13 @@ async def devices_label(request: web.Request) -> web.Response:
 async def devices_tag(request: web.Request) -> web.Response:
     """Add or remove a device tag."""
     principal = await signed_in(request)
-    async with writing(request) as session:
-        saved = await _editor(request, session, principal).set_device_tag(
+
+    async def edit(editor: editing.Editor) -> StoredDevice:
+        return await editor.set_device_tag(
             request.match_info["device_id"], request.match_info["tag"], add=request.method == "PUT"
         )
-    return _with_etag(device_json(saved), saved.etag)
+
+    return await _edited(request, principal, edit, _device, _read_device(request))
 
 
 @routes.put("/devices/{device_id}/state")

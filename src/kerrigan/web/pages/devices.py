@@ -202,7 +202,7 @@ async def _device_page(
             base=f"/devices/{device.id}",
         ),
     }
-    return await render(request, "device.html", context, 400 if error else 200)
+    return await render(request, "device.html", context, error.status if error else 200)
 
 
 @routes.get("/devices/{device_id}")

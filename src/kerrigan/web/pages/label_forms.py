@@ -55,7 +55,7 @@ async def form_context(
         "may_admin": may_admin,
         "approved": approved,
         "error": error,
-        "error_placed": error is not None and error.form in shown,
+        "error_placed": error is not None and not error.lost and error.form in shown,
         "notice": None if error is not None else await editing.take_notice(request),
         "base": base,
     }
@@ -109,9 +109,10 @@ class FormSubject:
         typed: Mapping[str, str],
         fields: Mapping[str, str],
         notice: str,
+        weighed: bool = False,
     ) -> web.Response:
-        """:func:`editing.edit_from_page` for this subject: a broken rule re-renders its page, a success
-        redirects back to it."""
+        """:func:`editing.edit_from_page` for this subject: a broken rule (or a ``weighed`` change that takes
+        devices from tasks that ran lately) re-renders its page, a success redirects back to it."""
 
         async def rerender(error: FormError) -> web.Response:
             return await self.page(request, posted.principal, error)
@@ -126,6 +127,7 @@ class FormSubject:
             rerender=rerender,
             done=f"{self.prefix}/{self._subject_id(request)}",
             notice=notice,
+            weighed=weighed,
         )
 
     async def add_label(self, request: web.Request) -> web.Response:
@@ -144,6 +146,7 @@ class FormSubject:
             typed={"key": key, "value": value},
             fields=LABEL_FIELDS,
             notice=f"Label {key.lower()}={value} set on {self.noun} {subject_id}.",
+            weighed=True,
         )
 
     async def change_label(self, request: web.Request) -> web.Response:
@@ -162,6 +165,7 @@ class FormSubject:
             typed={"value": value},
             fields=LABEL_FIELDS,
             notice=f"Label {key} set to {value}." if value else f"Label {key} removed.",
+            weighed=True,
         )
 
     async def remove_label(self, request: web.Request) -> web.Response:
@@ -180,6 +184,7 @@ class FormSubject:
             typed={},
             fields=LABEL_FIELDS,
             notice=f"Label {key} removed from {self.noun} {subject_id}.",
+            weighed=True,
         )
 
     async def add_tag(self, request: web.Request) -> web.Response:
@@ -198,6 +203,7 @@ class FormSubject:
             typed={"tag": tag},
             fields=TAG_FIELDS,
             notice=f"Tag {tag.lower()} added to {self.noun} {subject_id}.",
+            weighed=True,
         )
 
     async def remove_tag(self, request: web.Request) -> web.Response:
@@ -216,6 +222,7 @@ class FormSubject:
             typed={},
             fields=TAG_FIELDS,
             notice=f"Tag {tag} removed from {self.noun} {subject_id}.",
+            weighed=True,
         )
 
     def _subject_id(self, request: web.Request) -> str:

@@ -166,7 +166,7 @@ async def _editor_page(
             base=f"/pools/{pool.id}",
         ),
     }
-    return await render(request, "pool.html", context, 400 if error else 200)
+    return await render(request, "pool.html", context, error.status if error else 200)
 
 
 @routes.get("/pools/{pool_id}")

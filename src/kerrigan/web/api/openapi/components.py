@@ -203,6 +203,38 @@ SCHEMAS: Final[dict[str, Any]] = {
             "version": {"type": "integer", "minimum": 1},
         }
     ),
+    "LostDevices": _object(
+        {
+            "repository": STRING,
+            "workflow": STRING,
+            "task": STRING,
+            "role": _NULLABLE_STRING,
+            "devices_before": {"type": "integer", "minimum": 1},
+            "devices_after": {"type": "integer", "minimum": 0},
+            "lost": _STRINGS,
+        },
+        description="a task that ran lately and would match fewer devices after the change",
+    ),
+    "PoolDryRun": _object(
+        {
+            "dry_run": {"const": True},
+            "would_be": ref("Pool"),
+            "window_days": {"type": "integer", "minimum": 1},
+            "lost": {"type": "array", "items": ref("LostDevices")},
+        },
+        description="what the change would do; nothing was changed",
+    ),
+    "DeviceDryRun": _object(
+        {
+            "dry_run": {"const": True},
+            "would_be": ref("Device"),
+            "window_days": {"type": "integer", "minimum": 1},
+            "lost": {"type": "array", "items": ref("LostDevices")},
+        },
+        description="what the change would do; nothing was changed",
+    ),
+    "PoolEdited": {"anyOf": [ref("Pool"), ref("PoolDryRun")]},
+    "DeviceEdited": {"anyOf": [ref("Device"), ref("DeviceDryRun")]},
     "HealthCheckQueued": _object(
         {"device": STRING, "job": {"type": "integer"}, "queued": {"type": "boolean"}},
         description="the device's health-check job; queued false: one was queued or running already",

@@ -76,6 +76,30 @@ _FILTERS = [
 ]
 
 
+_DRY_RUN: Final = {
+    "name": "dry_run",
+    "in": "query",
+    "required": False,
+    "schema": {"enum": ["true", "false"]},
+    "description": "true: change nothing; answer what the change would be and which tasks of the last 30 "
+    "days would lose devices by it",
+}
+
+
+def _edited(schema: str, subject: str) -> dict[str, Any]:
+    """The answer of a change that ``?dry_run=true`` may weigh instead."""
+    return {
+        "description": f"the {subject}, or with dry_run what it would be",
+        "content": {"application/json": {"schema": ref(f"{schema}Edited")}},
+        "headers": {
+            "ETag": {
+                "schema": STRING,
+                "description": "the version written; for a dry run, the version it was weighed against",
+            }
+        },
+    }
+
+
 def _query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "name": name,
@@ -142,20 +166,20 @@ def _op(summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]
 
 def _edit_ops(kind: str, schema: str, subject: str, param: str) -> dict[str, Any]:
     """PUT and DELETE of a label or a tag."""
-    put_extra: dict[str, Any] = {"parameters": [_IF_MATCH]}
+    put_extra: dict[str, Any] = {"parameters": [_IF_MATCH, _DRY_RUN]}
     if kind == "label":
         put_extra["requestBody"] = _body("LabelValue")
     return {
         "parameters": [_path_param(f"{subject}_id"), _path_param(param, fields.USER_NAME)],
         "put": _op(
             f"set a {subject} {kind}" + (" (an empty value removes it)" if kind == "label" else ""),
-            {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
+            {"200": _edited(schema, subject), **_WRITE_ERRORS},
             **put_extra,
         ),
         "delete": _op(
             f"remove a {subject} {kind}",
-            {"200": _json(schema, f"the {subject}", etag=True), **_WRITE_ERRORS},
-            parameters=[_IF_MATCH],
+            {"200": _edited(schema, subject), **_WRITE_ERRORS},
+            parameters=[_IF_MATCH, _DRY_RUN],
         ),
     }
 
@@ -167,12 +191,12 @@ def _resource_ops(subject: str, schema: str, patch: str) -> dict[str, Any]:
         "patch": _op(
             f"change a {subject}",
             {
-                "200": _json(schema, f"the {subject}", etag=True),
+                "200": _edited(schema, subject),
                 **_WRITE_ERRORS,
                 **(_UNKNOWN_POOL if subject == "device" else {}),
             },
             requestBody=_body(patch),
-            parameters=[_IF_MATCH],
+            parameters=[_IF_MATCH, _DRY_RUN],
         ),
         "delete": _op(
             f"delete a {subject}",
