@@ -80,9 +80,11 @@ def parse_duration(value: object) -> int:
 
 
 def check_run(text: str) -> str:
-    """The command: a non-empty string of at most 4096 characters."""
+    """The command: a non-empty string of at most 4096 characters, without NUL (no command line holds one)."""
     if not text.strip():
         raise HealthCheckError("must be a non-empty command")
+    if "\0" in text:
+        raise HealthCheckError("holds a NUL character, which no command line can")
     if len(text) > MAX_RUN:
         raise HealthCheckError(f"is {len(text)} characters; at most {MAX_RUN}")
     return text

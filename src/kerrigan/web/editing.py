@@ -26,6 +26,12 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.health_checks import (
+    HEALTH_CHECK_KEYS,
+    HealthCheck,
+    HealthCheckError,
+    health_check_from_document,
+)
 from kerrigan.core.instants import EXAMPLE as TIME_EXAMPLE
 from kerrigan.core.instants import TimeError, read_time
 from kerrigan.core.inventory import (
@@ -70,11 +76,20 @@ from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.signin import check_csrf, get_session, page_writer, redirect
 from kerrigan.web.state import DATABASE, writing
 
-LABEL_FIELDS = frozenset({"labels", "tags"})
+OWNER_FIELDS = frozenset({"labels", "tags", "health_check"})
 """What pool owners may change; everything else is for System Admins."""
 
-POOL_PATCH_FIELDS = ("name", "owners", "repositories", "firmware", "labels", "tags")
-DEVICE_PATCH_FIELDS = ("pool", "board", "target_type", "os_type", "host", "labels", "tags")
+POOL_PATCH_FIELDS = ("name", "owners", "repositories", "firmware", "labels", "tags", "health_check")
+DEVICE_PATCH_FIELDS = (
+    "pool",
+    "board",
+    "target_type",
+    "os_type",
+    "host",
+    "labels",
+    "tags",
+    "health_check",
+)
 
 
 def change_by(request: web.Request, principal: Principal) -> Change:
@@ -86,15 +101,17 @@ def change_by(request: web.Request, principal: Principal) -> Change:
 
 
 def check_edit(principal: Principal, pool: Pool, fields: Iterable[str], what: str) -> None:
-    """Owners of ``pool`` edit only labels and tags of ``what`` (the pool or one of its devices)."""
+    """Owners of ``pool`` edit only the labels, tags and health check of ``what`` (the pool or one of its
+    devices)."""
     fields = set(fields)
     if not may_edit_labels(principal, pool):
         raise forbidden(principal, f"edit {what}: only System Admins and owners of pool {pool.id} may")
-    if fields - LABEL_FIELDS and not may_administer(principal):
-        names = ", ".join(sorted(fields - LABEL_FIELDS))
+    if fields - OWNER_FIELDS and not may_administer(principal):
+        names = ", ".join(sorted(fields - OWNER_FIELDS))
         raise forbidden(
             principal,
-            f"change {names} of {what}: owners edit only labels and tags; System Admins edit {names}",
+            f"change {names} of {what}: owners edit only labels, tags and the health check; System Admins "
+            f"edit {names}",
         )
 
 
@@ -220,7 +237,48 @@ def pool_from(body: Mapping[str, Any], pool: Pool) -> Pool:
         changes["labels"] = bodies.labels(body["labels"], "labels")
     if "tags" in body:
         changes["tags"] = bodies.tags(body["tags"], "tags")
+    if "health_check" in body:
+        changes["health_check"] = health_check(body["health_check"], "health_check")
     return dataclasses.replace(pool, **changes)
+
+
+def health_check(value: Any, field: str) -> HealthCheck | None:
+    """A pool's or a device's ``health_check``: ``{"run", "every", "timeout_s", "vcpus"}`` (only ``run``
+    required), or ``null`` for none; a 400 naming the key that breaks its rule."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad_request(
+            f'{field} must be an object such as {{"run": "/opt/lab/health.sh", "every": "24h"}}, '
+            "or null for none",
+            field=field,
+        )
+    # JSON has one kind of number: 600.0 is the integer 600 to a client (and to JSON Schema).
+    value = {
+        key: int(item) if isinstance(item, float) and item.is_integer() and key != "run" else item
+        for key, item in value.items()
+    }
+    unknown = sorted(set(value) - set(HEALTH_CHECK_KEYS))
+    if unknown:
+        keys = ", ".join(HEALTH_CHECK_KEYS)
+        raise bad_request(
+            f"{field} has no key {unknown[0]!r}: it takes {keys}", field=f"{field}.{unknown[0]}"
+        )
+    if "run" not in value:
+        raise bad_request(
+            f"{field}.run is required: the command that checks the device", field=f"{field}.run"
+        )
+    for key in HEALTH_CHECK_KEYS:  # each key alone, so the error names the one that is wrong
+        alone = {"run": value["run"]} if key == "run" else {"run": "true", key: value.get(key)}
+        if key in value:
+            try:
+                health_check_from_document(alone)
+            except HealthCheckError as exc:
+                raise bad_request(f"{field}.{key}: {exc}", field=f"{field}.{key}") from None
+    try:
+        return health_check_from_document(value)
+    except HealthCheckError as exc:
+        raise bad_request(f"{field}: {exc}", field=field) from None
 
 
 def device_from(body: Mapping[str, Any], device: Device) -> Device:
@@ -244,6 +302,8 @@ def device_from(body: Mapping[str, Any], device: Device) -> Device:
         changes["labels"] = bodies.labels(body["labels"], "labels")
     if "tags" in body:
         changes["tags"] = bodies.tags(body["tags"], "tags")
+    if "health_check" in body:
+        changes["health_check"] = health_check(body["health_check"], "health_check")
     return dataclasses.replace(device, **changes)
 
 

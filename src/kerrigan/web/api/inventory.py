@@ -152,7 +152,7 @@ async def pools_create(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     if not may_administer(principal):
         raise forbidden(principal, "create pools: only System Admins may")
-    body = await bodies.json_object(request, POOL_FIELDS)
+    body = await bodies.json_object(request, (*POOL_FIELDS, "health_check"))
     pool_id = bodies.identifier(bodies.required(body, "id"), "id")
     pool = editing.pool_from(body, Pool(id=pool_id, name=pool_id))
     async with writing(request) as session:
@@ -267,7 +267,7 @@ async def devices_create(request: web.Request) -> web.Response:
     principal = await signed_in(request)
     if not may_administer(principal):
         raise forbidden(principal, "create devices: only System Admins may")
-    body = await bodies.json_object(request, DEVICE_FIELDS)
+    body = await bodies.json_object(request, (*DEVICE_FIELDS, "health_check"))
     device_id = bodies.identifier(bodies.required(body, "id"), "id")
     for name in ("pool", "board", "host"):
         bodies.required(body, name)

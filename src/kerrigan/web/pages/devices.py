@@ -217,6 +217,7 @@ DEVICE = FormSubject(
     page=_device_page,
     set_label=Editor.set_device_label,
     set_tag=Editor.set_device_tag,
+    update=Editor.update_device,
 )
 """The device as its page's forms edit it."""
 

@@ -1,6 +1,6 @@
-"""The label and tag forms of the pool page and the device page: the same five handlers for either subject,
-given what differs between them (the route prefix, the :class:`~kerrigan.web.editing.Editor` methods, the
-page re-rendered on a broken rule, where a success redirects, the word in the notices).
+"""The label, tag and health-check forms of the pool page and the device page: the same handlers for either
+subject, given what differs between them (the route prefix, the :class:`~kerrigan.web.editing.Editor`
+methods, the page re-rendered on a broken rule, where a success redirects, the word in the notices).
 
 With ``{base}`` the subject's page (``/pools/{pool_id}`` or ``/devices/{device_id}``):
 
@@ -9,6 +9,8 @@ With ``{base}`` the subject's page (``/pools/{pool_id}`` or ``/devices/{device_i
 - ``POST {base}/labels/{key}/delete``: remove it
 - ``POST {base}/tags`` (``tag``): add a tag
 - ``POST {base}/tags/{tag}/delete``: remove it
+- ``POST {base}/health-check/edit`` (``run``, ``every``, ``timeout_s``, ``vcpus``): set its own health check
+- ``POST {base}/health-check/remove``: remove its own health check (a device's pool's applies again)
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from kerrigan.web.editing import Editor, FormError, PostedForm
 
 LABEL_FIELDS = {"key": "key", "value": "value"}
 TAG_FIELDS = {"tag": "tag"}
+CHECK_INPUTS = ("run", "every", "timeout_s", "vcpus")
+CHECK_FIELDS = {f"health_check.{name}": name for name in CHECK_INPUTS} | {"health_check": "run"}
 
 ErrorPage = Callable[[web.Request, Principal, FormError], Awaitable[web.Response]]
 """The subject's page re-rendered for the person who posted, with the form's error."""
@@ -47,7 +51,9 @@ async def form_context(
     of the forms shown, the notice of the last change, and the page's path the forms post below."""
     may_edit = principal is not None and may_edit_labels(principal, pool)
     may_admin = principal is not None and may_administer(principal)
-    shown = ({"label-add", "tag-add"} | {f"label:{key}" for key in labels}) if may_edit else set()
+    shown = (
+        ({"label-add", "tag-add", "health-check"} | {f"label:{key}" for key in labels}) if may_edit else set()
+    )
     if may_admin:
         shown |= set(admin_forms)
     return {
@@ -75,6 +81,23 @@ class SetTag(Protocol):
     def __call__(self, editor: Editor, subject_id: str, tag: str, /, *, add: bool) -> Awaitable[object]: ...
 
 
+class Update(Protocol):
+    """The :class:`Editor` method that changes fields of the subject (``Editor.update_pool``)."""
+
+    def __call__(self, editor: Editor, subject_id: str, body: Mapping[str, Any], /) -> Awaitable[object]: ...
+
+
+def check_document(posted: PostedForm) -> dict[str, object]:
+    """The health check a form posted, as the API's body gives it: blank inputs left out, whole numbers as
+    numbers (anything else is passed on for the rule to name)."""
+    document: dict[str, object] = {}
+    for name in CHECK_INPUTS:
+        text = posted.text(name).strip()
+        if text:
+            document[name] = int(text) if name != "run" and text.isdigit() and text.isascii() else text
+    return document
+
+
 @dataclass(frozen=True, slots=True)
 class FormSubject:
     """A pool or a device as its page's forms edit it: :meth:`add_routes` adds the label and tag forms,
@@ -85,6 +108,7 @@ class FormSubject:
     page: ErrorPage
     set_label: SetLabel
     set_tag: SetTag
+    update: Update
 
     @property
     def base(self) -> str:
@@ -98,6 +122,8 @@ class FormSubject:
         routes.post(f"{self.base}/labels/{{key}}/delete")(self.remove_label)
         routes.post(f"{self.base}/tags")(self.add_tag)
         routes.post(f"{self.base}/tags/{{tag}}/delete")(self.remove_tag)
+        routes.post(f"{self.base}/health-check/edit")(self.set_health_check)
+        routes.post(f"{self.base}/health-check/remove")(self.remove_health_check)
 
     async def edit_from_page(
         self,
@@ -223,6 +249,42 @@ class FormSubject:
             fields=TAG_FIELDS,
             notice=f"Tag {tag} removed from {self.noun} {subject_id}.",
             weighed=True,
+        )
+
+    async def set_health_check(self, request: web.Request) -> web.Response:
+        """Give the subject a health check of its own (admins and the pool's owners)."""
+        posted = await PostedForm.read(request)
+        subject_id, document = self._subject_id(request), check_document(posted)
+
+        async def edit(editor: Editor) -> object:
+            return await self.update(editor, subject_id, {"health_check": document})
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form="health-check",
+            typed={name: posted.text(name) for name in CHECK_INPUTS},
+            fields=CHECK_FIELDS,
+            notice=f"Health check of {self.noun} {subject_id} saved.",
+        )
+
+    async def remove_health_check(self, request: web.Request) -> web.Response:
+        """Remove the subject's own health check."""
+        posted = await PostedForm.read(request)
+        subject_id = self._subject_id(request)
+
+        async def edit(editor: Editor) -> object:
+            return await self.update(editor, subject_id, {"health_check": None})
+
+        return await self.edit_from_page(
+            request,
+            posted,
+            edit,
+            form="health-check",
+            typed={},
+            fields=CHECK_FIELDS,
+            notice=f"Health check removed from {self.noun} {subject_id}.",
         )
 
     def _subject_id(self, request: web.Request) -> str:

@@ -181,6 +181,7 @@ POOL = FormSubject(
     page=_editor_page,
     set_label=Editor.set_pool_label,
     set_tag=Editor.set_pool_tag,
+    update=Editor.update_pool,
 )
 """The pool as the editor's forms edit it."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kerrigan.core.health_checks import MAX_EVERY_S, MAX_RUN, MAX_TIMEOUT_S, MAX_VCPUS, MIN_EVERY_S
 from kerrigan.core.reservations import DEFAULT_MAX_S, MAX_NOTE, MAX_WAIT_S
 from kerrigan.web.api.openapi import fields
 
@@ -50,6 +51,33 @@ def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 _NULLABLE_LABEL_VALUE: Final = _or_null(fields.LABEL_VALUE)
+_HEALTH_CHECK_CHANGE: Final = {
+    "anyOf": [
+        {"type": "null", "description": "no health check of its own"},
+        {
+            "type": "object",
+            "properties": {
+                "run": {
+                    "allOf": [fields.text(1, MAX_RUN, "the command"), {"pattern": "\\S"}],
+                    "description": "the command, run on the device's runner host as a job is",
+                },
+                "every": {
+                    "anyOf": [
+                        {"type": "integer", "minimum": MIN_EVERY_S, "maximum": MAX_EVERY_S},
+                        {"type": "string", "pattern": fields.EVERY_PATTERN},
+                    ],
+                    "description": "how often it runs while the device is idle: seconds, or 30m, 24h, 7d "
+                    "(the server also takes 1h30m and 90s forms, 5 minutes to 365 days); left out, it runs "
+                    "only when something asks",
+                },
+                "timeout_s": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S},
+                "vcpus": {"type": "integer", "minimum": 1, "maximum": MAX_VCPUS},
+            },
+            "required": ["run"],
+            "additionalProperties": False,
+        },
+    ],
+}
 _POOL_FIELDS: Final = {
     "name": fields.text(1, 200, "the pool's display name"),
     "owners": fields.LOGINS,
@@ -57,6 +85,7 @@ _POOL_FIELDS: Final = {
     "firmware": {"$ref": "#/components/schemas/FirmwareChange"},
     "labels": fields.LABELS,
     "tags": fields.TAGS,
+    "health_check": _HEALTH_CHECK_CHANGE,
 }
 _DEVICE_FIELDS: Final = {
     "pool": fields.ID,
@@ -66,6 +95,7 @@ _DEVICE_FIELDS: Final = {
     "host": fields.ID,
     "labels": fields.LABELS,
     "tags": fields.TAGS,
+    "health_check": _HEALTH_CHECK_CHANGE,
 }
 
 

@@ -121,3 +121,8 @@ CURSOR: Final = {
     "description": "the next_cursor of the page before, unchanged, with the same filters: a cursor this "
     "server did not give out, or gave out for other filters, is a 400 naming cursor",
 }
+
+EVERY_PATTERN: Final = (
+    "^(?:(?:[5-9]|[1-9][0-9]{1,4})m|[1-9][0-9]{0,2}h|(?:[1-9]|[1-9][0-9]|[12][0-9]{2}|3[0-5][0-9]|36[0-5])d)$"
+)
+"""A health check's ``every`` as minutes, hours or days, each within 5 minutes to 365 days."""
