@@ -40,10 +40,11 @@ async def add_session(
     conclusion: str | None = "success",
     runs: Sequence[Run] = (Run(),),
     sha: str | None = None,
+    session_id: str | None = None,
 ) -> tuple[str, list[int]]:
     """Store a session created at ``at`` with its jobs; its id and its jobs' ids."""
     row = SessionRow(
-        id=str(uuid.uuid4()),
+        id=session_id or str(uuid.uuid4()),
         head_sha=sha or uuid.uuid4().hex[:40].ljust(40, "0"),
         workflow=workflow,
         manifest_path=f".kerrigan/{workflow}.yml",

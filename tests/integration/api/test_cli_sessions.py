@@ -202,3 +202,22 @@ async def test_cancel_against_the_live_app(api: Api, clock: FakeClock) -> None:
     cancelled = await kerrigan("cancel", queued, env=lab)
     assert cancelled.returncode == 0, cancelled.stderr
     assert cancelled.stdout == f"session {queued}: completed (cancelled)\n"
+
+
+async def test_the_short_id_kerrigan_prints_is_taken_back(api: Api, clock: FakeClock) -> None:
+    async with api.db.sessions() as session, session.begin():
+        queued, _ = await add_session(
+            session,
+            clock(),
+            state=SessionState.QUEUED,
+            conclusion=None,
+            runs=(Run(device=None, state="queued"),),
+            session_id="eba46059-0000-4000-8000-000000000001",
+        )
+    lab = {**_lab(api), "KERRIGAN_TOKEN": api.tokens["alice"]}
+    shown = await kerrigan("show", "eba46059", env=lab)
+    assert shown.returncode == 0, shown.stderr
+    assert queued in shown.stdout
+    cancelled = await kerrigan("cancel", "EBA46059", env=lab)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert cancelled.stdout == f"session {queued}: completed (cancelled)\n"

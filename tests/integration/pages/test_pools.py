@@ -316,10 +316,7 @@ async def test_an_owner_sees_label_and_tag_forms_but_not_firmware_or_owners(
         f"{EDITOR}/firmware", {"channel": "beta", "base_version": "9"}, csrf_from=EDITOR
     )
     assert status == 403
-    assert (
-        "octocat may not change firmware of pool sdk-2-2-som: owners edit only labels, tags and the health check"
-        in page
-    )
+    assert "may not change firmware of pool sdk-2-2-som: owners edit only labels, tags and the health" in page
     assert f"{EDITOR}/health-check/edit" in forms
     status, _ = await octocat.post(f"{EDITOR}/owners", {"owners": "octocat, mallory"}, csrf_from=EDITOR)
     assert status == 403

@@ -21,6 +21,7 @@ from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.cancel import Cancelled, cancel_session
 from kerrigan.store.inventory import NotFoundError, get_device, get_pool
 from kerrigan.store.sessions import get_session
+from kerrigan.web import short_ids
 from kerrigan.web.auth import forbidden, signed_in
 from kerrigan.web.errors import ApiError
 from kerrigan.web.state import DATABASE, writing
@@ -95,7 +96,7 @@ async def cancel_from_web(request: web.Request, principal: Principal, session_id
 async def cancel(request: web.Request) -> web.Response:
     """Cancel a session: 200 with what it is now and whether this call changed it; 409 when it had ended."""
     principal = await signed_in(request)
-    session_id = request.match_info["session_id"]
+    session_id = await short_ids.session_id(request, request.match_info["session_id"])
     done = await cancel_from_web(request, principal, session_id)
     conclusion = done.conclusion
     if done.state is SessionState.COMPLETED and not done.changed:

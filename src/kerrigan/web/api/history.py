@@ -35,6 +35,7 @@ from kerrigan.store.history import (
     timed_output_chunks,
 )
 from kerrigan.store.models import DeviceRow
+from kerrigan.web import short_ids
 from kerrigan.web.api.cursors import binding, make_cursor, not_ours, read_cursor
 from kerrigan.web.auth import reader
 from kerrigan.web.errors import ApiError, bad_request
@@ -234,7 +235,7 @@ async def sessions_index(request: web.Request) -> web.Response:
 async def session_read(request: web.Request) -> web.Response:
     """One session with its jobs, each attempt its own."""
     await reader(request)
-    session_id = request.match_info["session_id"]
+    session_id = await short_ids.session_id(request, request.match_info["session_id"])
     async with request.config_dict[DATABASE].sessions() as session:
         entry = await session_detail(session, session_id)
     if entry is None:

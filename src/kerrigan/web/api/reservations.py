@@ -36,7 +36,7 @@ from kerrigan.store.reservations import (
     list_reservations,
     release_reservation,
 )
-from kerrigan.web import bodies
+from kerrigan.web import bodies, short_ids
 from kerrigan.web.api.cursors import binding, make_cursor, not_ours, read_cursor
 from kerrigan.web.auth import signed_in
 from kerrigan.web.errors import ApiError, bad_request
@@ -148,11 +148,9 @@ def _unavailable(inventory: Inventory, reservation: Reservation) -> str:
     return "; ".join(shown) + more if shown else "no device it matches is available now"
 
 
-def _id(request: web.Request) -> str:
-    text = request.match_info["reservation_id"]
-    if not (len(text) == 36 and text.isascii()):
-        raise ApiError(404, "not_found", f"There is no reservation {text[:40]}.")
-    return text
+async def _id(request: web.Request) -> str:
+    """The whole id of the reservation the path names, whole or by a unique prefix."""
+    return await short_ids.reservation_id(request, request.match_info["reservation_id"])
 
 
 # A request refused for what the lab holds rather than for its form, by the field the refusal names.
@@ -250,7 +248,7 @@ async def reservations_index(request: web.Request) -> web.Response:
 async def reservations_show(request: web.Request) -> web.Response:
     """One reservation."""
     principal = await signed_in(request)
-    reservation_id = _id(request)
+    reservation_id = await _id(request)
     async with request.config_dict[DATABASE].sessions() as session:
         try:
             reservation = await get_reservation(session, reservation_id)
@@ -264,7 +262,7 @@ async def reservations_extend(request: web.Request) -> web.Response:
     """Extend an active reservation by ``{"extend_s": N}``, while nobody waits for its board: 200 with it;
     400 naming the field when it may not be (over the limit, someone waits, not active)."""
     principal = await signed_in(request)
-    reservation_id = _id(request)
+    reservation_id = await _id(request)
     body = await bodies.json_object(request, ("extend_s",))
     try:
         extend = whole_seconds(bodies.required(body, "extend_s"), "extend_s")
@@ -299,7 +297,7 @@ async def reservations_extend(request: web.Request) -> web.Response:
 async def reservations_release(request: web.Request) -> web.Response:
     """Release a reservation (withdraw a waiting one): 200 with it, ended."""
     principal = await signed_in(request)
-    reservation_id = _id(request)
+    reservation_id = await _id(request)
     database = request.config_dict[DATABASE]
     try:
         async with writing(request) as session:

@@ -64,6 +64,8 @@ from kerrigan.store.session_pages import (
     session_jobs,
 )
 from kerrigan.store.sessions import get_session, queue_position
+from kerrigan.store.short_ids import FULL_LENGTH
+from kerrigan.web import short_ids
 from kerrigan.web.api.cancel import cancel_from_web, web_may_cancel
 from kerrigan.web.api.history import stream_log
 from kerrigan.web.editing import PostedForm
@@ -575,6 +577,11 @@ async def session_page(request: web.Request) -> web.Response:
     """A session: where it comes from, how each task resolved, and its jobs with their output."""
     principal = await page_reader(request)
     session_id = request.match_info["session_id"]
+    if len(session_id) != FULL_LENGTH:  # typed short, as pages and check runs print it: to its own page
+        whole = await short_ids.session_id(request, session_id)
+        raise web.HTTPFound(
+            f"/sessions/{whole}" + (f"?{request.query_string}" if request.query_string else "")
+        )
     query_text = request.query.get("q", "")[:MAX_QUERY]
     only_task = request.query.get("task") or None
     chosen_job = _page_number(request.query.get("job"))

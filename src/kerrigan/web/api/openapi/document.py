@@ -35,6 +35,10 @@ def _body(schema: str) -> dict[str, Any]:
 
 
 _READ_ERRORS = {"401": _error("no valid token"), "404": _error("not found")}
+_AMBIGUOUS: Final = {
+    "400": _error("ambiguous_id: the short id (a prefix, as pages and check runs print it) begins several")
+}
+_SHORT_ID: Final = "whole, or a unique prefix of at least 4 characters (as pages and check runs print it)"
 _WRITE_ERRORS = {
     "400": _error("invalid input: the error names the field and the rule"),
     "401": _error("no valid token"),
@@ -377,15 +381,18 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 ),
             },
             "/reservations/{reservation_id}": {
-                "parameters": [_path_param("reservation_id")],
+                "parameters": [{**_path_param("reservation_id"), "description": _SHORT_ID}],
                 "get": _op(
-                    "one reservation", {"200": _json("Reservation", "the reservation"), **_READ_ERRORS}
+                    "one reservation",
+                    {"200": _json("Reservation", "the reservation"), **_READ_ERRORS, **_AMBIGUOUS},
                 ),
                 "patch": _op(
                     "extend an active reservation by extend_s while nobody waits for its board",
                     {
                         "200": _json("Reservation", "extended"),
-                        "400": _error("over the limit, or someone waits for the board"),
+                        "400": _error(
+                            "over the limit, or someone waits for the board; or an ambiguous short id"
+                        ),
                         "409": _error("not_active: it has ended, or still waits for a board"),
                         **_READ_ERRORS,
                         "403": _error("the caller may not extend it"),
@@ -397,6 +404,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     {
                         "200": _json("Reservation", "ended"),
                         **_READ_ERRORS,
+                        **_AMBIGUOUS,
                         "403": _error("the caller may not release it"),
                     },
                 ),
@@ -431,19 +439,20 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 ),
             },
             "/sessions/{session_id}": {
-                "parameters": [_path_param("session_id")],
+                "parameters": [{**_path_param("session_id"), "description": _SHORT_ID}],
                 "get": _op(
                     "one session with its jobs, each attempt its own",
-                    {"200": _json("Session", "the session", etag=True), **_READ_ERRORS},
+                    {"200": _json("Session", "the session", etag=True), **_READ_ERRORS, **_AMBIGUOUS},
                 ),
             },
             "/sessions/{session_id}/cancel": {
-                "parameters": [_path_param("session_id")],
+                "parameters": [{**_path_param("session_id"), "description": _SHORT_ID}],
                 "post": _op(
                     "cancel a session: queued jobs end, running ones are stopped (the repository's writers "
                     "and System Admins)",
                     {
                         "200": _json("Cancelled", "cancelled, or already cancelled (changed: false)"),
+                        **_AMBIGUOUS,
                         "401": _error("no valid token"),
                         "403": _error("the caller may not cancel this repository's sessions"),
                         "404": _error("not found"),
