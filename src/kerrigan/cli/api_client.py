@@ -5,6 +5,7 @@ sessions``, ``kerrigan reserve``, ``kerrigan reservations``): where the lab is (
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 from typing import Any
@@ -50,6 +51,37 @@ async def api_call(
     """One request to ``/api/v1`` (with ``body`` as JSON, if given); the JSON answer. An API error is
     :class:`ApiRefusedError` (its ``body`` the whole answer); a lab that cannot be reached is a
     :class:`UsageError` of one line."""
+    url, answer, _ = await _send(args, method, path, query, body)
+    try:
+        parsed = json.loads(answer)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise UsageError(f"{url} did not answer as Kerrigan's API does (no JSON object at {path})")
+    return parsed
+
+
+async def api_call_text(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    query: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
+) -> tuple[str, dict[str, str]]:
+    """As :func:`api_call`, for an answer that is text: the text and the answer's headers."""
+    _, answer, headers = await _send(args, method, path, query, body)
+    return answer.decode("utf-8", "replace"), headers
+
+
+async def _send(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    query: dict[str, str] | None,
+    body: dict[str, Any] | None,
+) -> tuple[str, bytes, dict[str, str]]:
+    """The lab's address, the answer's bytes and its headers; an API error raised as
+    :class:`ApiRefusedError`."""
     import aiohttp
 
     url, token = _api_target(args)
@@ -59,22 +91,21 @@ async def api_call(
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
             http.request(method, f"{url}/api/v1{path}", params=query, headers=headers, json=body) as response,
         ):
-            try:
-                answer = await response.json(content_type=None)
-            except ValueError:
-                answer = None
+            answer = await response.read()
             if response.status >= 400:
-                error = answer.get("error") if isinstance(answer, dict) else None
+                try:
+                    parsed = json.loads(answer)
+                except ValueError:
+                    parsed = None
+                error = parsed.get("error") if isinstance(parsed, dict) else None
                 if not isinstance(error, dict):
                     error = {"code": "error", "message": f"{url} answered HTTP {response.status}"}
                 raise ApiRefusedError(
                     response.status,
                     str(error.get("code")),
                     str(error.get("message")),
-                    answer if isinstance(answer, dict) else {},
+                    parsed if isinstance(parsed, dict) else {},
                 )
-            if not isinstance(answer, dict):
-                raise UsageError(f"{url} did not answer as Kerrigan's API does (no JSON object at {path})")
-            return answer
+            return url, answer, dict(response.headers)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise UsageError(f"cannot reach {url}: {first_line(exc) or type(exc).__name__}") from None

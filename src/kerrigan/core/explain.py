@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from kerrigan.core.gang_explain import GangVerdict, explain_gang
 from kerrigan.core.inventory import Device, Inventory
@@ -21,6 +22,10 @@ EXIT_INVALID = 2
 
 TEXT_DEVICES_PER_REASON = 8
 _TIMES = "\N{MULTIPLICATION SIGN}"
+
+
+EXIT_CODE_HEADER: Final = "Kerrigan-Exit-Code"
+"""The header that carries what ``kerrigan explain`` exits with, beside the API's text answer."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.explain import EXIT_CODE_HEADER, explain, explanation_json, render_text
 from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 from kerrigan.core.manifest import parse_manifest
 from kerrigan.store.inventory import load_inventory
@@ -26,10 +26,14 @@ async def explain_manifest(request: web.Request) -> web.Response:
     wins) the pools' ``repositories`` lists are applied for a session of that repository.
 
     The answer is the ``kerrigan explain`` JSON with status 200, also for an invalid manifest (its errors
-    are in the document); ``exit_code`` carries what the command would exit with. No body at all (or only
-    blank space) is a 400 naming ``manifest``.
+    are in the document); ``exit_code`` carries what the command would exit with. With ``?format=text`` it
+    is the command's text instead (``text/plain``), the exit code in the ``Kerrigan-Exit-Code`` header. No
+    body at all (or only blank space) is a 400 naming ``manifest``.
     """
     await reader(request)
+    answer_format = request.query.get("format", "json")
+    if answer_format not in ("json", "text"):
+        raise bad_request("format is json or text", field="format")
     repository: str | None = request.query.get("repository")
     if repository is not None:  # checked when given, whether or not a JSON body names one too
         repository = _repository(repository)
@@ -55,6 +59,11 @@ async def explain_manifest(request: web.Request) -> web.Response:
         inventory = await load_inventory(session)
         descriptions = await label_keys(session)
     explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
+    if answer_format == "text":
+        return web.Response(
+            text=render_text(explanation, descriptions),
+            headers={EXIT_CODE_HEADER: str(explanation.exit_code)},
+        )
     document = explanation_json(explanation, descriptions)
     document["exit_code"] = explanation.exit_code
     return web.json_response(document)

@@ -500,8 +500,15 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 "post": _op(
                     "resolve a manifest against the stored inventory",
                     {
-                        "200": _json("Explanation", "the kerrigan explain document"),
-                        "400": _error("no body, a body that is not a manifest, or a bad repository"),
+                        "200": {
+                            "description": "the kerrigan explain document; with format=text, the command's "
+                            "text, its exit code in the Kerrigan-Exit-Code header",
+                            "content": {
+                                "application/json": {"schema": ref("Explanation")},
+                                "text/plain": {"schema": STRING},
+                            },
+                        },
+                        "400": _error("no body, a body that is not a manifest, a bad repository or format"),
                         **_READ_ERRORS,
                     },
                     parameters=[
@@ -511,7 +518,14 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                             "required": False,
                             "schema": fields.REPOSITORY,
                             "description": "owner/name, for a raw YAML body (a JSON body's repository wins)",
-                        }
+                        },
+                        {
+                            "name": "format",
+                            "in": "query",
+                            "required": False,
+                            "schema": {"enum": ["json", "text"]},
+                            "description": "json (the default) or text, as kerrigan explain prints it",
+                        },
                     ],
                     requestBody={
                         "required": True,
