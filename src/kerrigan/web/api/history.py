@@ -1,5 +1,6 @@
 """History: ``GET /api/v1/sessions`` (filtered, newest first, cursor paging), ``/sessions/{id}`` with its jobs
-and attempts, ``/jobs/{id}``, ``/jobs/{id}/output`` (the raw log) and ``/devices/{id}/jobs``.
+and attempts, ``/jobs/{id}`` (with the files it uploaded), ``/jobs/{id}/output`` (the raw log),
+``/jobs/{id}/files/{file}`` (one uploaded file) and ``/devices/{id}/jobs``.
 
 A list answers ``{"items": [...], "next_cursor": "..." | null}``. A cursor is opaque to clients and bound to
 the filters it was made for: sent with other filters, it is refused (400 naming ``cursor``) rather than
@@ -23,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.instants import TimeError, read_time
 from kerrigan.core.lifecycle import Conclusion, SessionState
 from kerrigan.core.output_times import LineStamper
+from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
 from kerrigan.store.history import (
     JobEntry,
     Position,
@@ -38,6 +40,7 @@ from kerrigan.store.models import DeviceRow
 from kerrigan.web import short_ids
 from kerrigan.web.api.cursors import binding, make_cursor, not_ours, read_cursor
 from kerrigan.web.auth import reader
+from kerrigan.web.downloads import send_job_file
 from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.state import DATABASE
 
@@ -146,9 +149,11 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def job_json(job: JobEntry) -> dict[str, Any]:
-    """A job in the API: its attempt, where and when it ran, how it ended."""
-    return {
+def job_json(job: JobEntry, files: list[ArtifactInfo] | None = None) -> dict[str, Any]:
+    """A job in the API: its attempt, where and when it ran, how it ended; with ``files``, the files it
+    uploaded (``artifacts.upload``), each with its size and where to download it (or the note saying why it
+    was not kept)."""
+    body: dict[str, Any] = {
         "id": job.id,
         "session": job.session_id,
         "repository": job.repository,
@@ -169,10 +174,25 @@ def job_json(job: JobEntry) -> dict[str, Any]:
         "output_bytes": job.log_bytes,
         "output_url": f"/api/v1/jobs/{job.id}/output",
     }
+    if files is not None:
+        body["files"] = [
+            {
+                "id": item.pk,
+                "path": item.path,
+                "size": item.size,
+                "url": None if item.note else f"/api/v1/jobs/{job.id}/files/{item.pk}",
+                "note": item.note,
+            }
+            for item in files
+        ]
+    return body
 
 
-def session_json(entry: SessionEntry, *, with_jobs: bool = False) -> dict[str, Any]:
-    """A session in the API; with its jobs (every attempt) when asked."""
+def session_json(
+    entry: SessionEntry, *, with_jobs: bool = False, files: Mapping[int, list[ArtifactInfo]] | None = None
+) -> dict[str, Any]:
+    """A session in the API; with its jobs (every attempt) when asked, and each job's uploaded files when
+    ``files`` holds them."""
     body: dict[str, Any] = {
         "id": entry.id,
         "repository": entry.repository,
@@ -193,7 +213,7 @@ def session_json(entry: SessionEntry, *, with_jobs: bool = False) -> dict[str, A
         "url": f"/sessions/{entry.id}",
     }
     if with_jobs:
-        body["jobs"] = [job_json(job) for job in entry.jobs]
+        body["jobs"] = [job_json(job, None if files is None else files.get(job.id, [])) for job in entry.jobs]
     return body
 
 
@@ -238,9 +258,10 @@ async def session_read(request: web.Request) -> web.Response:
     session_id = await short_ids.session_id(request, request.match_info["session_id"])
     async with request.config_dict[DATABASE].sessions() as session:
         entry = await session_detail(session, session_id)
+        files = await artifacts_of(session, [job.id for job in entry.jobs]) if entry is not None else {}
     if entry is None:
         raise ApiError(404, "not_found", f"no session {session_id[:40]!r}")
-    return _read(request, session_json(entry, with_jobs=True))
+    return _read(request, session_json(entry, with_jobs=True, files=files))
 
 
 @routes.get("/jobs/{job_id}")
@@ -250,9 +271,21 @@ async def job_read(request: web.Request) -> web.Response:
     job_id = _job_id(request)
     async with request.config_dict[DATABASE].sessions() as session:
         job = await job_detail(session, job_id)
+        files = (await artifacts_of(session, [job_id])).get(job_id, []) if job is not None else []
     if job is None:
         raise ApiError(404, "not_found", f"no job {job_id}")
-    return _read(request, job_json(job))
+    return _read(request, job_json(job, files))
+
+
+@routes.get("/jobs/{job_id}/files/{file_id}")
+async def job_file(request: web.Request) -> web.StreamResponse:
+    """One file the job uploaded, streamed as an attachment (``application/octet-stream``)."""
+    await reader(request)
+    job_id = _job_id(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        if await job_detail(session, job_id) is None:
+            raise ApiError(404, "not_found", f"no job {job_id}")
+    return await send_job_file(request, job_id, request.match_info["file_id"])
 
 
 @routes.get("/jobs/{job_id}/output")

@@ -4,15 +4,11 @@ after its path (a reader never has a job's file rendered as a page of Kerrigan's
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 from aiohttp import web
 
-from kerrigan.store.artifacts import artifact, artifact_data
-from kerrigan.web.errors import ApiError
+from kerrigan.web.downloads import send_job_file
 from kerrigan.web.pages.sessions import job_of
 from kerrigan.web.signin import page_reader
-from kerrigan.web.state import DATABASE
 
 routes = web.RouteTableDef()
 
@@ -22,24 +18,4 @@ async def job_file(request: web.Request) -> web.StreamResponse:
     """One uploaded file of the job, streamed."""
     await page_reader(request)
     _, job_pk = await job_of(request)
-    raw = request.match_info["file_id"]
-    database = request.config_dict[DATABASE]
-    number = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 12 else None
-    async with database.sessions() as db:
-        found = await artifact(db, job_pk, number) if number is not None else None
-    if found is None:
-        raise ApiError(404, "not_found", f"Job {job_pk} has no file {raw[:20]}.")
-    name = found.path.rsplit("/", 1)[-1]
-    response = web.StreamResponse(
-        headers={
-            "Content-Type": "application/octet-stream",
-            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(name)}",
-            "Content-Length": str(found.size),
-            "X-Content-Type-Options": "nosniff",
-        }
-    )
-    await response.prepare(request)
-    async for chunk in artifact_data(database, found.pk):  # a database session a chunk
-        await response.write(chunk)
-    await response.write_eof()
-    return response
+    return await send_job_file(request, job_pk, request.match_info["file_id"])

@@ -466,6 +466,19 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 "parameters": [_path_param("job_id")],
                 "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_READ_ERRORS}),
             },
+            "/jobs/{job_id}/files/{file_id}": {
+                "parameters": [_path_param("job_id"), _path_param("file_id")],
+                "get": _op(
+                    "one file the job uploaded (artifacts.upload), as an attachment",
+                    {
+                        "200": {
+                            "description": "the file's bytes",
+                            "content": {"application/octet-stream": {"schema": STRING}},
+                        },
+                        **_READ_ERRORS,
+                    },
+                ),
+            },
             "/jobs/{job_id}/output": {
                 "parameters": [
                     _path_param("job_id"),
