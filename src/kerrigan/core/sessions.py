@@ -9,6 +9,7 @@ from typing import Any
 
 from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
 from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Strategy
+from kerrigan.core.matching import Outcome
 
 __all__ = ["RETRYABLE", "Conclusion", "Job", "Session", "SessionState"]
 
@@ -85,8 +86,26 @@ class Session:
             where = f"{first.get('path') or self.manifest_path}:{first.get('line') or '?'}"
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             return f"its manifest has errors: {where}: {str(first.get('message', ''))[:200]}{more}"
+        task = self.never_scheduled()
+        if task is not None:
+            return never_scheduled_reason(task)
+        return None
+
+    @property
+    def has_manifest_errors(self) -> bool:
+        """Whether its manifest had errors (a re-run at the same commit has them too)."""
+        errors = self.resolution.get("errors")
+        return isinstance(errors, list) and bool(errors)
+
+    def never_scheduled(self) -> str | None:
+        """The first task its resolution found no device could ever run, as the inventory was then."""
         tasks = self.resolution.get("tasks")
         for task in tasks if isinstance(tasks, list) else ():
-            if isinstance(task, Mapping) and task.get("outcome") == "unschedulable":
-                return f"task {str(task.get('id'))[:100]} can never be scheduled on the lab's devices"
+            if isinstance(task, Mapping) and task.get("outcome") == Outcome.UNSCHEDULABLE.value:
+                return str(task.get("id"))
         return None
+
+
+def never_scheduled_reason(task: str) -> str:
+    """Why a re-run would fail again: ``task`` can never be scheduled on the lab's devices."""
+    return f"task {task[:100]} can never be scheduled on the lab's devices"

@@ -8,6 +8,7 @@ claim writes nothing (:func:`kerrigan.store.deliveries.check_fence`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Collection, Mapping
@@ -25,7 +26,7 @@ from kerrigan.core.lifecycle import resolution_outcome
 from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
 from kerrigan.core.matching import Outcome
 from kerrigan.core.runner_protocol import JobCredentials
-from kerrigan.core.sessions import Job, Session, SessionState
+from kerrigan.core.sessions import Job, Session, SessionState, never_scheduled_reason
 from kerrigan.core.triggers import EVENT_NAMES, Event, priority_for, runs_on
 from kerrigan.core.yamlsource import Problem
 from kerrigan.github.checks import (
@@ -351,6 +352,31 @@ async def retry(
         )
         started += await start_workflows(app, repo, trigger)
     return started
+
+
+async def still_never_scheduled(
+    app: GitHubApp, repo: Repository, sessions: Collection[Session]
+) -> dict[str, str]:
+    """Of ``sessions``, whose resolutions found a task no device could ever run, those that would fail the
+    same way today: each one's id and why, by today's inventory (the lab may have gained the board since).
+    A session whose manifest is gone from its commit is left out: a re-run says so itself."""
+    inventory: Inventory | None = None
+    still: dict[str, str] = {}
+    for sha in {session.head_sha for session in sessions}:
+        files = {file.path: file for file in await repo.manifests(sha)}
+        if inventory is None:
+            async with app.database.sessions() as db:
+                inventory = await load_inventory(db)
+        for session in (s for s in sessions if s.head_sha == sha):
+            file = files.get(session.manifest_path)
+            if file is None:
+                continue
+            manifest = await asyncio.to_thread(_read, file)
+            explanation = explain(manifest, inventory, repository=session.repository, check_vcpus=True)
+            never = [item.task.id for item in explanation.tasks if item.outcome is Outcome.UNSCHEDULABLE]
+            if never:
+                still[session.id] = never_scheduled_reason(never[0])
+    return still
 
 
 async def approve(app: GitHubApp, repo: Repository, sha: str, *, with_secrets: bool = False) -> list[Session]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -13,6 +14,8 @@ from tests.integration.github.conftest import (
     SHA,
     Harness,
     check_run_name,
+    lab,
+    store_inventory,
     webhook,
 )
 
@@ -92,6 +95,20 @@ async def test_retry_with_nothing_that_may_pass_retries_nothing_and_says_why(pul
     assert reply["body"].startswith(f"@{MAINTAINER} retried 0 failed session(s)")
     assert "- `org-class`: task regression can never be scheduled" in reply["body"]
     assert pull.github.reactions == []
+
+
+async def test_retry_decides_against_todays_inventory_not_the_one_the_session_saw(pull: Harness) -> None:
+    # The admin adds a board with purpose=ci to the SDK 2.2.0 SoM pool: org-class's task has a device now.
+    before = lab()
+    pool = next(p for p in before.pools if p.id == "sdk-2-2-som")
+    ci_pool = dataclasses.replace(pool, labels={**pool.labels, "purpose": "ci"})
+    after = dataclasses.replace(before, pools=tuple(ci_pool if p.id == pool.id else p for p in before.pools))
+    await store_inventory(pull.database, before, after)
+    pull.github.set_permission(REPO, MAINTAINER, "write")
+    await _comment(pull, comment("/kerrigan retry"))
+    assert runs_per_workflow(pull) == {"hil-smoke": 1, "org-class": 2}
+    assert pull.github.comments == []
+    assert len(pull.github.reactions) == 1
 
 
 async def test_retry_naming_a_workflow_reruns_that_workflow(pull: Harness) -> None:

@@ -19,7 +19,7 @@ from kerrigan.core.sessions import Session, SessionState
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import COMMENT_LIMIT, Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
-from kerrigan.github.sessions import GitHubApp, approve, retry
+from kerrigan.github.sessions import GitHubApp, approve, retry, still_never_scheduled
 from kerrigan.store.cancel import cancel_session
 from kerrigan.store.deliveries import check_fence
 from kerrigan.store.sessions import find_sessions, latest_per_workflow
@@ -145,13 +145,19 @@ async def _retry(
     if workflow:
         chosen = [s for s in sessions if s.workflow == workflow]
     else:
-        chosen = []
+        chosen, never = [], []
         for session in (s for s in sessions if s.failed):
             reason = session.cannot_pass()
             if reason is None:
                 chosen.append(session)
-            else:
+            elif session.has_manifest_errors:
                 skipped.append((session, reason))
+            else:  # a task had no device then: the lab may have one now
+                never.append(session)
+        if never:
+            still = await still_never_scheduled(app, repo, never)
+            chosen += [session for session in never if session.id not in still]
+            skipped += [(session, still[session.id]) for session in never if session.id in still]
     if not chosen:
         return [], skipped
     return await retry(app, repo, chosen, delivery_id), skipped
