@@ -6,6 +6,12 @@ under the agent's work dir, streamed and never held whole, and unpacked into its
 :mod:`kerrigan.core.artifact_archive`'s checks (no link, no name out of the folder, the tarball's limits
 on bytes and members, counted as they are inflated). GitHub's transient failures are retried as a source
 fetch's are; what fails is a :class:`~kerrigan.runner.sources.SourceError` naming the artifact.
+
+The folder each is unpacked into comes from the offer, which the agent does not trust either (a manifest
+stored before the parser refused ``..`` there, a server that is wrong): every folder the offer names is
+checked as the parser checks it (:func:`kerrigan.core.manifest.paths.folder_problem`) before anything is
+fetched, and the workspace is then written through open folders
+(:class:`~kerrigan.runner.folders.OpenFolders`), so no ``..`` and no link is ever followed.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ import aiohttp
 
 from kerrigan.core.artifact_archive import ArchiveRefusedError, ZipCheck, ZipEntry
 from kerrigan.core.github_retry import retry_after
-from kerrigan.core.unpacking import FOLDER_MODE, UnpackLimits, amount
+from kerrigan.core.manifest.paths import folder_parts, folder_problem
+from kerrigan.core.unpacking import UnpackLimits, amount
+from kerrigan.runner.folders import OpenFolders
 from kerrigan.runner.github_requests import (
     GitHubRequestError,
     RetryBudget,
@@ -44,15 +52,31 @@ DOWNLOAD_SLACK: Final = 64 << 20  # a zip's own headers and directory, beyond th
 T = TypeVar("T")
 
 
-def downloads_of(offer: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The offer's ``artifacts.download`` as ``(name, folder)`` pairs."""
+def downloads_of(offer: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """The offer's ``artifacts.download`` as ``(name, folder)`` pairs, the folder as the offer has it (see
+    :func:`checked_folders`)."""
     artifacts = offer.get("artifacts")
     listed = artifacts.get("download") if isinstance(artifacts, dict) else None
     return [
-        (str(item["name"]), str(item.get("path") or "."))
+        (str(item["name"]), item.get("path") or ".")
         for item in listed or ()
         if isinstance(item, dict) and isinstance(item.get("name"), str)
     ]
+
+
+def checked_folders(wanted: Sequence[tuple[str, object]]) -> list[tuple[str, str]]:
+    """Each ``(name, folder)`` with its folder checked as the manifest's parser checks it: text, relative,
+    no ``..`` part, no NUL or backslash, no glob. The first that is not raises :class:`SourceError` naming
+    the artifact and the path."""
+    checked = []
+    for name, folder in wanted:
+        if not isinstance(folder, str):
+            raise SourceError(f"artifact {name!r}: path {folder!r} is not a folder of the workspace")
+        problem = folder_problem(folder)
+        if problem is not None:
+            raise SourceError(f"artifact {name!r}: path {problem}")
+        checked.append((name, folder))
+    return checked
 
 
 async def download_artifacts(
@@ -67,7 +91,7 @@ async def download_artifacts(
     retry: RetryBudget,
 ) -> None:
     """Put every artifact the offer names into the workspace, or raise :class:`SourceError`."""
-    wanted = downloads_of(offer)
+    wanted = checked_folders(downloads_of(offer))  # all of them, before a byte is fetched
     if not wanted:
         return
     run_id = offer.get("workflow_run_id")
@@ -155,21 +179,24 @@ class _Artifacts:
 
 
 def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck) -> None:
-    """Unpack the zip into ``folder`` of the workspace, every member checked first and no link followed."""
+    """Unpack the zip into ``folder`` of the workspace, every member checked first, the folder checked as
+    the manifest's parser checks it, and no link or ``..`` followed on the way to any of it."""
+    [(_, folder)] = checked_folders([(check.artifact, folder)])
+    base = folder_parts(folder)
     try:
-        target = _folder(workspace, tuple(part for part in folder.split("/") if part not in ("", ".")))
-        with zipfile.ZipFile(archive) as zipped:
+        with zipfile.ZipFile(archive) as zipped, OpenFolders(workspace) as folders:
+            folders.folder(base)
             for info in zipped.infolist():
                 parts, is_folder, mode = check.admit(ZipEntry(info.filename, info.external_attr >> 16))
                 if info.flag_bits & 0x1:
                     encrypted = f"artifact {check.artifact!r}: member {info.filename!r} is encrypted"
                     raise ArchiveRefusedError(encrypted)
                 if is_folder:
-                    _folder(target, parts)
+                    folders.folder(base + parts)
                     continue
-                parent = _folder(target, parts[:-1])
+                parent = folders.parent(base + parts, create=True)
                 with zipped.open(info) as source:
-                    descriptor = os.open(parent / parts[-1], _NEW_FILE, mode)
+                    descriptor = os.open(parts[-1], _NEW_FILE, mode, dir_fd=parent)
                     os.fchmod(descriptor, mode)  # the mode asked for, whatever the umask
                     with os.fdopen(descriptor, "wb") as out:
                         while chunk := source.read(_CHUNK):
@@ -183,17 +210,3 @@ def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck
         raise SourceError(f"artifact {check.artifact!r} is not a zip that can be read: {err}") from err
     except OSError as err:
         raise SourceError(f"artifact {check.artifact!r} could not be unpacked: {err}") from err
-
-
-def _folder(top: Path, parts: Sequence[str]) -> Path:
-    """``top`` joined with ``parts``, each made a folder if missing; a part that is a link or a file is
-    refused (nothing is ever written through a link)."""
-    path = top
-    for part in parts:
-        path = path / part
-        if path.is_symlink():
-            raise ArchiveRefusedError(f"{'/'.join(parts)!r} passes through a symbolic link in the workspace")
-        if path.exists() and not path.is_dir():
-            raise ArchiveRefusedError(f"{'/'.join(parts)!r} passes through a file in the workspace")
-        path.mkdir(mode=FOLDER_MODE, exist_ok=True)
-    return path
