@@ -31,6 +31,7 @@ from kerrigan.core import runner_fields as fields
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
 from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE
+from kerrigan.runner.isolation.range_lock import RangeLock, hold_range
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
@@ -66,19 +67,33 @@ class Agent(Recovery):
         port, serve ``GET /metrics`` all the while.
 
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
-        :class:`ServerRefused`; a metrics address that cannot be listened on raises
-        :class:`~kerrigan.runner.metrics.MetricsAddressError` before anything else starts.
+        :class:`ServerRefused`; job users another agent on the host holds raise
+        :class:`~kerrigan.runner.isolation.range_lock.RangeLockError`, and a metrics address that cannot be
+        listened on :class:`~kerrigan.runner.metrics.MetricsAddressError`, before anything else starts.
         """
         # Every line this agent (and each job's task, which copies this context) logs names its host.
         structlog.contextvars.bind_contextvars(runner_host=self.settings.host_id)
-        self._lay_out_work_dir()
-        metrics = await self._serve_metrics()
+        users = self._hold_job_users()
         try:
-            await self._work()
+            self._lay_out_work_dir()
+            metrics = await self._serve_metrics()
+            try:
+                await self._work()
+            finally:
+                if metrics is not None:
+                    await metrics.stop()
+                    self.metrics_port = None
         finally:
-            if metrics is not None:
-                await metrics.stop()
-                self.metrics_port = None
+            if users is not None:
+                users.release()
+
+    def _hold_job_users(self) -> RangeLock | None:
+        """This agent's lock on its job users, where jobs run as their own users (none otherwise): raises
+        :class:`~kerrigan.runner.isolation.range_lock.RangeLockError` when another agent on the host holds
+        some of them."""
+        if self.isolation.users is None:
+            return None
+        return hold_range(self.isolation.users, self.settings.work_dir, self.settings.job_users_locks)
 
     async def _serve_metrics(self) -> MetricsServer | None:
         """The metrics server, listening, when the settings give a port."""

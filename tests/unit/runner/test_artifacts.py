@@ -4,7 +4,6 @@ offer says (it may come from a manifest stored before a rule was added, or from 
 from __future__ import annotations
 
 import io
-import os
 import stat
 import zipfile
 from collections.abc import AsyncIterator
@@ -141,9 +140,9 @@ def test_files_get_their_modes_whatever_the_umask(tmp_path: Path, workspace: Pat
     path = tmp_path / "modes.zip"
     path.write_bytes(buffer.getvalue())
     unpack_artifact(path, workspace, "bin", ZipCheck(NAME))
-    assert stat.S_IMODE(os.stat(workspace / "bin" / "run.sh").st_mode) == 0o755
-    assert stat.S_IMODE(os.stat(workspace / "bin" / "data.txt").st_mode) == 0o644
-    assert stat.S_IMODE(os.stat(workspace / "bin").st_mode) == 0o755
+    assert stat.S_IMODE((workspace / "bin" / "run.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((workspace / "bin" / "data.txt").stat().st_mode) == 0o644
+    assert stat.S_IMODE((workspace / "bin").stat().st_mode) == 0o755
 
 
 # -- the offer, through download_artifacts ---------------------------------------------------------------
