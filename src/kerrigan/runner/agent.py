@@ -31,6 +31,7 @@ from kerrigan.core import runner_fields as fields
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
 from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE
+from kerrigan.runner.isolation.own_files import check_own_files
 from kerrigan.runner.isolation.range_lock import RangeLock, hold_range
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
@@ -68,14 +69,21 @@ class Agent(Recovery):
 
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
         :class:`ServerRefused`; job users another agent on the host holds raise
-        :class:`~kerrigan.runner.isolation.range_lock.RangeLockError`, and a metrics address that cannot be
-        listened on :class:`~kerrigan.runner.metrics.MetricsAddressError`, before anything else starts.
+        :class:`~kerrigan.runner.isolation.range_lock.RangeLockError`, files a job could change that run as
+        root (the agent's code and Python, its work dir)
+        :class:`~kerrigan.runner.isolation.own_files.OwnFilesWritableError`, and a metrics address that
+        cannot be listened on :class:`~kerrigan.runner.metrics.MetricsAddressError`, before anything else
+        starts.
         """
         # Every line this agent (and each job's task, which copies this context) logs names its host.
         structlog.contextvars.bind_contextvars(runner_host=self.settings.host_id)
         users = self._hold_job_users()
         try:
             self._lay_out_work_dir()
+            if self.isolation.users is not None:  # can jobs, run as other users, reach what runs as root?
+                await asyncio.to_thread(
+                    check_own_files, self.settings.work_dir, self.isolation.users, self.settings.job_groups
+                )
             metrics = await self._serve_metrics()
             try:
                 await self._work()
