@@ -159,14 +159,21 @@ class Agent(Recovery):
             log.warning("%s", self.isolation.summary())
 
     def _lay_out_work_dir(self) -> None:
-        """The agent's state (job records, results, output, cached tarballs) in folders only it may enter.
-        Where jobs run as their own users they must pass through the work dir to their workspace and area
-        (0711: passed through, never listed); each of those is its job user's own, mode 0700."""
+        """The agent's state (job records, results, output, cached tarballs, artifacts on their way) in
+        folders only it may enter. Where jobs run as their own users they must pass through the work dir to
+        their workspace and area (0711: passed through, never listed); each of those is its job user's own,
+        mode 0700."""
         work = self.settings.work_dir
         work.mkdir(parents=True, exist_ok=True)
         isolated = self.isolation.users is not None
         work.chmod(0o711 if isolated else 0o700)
-        for name, mode in (("jobs", 0o700), ("sources", 0o700), ("workspaces", 0o711), ("job-areas", 0o711)):
+        for name, mode in (
+            ("jobs", 0o700),
+            ("sources", 0o700),
+            ("artifacts", 0o700),  # zips on their way to a workspace
+            ("workspaces", 0o711),
+            ("job-areas", 0o711),
+        ):
             (work / name).mkdir(exist_ok=True)
             (work / name).chmod(mode if isolated else 0o700)
 

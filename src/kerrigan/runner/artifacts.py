@@ -103,7 +103,9 @@ async def download_artifacts(
     # A zip is at most what it unpacks to, and a little: more than that is refused as it streams.
     github = _Artifacts(http, api_url.rstrip("/"), token, retry, limits.max_bytes + DOWNLOAD_SLACK)
     repository = str(offer.get("repository", ""))
-    scratch.mkdir(parents=True, exist_ok=True)
+    # Root's alone: a job must not read another repository's artifact while it downloads.
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch.chmod(0o700)
     for name, folder in wanted:
         url = await github.download_url(repository, run_id, name)
         staged = scratch / f"{offer.get('id', 'job')}-{os.getpid()}.zip"

@@ -215,3 +215,13 @@ async def test_an_offer_folder_in_the_workspace_is_unpacked_there(
 ) -> None:
     await fetch(github, offer({"name": NAME, "path": "build/"}), workspace, tmp_path)
     assert (workspace / "build" / "image.bin").read_bytes() == b"fw"
+
+
+async def test_a_zip_on_its_way_is_the_agents_alone(
+    github: GitHubStandIn, tmp_path: Path, workspace: Path
+) -> None:
+    # Downloaded as root beside other jobs' zips: no job may read another repository's artifact there.
+    await fetch(github, offer({"name": NAME, "path": "build"}), workspace, tmp_path)
+    scratch = tmp_path / "host" / "lab" / "var" / "lib" / "work" / "artifacts"
+    assert stat.S_IMODE(scratch.stat().st_mode) == 0o700
+    assert not any(scratch.iterdir())  # and it goes once unpacked
