@@ -14,6 +14,7 @@ import pytest
 
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.isolation.own_files import (
+    Code,
     JobIds,
     OwnFilesWritableError,
     check_own_files,
@@ -49,7 +50,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def found(site: Path) -> list[str]:
-    return code_problems([site], Path(sys.executable), IDS)
+    return code_problems(Code(Path(sys.executable), imported=(site,)), IDS)
 
 
 def test_code_only_root_may_change_is_fine(site: Path) -> None:
@@ -116,8 +117,21 @@ def test_a_python_a_job_could_replace_is_found(tmp_path: Path) -> None:
     bin_folder.mkdir(parents=True)
     (bin_folder / "python").symlink_to(sys.executable)
     os.chown(bin_folder, 61001, 61001)
-    assert code_problems([], bin_folder / "python", IDS) == [
+    assert code_problems(Code(bin_folder / "python"), IDS) == [
         f"{bin_folder} is owned by uid 61001, which a job may run as"
+    ]
+
+
+def test_what_the_pythons_installation_keeps_in_lib_counts_not_below(tmp_path: Path) -> None:
+    lib = tmp_path / "python" / "lib"
+    (lib / "python3.11" / "deep").mkdir(parents=True)
+    (lib / "libpython3.11.so.1.0").write_bytes(b"\x7fELF")
+    (lib / "python3.11" / "deep" / "x").write_text("")
+    os.chown(lib / "python3.11" / "deep" / "x", 61009, 61009)  # below lib: the import path's to look at
+    assert code_problems(Code(Path(sys.executable), installed=(lib,)), IDS) == []
+    (lib / "libpython3.11.so.1.0").chmod(0o666)
+    assert code_problems(Code(Path(sys.executable), installed=(lib,)), IDS) == [
+        f"{lib / 'libpython3.11.so.1.0'} is writable by everyone (mode 0666)"
     ]
 
 

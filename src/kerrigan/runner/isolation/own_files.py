@@ -15,11 +15,12 @@ to start when a job could write one:
 - one that everyone may write. A folder *on the way* to what is looked at that everyone may write is fine
   when it is sticky, as ``/tmp`` is: only an entry's owner may rename it, and that entry is looked at too.
 
-What is looked at: the executable and every folder above it; each folder of the import path, every entry
-in it, and below it every folder Python could import from (its name is an identifier: a package), with
-their entries; where each link among them leads; the work dir and what the agent keeps directly in it (the
-workspaces there are the jobs', and hold no code of the agent's). ACLs are not read: a host that gives jobs
-write access through one is not caught here.
+What is looked at: the executable and every folder above it; what the Python's installation (and its
+virtual environment's) keeps in ``bin`` and ``lib`` (the interpreter, ``libpython``); each folder of the
+import path, every entry in it, and below it every folder Python could import from (its name is an
+identifier: a package), with their entries; where each link among them leads; the work dir and what the
+agent keeps directly in it (the workspaces there are the jobs', and hold no code of the agent's). ACLs are
+not read: a host that gives jobs write access through one is not caught here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import functools
 import os
 import stat
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -116,6 +117,19 @@ class _Look:
                 if path.name.isidentifier() and path.is_dir():  # a package Python may import from
                     pending.append(path.resolve())
 
+    def entries(self, folder: Path) -> None:
+        """``folder`` (and the folders on the way to it) and each entry in it, not below."""
+        self.on_the_way(folder)
+        try:
+            with os.scandir(folder) as found:
+                children = sorted(Path(entry.path) for entry in found)
+        except OSError:
+            return
+        for path in children:
+            info = self.one(path, on_the_way=False)
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                self.on_the_way(path.resolve())
+
     def one(self, path: Path, *, on_the_way: bool) -> os.stat_result | None:
         """Look at ``path`` itself; its ``lstat``, or None when it is not there."""
         try:
@@ -128,22 +142,38 @@ class _Look:
         return info
 
 
-def code_paths() -> tuple[tuple[Path, ...], Path]:
-    """The folders of the import path (an empty entry is the working folder) and Kerrigan's own package;
-    and the Python executable."""
+@dataclass(frozen=True, slots=True)
+class Code:
+    """What runs as root: the Python ``executable``, the ``installed`` folders whose entries it loads (its
+    ``bin`` and ``lib``), and the folders of the import path (with Kerrigan's package), looked at below."""
+
+    executable: Path
+    installed: tuple[Path, ...] = ()
+    imported: tuple[Path, ...] = ()
+
+
+def code_paths() -> Code:
+    """What runs as root in this process."""
     import kerrigan  # noqa: PLC0415 -- the package's own folder, wherever it is installed
 
-    folders = [Path(entry or ".").absolute() for entry in sys.path]
-    folders.append(Path(kerrigan.__file__).parent)
-    found = tuple(dict.fromkeys(folder for folder in folders if folder.exists()))
-    return found, Path(sys.executable)
+    prefixes = dict.fromkeys(Path(prefix) for prefix in (sys.prefix, sys.base_prefix))
+    installed = [prefix / name for prefix in prefixes for name in ("bin", "lib")]
+    imported = [Path(entry or ".").absolute() for entry in sys.path]  # "": the working folder
+    imported.append(Path(kerrigan.__file__).parent)
+    return Code(
+        Path(sys.executable),
+        tuple(folder for folder in installed if folder.is_dir()),
+        tuple(dict.fromkeys(folder for folder in imported if folder.exists())),
+    )
 
 
-def code_problems(code: Iterable[Path], executable: Path, ids: JobIds) -> list[str]:
-    """Every reason a job could change the ``executable`` or the code in ``code``'s folders."""
+def code_problems(code: Code, ids: JobIds) -> list[str]:
+    """Every reason a job could change the code that runs as root."""
     look = _Look(ids)
-    look.on_the_way(executable)
-    for folder in code:
+    look.on_the_way(code.executable)
+    for folder in code.installed:
+        look.entries(folder)
+    for folder in code.imported:
         look.tree(folder)
     return look.found
 
@@ -169,18 +199,15 @@ def job_ids(users: UserRange, groups: Collection[int]) -> JobIds:
 
 
 @functools.cache
-def _code_problems_once(
-    code: tuple[Path, ...], executable: Path, users: UserRange, groups: frozenset[int]
-) -> tuple[str, ...]:
+def _code_problems_once(code: Code, users: UserRange, groups: frozenset[int]) -> tuple[str, ...]:
     # The code does not change under a running process: agents a test starts in one process look once.
-    return tuple(code_problems(code, executable, job_ids(users, groups)))
+    return tuple(code_problems(code, job_ids(users, groups)))
 
 
 def check_own_files(work_dir: Path, users: UserRange, groups: Collection[int]) -> None:
     """Raise :class:`OwnFilesWritableError` when a job could change the agent's code, its Python or its
     work dir."""
-    code, executable = code_paths()
-    found = list(_code_problems_once(code, executable, users, frozenset(groups)))
+    found = list(_code_problems_once(code_paths(), users, frozenset(groups)))
     found += [item for item in work_dir_problems(work_dir, job_ids(users, groups)) if item not in found]
     if found:
         more = f" (and {len(found) - SHOWN} more)" if len(found) > SHOWN else ""
