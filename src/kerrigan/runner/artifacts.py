@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import lzma
 import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -46,7 +48,7 @@ from kerrigan.runner.github_requests import (
 from kerrigan.runner.sources import DOWNLOAD_TIMEOUT, SourceError
 
 _CHUNK: Final = 1 << 16
-_NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 LIST_TIMEOUT: Final = aiohttp.ClientTimeout(total=60)
 DOWNLOAD_SLACK: Final = 64 << 20  # a zip's own headers and directory, beyond the bytes it unpacks to
 T = TypeVar("T")
@@ -198,7 +200,7 @@ def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck
                     continue
                 parent = folders.parent(base + parts, create=True)
                 with zipped.open(info) as source:
-                    descriptor = os.open(parts[-1], _NEW_FILE, mode, dir_fd=parent)
+                    descriptor = _new_file(parent, parts[-1], mode, base + parts)
                     os.fchmod(descriptor, mode)  # the mode asked for, whatever the umask
                     with os.fdopen(descriptor, "wb") as out:
                         while chunk := source.read(_CHUNK):
@@ -212,3 +214,18 @@ def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck
         raise SourceError(f"artifact {check.artifact!r} is not a zip that can be read: {err}") from err
     except OSError as err:
         raise SourceError(f"artifact {check.artifact!r} could not be unpacked: {err}") from err
+
+
+def _new_file(folder: int, name: str, mode: int, path: Sequence[str]) -> int:
+    """A new file ``name`` in the open ``folder``, written to: a file already there (the repository's) is
+    replaced, never written through (it may be a hard link to a file outside the workspace); a link or a
+    folder there is refused."""
+    try:
+        return os.open(name, _NEW_FILE, mode, dir_fd=folder)
+    except FileExistsError:
+        kind = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        if not stat.S_ISREG(kind):
+            what = "a link" if stat.S_ISLNK(kind) else "a folder" if stat.S_ISDIR(kind) else "not a file"
+            raise OSError(errno.EEXIST, f"{'/'.join(path)}: {name!r} is {what} in the workspace") from None
+        os.unlink(name, dir_fd=folder)
+    return os.open(name, _NEW_FILE, mode, dir_fd=folder)  # one made meanwhile is refused, not written

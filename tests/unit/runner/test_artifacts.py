@@ -225,3 +225,27 @@ async def test_a_zip_on_its_way_is_the_agents_alone(
     scratch = tmp_path / "host" / "lab" / "var" / "lib" / "work" / "artifacts"
     assert stat.S_IMODE(scratch.stat().st_mode) == 0o700
     assert not any(scratch.iterdir())  # and it goes once unpacked
+
+
+def test_a_member_over_a_hard_link_in_the_workspace_replaces_the_name_not_what_it_links_to(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # A process left in the workspace could link a file it may not write (without fs.protected_hardlinks):
+    # root writing "over" the name must not write through the link.
+    victim = tmp_path / "victim"
+    victim.write_text("mine", encoding="utf-8")
+    (workspace / "image.bin").hardlink_to(victim)
+    archive = tmp_path / "one.zip"
+    archive.write_bytes(zipped({"image.bin": b"fw", "README.md": b"the artifact's"}))
+    unpack_artifact(archive, workspace, ".", ZipCheck(NAME))
+    assert victim.read_text(encoding="utf-8") == "mine"
+    assert (workspace / "image.bin").read_bytes() == b"fw"
+    assert (workspace / "README.md").read_bytes() == b"the artifact's"  # a file of the repository's: replaced
+
+
+def test_a_member_over_a_folder_in_the_workspace_is_refused(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "image.bin").mkdir()
+    archive = tmp_path / "one.zip"
+    archive.write_bytes(zipped({"image.bin": b"fw"}))
+    with pytest.raises(SourceError, match=r"unpacked: .*'image\.bin' is a folder in the workspace"):
+        unpack_artifact(archive, workspace, ".", ZipCheck(NAME))
