@@ -373,6 +373,6 @@ class Agent(Recovery):
         """Expire job records and idle workspaces after 24 hours, and unused cached tarballs."""
         now = self.clock()
         self.records.expire(self.jobs, now)
-        busy = {r.workspace for r in self.jobs.values() if r.workspace and r.state != "ended"}
+        busy = self.workspaces_in_use()
         self.workspaces.expire_idle(now, in_use=busy)
         self.sources.expire(now)
