@@ -11,7 +11,8 @@ The folder each is unpacked into comes from the offer, which the agent does not 
 stored before the parser refused ``..`` there, a server that is wrong): every folder the offer names is
 checked as the parser checks it (:func:`kerrigan.core.manifest.paths.folder_problem`) before anything is
 fetched, and the workspace is then written through open folders
-(:class:`~kerrigan.runner.folders.OpenFolders`), so no ``..`` and no link is ever followed.
+(:class:`~kerrigan.runner.folders.OpenFolders`), so no ``..`` and no link is ever followed. A file already
+in the workspace under a member's name is replaced, never written through (it may be a hard link).
 """
 
 from __future__ import annotations
