@@ -59,6 +59,7 @@ from kerrigan.store.models import DeliveryRow, JobRow, SessionRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.testing.github import GitHubStandIn, RecordedRequest, push_payload, signed_headers
 from kerrigan.testing.github.errors import error_response
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import free_port
 
 SECRET = "bench-secret"  # noqa: S105 -- the benchmark's own throwaway webhook secret
@@ -451,6 +452,7 @@ async def started(
                     systemd_scope="never",
                     github_retry_s=agent_retry_s,
                     github_backoff_s=0.5,
+                    job_users=spare_job_users(),  # each agent its own, as on a host they must be
                 ),
                 http,
             ).run()

@@ -39,6 +39,7 @@ from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import signed_headers
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import serve_with_github
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +176,7 @@ async def agent(lab: Lab, host: str, *options: str) -> AsyncIterator[asyncio.sub
         "runner",
         *("--server", lab.base, "--host-id", host, "--work-dir", str(lab.folder / host)),
         *("--free-space-floor-bytes", "0", "--systemd-scope", "never"),
+        *("--job-users", str(spare_job_users())),  # each agent its own: two run on this machine at once
         *options,
         env={**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.tokens[host]},
         stdout=log,

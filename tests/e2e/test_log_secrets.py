@@ -41,6 +41,7 @@ from kerrigan.store.inventory import apply_diff
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import GitHubStandIn, generate_app_key, push_payload, signed_headers
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import APP_ID, free_port, wait_ready
 
 REPO = "octo/firmware"
@@ -321,6 +322,7 @@ async def _run(folder: Path, log_format: str) -> DebugRun:
     runner_args = [
         *("--server", base, "--host-id", "rig-01", "--work-dir", str(folder / "rig-01")),
         *("--free-space-floor-bytes", "0", "--systemd-scope", "never"),
+        *("--job-users", str(spare_job_users())),  # its own: another agent on this machine may hold others
     ]
     sha = secrets.token_hex(20)
     paths = {name: folder / f"{name}.log" for name in ("server", "runner", "cli")}

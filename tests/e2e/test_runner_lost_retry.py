@@ -33,6 +33,7 @@ from kerrigan.store.audit import Change
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.runners import create_runner_token
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import Served, serve_with_github
 from tests.e2e.test_runner_processes import REPO, SECRET, jobs_of, push, session_at
 
@@ -136,6 +137,8 @@ async def runner(lab: Lab, host: str) -> AsyncIterator[asyncio.subprocess.Proces
         "0",
         "--systemd-scope",
         "never",
+        "--job-users",  # each agent its own: two run on this machine at once
+        str(spare_job_users()),
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

@@ -37,6 +37,7 @@ from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.github import push_payload, signed_headers
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import serve_with_github
 
 SECRET = "e2e-secret"
@@ -146,6 +147,8 @@ async def runner(lab: Lab) -> AsyncIterator[asyncio.subprocess.Process]:
         "0",
         "--systemd-scope",
         "never",
+        "--job-users",  # its own: another agent on this machine may hold the default range
+        str(spare_job_users()),
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kerrigan.runner.isolation.users import UserRange
+from kerrigan.testing.job_users import spare_job_users
 from tests.integration.test_cli_explain import kerrigan
 from tests.unit.runner.test_topology import SNAPSHOTS, needs_snapshots, write_sysfs
 
@@ -111,3 +118,59 @@ def test_a_bad_devices_file_stops_the_runner_with_one_line_naming_it(
     assert done.stderr.startswith(message.format(path=path))
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@contextlib.contextmanager
+def running_agent(work: Path, users: UserRange) -> Iterator[subprocess.Popen[str]]:
+    """``kerrigan runner`` with its jobs' users ``users``, once it is past its start (it says how jobs are
+    isolated; its server is nowhere, so it then waits for it); stopped on the way out."""
+    agent = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "kerrigan.cli", "runner", *SERVER, "--work-dir", str(work)),
+            *("--job-users", str(users), "--systemd-scope", "never", "--free-space-floor-bytes", "0"),
+        ],
+        env=TOKEN,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stderr is not None
+        for line in agent.stderr:
+            if "isolated" in line:
+                break
+        assert agent.poll() is None, f"the agent ended: {agent.returncode}"
+        yield agent
+    finally:
+        agent.terminate()
+        agent.communicate(timeout=60)
+
+
+SERVER = ("--server", "http://127.0.0.1:9", "--host-id", "lab-a-01")
+TOKEN = {**os.environ, "KERRIGAN_RUNNER_TOKEN": "kgr_x"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="jobs run as users of their own (and lock them) as root only")
+def test_a_second_agent_on_job_users_another_holds_refuses_to_start_naming_them(tmp_path: Path) -> None:
+    users = spare_job_users()
+    with running_agent(tmp_path / "first", users) as first:
+        overlapping = UserRange(users.last, users.last + 40)
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "kerrigan.cli", "runner", *SERVER),
+                *("--work-dir", str(tmp_path / "second"), "--job-users", str(overlapping)),
+            ],
+            env=TOKEN,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert done.stderr == (
+            f"kerrigan runner: job users {overlapping} overlap {users}, held by another agent on this host "
+            f"(pid {first.pid}, work dir {tmp_path / 'first'}; lock file "
+            f"/run/kerrigan-runner/job-users-{users}.lock): give each agent on a host a --job-users range "
+            "of its own\n"
+        )
+        with running_agent(tmp_path / "third", spare_job_users()) as third:
+            assert third.poll() is None

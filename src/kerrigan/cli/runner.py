@@ -121,7 +121,9 @@ def _runner(args: argparse.Namespace) -> int:
     import aiohttp
 
     from kerrigan.runner.agent import Agent, not_dumpable
+    from kerrigan.runner.isolation.own_files import OwnFilesWritableError
     from kerrigan.runner.isolation.probe import IsolationUnavailableError
+    from kerrigan.runner.isolation.range_lock import RangeLockError
     from kerrigan.runner.metrics import MetricsAddressError
     from kerrigan.runner.server import ServerRefused, ServerUnavailable
     from kerrigan.runner.topology import TopologyError
@@ -156,7 +158,7 @@ def _runner(args: argparse.Namespace) -> int:
                 raise UsageError(f"the server refused the runner: {exc}") from None
             except ServerUnavailable as exc:
                 raise UsageError(f"the server cannot be reached: {exc}") from None
-            except MetricsAddressError as exc:
+            except (MetricsAddressError, RangeLockError, OwnFilesWritableError) as exc:
                 raise UsageError(str(exc)) from None
             except asyncio.CancelledError:
                 log_stop = logging.getLogger("kerrigan.runner")

@@ -42,6 +42,7 @@ from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.secrets import Keyring, find_repository, set_secret
 from kerrigan.testing.github import GitHubStandIn, signed_headers
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import free_port
 
 REPOSITORY = "octo/firmware"
@@ -212,6 +213,7 @@ async def _start_agents(url: str, server: str, folder: Path) -> list[asyncio.Tas
             heartbeat_s=1.0,
             kill_grace_s=2.0,
             systemd_scope="never",
+            job_users=spare_job_users(),  # each agent its own: they share this machine
         )
         tasks.append(asyncio.create_task(Agent(settings, http).run(), name=f"demo-runner-{host}"))
 

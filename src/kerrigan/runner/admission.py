@@ -94,7 +94,7 @@ class Admission(Preparation):
         free = self.workspaces.free_bytes()
         if not policy.enabled or free >= policy.soft_goal_bytes:
             return None  # nothing to measure or evict
-        busy = {r.workspace for r in self.jobs.values() if r.workspace and r.state != "ended"}
+        busy = self.workspaces_in_use()
         plan = plan_admission(
             free,
             self.workspaces.workspaces(running=busy),
@@ -117,7 +117,7 @@ class Admission(Preparation):
     def _workspace_name(self, offer: Mapping[str, Any]) -> str:
         """The task's workspace; a second job of the same task at once gets its own (one job at a time)."""
         base = _UNSAFE.sub("-", f"{offer.get('repository', '')}--{offer.get('task', '')}").strip("-.")
-        busy = {r.workspace for r in self.jobs.values() if r.state != "ended"}
+        busy = self.workspaces_in_use()
         name, n = base or "job", 1
         while name in busy:
             n += 1

@@ -31,6 +31,8 @@ from kerrigan.core import runner_fields as fields
 from kerrigan.core.accounting import health_report
 from kerrigan.core.host_capacity import startable
 from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE
+from kerrigan.runner.isolation.own_files import check_own_files
+from kerrigan.runner.isolation.range_lock import RangeLock, hold_range
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
@@ -66,19 +68,40 @@ class Agent(Recovery):
         port, serve ``GET /metrics`` all the while.
 
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
-        :class:`ServerRefused`; a metrics address that cannot be listened on raises
-        :class:`~kerrigan.runner.metrics.MetricsAddressError` before anything else starts.
+        :class:`ServerRefused`; job users another agent on the host holds raise
+        :class:`~kerrigan.runner.isolation.range_lock.RangeLockError`, files a job could change that run as
+        root (the agent's code and Python, its work dir)
+        :class:`~kerrigan.runner.isolation.own_files.OwnFilesWritableError`, and a metrics address that
+        cannot be listened on :class:`~kerrigan.runner.metrics.MetricsAddressError`, before anything else
+        starts.
         """
         # Every line this agent (and each job's task, which copies this context) logs names its host.
         structlog.contextvars.bind_contextvars(runner_host=self.settings.host_id)
-        self._lay_out_work_dir()
-        metrics = await self._serve_metrics()
+        users = self._hold_job_users()
         try:
-            await self._work()
+            self._lay_out_work_dir()
+            if self.isolation.users is not None:  # can jobs, run as other users, reach what runs as root?
+                await asyncio.to_thread(
+                    check_own_files, self.settings.work_dir, self.isolation.users, self.settings.job_groups
+                )
+            metrics = await self._serve_metrics()
+            try:
+                await self._work()
+            finally:
+                if metrics is not None:
+                    await metrics.stop()
+                    self.metrics_port = None
         finally:
-            if metrics is not None:
-                await metrics.stop()
-                self.metrics_port = None
+            if users is not None:
+                users.release()
+
+    def _hold_job_users(self) -> RangeLock | None:
+        """This agent's lock on its job users, where jobs run as their own users (none otherwise): raises
+        :class:`~kerrigan.runner.isolation.range_lock.RangeLockError` when another agent on the host holds
+        some of them."""
+        if self.isolation.users is None:
+            return None
+        return hold_range(self.isolation.users, self.settings.work_dir, self.settings.job_users_locks)
 
     async def _serve_metrics(self) -> MetricsServer | None:
         """The metrics server, listening, when the settings give a port."""
@@ -136,14 +159,21 @@ class Agent(Recovery):
             log.warning("%s", self.isolation.summary())
 
     def _lay_out_work_dir(self) -> None:
-        """The agent's state (job records, results, output, cached tarballs) in folders only it may enter.
-        Where jobs run as their own users they must pass through the work dir to their workspace and area
-        (0711: passed through, never listed); each of those is its job user's own, mode 0700."""
+        """The agent's state (job records, results, output, cached tarballs, artifacts on their way) in
+        folders only it may enter. Where jobs run as their own users they must pass through the work dir to
+        their workspace and area (0711: passed through, never listed); each of those is its job user's own,
+        mode 0700."""
         work = self.settings.work_dir
         work.mkdir(parents=True, exist_ok=True)
         isolated = self.isolation.users is not None
         work.chmod(0o711 if isolated else 0o700)
-        for name, mode in (("jobs", 0o700), ("sources", 0o700), ("workspaces", 0o711), ("job-areas", 0o711)):
+        for name, mode in (
+            ("jobs", 0o700),
+            ("sources", 0o700),
+            ("artifacts", 0o700),  # zips on their way to a workspace
+            ("workspaces", 0o711),
+            ("job-areas", 0o711),
+        ):
             (work / name).mkdir(exist_ok=True)
             (work / name).chmod(mode if isolated else 0o700)
 
@@ -343,6 +373,6 @@ class Agent(Recovery):
         """Expire job records and idle workspaces after 24 hours, and unused cached tarballs."""
         now = self.clock()
         self.records.expire(self.jobs, now)
-        busy = {r.workspace for r in self.jobs.values() if r.workspace and r.state != "ended"}
+        busy = self.workspaces_in_use()
         self.workspaces.expire_idle(now, in_use=busy)
         self.sources.expire(now)

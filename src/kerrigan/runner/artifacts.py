@@ -6,14 +6,23 @@ under the agent's work dir, streamed and never held whole, and unpacked into its
 :mod:`kerrigan.core.artifact_archive`'s checks (no link, no name out of the folder, the tarball's limits
 on bytes and members, counted as they are inflated). GitHub's transient failures are retried as a source
 fetch's are; what fails is a :class:`~kerrigan.runner.sources.SourceError` naming the artifact.
+
+The folder each is unpacked into comes from the offer, which the agent does not trust either (a manifest
+stored before the parser refused ``..`` there, a server that is wrong): every folder the offer names is
+checked as the parser checks it (:func:`kerrigan.core.manifest.paths.folder_problem`) before anything is
+fetched, and the workspace is then written through open folders
+(:class:`~kerrigan.runner.folders.OpenFolders`), so no ``..`` and no link is ever followed. A file already
+in the workspace under a member's name is replaced, never written through (it may be a hard link).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import lzma
 import os
+import stat
 import zipfile
 import zlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,7 +35,9 @@ import aiohttp
 
 from kerrigan.core.artifact_archive import ArchiveRefusedError, ZipCheck, ZipEntry
 from kerrigan.core.github_retry import retry_after
-from kerrigan.core.unpacking import FOLDER_MODE, UnpackLimits, amount
+from kerrigan.core.manifest.paths import folder_parts, folder_problem
+from kerrigan.core.unpacking import UnpackLimits, amount
+from kerrigan.runner.folders import OpenFolders
 from kerrigan.runner.github_requests import (
     GitHubRequestError,
     RetryBudget,
@@ -38,21 +49,37 @@ from kerrigan.runner.github_requests import (
 from kerrigan.runner.sources import DOWNLOAD_TIMEOUT, SourceError
 
 _CHUNK: Final = 1 << 16
-_NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 LIST_TIMEOUT: Final = aiohttp.ClientTimeout(total=60)
 DOWNLOAD_SLACK: Final = 64 << 20  # a zip's own headers and directory, beyond the bytes it unpacks to
 T = TypeVar("T")
 
 
-def downloads_of(offer: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The offer's ``artifacts.download`` as ``(name, folder)`` pairs."""
+def downloads_of(offer: Mapping[str, Any]) -> list[tuple[str, object]]:
+    """The offer's ``artifacts.download`` as ``(name, folder)`` pairs, the folder as the offer has it (see
+    :func:`checked_folders`)."""
     artifacts = offer.get("artifacts")
     listed = artifacts.get("download") if isinstance(artifacts, dict) else None
     return [
-        (str(item["name"]), str(item.get("path") or "."))
+        (str(item["name"]), item.get("path") or ".")
         for item in listed or ()
         if isinstance(item, dict) and isinstance(item.get("name"), str)
     ]
+
+
+def checked_folders(wanted: Sequence[tuple[str, object]]) -> list[tuple[str, str]]:
+    """Each ``(name, folder)`` with its folder checked as the manifest's parser checks it: text, relative,
+    no ``..`` part, no NUL or backslash, no glob. The first that is not raises :class:`SourceError` naming
+    the artifact and the path."""
+    checked = []
+    for name, folder in wanted:
+        if not isinstance(folder, str):
+            raise SourceError(f"artifact {name!r}: path {folder!r} is not a folder of the workspace")
+        problem = folder_problem(folder)
+        if problem is not None:
+            raise SourceError(f"artifact {name!r}: path {problem}")
+        checked.append((name, folder))
+    return checked
 
 
 async def download_artifacts(
@@ -67,7 +94,7 @@ async def download_artifacts(
     retry: RetryBudget,
 ) -> None:
     """Put every artifact the offer names into the workspace, or raise :class:`SourceError`."""
-    wanted = downloads_of(offer)
+    wanted = checked_folders(downloads_of(offer))  # all of them, before a byte is fetched
     if not wanted:
         return
     run_id = offer.get("workflow_run_id")
@@ -79,7 +106,9 @@ async def download_artifacts(
     # A zip is at most what it unpacks to, and a little: more than that is refused as it streams.
     github = _Artifacts(http, api_url.rstrip("/"), token, retry, limits.max_bytes + DOWNLOAD_SLACK)
     repository = str(offer.get("repository", ""))
-    scratch.mkdir(parents=True, exist_ok=True)
+    # Root's alone: a job must not read another repository's artifact while it downloads.
+    scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scratch.chmod(0o700)
     for name, folder in wanted:
         url = await github.download_url(repository, run_id, name)
         staged = scratch / f"{offer.get('id', 'job')}-{os.getpid()}.zip"
@@ -155,21 +184,24 @@ class _Artifacts:
 
 
 def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck) -> None:
-    """Unpack the zip into ``folder`` of the workspace, every member checked first and no link followed."""
+    """Unpack the zip into ``folder`` of the workspace, every member checked first, the folder checked as
+    the manifest's parser checks it, and no link or ``..`` followed on the way to any of it."""
+    [(_, folder)] = checked_folders([(check.artifact, folder)])
+    base = folder_parts(folder)
     try:
-        target = _folder(workspace, tuple(part for part in folder.split("/") if part not in ("", ".")))
-        with zipfile.ZipFile(archive) as zipped:
+        with zipfile.ZipFile(archive) as zipped, OpenFolders(workspace) as folders:
+            folders.folder(base)
             for info in zipped.infolist():
                 parts, is_folder, mode = check.admit(ZipEntry(info.filename, info.external_attr >> 16))
                 if info.flag_bits & 0x1:
                     encrypted = f"artifact {check.artifact!r}: member {info.filename!r} is encrypted"
                     raise ArchiveRefusedError(encrypted)
                 if is_folder:
-                    _folder(target, parts)
+                    folders.folder(base + parts)
                     continue
-                parent = _folder(target, parts[:-1])
+                parent = folders.parent(base + parts, create=True)
                 with zipped.open(info) as source:
-                    descriptor = os.open(parent / parts[-1], _NEW_FILE, mode)
+                    descriptor = _new_file(parent, parts[-1], mode, base + parts)
                     os.fchmod(descriptor, mode)  # the mode asked for, whatever the umask
                     with os.fdopen(descriptor, "wb") as out:
                         while chunk := source.read(_CHUNK):
@@ -185,15 +217,16 @@ def unpack_artifact(archive: Path, workspace: Path, folder: str, check: ZipCheck
         raise SourceError(f"artifact {check.artifact!r} could not be unpacked: {err}") from err
 
 
-def _folder(top: Path, parts: Sequence[str]) -> Path:
-    """``top`` joined with ``parts``, each made a folder if missing; a part that is a link or a file is
-    refused (nothing is ever written through a link)."""
-    path = top
-    for part in parts:
-        path = path / part
-        if path.is_symlink():
-            raise ArchiveRefusedError(f"{'/'.join(parts)!r} passes through a symbolic link in the workspace")
-        if path.exists() and not path.is_dir():
-            raise ArchiveRefusedError(f"{'/'.join(parts)!r} passes through a file in the workspace")
-        path.mkdir(mode=FOLDER_MODE, exist_ok=True)
-    return path
+def _new_file(folder: int, name: str, mode: int, path: Sequence[str]) -> int:
+    """A new file ``name`` in the open ``folder``, written to: a file already there (the repository's) is
+    replaced, never written through (it may be a hard link to a file outside the workspace); a link or a
+    folder there is refused."""
+    try:
+        return os.open(name, _NEW_FILE, mode, dir_fd=folder)
+    except FileExistsError:
+        kind = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+        if not stat.S_ISREG(kind):
+            what = "a link" if stat.S_ISLNK(kind) else "a folder" if stat.S_ISDIR(kind) else "not a file"
+            raise OSError(errno.EEXIST, f"{'/'.join(path)}: {name!r} is {what} in the workspace") from None
+        os.unlink(name, dir_fd=folder)
+    return os.open(name, _NEW_FILE, mode, dir_fd=folder)  # one made meanwhile is refused, not written

@@ -109,6 +109,16 @@ class HostState:
             values["memory_bytes"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return values
 
+    def workspaces_in_use(self) -> set[str]:
+        """The workspaces of jobs not ended, and of ended jobs whose cgroup could not be emptied yet: what
+        is left of those may still write there, so the workspace is not given to another job, evicted or
+        expired (its uid is held as long, :meth:`allocate_user`)."""
+        return {
+            r.workspace
+            for r in self.jobs.values()
+            if r.workspace is not None and (r.state != "ended" or r.cgroup is not None)
+        }
+
     def allocate_user(self, record: JobRecord) -> int | None:
         """The job's own uid (kept on its record), when jobs run as their own users."""
         if self.isolation.users is None:

@@ -12,6 +12,7 @@ from kerrigan.core.unpacking import UnpackLimits
 from kerrigan.runner.devices_file import DevicesFile
 from kerrigan.runner.github_requests import RetryBudget
 from kerrigan.runner.isolation.probe import ISOLATION_MODES
+from kerrigan.runner.isolation.range_lock import DEFAULT_LOCK_FOLDER
 from kerrigan.runner.isolation.users import DEFAULT_JOB_USERS, UserRange
 from kerrigan.runner.topology import SYSFS_CPU_ROOT
 
@@ -33,6 +34,7 @@ class AgentSettings:
     isolation: str = "auto"  # auto (what the host allows), require (refuse to start without it) or off
     job_users: UserRange = field(default_factory=lambda: UserRange.parse(DEFAULT_JOB_USERS))
     job_groups: tuple[int, ...] = ()  # supplementary gids jobs get (dialout, plugdev: the devices they drive)
+    job_users_locks: Path = DEFAULT_LOCK_FOLDER  # where agents on this host lock their job_users ranges
     unpack_limits: UnpackLimits = field(default_factory=UnpackLimits)  # bytes and members of a tarball
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After

@@ -19,25 +19,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import gzip
 import io
 import logging
 import os
 import shutil
-import stat
 import tarfile
 import time
 import zlib
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any, Final
 
 import aiohttp
 
 from kerrigan.core.github_retry import retry_after
 from kerrigan.core.unpacking import (
-    FOLDER_MODE,
     Kind,
     Member,
     Placement,
@@ -45,6 +41,7 @@ from kerrigan.core.unpacking import (
     TarballRefusedError,
     UnpackLimits,
 )
+from kerrigan.runner.folders import OpenFolders, check_name
 from kerrigan.runner.github_requests import (
     GitHubRequestError,
     RetryBudget,
@@ -66,7 +63,6 @@ _COPY_CHUNK: Final = 1 << 20
 # The latest time a file's mtime is taken from its header; past it (or before 1970) the file keeps the time
 # it was written, so a hostile header cannot make os.utime overflow.
 _LATEST_MTIME: Final = 1 << 33
-_NOFOLLOW_DIR: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -274,34 +270,14 @@ def _member(info: tarfile.TarInfo) -> Member:
     return Member(info.name, kind, size=info.size, mode=info.mode, linkname=info.linkname)
 
 
-class _Workspace:
-    """The workspace being filled, reached through open folders one path part at a time.
-
-    Every part is opened with ``O_NOFOLLOW`` relative to the folder above it, so no link, wherever it came
-    from, is followed on the way; new files are created with ``O_EXCL``, so none is written over. The folder
-    a member lands in is kept open for the next member, which is usually in the same folder.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self._root = os.open(root, _NOFOLLOW_DIR)
-        self._cached: tuple[tuple[str, ...], int] | None = None
-
-    def __enter__(self) -> _Workspace:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self._forget()
-        os.close(self._root)
-
-    def folder(self, path: tuple[str, ...]) -> None:
-        """A folder (an existing one is kept)."""
-        os.close(self._open_folder(path, create=True))
+class _Workspace(OpenFolders):
+    """The workspace being filled, reached through open folders one path part at a time
+    (:class:`~kerrigan.runner.folders.OpenFolders`: no link, wherever it came from, is followed on the
+    way); new files are created with ``O_EXCL``, so none is written over."""
 
     def file(self, placement: Placement, contents: IO[bytes], check: TarballCheck, mtime: float) -> None:
         """A new file with ``contents``, each chunk counted before it is written."""
-        parent = self._parent(placement.path, create=True)
+        parent = self.parent(placement.path, create=True)
         fd = os.open(placement.path[-1], _NEW_FILE, 0o600, dir_fd=parent)
         try:
             while chunk := contents.read(_COPY_CHUNK):
@@ -317,9 +293,10 @@ class _Workspace:
 
     def hard_link(self, placement: Placement) -> None:
         """A hard link to a file unpacked earlier."""
-        source = self._open_folder(placement.linked[:-1], create=False)
+        check_name(placement.linked[-1] if placement.linked else "", placement.linked)
+        source = self.open(placement.linked[:-1], create=False)
         try:
-            parent = self._parent(placement.path, create=True)
+            parent = self.parent(placement.path, create=True)
             os.link(
                 placement.linked[-1],
                 placement.path[-1],
@@ -332,46 +309,4 @@ class _Workspace:
 
     def symlink(self, placement: Placement) -> None:
         """A symbolic link, made once every link is known to stay inside."""
-        os.symlink(placement.target, placement.path[-1], dir_fd=self._parent(placement.path, create=True))
-
-    def _parent(self, path: tuple[str, ...], *, create: bool) -> int:
-        """The open folder ``path`` is in (kept open for the next member)."""
-        folder = path[:-1]
-        if self._cached is not None and self._cached[0] == folder:
-            return self._cached[1]
-        fd = self._open_folder(folder, create=create)
-        self._forget()
-        self._cached = (folder, fd)
-        return fd
-
-    def _forget(self) -> None:
-        if self._cached is not None:
-            os.close(self._cached[1])
-            self._cached = None
-
-    def _open_folder(self, path: tuple[str, ...], *, create: bool) -> int:
-        """``path`` opened as a folder, part by part, never through a link; missing folders are made when
-        ``create``."""
-        fd = os.dup(self._root)
-        try:
-            for part in path:
-                try:
-                    below = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        raise
-                    os.mkdir(part, 0o700, dir_fd=fd)
-                    below = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
-                    os.fchmod(below, FOLDER_MODE)
-                except OSError as err:
-                    if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                        kind = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
-                        what = "a link" if stat.S_ISLNK(kind) else "not a folder"
-                        raise OSError(err.errno, f"{'/'.join(path)}: {part!r} is {what}") from err
-                    raise
-                os.close(fd)
-                fd = below
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        os.symlink(placement.target, placement.path[-1], dir_fd=self.parent(placement.path, create=True))

@@ -21,6 +21,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.testing.github import GitHubStandIn
+from kerrigan.testing.job_users import spare_job_users
 from tests.integration.github.conftest import Harness, manifest_files, settings_for
 
 CAP = 256 * 1024
@@ -54,6 +55,7 @@ async def test_a_flooding_job_is_cut_at_the_cap_and_the_agent_stops_sending_and_
                 disk=DiskPolicy(0),
                 heartbeat_s=0.2,
                 systemd_scope="never",
+                job_users=spare_job_users(),  # each agent its own
             )
             agent = Agent(settings, http)
             agents.append((agent, asyncio.create_task(agent.run())))

@@ -28,6 +28,7 @@ from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.testing.github import GitHubStandIn
+from kerrigan.testing.job_users import spare_job_users
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, StartApp, manifest_files, settings_for
 
 SMOKE = "#!/bin/sh\necho smoke\n"
@@ -113,6 +114,7 @@ async def agents(harness: Harness, http: aiohttp.ClientSession, tmp_path: Path) 
                 heartbeat_s=0.2,
                 kill_grace_s=2.0,
                 systemd_scope="never",
+                job_users=spare_job_users(),  # each agent its own
             )
             made.append(Agent(settings, http))
     tasks = [asyncio.create_task(agent.run()) for agent in made]

@@ -30,6 +30,7 @@ from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token, host_report
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files
 from tests.unit.runner.test_topology import write_sysfs
@@ -61,6 +62,7 @@ async def agents(harness: Harness, tmp_path: Path) -> AsyncIterator[AgentFactory
                 heartbeat_s=0.2,
                 kill_grace_s=overrides.pop("kill_grace_s", 2.0),
                 systemd_scope="never",
+                job_users=overrides.pop("job_users", None) or spare_job_users(),  # each agent its own
                 **overrides,
             )
             agent = Agent(settings, http)

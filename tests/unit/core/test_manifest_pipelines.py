@@ -3,7 +3,10 @@ its line."""
 
 from __future__ import annotations
 
+import json
 import textwrap
+
+import pytest
 
 from kerrigan.core.manifest import ManifestResult, Workflow, parse_manifest
 
@@ -351,3 +354,54 @@ def test_the_max_devkits_error_names_the_gangs_place_after_a_broken_task() -> No
         """
     )
     assert [(line, field) for line, field, _ in found] == [(7, "tasks[0].vcpus"), (10, "tasks[1].devices")]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("..", "'..' climbs out of the workspace with '..'"),
+        ("../..", "'../..' climbs out of the workspace with '..'"),
+        ("./..", "'./..' climbs out of the workspace with '..'"),
+        ("../../../../../..", "'../../../../../..' climbs out of the workspace with '..'"),
+        (".//../", "'.//../' climbs out of the workspace with '..'"),
+        ("a/../../x", "'a/../../x' climbs out of the workspace with '..'"),
+        ("build/..", "'build/..' climbs out of the workspace with '..'"),
+        ("/etc", "'/etc' is absolute: paths are relative to the job's workspace (the repository)"),
+        ("/", "'/' is absolute: paths are relative to the job's workspace (the repository)"),
+        ("/..", "'/..' is absolute: paths are relative to the job's workspace (the repository)"),
+        ("~/x", "'~/x' is absolute: paths are relative to the job's workspace (the repository)"),
+        ("a\\..\\..", "'a\\\\..\\\\..' holds a NUL or a backslash: write folders with '/'"),
+        ("out/*", "'out/*' is a glob: give the folder to unpack into"),
+    ],
+)
+def test_an_artifacts_folder_out_of_the_workspace_is_refused_on_its_line(path: str, message: str) -> None:
+    text = f"""\
+        tasks:
+          - id: a
+            run: ./a.sh
+            artifacts:
+              download:
+                - workflow_run: firmware-image
+                  path: {json.dumps(path)}
+        """
+    result = parse(text)
+    assert result.workflow is None
+    assert [(p.file, p.line, p.field, p.message) for p in result.errors] == [
+        (FILE, 9, "tasks[0].artifacts.download[0].path", message)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "folder"),
+    [(".", "."), ("./", "."), ("build/", "build"), ("./build//out/", "build/out"), ("a/./b", "a/b")],
+)
+def test_an_artifacts_folder_is_kept_as_its_parts_below_the_workspace(path: str, folder: str) -> None:
+    found = workflow(
+        f"""\
+        tasks:
+          - id: a
+            run: ./a.sh
+            artifacts: {{download: [{{workflow_run: firmware-image, path: {json.dumps(path)}}}]}}
+        """
+    )
+    assert found.tasks[0].artifacts.download[0].path == folder

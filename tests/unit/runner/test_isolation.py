@@ -227,3 +227,22 @@ async def test_at_a_jobs_end_its_workspace_goes_back_to_root_and_its_leftovers_i
     info = workspace.stat()
     assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, 0, 0o700)
     assert (workspace / "left.txt").stat().st_uid == 61234  # given whole to the next job's user, later
+
+
+async def test_a_workspace_whose_jobs_cgroup_would_not_empty_is_not_given_to_the_next_job(
+    tmp_path: Path,
+) -> None:
+    # Its processes may still run as its uid and write there: root must not unpack the next job's source
+    # and artifacts where they can link or swap files under it, nor hand what they left to another uid.
+    settings = AgentSettings("http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work")
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=HostFacts(root=False, memory_total=GIB))
+    offer = {"repository": "octo/firmware", "task": "flash", "claim": {"vcpus": 1}}
+    agent.jobs["4"] = JobRecord(
+        "4", offer, state="ended", workspace="octo-firmware--flash", user=61004, cgroup={"paths": {}}
+    )
+    assert agent._workspace_name(offer) == "octo-firmware--flash.2"
+    assert agent.workspaces_in_use() == {"octo-firmware--flash"}
+    agent.jobs["4"].cgroup = None  # emptied at last
+    assert agent._workspace_name(offer) == "octo-firmware--flash"
+    assert agent.workspaces_in_use() == set()

@@ -14,7 +14,7 @@ from typing import Final
 
 import yaml
 
-from kerrigan.core.manifest.paths import glob_problem, read_globs
+from kerrigan.core.manifest.paths import folder_parts, folder_problem, read_globs
 from kerrigan.core.printable import is_printable
 from kerrigan.core.quoting import quote
 from kerrigan.core.yamlsource import SourceReader, is_null, join_field
@@ -97,13 +97,10 @@ def _download(r: SourceReader, node: yaml.Node, field: str) -> Download | None:
         written = r.string(entry["path"][1], field + ".path")
         if written is None:
             return None
-        problem = glob_problem(written)
-        if problem is None and any(mark in written for mark in "*?["):
-            problem = f"{quote(written)} is a glob: give the folder to unpack into"
-        if problem is not None and not written.startswith("/") and written.strip("/.") == "":
-            problem = None  # "." or "./": the workspace's top
+        # Every part is looked at: a path of dots and slashes alone ("..", "./..") climbs out as well.
+        problem = folder_problem(written)
         if problem is not None:
             r.error(entry["path"][1], field + ".path", problem)
             return None
-        path = written.strip("/") or "."
+        path = "/".join(folder_parts(written)) or "."
     return Download(name, path)
