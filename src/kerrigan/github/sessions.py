@@ -24,6 +24,7 @@ from kerrigan.core.explain import explain, explanation_json
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import resolution_outcome
 from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
+from kerrigan.core.manifest.secret_names import unset_secrets
 from kerrigan.core.matching import Outcome
 from kerrigan.core.runner_protocol import JobCredentials
 from kerrigan.core.sessions import Job, Session, SessionState, never_scheduled_reason
@@ -42,6 +43,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.deliveries import check_fence
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
+from kerrigan.store.secrets import secret_names
 from kerrigan.store.sessions import (
     create_session,
     find_sessions,
@@ -277,8 +279,13 @@ async def _resolve(
     approved: bool = False,
     with_secrets: bool = False,
 ) -> Session:
-    """Resolve the session (unless it waits for approval) and store the outcome with its check run."""
+    """Resolve the session (unless it waits for approval) and store the outcome with its check run. A task
+    naming a secret the repository does not have makes the manifest fail at once, on that line (when its
+    jobs would be given secrets at all)."""
     at = app.database.clock()
+    gets_secrets = session.secrets_allowed or with_secrets
+    if manifest.workflow is not None and gets_secrets and any(t.secrets for t in manifest.workflow.tasks):
+        manifest = unset_secrets(manifest, await secret_names(db, session.repository), session.repository)
     if manifest.workflow is None:
         document: dict[str, object] = {
             "workflow": manifest.name,

@@ -172,6 +172,19 @@ async def list_secrets(
     return [SecretInfo(name, by, at) for name, by, at in await session.execute(query)]
 
 
+async def secret_names(session: AsyncSession, full_name: str) -> frozenset[str]:
+    """The names of the secrets set for the repository ``owner/name`` (none when Kerrigan does not know
+    it)."""
+    try:
+        repository = await find_repository(session, full_name)
+    except NotFoundError:
+        return frozenset()
+    names = await session.scalars(
+        select(SecretRow.name).where(SecretRow.repository_id == repository.github_id)
+    )
+    return frozenset(names)
+
+
 async def set_secret(
     session: AsyncSession, keys: Keyring, repository: Repository, name: str, value: str, *, change: Change
 ) -> bool:

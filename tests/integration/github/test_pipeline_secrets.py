@@ -15,7 +15,7 @@ from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
 from kerrigan.store.installations import add_repositories, upsert_installation
 from kerrigan.store.models import JobLogRow
-from kerrigan.store.secrets import Keyring, find_repository, set_secret
+from kerrigan.store.secrets import Keyring, delete_secret, find_repository, set_secret
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import REPO, Harness, StartApp, settings_for
 from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
@@ -107,12 +107,35 @@ async def test_a_secret_is_in_the_jobs_environment_and_masked_everywhere_it_coul
     assert VALUE not in page
 
 
-async def test_a_secret_named_but_not_set_fails_the_job_before_it_starts_naming_it(
-    harness: Harness, agents: AgentFactory
-) -> None:
-    await start_both(harness, agents)
+async def test_a_secret_named_but_not_set_fails_the_push_at_once_on_its_line(harness: Harness) -> None:
     files = {".kerrigan/workflows/secret.yml": MANIFEST, "scripts/vpn.sh": VPN}
     [run] = await harness.push_commit(files)
+    await completed(harness, run)
+    final: dict[str, Any] = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "failure"
+    [annotation] = [a for a in final["output"]["annotations"] if a["annotation_level"] == "failure"]
+    assert (annotation["path"], annotation["start_line"]) == (".kerrigan/workflows/secret.yml", 9)
+    assert annotation["message"].startswith(
+        "tasks[0].secrets[0]: secret LAB_VPN_KEY is not set for octo/firmware: a repository admin or writer "
+        "sets it with `kerrigan secrets set octo/firmware LAB_VPN_KEY`"
+    )
+    assert [(row.state, row.device_id, row.started_at) for row in await job_rows(harness)] == [
+        ("refused_before_start", None, None)
+    ], "no board was leased"
+
+
+async def test_a_secret_deleted_after_the_push_still_fails_the_job_before_it_starts_naming_it(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    await set_vpn_key(harness)
+    files = {".kerrigan/workflows/secret.yml": MANIFEST, "scripts/vpn.sh": VPN}
+    [run] = await harness.push_commit(files)
+    database = harness.database
+    async with database.sessions() as session, session.begin():  # deleted between the push and the accept
+        await delete_secret(
+            session, await find_repository(session, REPO), "LAB_VPN_KEY", Change("alice", database.clock())
+        )
+    await start_both(harness, agents)
     await completed(harness, run)
     final: dict[str, Any] = harness.github.check_runs[run["id"]]
     assert final["conclusion"] == "failure"

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 from kerrigan.core.manifest import ManifestResult, Workflow, parse_manifest
+from kerrigan.core.manifest.secret_names import unset_secrets
 
 FILE = ".kerrigan/workflows/w.yml"
 HEAD = "name: hil\non: {push: {}}\n"
@@ -405,3 +406,33 @@ def test_an_artifacts_folder_is_kept_as_its_parts_below_the_workspace(path: str,
         """
     )
     assert found.tasks[0].artifacts.download[0].path == folder
+
+
+SECRETS_MANIFEST = """\
+name: vpn
+on: [push]
+tasks:
+  - id: one
+    run: ./a.sh
+    secrets: [lab_vpn_key, SIGNING_KEY]
+  - id: two
+    run: ./b.sh
+    secrets:
+      - signing_key
+      - flash_token
+"""
+
+
+def test_a_secret_the_repository_lacks_is_an_error_on_its_first_line_once() -> None:
+    result = unset_secrets(parse_manifest(SECRETS_MANIFEST, "vpn.yml"), {"LAB_VPN_KEY"}, "octo/firmware")
+    assert result.workflow is None
+    assert [(p.line, p.field, p.message.split(":")[0]) for p in result.errors] == [
+        (6, "tasks[0].secrets[1]", "secret SIGNING_KEY is not set for octo/firmware"),
+        (11, "tasks[1].secrets[1]", "secret FLASH_TOKEN is not set for octo/firmware"),
+    ]
+    assert "kerrigan secrets set octo/firmware FLASH_TOKEN" in result.errors[1].message
+
+
+def test_a_manifest_whose_secrets_are_all_set_is_left_as_it_is() -> None:
+    parsed = parse_manifest(SECRETS_MANIFEST, "vpn.yml")
+    assert unset_secrets(parsed, {"LAB_VPN_KEY", "SIGNING_KEY", "FLASH_TOKEN"}, "octo/firmware") is parsed

@@ -10,7 +10,7 @@ from typing import Final
 from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.core.manifest.artifacts import Artifacts
 from kerrigan.core.matrix import Combination, task_of
-from kerrigan.core.requirements import Requirements
+from kerrigan.core.requirements import Origin, Requirements
 from kerrigan.core.yamlsource import Problem
 
 MAX_TASKS: Final = 256
@@ -136,6 +136,7 @@ class Task:
     secrets: tuple[str, ...] = ()  # repository secrets (upper-case names) the job finds in its environment
     artifacts: Artifacts = field(default_factory=Artifacts)
     devices: tuple[DeviceRole, ...] = ()  # a gang's roles: several devices at once, on one runner host
+    secret_origins: tuple[Origin, ...] = ()  # where each of ``secrets`` is written, in the same order
 
     @property
     def task_id(self) -> str:

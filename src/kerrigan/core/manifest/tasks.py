@@ -34,7 +34,7 @@ from kerrigan.core.matrix import (
     read_matrix,
 )
 from kerrigan.core.quoting import quote
-from kerrigan.core.requirements import Requirements, refine
+from kerrigan.core.requirements import Origin, Requirements, refine
 from kerrigan.core.task_graph import Need, TaskNeeds, validate_needs
 from kerrigan.core.variable_names import name_problem
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
@@ -134,7 +134,8 @@ def _task(
     vcpus, timeout_s = _claims(r, config, field)
     needs = _needs(r, config["needs"][1], field + ".needs") if "needs" in config else ()
     results = read_globs(r, config["results"][1], field + ".results") if "results" in config else ()
-    secrets = _secrets(r, config["secrets"][1], field + ".secrets") if "secrets" in config else ()
+    named = _secrets(r, config["secrets"][1], field + ".secrets") if "secrets" in config else {}
+    secrets, secret_origins = tuple(named), tuple(named.values())
     artifacts = Artifacts()
     if "artifacts" in config:
         artifacts = read_artifacts(r, config["artifacts"][1], field + ".artifacts")
@@ -178,6 +179,7 @@ def _task(
                 secrets,
                 artifacts,
                 devices,
+                secret_origins,
             )
         )
     return task_id, needs, jobs
@@ -200,23 +202,24 @@ def _claims(r: SourceReader, config: Entries, field: str) -> tuple[int, int]:
     return vcpus, timeout_s
 
 
-def _secrets(r: SourceReader, node: yaml.Node, field: str) -> tuple[str, ...]:
-    """``secrets``: names of the repository's secrets (any case; stored upper-case, as GitHub does)."""
+def _secrets(r: SourceReader, node: yaml.Node, field: str) -> dict[str, Origin]:
+    """``secrets``: names of the repository's secrets (any case; stored upper-case, as GitHub does), each
+    with where it is written."""
     if is_null(node):
-        return ()
-    names: dict[str, int] = {}
+        return {}
+    names: dict[str, Origin] = {}
     for item, item_field, text in r.strings(node, field):
         problem = name_problem(text)
         if problem is not None:
             r.error(item, item_field, problem)
         elif (name := text.upper()) in names:
-            r.error(item, item_field, f"secret {name} is listed twice (first on line {names[name]})")
+            r.error(item, item_field, f"secret {name} is listed twice (first on line {names[name].line})")
         else:
-            names[name] = line_of(item)
+            names[name] = Origin(item_field, line_of(item))
     if len(names) > MAX_SECRETS:
         r.error(node, field, f"names {len(names)} secrets; the limit is {MAX_SECRETS}")
-        return ()
-    return tuple(names)
+        return {}
+    return names
 
 
 def _needs(r: SourceReader, node: yaml.Node, field: str) -> tuple[Need, ...]:
