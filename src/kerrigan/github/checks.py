@@ -581,7 +581,7 @@ def _attempts(jobs: Sequence[JobProgress]) -> list[str]:
     for job in jobs:
         if job.task_id in retried:
             why = f" ({job.reason})" if job.reason else ""
-            lines.append(f"- {_code(job.task_id)}: {_cell(job.attempt_text())}: {job.state}{why}")
+            lines.append(f"- {_code(shown_name(job.task_id))}: {_cell(job.attempt_text())}: {job.state}{why}")
     return ["", "**Attempts**", "", *lines] if lines else []
 
 
@@ -666,7 +666,8 @@ def _blocks(jobs: Sequence[JobProgress], context: SessionContext) -> list[tuple[
     if suspects:
         suspect_lines = ["**Suspect devices**", ""]
         suspect_lines += [
-            f"- {_code(job.task_id)}: {_cell(job.suspect)}: the device may be at fault, not the code"
+            f"- {_code(shown_name(job.task_id))}: {_cell(job.suspect)}: the device may be at fault, "
+            "not the code"
             for job in suspects
         ]
         blocks.append(("\n".join(suspect_lines), False))

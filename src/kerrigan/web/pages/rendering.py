@@ -11,6 +11,7 @@ from urllib.parse import quote, urlsplit
 import aiohttp_jinja2
 from aiohttp import web
 
+from kerrigan.core.matrix import shown_name
 from kerrigan.store.inventory import ConflictError, NotFoundError, StaleError
 from kerrigan.web.errors import ApiError
 from kerrigan.web.signin import Forbidden, SignInRequired, csrf_token, page_principal
@@ -56,8 +57,9 @@ def _when(value: datetime | None) -> str:
 
 
 def filters() -> dict[str, Callable[..., Any]]:
-    """Template filters."""
-    return {"when": _when}
+    """Template filters: ``when`` (a time as pages show it), ``job_name`` (a job key as people read it, the
+    spelling check runs use: ``smoke (board=modalix)``)."""
+    return {"when": _when, "job_name": shown_name}
 
 
 _PAGE_PREFIXES = (
