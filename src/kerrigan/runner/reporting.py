@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
-from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, read_head, results_files
+from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, open_job_file, read_head, results_files
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
@@ -134,15 +134,16 @@ class Reporting(HostState):
     async def _send_results(self, record: JobRecord) -> None:
         """Send the JUnit XML files the manifest's ``results`` globs match, before the end is reported
         (the check run that ends shows them). A file the server cannot take is logged, never retried for
-        long: results never hold up a job's end."""
+        long: results never hold up a job's end. Only the job's own files are read
+        (:func:`~kerrigan.runner.results.open_job_file`)."""
         globs = [glob for glob in record.offer.get("results") or () if isinstance(glob, str)]
         if not globs or not record.workspace:
             return
         workspace = self.workspaces.path(record.workspace)
         masker = self._maskers.get(record.id)
-        for path, file in await asyncio.to_thread(results_files, workspace, globs):
+        for path in await asyncio.to_thread(results_files, workspace, globs):
             try:
-                data, size = await asyncio.to_thread(read_head, file)
+                data, size = await asyncio.to_thread(read_head, workspace, path, record.user)
                 if masker is not None:  # its failures' text reaches the check run and its annotations
                     data = await asyncio.to_thread(masker.mask_all, data)
                 answer = await self.server.results(record.id, path, data, size, str(workspace))
@@ -156,17 +157,19 @@ class Reporting(HostState):
 
     async def _send_artifacts(self, record: JobRecord) -> None:
         """Upload the files the manifest's ``artifacts.upload`` globs match, streamed from disk; one over
-        the server's limit is declared, not sent (its page lists it as not kept). Never holds up the end."""
+        the server's limit is declared, not sent (its page lists it as not kept). Only the job's own files
+        are read, each from the descriptor that was checked. Never holds up the end."""
         artifacts = record.offer.get("artifacts")
         listed = artifacts.get("upload") if isinstance(artifacts, dict) else None
         globs = [glob for glob in listed or () if isinstance(glob, str)]
         if not globs or not record.workspace:
             return
         workspace = self.workspaces.path(record.workspace)
-        for path, file in await asyncio.to_thread(results_files, workspace, globs, MAX_UPLOADS):
+        for path in await asyncio.to_thread(results_files, workspace, globs, MAX_UPLOADS):
             try:
-                size = file.stat().st_size
-                await self.server.artifact(record.id, path, file if size <= MAX_UPLOAD_BYTES else None, size)
+                with open_job_file(workspace, path, record.user) as file:  # a few calls; the upload streams
+                    sent = file.reader if file.size <= MAX_UPLOAD_BYTES else None
+                    await self.server.artifact(record.id, path, sent, file.size)
             except (OSError, ServerUnavailable, ServerRefused) as err:
                 log.warning("job %s: file %s not uploaded: %s", record.id, path, err)
 

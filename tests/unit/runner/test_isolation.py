@@ -19,6 +19,8 @@ from kerrigan.runner.isolation.probe import (
     choose,
     memory_total,
     own_cgroups,
+    read_host_facts,
+    sysctl_flag,
 )
 from kerrigan.runner.isolation.users import NoJobUserError, UserRange, allocate, ids_in_use
 from kerrigan.runner.records import JobRecord
@@ -42,9 +44,50 @@ def test_a_host_that_is_not_root_runs_jobs_as_today_and_says_so() -> None:
         "cgroup": None,
         "memory_cap": False,
         "cpu_set": False,
+        "protected_hardlinks": None,
+        "protected_symlinks": None,
         "missing": ["not root"],
     }
     assert found.summary() == "jobs NOT isolated: not root"
+
+
+async def test_a_root_host_without_the_kernels_link_protections_says_so_at_start_and_in_its_report(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The kernel's own default is 0 for both (systemd turns them on): then a job may hard-link a root file
+    # into its workspace. Jobs still run apart; the host says what it lacks.
+    facts = HostFacts(
+        root=True,
+        cgroup_v1=V1_HOST.cgroup_v1,
+        memory_total=GIB,
+        protected_hardlinks=False,
+        protected_symlinks=True,
+    )
+    found = choose(facts, "require", USERS, "never", "k")
+    assert found.isolated
+    report = found.report()
+    assert (report["protected_hardlinks"], report["protected_symlinks"]) == (False, True)
+    assert report["missing"] == ["fs.protected_hardlinks is 0"]
+    settings = AgentSettings("http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work", systemd_scope="never")
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=facts)
+        with caplog.at_level(logging.INFO, logger="kerrigan.runner.agent"):
+            agent.announce_isolation()
+    assert agent.health()["isolation"]["protected_hardlinks"] is False
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "jobs isolated: users, private /tmp, cgroup-v1, memory cap (missing: fs.protected_hardlinks is 0)"
+    ]
+    both_on = choose(V1_HOST, "auto", USERS, "never", "k")
+    assert both_on.missing == ()
+    flags = [sysctl_flag(text) for text in ("1\n", "0\n", "2", "")]
+    assert flags == [True, False, True, None]
+
+
+def test_this_machines_link_protections_are_read_as_proc_shows_them() -> None:
+    facts = read_host_facts("k")
+    for name in ("protected_hardlinks", "protected_symlinks"):
+        shown = Path(f"/proc/sys/fs/{name}").read_text().strip()
+        assert getattr(facts, name) is (shown != "0"), name
 
 
 def test_require_refuses_a_host_that_cannot_isolate_naming_what_is_missing() -> None:

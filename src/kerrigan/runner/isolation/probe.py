@@ -1,10 +1,10 @@
 """What the host allows for running jobs apart, found once at start, and the isolation chosen from it.
 
 :func:`read_host_facts` reads the host (its uid, ``/proc/self/mounts``, ``/proc/self/cgroup``, PID 1, a
-test folder made in each cgroup); :func:`choose` is a function of those facts and the settings, so a test
-passes the facts of a host it is not running on. ``isolation: auto`` takes what the host allows, ``require``
-refuses to start when jobs cannot run apart, ``off`` runs jobs as the agent's user (``systemd_scope`` still
-pins them where systemd can).
+test folder made in each cgroup, ``fs.protected_hardlinks`` and ``fs.protected_symlinks``); :func:`choose` is
+a function of those facts and the settings, so a test passes the facts of a host it is not running on.
+``isolation: auto`` takes what the host allows, ``require`` refuses to start when jobs cannot run apart,
+``off`` runs jobs as the agent's user (``systemd_scope`` still pins them where systemd can).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kerrigan.runner.isolation.users import UserRange
 log = logging.getLogger(__name__)
 
 ISOLATION_MODES: Final = ("auto", "require", "off")
+PROTECTIONS: Final = ("protected_hardlinks", "protected_symlinks")  # under /proc/sys/fs
 
 
 class IsolationUnavailableError(Exception):
@@ -40,6 +41,10 @@ class HostFacts:
     cgroup_v2: Path | None = None  # the agent's own v2 cgroup, when v2 has memory and cpuset controllers
     cgroup_v1: Mapping[str, Path] = field(default_factory=dict)  # v1 controller -> the agent's own cgroup
     memory_total: int | None = None  # MemTotal, bytes
+    # fs.protected_hardlinks and fs.protected_symlinks (None: unreadable). Off, a job may hard-link a file it
+    # cannot read into its workspace, or plant a link in a shared sticky folder that root then follows.
+    protected_hardlinks: bool | None = None
+    protected_symlinks: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,8 @@ class Isolation:
     cgroups: CgroupBackend
     memory_total: int | None
     missing: tuple[str, ...] = ()
+    protected_hardlinks: bool | None = None
+    protected_symlinks: bool | None = None
 
     @property
     def isolated(self) -> bool:
@@ -65,6 +72,8 @@ class Isolation:
             "cgroup": self.cgroups.name,
             "memory_cap": self.cgroups.memory_cap and self.memory_total is not None,
             "cpu_set": self.cgroups.cpu_set,
+            "protected_hardlinks": self.protected_hardlinks,
+            "protected_symlinks": self.protected_symlinks,
             "missing": list(self.missing),
         }
 
@@ -122,7 +131,17 @@ def choose(facts: HostFacts, mode: str, users: UserRange, systemd_scope: str, ke
         missing.append("no usable cgroup (v2 without memory and cpuset controllers, no v1 freezer)")
     if facts.memory_total is None and backend.memory_cap:
         missing.append("no MemTotal in /proc/meminfo")
-    found = Isolation(users if facts.root else None, facts.root, backend, facts.memory_total, tuple(missing))
+    if facts.root:  # jobs run as other users than the agent's: the kernel's link protections matter
+        missing += [f"fs.{name} is 0" for name in PROTECTIONS if getattr(facts, name) is False]
+    found = Isolation(
+        users if facts.root else None,
+        facts.root,
+        backend,
+        facts.memory_total,
+        tuple(missing),
+        facts.protected_hardlinks,
+        facts.protected_symlinks,
+    )
     if mode == "require" and not found.isolated:
         raise IsolationUnavailableError(
             f"isolation: require, but jobs cannot run apart on this host: {', '.join(missing)}"
@@ -150,7 +169,14 @@ def read_host_facts(key: str) -> HostFacts:
                 if _can_make(folder, key):
                     v1[name] = folder
     systemd = _read("/proc/1/comm").strip() == "systemd" and shutil.which("systemd-run") is not None
-    return HostFacts(root, systemd, v2, v1, memory_total(_read("/proc/meminfo")))
+    hardlinks, symlinks = (sysctl_flag(_read(f"/proc/sys/fs/{name}")) for name in PROTECTIONS)
+    return HostFacts(root, systemd, v2, v1, memory_total(_read("/proc/meminfo")), hardlinks, symlinks)
+
+
+def sysctl_flag(text: str) -> bool | None:
+    """A ``/proc/sys`` number as on (not 0) or off; None when it is not a number (or was not read)."""
+    value = text.strip()
+    return value != "0" if value.isascii() and value.isdigit() else None
 
 
 def cgroup_mounts(mounts: str) -> list[tuple[Path, str, frozenset[str]]]:
