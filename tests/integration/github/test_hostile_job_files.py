@@ -9,11 +9,24 @@ from typing import Any
 
 import pytest
 
+from kerrigan.runner.records import PAGE_BYTES
 from kerrigan.store.artifacts import artifacts_of
+from kerrigan.store.database import Database
+from kerrigan.store.jobs import output
+from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.waiting import wait_until
-from tests.integration.github.conftest import Harness
+from tests.integration.github.conftest import Harness, StartApp, settings_for
 from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, markers, start_both
 from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+
+CAP = 1 << 20  # the server's KERRIGAN_OUTPUT_MAX_BYTES here
+
+
+@pytest.fixture
+async def harness(lab_db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
+    """The pair, with the lab inventory stored and a job's output capped at :data:`CAP`."""
+    return Harness(await start_app(settings_for(lab_db, github, output_max_bytes=CAP)), github, lab_db)
+
 
 LINKER = """\
 name: linker
@@ -78,3 +91,46 @@ async def test_hard_links_to_root_files_in_a_jobs_workspace_are_neither_uploaded
     async with harness.database.sessions() as session:
         [files] = (await artifacts_of(session, [row.pk])).values()
     assert {file.path for file in files} == {"logs/console.log"}
+
+
+TRUNCATE = """\
+name: truncate
+on: {push: {branches: [main]}}
+scheduling:
+  labels: {form_factor: som, sdk: "2.2.0"}
+tasks:
+  - id: hil
+    run: /usr/bin/python3 -I scripts/truncate.py
+    vcpus: 1
+"""
+# The review's job: its stdout stretched to 128 MiB of holes, which the agent would have cut into pages.
+TRUNCATE_PY = """\
+import os
+print("written before the truncation", flush=True)
+try:
+    os.ftruncate(1, 128 << 20)
+except OSError as err:
+    print("ftruncate refused:", err.strerror, flush=True)
+print("written after the truncation", flush=True)
+"""
+
+
+async def test_a_job_that_stretches_its_stdout_cannot_push_the_agent_past_the_cap_nor_lose_its_output(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    started = await start_both(harness, agents)
+    [run] = await harness.push_commit(
+        {".kerrigan/workflows/truncate.yml": TRUNCATE, "scripts/truncate.py": TRUNCATE_PY}
+    )
+    await completed(harness, run, timeout=120)
+
+    [row] = await job_rows(harness)
+    async with harness.database.sessions() as session:
+        printed = "".join(data for _, data in await output(session, row.pk))
+    assert "written before the truncation" in printed
+    assert "written after the truncation" in printed
+    assert row.log_bytes <= CAP + PAGE_BYTES  # the pages sent stay within the server's cap
+    for agent in started:  # and the pages the agent cut stay within its own, on its disk
+        pages = agent.records.folder(str(row.pk)) / "pages"
+        if pages.exists():
+            assert sum(page.stat().st_size for page in pages.glob("*.log")) <= CAP + PAGE_BYTES

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -12,6 +13,7 @@ import pytest
 from kerrigan.core.cpus import format_cpu_list
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.isolation.cgroups import memory_cap
+from kerrigan.runner.isolation.keyrings import uid_keyrings
 from kerrigan.runner.isolation.probe import (
     HostFacts,
     IsolationUnavailableError,
@@ -44,6 +46,7 @@ def test_a_host_that_is_not_root_runs_jobs_as_today_and_says_so() -> None:
         "cgroup": None,
         "memory_cap": False,
         "cpu_set": False,
+        "keyrings": False,
         "protected_hardlinks": None,
         "protected_symlinks": None,
         "missing": ["not root"],
@@ -270,3 +273,33 @@ async def test_at_a_jobs_end_its_workspace_goes_back_to_root_and_its_leftovers_i
     info = workspace.stat()
     assert (info.st_uid, info.st_gid, info.st_mode & 0o777) == (0, 0, 0o700)
     assert (workspace / "left.txt").stat().st_uid == 61234  # given whole to the next job's user, later
+
+
+def test_each_job_gets_keyrings_of_its_own_where_the_host_has_user_namespaces() -> None:
+    facts = HostFacts(root=True, cgroup_v1=V1_HOST.cgroup_v1, memory_total=GIB, user_namespaces=True)
+    found = choose(facts, "auto", USERS, "never", "k")
+    assert (found.own_keyrings, found.report()["keyrings"], found.missing) == (True, True, ())
+    without = choose(replace(facts, user_namespaces=False), "require", USERS, "never", "k")
+    assert without.isolated  # the rest still holds; what is missing is said
+    assert (without.own_keyrings, without.missing) == (
+        False,
+        ("no user namespaces: a job's keyrings outlive it",),
+    )
+    assert not choose(replace(facts, root=False), "auto", USERS, "never", "k").own_keyrings
+
+
+def test_a_uids_own_keyrings_are_found_in_proc_keys_as_it_reads_them() -> None:
+    proc_keys = (
+        "2617fddb I--Q---     2 perm 1f3f0000 61151 65534 keyring   _uid.61151: 1\n"
+        "0d98153a I--Q---     1 perm 1f3f0000 61151 65534 keyring   _uid_ses.61151: 1\n"
+        "1a2b3c4d I--Q---     1  2d   3f130000 61151 61151 keyring   _persistent.61151: empty\n"
+        "04f018b4 I--Q---     1 perm 3f010000 61151 61151 user      _uid.61151: 6\n"  # not a keyring
+        "3f3bd80a I--Q---     2 perm 1f3f0000     0 65534 keyring   _uid.0: empty\n"  # another uid's
+        "11111111 I--Q---     1 perm 3f3f0000 61151 61151 keyring   _uid.61152: empty\n"  # named for another
+        "not a line of /proc/keys\n"
+    )
+    assert uid_keyrings(proc_keys, 61151) == {
+        "_uid.61151": 0x2617FDDB,
+        "_uid_ses.61151": 0x0D98153A,
+        "_persistent.61151": 0x1A2B3C4D,
+    }
