@@ -349,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
+    if args.user_namespace and args.user is None:  # root in it would keep its power over the host's files
+        parser.error("--user-namespace runs the command as a --user only")
     try:
         env = _command_environment(args.env_fd)
         if args.cwd is not None:

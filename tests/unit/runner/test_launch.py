@@ -292,3 +292,17 @@ def test_output_past_the_cap_is_dropped_with_one_notice_and_the_command_is_not_h
         b"the rest was not kept]\n"
     )
     assert log == b"x" * 100000 + notice
+
+
+def test_a_user_namespace_is_given_only_to_a_command_run_as_a_user(tmp_path: Path) -> None:
+    # Root in a namespace that maps every id keeps its power over the host's files: never the command's.
+    finished = subprocess.run(
+        [*LAUNCH, "--result", str(tmp_path / "result.json"), "--user-namespace", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert finished.returncode == 2
+    assert "--user-namespace runs the command as a --user only" in finished.stderr
+    assert not (tmp_path / "result.json").exists()
