@@ -1,11 +1,11 @@
 """Reporting a job: its output cut into numbered pages and uploaded in order, then its end.
 
 The server stores a job's output up to its ``KERRIGAN_OUTPUT_MAX_BYTES``; once it answers ``output_cut``
-the agent sends no more of it (a mark in the job's folder says so across restarts) and keeps the whole
-``output.log`` on the host until the job's record expires, for whoever needs what the server did not keep —
-masked like the pages, or not kept at all when the job's secrets are no longer known to mask it with. The
-job's results and uploaded files are sent after its last output and before its end is reported, while its
-workspace is still its own.
+the agent sends no more of it (a mark in the job's folder says so across restarts) and keeps ``output.log``
+(the output up to its own ``--output-max-bytes``) on the host until the job's record expires, for whoever
+needs what the server did not keep — masked like the pages, or not kept at all when the job's secrets are
+no longer known to mask it with. The job's results and uploaded files are sent after its last output and
+before its end is reported, read as the job's own files only (:mod:`kerrigan.runner.results`).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class Reporting(HostState):
         (self.records.folder(record.id) / OUTPUT_CUT_MARK).touch()
         log.warning(
             "job %s: the server stores no more of its output (its KERRIGAN_OUTPUT_MAX_BYTES); no more is "
-            "sent, and the whole output stays in %s until the job's record expires",
+            "sent, and its output up to --output-max-bytes stays in %s until the job's record expires",
             record.id,
             self.records.output_path(record.id),
         )
