@@ -113,8 +113,11 @@ class Reporting(HostState):
         while not await self._upload(record, final=True) and not record.reported:
             await asyncio.sleep(5.0)
         if not record.reported:  # before the workspace is free for another job, and with the masker
-            await self._send_results(record)
-            await self._send_artifacts(record)
+            for send in (self._send_results, self._send_artifacts):
+                try:
+                    await send(record)
+                except Exception:  # what the job left must never keep its end from being reported
+                    log.exception("job %s: its files could not be sent", record.id)
         if not self._output_cut(record) or self._needs_secrets(record):
             # A cut job's log is the only whole copy of its output, kept; but never with secrets in clear.
             self.records.drop_output(record)

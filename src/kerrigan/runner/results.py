@@ -73,6 +73,9 @@ def results_files(workspace: Path, globs: Sequence[str], limit: int = MAX_FILES)
         walked += len(entries)
         for entry in entries:
             parts = (*relative, entry.name)
+            if not _nameable(entry.name):  # no URL of the runner protocol can carry it: not sent, not entered
+                log.warning("%s: %r is not named in UTF-8; passed over", workspace, os.fsencode(entry.name))
+                continue
             if entry.is_file(follow_symlinks=False):
                 if any(_matches(pattern, parts) for pattern in patterns):
                     found.append("/".join(parts))
@@ -99,6 +102,15 @@ def results_files(workspace: Path, globs: Sequence[str], limit: int = MAX_FILES)
         for fd, _, _ in stack:
             os.close(fd)
     return sorted(found)[:limit]
+
+
+def _nameable(name: str) -> bool:
+    """Whether a file name is text (UTF-8 on disk): one that is not comes as lone surrogates."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _matches(pattern: Sequence[str], parts: Sequence[str]) -> bool:

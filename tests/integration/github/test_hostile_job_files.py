@@ -134,3 +134,43 @@ async def test_a_job_that_stretches_its_stdout_cannot_push_the_agent_past_the_ca
         pages = agent.records.folder(str(row.pk)) / "pages"
         if pages.exists():
             assert sum(page.stat().st_size for page in pages.glob("*.log")) <= CAP + PAGE_BYTES
+
+
+NAMES = """\
+name: names
+on: {push: {branches: [main]}}
+scheduling:
+  labels: {form_factor: som, sdk: "2.2.0"}
+tasks:
+  - id: hil
+    run: ./scripts/names.sh
+    vcpus: 1
+    results: ["results/*.xml"]
+    artifacts:
+      upload: ["logs/**"]
+"""
+# File names no URL can carry (not UTF-8), beside ordinary ones.
+NAMES_SH = """\
+#!/bin/sh
+mkdir -p logs results
+echo "the job's console" > logs/console.log
+echo "odd" > "logs/$(printf 'odd-\\377')"
+echo '<testsuite name="own"><testcase classname="own" name="test_own"/></testsuite>' > results/own.xml
+cp results/own.xml "results/$(printf 'odd-\\377').xml"
+"""
+
+
+async def test_files_named_in_no_encoding_are_passed_over_and_the_job_still_ends(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    await start_both(harness, agents)
+    [run] = await harness.push_commit({".kerrigan/workflows/names.yml": NAMES, "scripts/names.sh": NAMES_SH})
+    await completed(harness, run)
+
+    final: dict[str, Any] = harness.github.check_runs[run["id"]]
+    assert final["conclusion"] == "success", final["output"]["summary"]
+    assert "test_own" in final["output"]["summary"]
+    [row] = await job_rows(harness)
+    async with harness.database.sessions() as session:
+        [files] = (await artifacts_of(session, [row.pk])).values()
+    assert {file.path for file in files} == {"logs/console.log"}

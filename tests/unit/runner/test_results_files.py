@@ -123,3 +123,13 @@ def test_a_wide_workspace_is_walked_holding_only_the_folders_on_the_way_down_ope
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert len(found) == 300
+
+
+def test_a_file_or_folder_not_named_in_utf8_is_passed_over(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "own.xml").write_text("x")
+    odd = os.fsdecode(b"odd-\xff")  # a name no URL of the runner protocol can carry
+    (tmp_path / "results" / f"{odd}.xml").write_text("x")
+    (tmp_path / odd).mkdir()
+    (tmp_path / odd / "deep.xml").write_text("x")
+    assert names(tmp_path, "**/*.xml") == ["results/own.xml"]
