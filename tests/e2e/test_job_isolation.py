@@ -11,7 +11,10 @@ with the test that showed it.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -135,6 +138,7 @@ def start(
     for procs in isolation.cgroups.join_files(cgroup):
         argv += ["--cgroup-procs", procs]
     argv += ["--user", str(uid), "--groups", groups, "--private-tmp", str(area), "--keep", str(area / "home")]
+    argv += ["--user-namespace"] if isolation.own_keyrings else []
     argv += ["--", "/bin/sh", "-c", script]
     process = subprocess.Popen(
         argv,
@@ -509,3 +513,122 @@ def test_a_job_sees_neither_another_jobs_command_line_nor_the_agents(work: Path,
 
     assert out.split("\n")[: len(probes)] == [f"{name} denied" for name, _ in probes], out
     assert f"Uid:\t{second.uid}" in out  # its own processes it still sees
+
+
+# What a job may leave behind keyed by its uid or in the host's IPC namespace rather than in files: a key in
+# its user keyring and in its persistent keyring, a POSIX message queue (mq_open, and one made through an
+# mqueue mount of the host's, as /dev/mqueue is where systemd mounts it), a System V segment.
+KEYS = """
+import ctypes, os, platform, sys
+libc = ctypes.CDLL(None, use_errno=True)
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+USER_KEYRING, GET_PERSISTENT, SEARCH = -4, 22, 10
+def call(*args):
+    got = libc.syscall(*[ctypes.c_long(a) if isinstance(a, int) else a for a in args])
+    return got if got >= 0 else -ctypes.get_errno()
+def add(description, ring):
+    return call(ADD_KEY, b"user", description, b"left by job 1", 13, ring)
+def find(description, ring):
+    return "found" if call(KEYCTL, SEARCH, ring, b"user", description, 0) >= 0 else "gone"
+persistent = call(KEYCTL, GET_PERSISTENT, -1, USER_KEYRING)
+"""
+LEAVE = (
+    KEYS
+    + """
+assert add(b"kerrigan-left", USER_KEYRING) > 0 and persistent > 0 and add(b"kerrigan-kept", persistent) > 0
+assert libc.mq_open(b"/kerrigan-left", os.O_CREAT | os.O_RDWR, 0o600, None) >= 0
+open(sys.argv[1] + "/kerrigan-left", "w").close()  # a queue made through the host's mqueue mount
+print("left")
+"""
+)
+FIND = (
+    KEYS
+    + """
+print("user keyring", find(b"kerrigan-left", USER_KEYRING))
+print("persistent keyring", find(b"kerrigan-kept", persistent))
+print("mq_open", "found" if libc.mq_open(b"/kerrigan-left", os.O_RDONLY, 0, None) >= 0 else "gone")
+print("mqueue mount", "found" if os.listdir(sys.argv[1]) else "gone")
+"""
+)
+
+
+def test_a_later_job_with_the_same_uid_finds_no_key_message_queue_or_ipc_of_an_earlier_one(
+    work: Path, jobs: list[Job]
+) -> None:
+    isolation = isolation_here(work)
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip(f"the test calls keyctl by its number on x86_64 and aarch64, not {platform.machine()}")
+    mqueue = work / "mqueue"  # the host's message queues, as /dev/mqueue shows them on a systemd host
+    mqueue.mkdir(mode=0o755)
+    subprocess.run(["mount", "-t", "mqueue", "mqueue", str(mqueue)], check=True)
+    try:
+        mqueue.chmod(0o1777)
+        python = f"/usr/bin/python3 -I -c {shlex.quote(LEAVE)} {mqueue}"
+        first = start(work, isolation, jobs, "1", f"{python} && ipcmk -M 4096 >/dev/null")
+        out, _ = first.process.communicate(timeout=30)
+        assert first.process.returncode == 0, out
+        # What the agent does at the job's end, before its uid is free (Processes._empty_cgroup).
+        empty(first.cgroup)
+        take_back(first.workspace)
+        for folder in SHARED_WRITABLE:
+            remove_owned(Path(folder), first.uid)
+
+        assert list(mqueue.iterdir()) == []  # the queue it made went with its IPC namespace
+        find = f"/usr/bin/python3 -I -c {shlex.quote(FIND)} {mqueue}"
+        later = start(work, isolation, jobs, "2", find, uid=first.uid)
+        out, _ = later.process.communicate(timeout=30)
+    finally:
+        subprocess.run(["umount", str(mqueue)], check=False)
+        ctypes.CDLL(None).mq_unlink(b"/kerrigan-left")  # the host's, where a hole let the job make it
+    assert out.splitlines() == [
+        "user keyring gone",
+        "persistent keyring gone",
+        "mq_open gone",
+        "mqueue mount gone",
+    ], out
+    assert shm_segments(first.uid) == []
+
+
+# A key left in the uid's keyring of the host's own user namespace (by a job of an older agent, or anything
+# that ran as the uid there), made readable by its owner without holding the keyring.
+HOST_KEY = (
+    KEYS
+    + """
+key = add(b"kerrigan-host-left", USER_KEYRING)
+assert key > 0 and call(KEYCTL, 5, key, 0x3F3F0000) == 0  # KEYCTL_SETPERM: its user may read it
+print(key)
+"""
+)
+READ_BY_SERIAL = (
+    KEYS
+    + """
+buffer = ctypes.create_string_buffer(64)
+got = call(KEYCTL, 11, int(sys.argv[1]), buffer, 64)  # KEYCTL_READ, by the serial /proc/keys shows
+print("read", buffer.value.decode() if got >= 0 else os.strerror(-got))
+"""
+)
+
+
+def test_what_a_uid_left_in_the_hosts_own_keyrings_is_emptied_before_its_next_job_starts(
+    work: Path, jobs: list[Job]
+) -> None:
+    isolation = isolation_here(work)
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip(f"the test calls keyctl by its number on x86_64 and aarch64, not {platform.machine()}")
+    uid = USERS.first + 3
+    left = subprocess.run(
+        ["/usr/bin/python3", "-I", "-c", HOST_KEY],
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    serial = left.stdout.strip()
+    job = start(
+        work, isolation, jobs, "1", f"/usr/bin/python3 -I -c {shlex.quote(READ_BY_SERIAL)} {serial}", uid=uid
+    )
+    out, _ = job.process.communicate(timeout=30)
+    assert out.strip() == "read Required key not available", out

@@ -73,6 +73,10 @@ def test_topology_json_on_a_real_two_socket_machine() -> None:
             "kerrigan runner: --unpack-max-files must be 1 or more, not 0",
         ),
         (
+            ("--server", "http://127.0.0.1:9", "--host-id", "h", "--token", "t", "--output-max-bytes", "100"),
+            "kerrigan runner: --output-max-bytes must be 1024 or more, not 100",
+        ),
+        (
             ("topology", "--sysfs-root", "/nonexistent/cpu"),
             "kerrigan runner: /nonexistent/cpu: cannot list the CPU folders",
         ),

@@ -77,7 +77,7 @@ def _agent_settings(args: argparse.Namespace) -> AgentSettings:
     from kerrigan.core.unpacking import UnpackLimits
     from kerrigan.runner.devices_file import load_devices_file
     from kerrigan.runner.isolation.users import UserRange
-    from kerrigan.runner.settings import AgentSettings
+    from kerrigan.runner.settings import OUTPUT_MAX_LEAST, AgentSettings
 
     token = args.token or os.environ.get("KERRIGAN_RUNNER_TOKEN", "")
     missing = [name for name, value in (("--server", args.server), ("--host-id", args.host_id)) if not value]
@@ -91,6 +91,10 @@ def _agent_settings(args: argparse.Namespace) -> AgentSettings:
     ):
         if number < 1:
             raise UsageError(f"{flag} must be 1 or more, not {number}")
+    if args.output_max_bytes < OUTPUT_MAX_LEAST:
+        raise UsageError(
+            f"--output-max-bytes must be {OUTPUT_MAX_LEAST} or more, not {args.output_max_bytes}"
+        )
     try:
         return AgentSettings(
             server_url=args.server,
@@ -106,6 +110,7 @@ def _agent_settings(args: argparse.Namespace) -> AgentSettings:
             job_users=UserRange.parse(args.job_users),
             job_groups=_group_ids(args.job_groups),
             unpack_limits=UnpackLimits(args.unpack_max_bytes, args.unpack_max_files),
+            output_max_bytes=args.output_max_bytes,
             github_retry_s=args.github_retry_s,
             # A DevicesFileError is a ValueError: one line naming the file, its line and field.
             devices_file=load_devices_file(Path(args.devices_file)) if args.devices_file else None,
@@ -228,6 +233,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=200_000,
         help="refuse a repository tarball of more files, folders and links than this",
+    )
+    runner_cmd.add_argument(
+        "--output-max-bytes",
+        type=int,
+        default=64 << 20,
+        help="of a job's output, the most this host keeps and sends (at least the server's "
+        "KERRIGAN_OUTPUT_MAX_BYTES)",
     )
     runner_cmd.add_argument(
         "--devices-file",

@@ -59,7 +59,7 @@ class HostState:
         self.http = http
         self.clock = clock
         self.server = ServerClient(http, settings.server_url, settings.token)
-        self.records = JobRecords(settings.work_dir)
+        self.records = JobRecords(settings.work_dir, settings.output_max_bytes)
         self.workspaces = WorkspaceStore(settings.work_dir)
         self.sources = SourceCache(settings.work_dir, http, settings.github_retry)
         self.allocator = CpuAllocator(read_topology(settings.sysfs_root))

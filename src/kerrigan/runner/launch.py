@@ -1,17 +1,22 @@
 """The launcher that runs one job's command: ``python -m kerrigan.runner.launch --result FILE -- CMD...``.
 
-The agent starts it as the leader of a new process group (and session), pinned to the job's CPUs, with the
-command's output going to the job's log file. The launcher:
+The agent starts it as the leader of a new process group (and session), pinned to the job's CPUs, its
+stdout and stderr the job's log file. The launcher:
 
 - joins the job's cgroup (writes its pid into each ``--cgroup-procs`` file) before anything else, so the
   command and all it starts are in it;
 - pins itself to ``--cpus`` (its children inherit it) when given;
 - with ``--private-tmp AREA``, moves into a mount namespace of its own where ``AREA``'s folders cover
   ``/tmp``, ``/var/tmp`` and ``/dev/shm`` (:mod:`kerrigan.runner.isolation.mounts`; the ``--keep`` folders
-  keep their paths), and a ``/proc`` where the job sees its own user's processes only;
-- with ``--user UID``, runs the command as that user and group, with only the ``--groups`` given, and with
-  *no new privileges* (a setuid or file-capability program runs with the job's rights, not root's); the
-  launcher itself stays root, so the command can neither signal it nor touch the result file;
+  keep their paths), a ``/proc`` where the job sees its own user's processes only, and message queues of
+  its own;
+- with ``--user UID``, empties what that uid holds in the host's keyrings, and runs the command as that
+  user and group, with only the ``--groups`` given, and with *no new privileges* (a setuid or
+  file-capability program runs with the job's rights, not root's); the launcher itself stays root, so the
+  command can neither signal it nor touch the result file; with ``--user-namespace``, in a user namespace
+  of its own, so its keyrings go with it (:mod:`kerrigan.runner.isolation.keyrings`);
+- gives the command a pipe as its stdout and stderr and copies what comes through it to its own stdout,
+  up to ``--output-max-bytes``: the command cannot seek, truncate or stretch the log (:class:`Output`);
 - becomes a *child subreaper*, so processes the command leaves behind are re-parented to it, not to init;
 - runs the command, waits for it, then ends everything the command left running (SIGTERM, then SIGKILL
   after ``--grace-s``), so nothing outlives the job and holds its device;
@@ -36,17 +41,28 @@ import argparse
 import contextlib
 import ctypes
 import errno
+import fcntl
 import json
 import os
+import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Final, NoReturn
 
+from kerrigan.runner.isolation.keyrings import (
+    NamespaceError,
+    empty_host_keyrings,
+    enter_own_user_namespace,
+    map_user_namespace,
+)
 from kerrigan.runner.isolation.mounts import MountError, private_proc, private_tmp
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PIPE_BYTES: Final = 1 << 20  # the output pipe's buffer
 
 
 def _become_subreaper() -> bool:
@@ -92,6 +108,15 @@ def _descendants(pid: int) -> list[int]:
     return below
 
 
+def _unreaped() -> bool:
+    """Whether this process has a child not reaped yet (a zombie, or one still on its way out)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 class Reaper:
     """Reaps this process's children, summing their CPU time and keeping each one's wait status."""
 
@@ -111,21 +136,22 @@ class Reaper:
         self.statuses[pid] = status
         return pid
 
-    def end_leftovers(self, grace_s: float) -> None:
-        """SIGTERM what the command left running, SIGKILL it after the grace period, and reap it all."""
+    def end_leftovers(self, grace_s: float, wait: Callable[[float], None] = time.sleep) -> None:
+        """SIGTERM what the command left running, SIGKILL it after the grace period, and reap it all;
+        ``wait`` passes the time between looks (copying the output meanwhile)."""
         me = os.getpid()
         deadline = time.monotonic() + grace_s
         while True:
             while self.reap(block=False) is not None:
                 pass
             left = _children(me)
-            if not left:
+            if not left and not _unreaped():  # a child that is dying is reaped (and accounted) first
                 return
             sent = signal.SIGKILL if time.monotonic() >= deadline else signal.SIGTERM
             for pid in left:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sent)
-            time.sleep(0.05)
+            wait(0.05)
 
 
 class LaunchError(Exception):
@@ -204,12 +230,116 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cgroup-procs", action="append", default=[], help="a cgroup.procs file to join")
     parser.add_argument("--user", type=int, help="the uid (and gid) the command runs as")
     parser.add_argument("--groups", default="", help="its supplementary gids, comma-separated")
+    parser.add_argument(
+        "--user-namespace", action="store_true", help="run the command in a user namespace of its own"
+    )
     parser.add_argument("--private-tmp", type=Path, help="the job's area whose folders cover /tmp")
     parser.add_argument("--keep", action="append", default=[], help="a folder that keeps its path")
     parser.add_argument("--env-fd", type=int, help="a descriptor holding the command's environment (JSON)")
     parser.add_argument("--cwd", type=Path, help="the folder the command runs in")
+    parser.add_argument("--output-max-bytes", type=int, help="the most of the command's output kept")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser
+
+
+class Output:
+    """The command's output: a pipe it writes to (stdout and stderr), copied by the launcher to its own
+    stdout, the job's log, up to ``cap`` bytes (then one notice, and the rest is read and dropped, so the
+    command never blocks on it). A pipe, not the log itself: the command can neither seek, truncate nor
+    stretch the log, whose size is only what it wrote."""
+
+    def __init__(self, cap: int | None) -> None:
+        self.read_end, self.write_end = os.pipe()  # neither inherited past exec but where dup2'd
+        os.set_blocking(self.read_end, False)
+        with contextlib.suppress(OSError):  # fewer wake-ups for a chatty command where the kernel allows
+            fcntl.fcntl(self.read_end, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        self.cap = cap
+        self.kept = 0
+        self.ended = False
+
+    def give(self) -> None:
+        """In the command's process: the pipe as its stdout and stderr."""
+        os.dup2(self.write_end, 1)
+        os.dup2(self.write_end, 2)
+        os.close(self.write_end)
+        os.close(self.read_end)
+
+    def started(self) -> None:
+        """In the launcher, once the command's process has its end of the pipe."""
+        os.close(self.write_end)
+
+    def pump(self, wait_s: float) -> None:
+        """Copy what the command wrote, waiting up to ``wait_s`` for it."""
+        if self.ended:
+            time.sleep(wait_s)
+            return
+        readable, _, _ = select.select([self.read_end], [], [], wait_s)
+        if readable:
+            self.drain()
+
+    def drain(self, reads: int = 16) -> None:
+        """Copy what is in the pipe now (at most ``reads`` times 64 KiB), without waiting for more: a command
+        that floods it must not keep the launcher from looking after it."""
+        for _ in range(reads):
+            if self.ended:
+                return
+            try:
+                chunk = os.read(self.read_end, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:  # every writer is gone
+                self.ended = True
+                return
+            self._keep(chunk)
+
+    def _keep(self, chunk: bytes) -> None:
+        room = len(chunk) if self.cap is None else max(self.cap - self.kept, 0)
+        if room:
+            self._write(chunk[:room])
+        if self.cap is not None and self.kept <= self.cap < self.kept + len(chunk):
+            self._write(
+                f"\n[kerrigan: output cut at {self.cap} bytes on the runner host (--output-max-bytes); "
+                "the rest was not kept]\n".encode()
+            )
+        self.kept += len(chunk)
+
+    @staticmethod
+    def _write(data: bytes) -> bool:
+        """Written whole to the log, or not at all where it cannot take it (a full disk): never stop."""
+        try:
+            while data:
+                data = data[os.write(1, data) :]
+        except OSError:
+            return False
+        return True
+
+
+def _command(
+    args: argparse.Namespace,
+    command: list[str],
+    env: dict[str, str],
+    output: Output,
+    handshake: tuple[tuple[int, int], tuple[int, int]] | None,
+) -> NoReturn:
+    """The command's process: its output to the pipe, its own user namespace, the job's user; then exec."""
+    for name in ("SIGTERM", "SIGPIPE", "SIGXFSZ"):  # as a shell would start it, not as Python runs
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    try:
+        output.give()
+        if handshake is not None:
+            (ready_read, ready_write), (go_read, go_write) = handshake
+            os.close(ready_read)
+            os.close(go_write)
+            enter_own_user_namespace(ready_write, go_read)
+        _become(args.user, args.groups)
+        # The job's environment only now, as its own user: nothing of it reached the root steps.
+        os.execvpe(command[0], command, env)  # noqa: S606 -- the agent passes ``sh -c`` for a shell
+    except NamespaceError as err:
+        sys.stderr.write(f"kerrigan: cannot give the job a user namespace of its own: {err}\n")
+    except OSError as err:
+        sys.stderr.write(f"kerrigan: cannot run {command[0]!r}: {err.strerror}\n")
+    sys.stderr.flush()
+    os._exit(127)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
+    if args.user_namespace and args.user is None:  # root in it would keep its power over the host's files
+        parser.error("--user-namespace runs the command as a --user only")
     try:
         env = _command_environment(args.env_fd)
         if args.cwd is not None:
@@ -232,6 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     terminated: list[float] = []
     signal.signal(signal.SIGTERM, lambda *_: terminated.append(time.monotonic()))
     _become_subreaper()
+    if args.user is not None:
+        empty_host_keyrings(args.user)  # what an earlier job of the uid left where this one could reach it
+    output = Output(args.output_max_bytes)
+    # The user namespace's handshake: made by the command's process, mapped by the launcher.
+    handshake = (os.pipe(), os.pipe()) if args.user_namespace else None
     started = time.monotonic()
     reaper = Reaper()
     try:
@@ -240,25 +377,26 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"kerrigan: cannot start the command: {err}\n")
         return 127
     if child == 0:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.close(result_dir)
-        try:
-            _become(args.user, args.groups)
-            # The job's environment only now, as its own user: nothing of it reached the root steps.
-            os.execvpe(command[0], command, env)  # noqa: S606 -- the agent passes ``sh -c`` for a shell
-        except OSError as err:
-            sys.stderr.write(f"kerrigan: cannot run {command[0]!r}: {err.strerror}\n")
-        os._exit(127)
+        _command(args, command, env, output, handshake)
+    output.started()
+    if handshake is not None:
+        (ready_read, ready_write), (go_read, go_write) = handshake
+        os.close(ready_write)
+        os.close(go_read)
+        with contextlib.suppress(NamespaceError):  # the command's process says so, and ends
+            map_user_namespace(child, ready_read, go_write)
     while child not in reaper.statuses:
         if reaper.reap(block=False) is None:
             if terminated and time.monotonic() - terminated[0] >= args.grace_s:
                 for pid in _descendants(os.getpid()):  # the command ignored SIGTERM: end it all
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
+            output.pump(0.02)
     exit_status = os.waitstatus_to_exitcode(reaper.statuses.get(child, 0))
     wall_s = time.monotonic() - started
-    reaper.end_leftovers(args.grace_s)
+    reaper.end_leftovers(args.grace_s, output.pump)
+    output.drain(reads=PIPE_BYTES >> 16)  # what its last writers left in the pipe
     result = {"exit_status": exit_status, "cpu_s": reaper.cpu_s, "wall_s": wall_s}
     _write_result(result_dir, args.result.name, result)
     return exit_status if exit_status >= 0 else 128 - exit_status

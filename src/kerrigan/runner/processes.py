@@ -230,6 +230,8 @@ class Processes(Reporting):
             ",".join(map(str, cpus)),
             "--grace-s",
             str(self.settings.kill_grace_s),
+            "--output-max-bytes",
+            str(self.settings.output_max_bytes),
         ]
         for procs in backend.join_files(record.cgroup):
             launcher += ["--cgroup-procs", procs]
@@ -255,6 +257,8 @@ class Processes(Reporting):
             launcher += ["--user", str(record.user), "--keep", str(home)]
             launcher += ["--groups", ",".join(map(str, self.settings.job_groups))]
             env.update({"HOME": str(home), "USER": JOB_USER_NAME, "LOGNAME": JOB_USER_NAME})
+            if self.isolation.own_keyrings:
+                launcher += ["--user-namespace"]
             if self.isolation.private_tmp:
                 launcher += ["--private-tmp", str(area)]
                 env["TMPDIR"] = "/tmp"  # noqa: S108 -- the job's own, in its mount namespace

@@ -22,6 +22,7 @@ from typing import Any, Final
 from kerrigan.core.accounting import FinishedJob
 from kerrigan.core.disk import job_history_expired
 from kerrigan.core.masking import Masker, OutputMasker
+from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,9 @@ class JobRecord:
 class JobRecords:
     """Every job record under one work dir."""
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES) -> None:
         self.root = work_dir / "jobs"
+        self.output_max_bytes = output_max_bytes
 
     def folder(self, job_id: str) -> Path:
         """The job's folder."""
@@ -138,7 +140,9 @@ class JobRecords:
 
         A character the command has only partly written yet stays for the next cut, and so does what may
         be the start of a secret (nothing is kept in memory, so a restarted agent cuts it whole);
-        ``final``: the command ended, cut everything left.
+        ``final``: the command ended, cut everything left. Cutting stops with the page that passes
+        ``output_max_bytes`` (the server, whose cap it is too, then marks the cut): whatever the log's
+        size says, no more of it is read.
         """
         source = self.output_path(record.id)
         cut = False
@@ -146,7 +150,9 @@ class JobRecords:
         try:
             with source.open("rb") as log_file:
                 log_file.seek(record.cut_bytes)
-                while raw := log_file.read(PAGE_BYTES + held):
+                while record.next_offset <= self.output_max_bytes and (
+                    raw := log_file.read(PAGE_BYTES + held)
+                ):
                     at_end = len(raw) < PAGE_BYTES + held
                     last = final and at_end
                     if masker is None:

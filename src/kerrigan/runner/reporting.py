@@ -1,11 +1,11 @@
 """Reporting a job: its output cut into numbered pages and uploaded in order, then its end.
 
 The server stores a job's output up to its ``KERRIGAN_OUTPUT_MAX_BYTES``; once it answers ``output_cut``
-the agent sends no more of it (a mark in the job's folder says so across restarts) and keeps the whole
-``output.log`` on the host until the job's record expires, for whoever needs what the server did not keep —
-masked like the pages, or not kept at all when the job's secrets are no longer known to mask it with. The
-job's results and uploaded files are sent after its last output and before its end is reported, while its
-workspace is still its own.
+the agent sends no more of it (a mark in the job's folder says so across restarts) and keeps ``output.log``
+(the output up to its own ``--output-max-bytes``) on the host until the job's record expires, for whoever
+needs what the server did not keep — masked like the pages, or not kept at all when the job's secrets are
+no longer known to mask it with. The job's results and uploaded files are sent after its last output and
+before its end is reported, read as the job's own files only (:mod:`kerrigan.runner.results`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
-from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, read_head, results_files
+from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, open_job_file, read_head, results_files
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
@@ -93,7 +93,7 @@ class Reporting(HostState):
         (self.records.folder(record.id) / OUTPUT_CUT_MARK).touch()
         log.warning(
             "job %s: the server stores no more of its output (its KERRIGAN_OUTPUT_MAX_BYTES); no more is "
-            "sent, and the whole output stays in %s until the job's record expires",
+            "sent, and its output up to --output-max-bytes stays in %s until the job's record expires",
             record.id,
             self.records.output_path(record.id),
         )
@@ -113,8 +113,11 @@ class Reporting(HostState):
         while not await self._upload(record, final=True) and not record.reported:
             await asyncio.sleep(5.0)
         if not record.reported:  # before the workspace is free for another job, and with the masker
-            await self._send_results(record)
-            await self._send_artifacts(record)
+            for send in (self._send_results, self._send_artifacts):
+                try:
+                    await send(record)
+                except Exception:  # what the job left must never keep its end from being reported
+                    log.exception("job %s: its files could not be sent", record.id)
         if not self._output_cut(record) or self._needs_secrets(record):
             # A cut job's log is the only whole copy of its output, kept; but never with secrets in clear.
             self.records.drop_output(record)
@@ -134,15 +137,16 @@ class Reporting(HostState):
     async def _send_results(self, record: JobRecord) -> None:
         """Send the JUnit XML files the manifest's ``results`` globs match, before the end is reported
         (the check run that ends shows them). A file the server cannot take is logged, never retried for
-        long: results never hold up a job's end."""
+        long: results never hold up a job's end. Only the job's own files are read
+        (:func:`~kerrigan.runner.results.open_job_file`)."""
         globs = [glob for glob in record.offer.get("results") or () if isinstance(glob, str)]
         if not globs or not record.workspace:
             return
         workspace = self.workspaces.path(record.workspace)
         masker = self._maskers.get(record.id)
-        for path, file in await asyncio.to_thread(results_files, workspace, globs):
+        for path in await asyncio.to_thread(results_files, workspace, globs):
             try:
-                data, size = await asyncio.to_thread(read_head, file)
+                data, size = await asyncio.to_thread(read_head, workspace, path, record.user)
                 if masker is not None:  # its failures' text reaches the check run and its annotations
                     data = await asyncio.to_thread(masker.mask_all, data)
                 answer = await self.server.results(record.id, path, data, size, str(workspace))
@@ -156,17 +160,19 @@ class Reporting(HostState):
 
     async def _send_artifacts(self, record: JobRecord) -> None:
         """Upload the files the manifest's ``artifacts.upload`` globs match, streamed from disk; one over
-        the server's limit is declared, not sent (its page lists it as not kept). Never holds up the end."""
+        the server's limit is declared, not sent (its page lists it as not kept). Only the job's own files
+        are read, each from the descriptor that was checked. Never holds up the end."""
         artifacts = record.offer.get("artifacts")
         listed = artifacts.get("upload") if isinstance(artifacts, dict) else None
         globs = [glob for glob in listed or () if isinstance(glob, str)]
         if not globs or not record.workspace:
             return
         workspace = self.workspaces.path(record.workspace)
-        for path, file in await asyncio.to_thread(results_files, workspace, globs, MAX_UPLOADS):
+        for path in await asyncio.to_thread(results_files, workspace, globs, MAX_UPLOADS):
             try:
-                size = file.stat().st_size
-                await self.server.artifact(record.id, path, file if size <= MAX_UPLOAD_BYTES else None, size)
+                with open_job_file(workspace, path, record.user) as file:  # a few calls; the upload streams
+                    sent = file.reader if file.size <= MAX_UPLOAD_BYTES else None
+                    await self.server.artifact(record.id, path, sent, file.size)
             except (OSError, ServerUnavailable, ServerRefused) as err:
                 log.warning("job %s: file %s not uploaded: %s", record.id, path, err)
 

@@ -12,7 +12,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO, Final
 from urllib.parse import quote, urlencode
 
@@ -169,12 +168,18 @@ class ServerClient:
             "POST", f"/jobs/{job_id}/results?{query}", data=data, timeout_s=120.0, retry_timeout_s=60.0
         )
 
-    async def artifact(self, job_id: str, path: str, file: Path | None, size: int) -> dict[str, Any]:
-        """Upload one file of the job, streamed from disk; ``file`` None declares it over the limit."""
-        query = urlencode({"path": path, "size": size} | ({} if file is not None else {"skipped": 1}))
-        opener: Callable[[], BinaryIO] | bytes = (lambda: file.open("rb")) if file is not None else b""
+    async def artifact(
+        self, job_id: str, path: str, opener: Callable[[], BinaryIO] | None, size: int
+    ) -> dict[str, Any]:
+        """Upload one file of the job, streamed from what ``opener`` opens (anew for each try); ``opener``
+        None declares it over the limit."""
+        query = urlencode({"path": path, "size": size} | ({} if opener is not None else {"skipped": 1}))
         return await self.call(
-            "POST", f"/jobs/{job_id}/artifacts?{query}", data=opener, timeout_s=600.0, retry_timeout_s=120.0
+            "POST",
+            f"/jobs/{job_id}/artifacts?{query}",
+            data=opener if opener is not None else b"",
+            timeout_s=600.0,
+            retry_timeout_s=120.0,
         )
 
     async def job(self, job_id: str, action: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:

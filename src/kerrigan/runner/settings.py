@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.github_retry import BACKOFF_BASE_S
 from kerrigan.core.host_capacity import HostLimits
+from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES
 from kerrigan.core.unpacking import UnpackLimits
 from kerrigan.runner.devices_file import DevicesFile
 from kerrigan.runner.github_requests import RetryBudget
@@ -15,6 +17,8 @@ from kerrigan.runner.isolation.probe import ISOLATION_MODES
 from kerrigan.runner.isolation.range_lock import DEFAULT_LOCK_FOLDER
 from kerrigan.runner.isolation.users import DEFAULT_JOB_USERS, UserRange
 from kerrigan.runner.topology import SYSFS_CPU_ROOT
+
+OUTPUT_MAX_LEAST: Final = 1024  # below a kilobyte not even an error message would fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,7 @@ class AgentSettings:
     job_groups: tuple[int, ...] = ()  # supplementary gids jobs get (dialout, plugdev: the devices they drive)
     job_users_locks: Path = DEFAULT_LOCK_FOLDER  # where agents on this host lock their job_users ranges
     unpack_limits: UnpackLimits = field(default_factory=UnpackLimits)  # bytes and members of a tarball
+    output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES  # of a job's output, the most kept and sent
     github_retry_s: float = 300.0  # how long a GitHub download keeps being tried again before the job fails
     github_backoff_s: float = BACKOFF_BASE_S  # the first wait after a GitHub error without Retry-After
     devices_file: DevicesFile | None = None  # --devices-file, read: which devices are there, their jobs' env
@@ -45,6 +50,10 @@ class AgentSettings:
     def __post_init__(self) -> None:
         if self.isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation must be one of {', '.join(ISOLATION_MODES)}, not {self.isolation!r}")
+        if self.output_max_bytes < OUTPUT_MAX_LEAST:
+            raise ValueError(
+                f"output_max_bytes must be {OUTPUT_MAX_LEAST} or more, not {self.output_max_bytes}"
+            )
         if self.github_retry_s < 0:
             raise ValueError(f"github_retry_s must be 0 or more, not {self.github_retry_s}")
         if self.github_backoff_s <= 0:

@@ -199,29 +199,43 @@ class WorkspaceStore:
 
 
 def _allocated_bytes(path: Path) -> int:
-    """The disk space deleting ``path`` would free: its own filesystem only, links counted as links."""
-    device = path.lstat().st_dev
+    """The disk space deleting ``path`` would free: its own filesystem only, links counted as links.
+
+    A job may be running in it and swap a folder for a link at any moment: each folder is opened without
+    following a link and listed only if it is still the folder that was seen in its parent (its device and
+    inode), so the walk never leaves the workspace."""
+    top = path.lstat()
+    device = top.st_dev
     seen: set[int] = set()
     total = 0
-    pending = [path]
+    pending = [(path, top.st_ino)]
     while pending:
+        folder, inode = pending.pop()
         try:
-            with os.scandir(pending.pop()) as entries:
-                children = list(entries)
+            fd = os.open(folder, _DIRECTORY_FLAGS)
         except OSError:
-            continue  # vanished or unreadable while a job runs in it: count what is left
-        for entry in children:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if info.st_dev != device:
-                continue  # a mount point: another filesystem's space is not freed by deleting ours
-            if stat.S_ISDIR(info.st_mode):
-                pending.append(Path(entry.path))
-            if info.st_ino not in seen:  # hard links share their blocks
-                seen.add(info.st_ino)
-                total += info.st_blocks * 512
+            continue  # vanished, a link now, or unreadable while a job runs in it: count what is left
+        try:
+            opened = os.fstat(fd)
+            if (opened.st_dev, opened.st_ino) != (device, inode):
+                continue  # not the folder seen: reached through a link swapped in on the way
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if info.st_dev != device:
+                        continue  # a mount point: another filesystem's space is not freed by deleting ours
+                    if stat.S_ISDIR(info.st_mode):
+                        pending.append((folder / entry.name, info.st_ino))
+                    if info.st_ino not in seen:  # hard links share their blocks
+                        seen.add(info.st_ino)
+                        total += info.st_blocks * 512
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
     return total
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -12,6 +13,7 @@ import pytest
 from kerrigan.core.cpus import format_cpu_list
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.isolation.cgroups import memory_cap
+from kerrigan.runner.isolation.keyrings import uid_keyrings
 from kerrigan.runner.isolation.probe import (
     HostFacts,
     IsolationUnavailableError,
@@ -19,6 +21,8 @@ from kerrigan.runner.isolation.probe import (
     choose,
     memory_total,
     own_cgroups,
+    read_host_facts,
+    sysctl_flag,
 )
 from kerrigan.runner.isolation.users import NoJobUserError, UserRange, allocate, ids_in_use
 from kerrigan.runner.records import JobRecord
@@ -42,9 +46,51 @@ def test_a_host_that_is_not_root_runs_jobs_as_today_and_says_so() -> None:
         "cgroup": None,
         "memory_cap": False,
         "cpu_set": False,
+        "keyrings": False,
+        "protected_hardlinks": None,
+        "protected_symlinks": None,
         "missing": ["not root"],
     }
     assert found.summary() == "jobs NOT isolated: not root"
+
+
+async def test_a_root_host_without_the_kernels_link_protections_says_so_at_start_and_in_its_report(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The kernel's own default is 0 for both (systemd turns them on): then a job may hard-link a root file
+    # into its workspace. Jobs still run apart; the host says what it lacks.
+    facts = HostFacts(
+        root=True,
+        cgroup_v1=V1_HOST.cgroup_v1,
+        memory_total=GIB,
+        protected_hardlinks=False,
+        protected_symlinks=True,
+    )
+    found = choose(facts, "require", USERS, "never", "k")
+    assert found.isolated
+    report = found.report()
+    assert (report["protected_hardlinks"], report["protected_symlinks"]) == (False, True)
+    assert report["missing"] == ["fs.protected_hardlinks is 0"]
+    settings = AgentSettings("http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work", systemd_scope="never")
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=facts)
+        with caplog.at_level(logging.INFO, logger="kerrigan.runner.agent"):
+            agent.announce_isolation()
+    assert agent.health()["isolation"]["protected_hardlinks"] is False
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "jobs isolated: users, private /tmp, cgroup-v1, memory cap (missing: fs.protected_hardlinks is 0)"
+    ]
+    both_on = choose(V1_HOST, "auto", USERS, "never", "k")
+    assert both_on.missing == ()
+    flags = [sysctl_flag(text) for text in ("1\n", "0\n", "2", "")]
+    assert flags == [True, False, True, None]
+
+
+def test_this_machines_link_protections_are_read_as_proc_shows_them() -> None:
+    facts = read_host_facts("k")
+    for name in ("protected_hardlinks", "protected_symlinks"):
+        shown = Path(f"/proc/sys/fs/{name}").read_text().strip()
+        assert getattr(facts, name) is (shown != "0"), name
 
 
 def test_require_refuses_a_host_that_cannot_isolate_naming_what_is_missing() -> None:
@@ -246,3 +292,33 @@ async def test_a_workspace_whose_jobs_cgroup_would_not_empty_is_not_given_to_the
     agent.jobs["4"].cgroup = None  # emptied at last
     assert agent._workspace_name(offer) == "octo-firmware--flash"
     assert agent.workspaces_in_use() == set()
+
+
+def test_each_job_gets_keyrings_of_its_own_where_the_host_has_user_namespaces() -> None:
+    facts = HostFacts(root=True, cgroup_v1=V1_HOST.cgroup_v1, memory_total=GIB, user_namespaces=True)
+    found = choose(facts, "auto", USERS, "never", "k")
+    assert (found.own_keyrings, found.report()["keyrings"], found.missing) == (True, True, ())
+    without = choose(replace(facts, user_namespaces=False), "require", USERS, "never", "k")
+    assert without.isolated  # the rest still holds; what is missing is said
+    assert (without.own_keyrings, without.missing) == (
+        False,
+        ("no user namespaces: a job's keyrings outlive it",),
+    )
+    assert not choose(replace(facts, root=False), "auto", USERS, "never", "k").own_keyrings
+
+
+def test_a_uids_own_keyrings_are_found_in_proc_keys_as_it_reads_them() -> None:
+    proc_keys = (
+        "2617fddb I--Q---     2 perm 1f3f0000 61151 65534 keyring   _uid.61151: 1\n"
+        "0d98153a I--Q---     1 perm 1f3f0000 61151 65534 keyring   _uid_ses.61151: 1\n"
+        "1a2b3c4d I--Q---     1  2d   3f130000 61151 61151 keyring   _persistent.61151: empty\n"
+        "04f018b4 I--Q---     1 perm 3f010000 61151 61151 user      _uid.61151: 6\n"  # not a keyring
+        "3f3bd80a I--Q---     2 perm 1f3f0000     0 65534 keyring   _uid.0: empty\n"  # another uid's
+        "11111111 I--Q---     1 perm 3f3f0000 61151 61151 keyring   _uid.61152: empty\n"  # named for another
+        "not a line of /proc/keys\n"
+    )
+    assert uid_keyrings(proc_keys, 61151) == {
+        "_uid.61151": 0x2617FDDB,
+        "_uid_ses.61151": 0x0D98153A,
+        "_persistent.61151": 0x1A2B3C4D,
+    }

@@ -211,7 +211,8 @@ def test_a_command_that_does_not_exist_exits_127(tmp_path: Path) -> None:
         check=False,
     )
     assert finished.returncode == 127
-    assert "cannot run '/nonexistent/kerrigan-no-such-tool'" in finished.stderr
+    # The command's process says so on its output (stdout and stderr are one pipe, copied to stdout).
+    assert "cannot run '/nonexistent/kerrigan-no-such-tool'" in finished.stdout
     assert read_result(result)["exit_status"] == 127
 
 
@@ -242,3 +243,66 @@ def test_a_command_that_ignores_sigterm_is_killed_after_the_grace_period_with_wh
     found = read_result(result)  # the launcher lived to account
     assert found["exit_status"] == -signal.SIGKILL
     assert gone(int(escaped.read_text()))
+
+
+def run_logged(tmp_path: Path, command: str, *extra: str) -> tuple[int, bytes]:
+    """Run the launcher as the agent does, its stdout and stderr the job's log file: its status, the log."""
+    log = tmp_path / "output.log"
+    argv = [*LAUNCH, "--result", str(tmp_path / "result.json"), "--grace-s", GRACE_S, *extra]
+    with log.open("ab") as out:
+        status = subprocess.run(
+            [*argv, "--", "sh", "-c", command],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=60,
+            start_new_session=True,
+            check=False,
+        ).returncode
+    return status, log.read_bytes()
+
+
+STRETCH = """\
+import os
+print('before', flush=True)
+try:
+    os.ftruncate(1, 128 << 20)
+except OSError as err:
+    print('refused', err.strerror, flush=True)
+print('after', flush=True)
+"""
+
+
+def test_the_command_writes_to_a_pipe_it_cannot_stretch_and_its_log_holds_what_it_wrote(
+    tmp_path: Path,
+) -> None:
+    status, log = run_logged(tmp_path, f"{PYTHON} -c {shlex.quote(STRETCH)}; echo to-stderr >&2")
+    assert status == 0
+    assert log == b"before\nrefused Invalid argument\nafter\nto-stderr\n"
+
+
+def test_output_past_the_cap_is_dropped_with_one_notice_and_the_command_is_not_held_up(
+    tmp_path: Path,
+) -> None:
+    flood = "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo done > " + shlex.quote(str(tmp_path / "done"))
+    status, log = run_logged(tmp_path, flood, "--output-max-bytes", "100000")
+    assert status == 0
+    assert (tmp_path / "done").exists()  # the rest was read and dropped: the command ran to its end
+    notice = (
+        b"\n[kerrigan: output cut at 100000 bytes on the runner host (--output-max-bytes); "
+        b"the rest was not kept]\n"
+    )
+    assert log == b"x" * 100000 + notice
+
+
+def test_a_user_namespace_is_given_only_to_a_command_run_as_a_user(tmp_path: Path) -> None:
+    # Root in a namespace that maps every id keeps its power over the host's files: never the command's.
+    finished = subprocess.run(
+        [*LAUNCH, "--result", str(tmp_path / "result.json"), "--user-namespace", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert finished.returncode == 2
+    assert "--user-namespace runs the command as a --user only" in finished.stderr
+    assert not (tmp_path / "result.json").exists()

@@ -245,6 +245,23 @@ def test_eviction_runs_again_as_more_output_is_cut(
     assert pages(records, record) == [(8, "bbbbbbbb"), (16, "cccccccc")]
 
 
+def test_cutting_stops_with_the_page_that_passes_the_cap_whatever_the_logs_size(
+    work_dir: Path, small_pages: int
+) -> None:
+    # A log of 1 MiB of holes (a job's stdout stretched by ftruncate, under an older launcher): no more of
+    # it is read than the cap and one page, however often or finally it is cut.
+    records = JobRecords(work_dir, output_max_bytes=20)
+    record = job()
+    write_output(records, record, b"the job's own\n")
+    with records.output_path(record.id).open("r+b") as output:
+        output.truncate(1 << 20)
+    records.cut_pages(record)
+    records.cut_pages(record, final=True)
+    # Three pages of 8 bytes of the log (its NULs shown as U+FFFD, 3 bytes each): the third passes 20.
+    assert (record.cut_bytes, record.next_page, record.next_offset) == (24, 3, 44)
+    assert "".join(text for _, text in pages(records, record)).startswith("the job's own\n")
+
+
 def test_drop_output_removes_the_raw_log_and_keeps_the_pages(records: JobRecords) -> None:
     record = job()
     write_output(records, record, b"all done\n")

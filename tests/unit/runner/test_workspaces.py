@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kerrigan.core.disk import AdmissionPlan, DiskPolicy, Workspace, WorkspaceKind, plan_admission
+from kerrigan.runner import workspaces
 from kerrigan.runner.workspaces import UnsafeWorkspaceError, WorkspaceStore
 
 NOW = 100_000.0
@@ -54,6 +57,44 @@ def test_size_is_measured_without_following_a_symlink_to_a_big_file_outside(
     [workspace] = store.workspaces()
 
     assert SMALL <= workspace.size_bytes < BIG
+
+
+class JobAtTheWorstMoment:
+    """``os`` as the workspace store sees it, with a running job that swaps ``folder`` for a link to
+    ``target`` just before the store opens or lists it (after it saw a folder there)."""
+
+    def __init__(self, folder: Path, target: Path) -> None:
+        self.folder, self.target = folder, target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)
+
+    def _swap(self, path: object) -> None:
+        if isinstance(path, (str, Path)) and Path(path) == self.folder and not self.folder.is_symlink():
+            shutil.rmtree(self.folder)
+            self.folder.symlink_to(self.target, target_is_directory=True)
+
+    def open(self, path: Any, *args: Any, **kwargs: Any) -> int:
+        self._swap(path)
+        return os.open(path, *args, **kwargs)
+
+    def scandir(self, path: Any = ".") -> Any:
+        self._swap(path)
+        return os.scandir(path)
+
+
+def test_size_is_measured_without_entering_a_folder_swapped_for_a_link_while_it_is_walked(
+    store: WorkspaceStore, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = store.mark_used("firmware", NOW)
+    (path / "src").mkdir()
+    (path / "src" / "small.bin").write_bytes(os.urandom(SMALL))
+    monkeypatch.setattr(workspaces, "os", JobAtTheWorstMoment(path / "src", outside))
+
+    [workspace] = store.workspaces()
+
+    assert (path / "src").is_symlink()  # the job did swap it
+    assert workspace.size_bytes < BIG
 
 
 def test_listing_reports_each_catalogued_workspace_with_its_use_and_kind(store: WorkspaceStore) -> None:

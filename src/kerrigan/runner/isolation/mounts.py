@@ -7,9 +7,12 @@ those mounts hide (its workspace, its home: in tests the work dir is under ``/tm
 same path inside the new ``/tmp``, so it keeps its name. The job gets an IPC namespace of its own too
 (``CLONE_NEWIPC``): System V shared memory, semaphores and message queues are ``/dev/shm``'s older kin, and
 without it a segment one job leaves outlives it, readable by a later job with the same uid; a job's own go
-with its last process. :func:`private_proc` mounts a ``/proc`` of its own that shows the job its own
-user's processes only (``hidepid=invisible``, Linux 5.8): other jobs' command lines, which anyone may read
-in the host's ``/proc``, often carry a token (``curl -H "Authorization: ..."``, ``git clone
+with its last process, and so do its POSIX message queues (``mq_open``). Every ``mqueue`` mount it sees
+(``/dev/mqueue``, where systemd mounts the host's, open to all) is covered by one of its own namespace's
+(:func:`private_mqueue`): a queue made there would otherwise be the host's, kept after the job.
+:func:`private_proc` mounts a ``/proc`` of its own that shows the job its own user's processes only
+(``hidepid=invisible``, Linux 5.8): other jobs' command lines, which anyone may read in the host's
+``/proc``, often carry a token (``curl -H "Authorization: ..."``, ``git clone
 https://x-access-token:...@``). Only the standard library is used.
 """
 
@@ -55,6 +58,31 @@ def unshare_mounts() -> None:
     _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
+def private_mqueue() -> list[str]:
+    """Cover every ``mqueue`` mount in this (new) mount namespace with one of this process's IPC namespace,
+    so a queue made through a path is the job's own too; the mount points covered."""
+    points: list[str] = []
+    for line in Path("/proc/self/mounts").read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[2] == "mqueue":
+            point = _unescape(fields[1])
+            if point not in points:
+                points.append(point)
+    for point in points:
+        _check(
+            _libc().mount(b"mqueue", os.fsencode(point), b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+            f"mount -t mqueue mqueue {point}",
+        )
+    return points
+
+
+def _unescape(field: str) -> str:
+    """A path as the mount table writes it (space, tab, newline and backslash as octal escapes)."""
+    for code in ("040", "011", "012", "134"):
+        field = field.replace("\\" + code, chr(int(code, 8)))
+    return field
+
+
 def bind(source: str, target: str) -> None:
     """Bind ``source`` over ``target`` (a folder over a folder) in this mount namespace."""
     _check(
@@ -72,6 +100,7 @@ def private_tmp(area: Path, keep: Sequence[str]) -> None:
     """Bind ``area``'s ``tmp``, ``var-tmp`` and ``shm`` over ``/tmp``, ``/var/tmp`` and ``/dev/shm``, in a
     new mount namespace; each folder of ``keep`` those hide is bound again at its own path."""
     unshare_mounts()
+    private_mqueue()
     # Opened in the new namespace (a bind's source must be one of its mounts) before anything is covered:
     # a folder under /tmp (the area itself, in tests) is still reachable through its descriptor after.
     flags = os.O_RDONLY | os.O_DIRECTORY

@@ -1,10 +1,10 @@
 """What the host allows for running jobs apart, found once at start, and the isolation chosen from it.
 
 :func:`read_host_facts` reads the host (its uid, ``/proc/self/mounts``, ``/proc/self/cgroup``, PID 1, a
-test folder made in each cgroup); :func:`choose` is a function of those facts and the settings, so a test
-passes the facts of a host it is not running on. ``isolation: auto`` takes what the host allows, ``require``
-refuses to start when jobs cannot run apart, ``off`` runs jobs as the agent's user (``systemd_scope`` still
-pins them where systemd can).
+test folder made in each cgroup, ``fs.protected_hardlinks``, ``fs.protected_symlinks``, user namespaces);
+:func:`choose` is a function of those facts and the settings, so a test passes the facts of a host it is not
+running on. ``isolation: auto`` takes what the host allows, ``require`` refuses to start when jobs cannot run
+apart, ``off`` runs jobs as the agent's user (``systemd_scope`` still pins them where systemd can).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import hashlib
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,9 @@ from kerrigan.runner.isolation.users import UserRange
 log = logging.getLogger(__name__)
 
 ISOLATION_MODES: Final = ("auto", "require", "off")
+PROTECTIONS: Final = ("protected_hardlinks", "protected_symlinks")  # under /proc/sys/fs
+# Run as a process of its own (the agent may have threads, which unshare refuses): exits 0 when it could.
+TRY_USER_NAMESPACE: Final = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10000000) != 0)"
 
 
 class IsolationUnavailableError(Exception):
@@ -40,6 +45,11 @@ class HostFacts:
     cgroup_v2: Path | None = None  # the agent's own v2 cgroup, when v2 has memory and cpuset controllers
     cgroup_v1: Mapping[str, Path] = field(default_factory=dict)  # v1 controller -> the agent's own cgroup
     memory_total: int | None = None  # MemTotal, bytes
+    # fs.protected_hardlinks and fs.protected_symlinks (None: unreadable). Off, a job may hard-link a file it
+    # cannot read into its workspace, or plant a link in a shared sticky folder that root then follows.
+    protected_hardlinks: bool | None = None
+    protected_symlinks: bool | None = None
+    user_namespaces: bool | None = None  # a job can have a user namespace (its own keyrings) of its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +61,9 @@ class Isolation:
     cgroups: CgroupBackend
     memory_total: int | None
     missing: tuple[str, ...] = ()
+    protected_hardlinks: bool | None = None
+    protected_symlinks: bool | None = None
+    own_keyrings: bool = False  # each job's command runs in a user namespace of its own
 
     @property
     def isolated(self) -> bool:
@@ -65,6 +78,9 @@ class Isolation:
             "cgroup": self.cgroups.name,
             "memory_cap": self.cgroups.memory_cap and self.memory_total is not None,
             "cpu_set": self.cgroups.cpu_set,
+            "keyrings": self.own_keyrings,
+            "protected_hardlinks": self.protected_hardlinks,
+            "protected_symlinks": self.protected_symlinks,
             "missing": list(self.missing),
         }
 
@@ -122,7 +138,20 @@ def choose(facts: HostFacts, mode: str, users: UserRange, systemd_scope: str, ke
         missing.append("no usable cgroup (v2 without memory and cpuset controllers, no v1 freezer)")
     if facts.memory_total is None and backend.memory_cap:
         missing.append("no MemTotal in /proc/meminfo")
-    found = Isolation(users if facts.root else None, facts.root, backend, facts.memory_total, tuple(missing))
+    if facts.root:  # jobs run as other users than the agent's: what the kernel keeps per uid matters
+        if facts.user_namespaces is False:
+            missing.append("no user namespaces: a job's keyrings outlive it")
+        missing += [f"fs.{name} is 0" for name in PROTECTIONS if getattr(facts, name) is False]
+    found = Isolation(
+        users if facts.root else None,
+        facts.root,
+        backend,
+        facts.memory_total,
+        tuple(missing),
+        facts.protected_hardlinks,
+        facts.protected_symlinks,
+        facts.root and facts.user_namespaces is True,
+    )
     if mode == "require" and not found.isolated:
         raise IsolationUnavailableError(
             f"isolation: require, but jobs cannot run apart on this host: {', '.join(missing)}"
@@ -150,7 +179,17 @@ def read_host_facts(key: str) -> HostFacts:
                 if _can_make(folder, key):
                     v1[name] = folder
     systemd = _read("/proc/1/comm").strip() == "systemd" and shutil.which("systemd-run") is not None
-    return HostFacts(root, systemd, v2, v1, memory_total(_read("/proc/meminfo")))
+    hardlinks, symlinks = (sysctl_flag(_read(f"/proc/sys/fs/{name}")) for name in PROTECTIONS)
+    namespaces = _can_make_user_namespaces() if root else None
+    return HostFacts(
+        root, systemd, v2, v1, memory_total(_read("/proc/meminfo")), hardlinks, symlinks, namespaces
+    )
+
+
+def sysctl_flag(text: str) -> bool | None:
+    """A ``/proc/sys`` number as on (not 0) or off; None when it is not a number (or was not read)."""
+    value = text.strip()
+    return value != "0" if value.isascii() and value.isdigit() else None
 
 
 def cgroup_mounts(mounts: str) -> list[tuple[Path, str, frozenset[str]]]:
@@ -192,6 +231,24 @@ def _inside(point: Path, path: str) -> Path:
     hides the path."""
     folder = point / path.lstrip("/")
     return folder if folder.is_dir() else point
+
+
+def _can_make_user_namespaces() -> bool:
+    """Whether this agent may give a job a user namespace (the kernel has them, none caps them at 0, no
+    seccomp profile refuses them): a process of its own tries."""
+    try:
+        tried = subprocess.run(  # noqa: S603 -- this Python, a fixed program
+            [sys.executable, "-I", "-c", TRY_USER_NAMESPACE],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+            cwd="/",
+            env={},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return tried.returncode == 0
 
 
 def _can_make(folder: Path, key: str) -> bool:
