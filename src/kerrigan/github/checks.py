@@ -343,9 +343,10 @@ def _annotation(problem: Problem, level: str, title: str) -> dict[str, Any]:
 
 
 def manifest_annotations(manifest: ManifestResult) -> list[dict[str, Any]]:
-    """Errors as ``failure`` and deprecations as ``warning`` annotations on the manifest's lines."""
+    """Errors as ``failure`` and warnings (deprecations, a fork's ``priority: gate``) as ``warning``
+    annotations on the manifest's lines."""
     return [_annotation(p, "failure", "Manifest error") for p in manifest.errors] + [
-        _annotation(p, "warning", "Deprecated") for p in manifest.warnings
+        _annotation(p, "warning", "Manifest warning") for p in manifest.warnings
     ]
 
 
