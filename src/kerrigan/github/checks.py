@@ -441,12 +441,13 @@ def invalid_manifest_body(manifest: ManifestResult, context: SessionContext) -> 
 
 def awaiting_approval_body(name: str, context: SessionContext) -> CheckRunBody:
     """A fork's pull request: nothing runs on lab hardware until someone approves."""
+    command = f"/kerrigan approve {context.head_sha}"
     summary = (
         _header(name, context)
         + "\nThis pull request comes from a fork, so its code does not run on lab hardware by itself. "
-        f"It waits until {context.approvers} comments `/kerrigan approve` on the pull request "
-        "(`/kerrigan approve secrets` also gives its jobs the repository secrets they name; without it they "
-        "get none).\n"
+        f"It waits until {context.approvers} has read this commit and comments `{command}` on the pull "
+        f"request (`{command} secrets` also gives its jobs the repository secrets they name; without it "
+        "they get none). An approval names the commit it covers: a later push needs one of its own.\n"
     )
     return _body(
         name, context, status="queued", title="Waiting for approval to run on lab hardware", summary=summary
