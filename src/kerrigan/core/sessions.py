@@ -55,6 +55,7 @@ class Session:
     head_branch: str | None = None
     pull_request: int | None = None
     awaiting_approval: bool = False
+    fork_owner: str | None = None  # the owner of the fork whose code it runs; None: the repository's own
     conclusion: Conclusion | None = None
     check_run_id: int | None = None
     delivery_id: str | None = None

@@ -343,9 +343,10 @@ def _annotation(problem: Problem, level: str, title: str) -> dict[str, Any]:
 
 
 def manifest_annotations(manifest: ManifestResult) -> list[dict[str, Any]]:
-    """Errors as ``failure`` and deprecations as ``warning`` annotations on the manifest's lines."""
+    """Errors as ``failure`` and warnings (deprecations, a fork's ``priority: gate``) as ``warning``
+    annotations on the manifest's lines."""
     return [_annotation(p, "failure", "Manifest error") for p in manifest.errors] + [
-        _annotation(p, "warning", "Deprecated") for p in manifest.warnings
+        _annotation(p, "warning", "Manifest warning") for p in manifest.warnings
     ]
 
 
@@ -440,12 +441,13 @@ def invalid_manifest_body(manifest: ManifestResult, context: SessionContext) -> 
 
 def awaiting_approval_body(name: str, context: SessionContext) -> CheckRunBody:
     """A fork's pull request: nothing runs on lab hardware until someone approves."""
+    command = f"/kerrigan approve {context.head_sha}"
     summary = (
         _header(name, context)
         + "\nThis pull request comes from a fork, so its code does not run on lab hardware by itself. "
-        f"It waits until {context.approvers} comments `/kerrigan approve` on the pull request "
-        "(`/kerrigan approve secrets` also gives its jobs the repository secrets they name; without it they "
-        "get none).\n"
+        f"It waits until {context.approvers} has read this commit and comments `{command}` on the pull "
+        f"request (`{command} secrets` also gives its jobs the repository secrets they name; without it "
+        "they get none). An approval names the commit it covers: a later push needs one of its own.\n"
     )
     return _body(
         name, context, status="queued", title="Waiting for approval to run on lab hardware", summary=summary

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Final
+
+from kerrigan.core.instants import MAX_TIME_TEXT, TimeError, read_time
 
 MAX_ID: Final = 2**63 - 1  # GitHub's ids fit a signed 64-bit column (ours are BigInteger)
 MAX_TEXT: Final = 1024  # longer than any name, ref or identifier a route reads
@@ -147,6 +150,16 @@ class Payload:
             shown = str(value) if value.bit_length() <= 64 else f"{value.bit_length()} bits long"
             raise PayloadError(f"payload field {self.field(name)} out of range ({shown}; 0 to {maximum})")
         return value
+
+    def optional_time(self, name: str) -> datetime | None:
+        """An ISO 8601 time with its offset (GitHub writes ``2026-11-29T12:20:05Z``), in UTC; or ``None``."""
+        text = self.optional_string(name, max_length=MAX_TIME_TEXT)
+        if text is None:
+            return None
+        try:
+            return read_time(text)
+        except TimeError:
+            raise PayloadError(f"payload field {self.field(name)} not a time ({text[:50]!r})") from None
 
     def optional_boolean(self, name: str) -> bool | None:
         """``true`` or ``false``, or ``None``."""

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.config import Settings
 from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.forks import for_fork
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import resolution_outcome
 from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
@@ -38,6 +39,7 @@ from kerrigan.github.checks import (
 )
 from kerrigan.github.client import GitHubClient, InstallationTokens
 from kerrigan.github.repository import ManifestFile, Repository
+from kerrigan.store.approvals import Approval, record_approval
 from kerrigan.store.cancel import cancel_session
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import check_fence
@@ -101,9 +103,10 @@ class Trigger:
     sha: str
     event: Event | None  # None for a retry: the workflows named in ``only`` run whatever their triggers
     event_name: str
-    ref: str | None = None
+    ref: str | None = None  # the branch; a fork's named with its owner (``mona:main``)
     pull_request: int | None = None
     awaiting_approval: bool = False
+    fork_owner: str | None = None  # the owner of the fork whose code this is; None: the repository's own
     delivery_id: str | None = None
     only: Collection[str] | None = None
     workflow_run_id: int | None = None
@@ -127,7 +130,7 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
     files = await repo.manifests(trigger.sha)
     chosen: list[tuple[ManifestFile, ManifestResult]] = []
     for file in files:
-        manifest = _read(file)
+        manifest = _read(file, trigger.fork_owner)
         name = manifest.name or file.path
         if trigger.only is not None and name not in trigger.only:
             continue
@@ -157,7 +160,9 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             started.append(
                 await _resolve(app, db, session, manifest, inventory=inventory, descriptions=descriptions)
             )
-            if group is not None and trigger.event is not None:
+            # A session waiting for approval supersedes nothing: the fork's code may not cancel even its
+            # own older sessions before a writer has read it (approve supersedes, once approved).
+            if group is not None and trigger.event is not None and not new.awaiting_approval:
                 await _supersede(db, session, manifest, group, database.clock())
     log.info(
         "%s at %s of %s started %d sessions: %s",
@@ -172,7 +177,8 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
 
 def _group(session: Session, manifest: ManifestResult) -> str | None:
     """The session's expanded concurrency group; None for a merge group's session (never superseded, it
-    supersedes nothing) and for an invalid manifest."""
+    supersedes nothing) and for an invalid manifest. A fork's group meets only the same fork's sessions
+    (:func:`kerrigan.store.sessions.superseded_sessions` compares the fork's owner too)."""
     workflow = manifest.workflow
     if workflow is None or session.event == "merge_group":
         return None
@@ -205,12 +211,14 @@ async def _reported(app: GitHubApp, repo: Repository, sha: str, path: str) -> bo
     return any(session.manifest_path == path for session in earlier)
 
 
-def _read(file: ManifestFile) -> ManifestResult:
-    """Parse a manifest; one that could not be read is a manifest with that one error."""
+def _read(file: ManifestFile, fork_owner: str | None) -> ManifestResult:
+    """Parse a manifest (a fork's as a fork's session follows it); one that could not be read is a manifest
+    with that one error."""
     if file.error is not None:
         problem = Problem(file.path, 1, 1, "", file.error)
         return ManifestResult(file.path, None, None, (problem,), ())
-    return parse_manifest(file.text, file.path)
+    manifest = parse_manifest(file.text, file.path)
+    return for_fork(manifest) if fork_owner is not None else manifest
 
 
 def _new_session(
@@ -244,6 +252,7 @@ def _new_session(
         created_at=app.database.clock(),
         pull_request=trigger.pull_request,
         awaiting_approval=trigger.awaiting_approval and workflow is not None,
+        fork_owner=trigger.fork_owner,
         # A fork's code gets no secrets until an approval says so (``/kerrigan approve secrets``).
         secrets_allowed=trigger.secrets_allowed and not trigger.awaiting_approval,
         delivery_id=trigger.delivery_id,
@@ -352,6 +361,7 @@ async def retry(
             ref=old.head_branch,
             pull_request=pull_request,
             awaiting_approval=old.awaiting_approval,
+            fork_owner=old.fork_owner,
             delivery_id=delivery_id,
             secrets_allowed=old.secrets_allowed,
             only={old.workflow},
@@ -386,9 +396,12 @@ async def still_never_scheduled(
     return still
 
 
-async def approve(app: GitHubApp, repo: Repository, sha: str, *, with_secrets: bool = False) -> list[Session]:
-    """Sessions of a fork's pull request at ``sha`` that waited for approval: resolve them now (their check
-    runs follow through the reconciler); ``with_secrets`` gives their jobs the secrets they name."""
+async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[Session] | None:
+    """Sessions at the approval's commit that waited for approval: resolve them now (their check runs
+    follow through the reconciler), their jobs with the secrets they name if the approval says so, and let
+    each supersede what its manifest's ``concurrency`` says, within its fork's scope. The approval is kept
+    in the same transaction; ``None`` when its comment approved before (a redelivery or a replay)."""
+    sha = approval.head_sha
     async with app.database.sessions() as db:
         waiting = await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True)
     if not waiting:
@@ -401,20 +414,26 @@ async def approve(app: GitHubApp, repo: Repository, sha: str, *, with_secrets: b
     approved = []
     async with database.writing(), database.sessions() as db, db.begin():
         await check_fence(db)
-        for waited in waiting:
+        if not await record_approval(db, approval):
+            return None
+        # Those that still wait: another approval may have come first while the manifests were read.
+        for waited in await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True):
             file = files.get(waited.manifest_path)
             if file is None:
                 continue
-            approved.append(
-                await _resolve(
-                    app,
-                    db,
-                    waited,
-                    _read(file),
-                    inventory=inventory,
-                    descriptions=descriptions,
-                    approved=True,
-                    with_secrets=with_secrets,
-                )
+            manifest = _read(file, waited.fork_owner)
+            session = await _resolve(
+                app,
+                db,
+                waited,
+                manifest,
+                inventory=inventory,
+                descriptions=descriptions,
+                approved=True,
+                with_secrets=approval.secrets,
             )
+            approved.append(session)
+            group = _group(session, manifest)
+            if group is not None:  # the head of the pull request: the newest commit of its fork's scope
+                await _supersede(db, session, manifest, group, database.clock())
     return approved

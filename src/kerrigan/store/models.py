@@ -248,6 +248,8 @@ class SessionRow(Base):
     head_branch: Mapped[str | None] = mapped_column(String(255))
     pull_request: Mapped[int | None] = mapped_column(Integer)
     awaiting_approval: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The owner of the fork whose code it runs (None: the repository's own): its concurrency scope.
+    fork_owner: Mapped[str | None] = mapped_column(String(100))
     # Its jobs get the repository's secrets they name; a fork's pull request only once approved with them.
     secrets_allowed: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     delivery_id: Mapped[str | None] = mapped_column(String(64))
@@ -467,6 +469,22 @@ class DeliveryRow(Base):
     # taken over can tell, and writes nothing more.
     claim_token: Mapped[str | None] = mapped_column(String(32))
     next_attempt_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class ApprovalRow(Base):
+    """A ``/kerrigan approve`` comment that approved a fork's commit: the same comment, delivered again
+    (GitHub's redelivery, a replay), never approves anything more."""
+
+    __tablename__ = "approvals"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    comment_id: Mapped[int] = mapped_column(BigInteger, unique=True)
+    repository: Mapped[str] = mapped_column(String(200))
+    pull_request: Mapped[int] = mapped_column(Integer)
+    head_sha: Mapped[str] = mapped_column(String(40))
+    login: Mapped[str] = mapped_column(String(100))
+    secrets: Mapped[bool] = mapped_column(Boolean)
+    approved_at: Mapped[datetime] = mapped_column(Timestamp)
 
 
 class ApiTokenRow(Base):

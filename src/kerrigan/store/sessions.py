@@ -34,6 +34,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         head_branch=row.head_branch,
         pull_request=row.pull_request,
         awaiting_approval=row.awaiting_approval,
+        fork_owner=row.fork_owner,
         conclusion=Conclusion(row.conclusion) if row.conclusion else None,
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
@@ -96,6 +97,7 @@ async def create_session(
         conclusion=new.conclusion.value if new.conclusion else None,
         pull_request=new.pull_request,
         awaiting_approval=new.awaiting_approval,
+        fork_owner=new.fork_owner,
         delivery_id=new.delivery_id,
         workflow_run_id=new.workflow_run_id,
         resolution=compact(new.resolution),
@@ -139,13 +141,19 @@ async def create_session(
 async def superseded_sessions(
     session: AsyncSession, newer: Session, group: str, *, running_too: bool
 ) -> list[str]:
-    """The ids of the sessions ``newer`` supersedes: of its repository and concurrency ``group``, at
-    another commit, created before it, not ended, not of a merge group; unless ``running_too``, only
-    those none of whose jobs started."""
+    """The ids of the sessions ``newer`` supersedes: of its repository, fork scope (the repository's own
+    sessions, or one fork owner's) and concurrency ``group``, at another commit, created before it, not
+    ended, not of a merge group; unless ``running_too``, only those none of whose jobs started."""
+    scope = (
+        SessionRow.fork_owner.is_(None)
+        if newer.fork_owner is None
+        else SessionRow.fork_owner == newer.fork_owner
+    )
     query = (
         select(SessionRow.id)
         .where(
             SessionRow.repository == newer.repository,
+            scope,
             SessionRow.concurrency_group == group,
             SessionRow.head_sha != newer.head_sha,
             SessionRow.id != newer.id,
@@ -247,6 +255,16 @@ async def find_sessions(
             query = query.where(getattr(SessionRow, name) == value)
     rows = (await session.scalars(query)).all()
     return [_session(row) for row in rows]
+
+
+async def commits_beginning(session: AsyncSession, repository: str, prefix: str) -> set[str]:
+    """The head commits of the repository's sessions whose SHA begins with ``prefix`` (hex digits)."""
+    query = (
+        select(SessionRow.head_sha)
+        .where(SessionRow.repository == repository, SessionRow.head_sha.startswith(prefix, autoescape=True))
+        .distinct()
+    )
+    return set((await session.scalars(query)).all())
 
 
 def latest_per_workflow(sessions: Iterable[Session]) -> list[Session]:

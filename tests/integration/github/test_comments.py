@@ -1,4 +1,5 @@
-"""``/kerrigan retry [workflow]`` and ``/kerrigan approve`` in pull request comments."""
+"""``/kerrigan retry [workflow]`` and ``/kerrigan approve`` in pull request comments (what an approval
+covers, against a fork that pushes meanwhile: ``test_approve.py``)."""
 
 from __future__ import annotations
 
@@ -262,9 +263,11 @@ async def test_a_plain_approve_runs_a_fork_without_secrets_and_a_wrong_word_is_a
     fork_pull.github.set_permission(REPO, MAINTAINER, "write")
     await _comment(fork_pull, comment("/kerrigan approve everything", number=8))
     [reply] = fork_pull.github.comments
-    assert "`/kerrigan approve` takes nothing, or `secrets`" in reply["body"]
+    assert "`/kerrigan approve` takes the commit to run (its sha, at least 7 characters)" in reply["body"]
     assert all(s.awaiting_approval for s in await fork_pull.sessions(head_sha=FORK_SHA))
-    await _comment(fork_pull, comment("/kerrigan approve", number=8))
+    again = comment("/kerrigan approve", number=8)  # written after the reply, which changed the pull request
+    again["comment"].update(id=again["comment"]["id"] + 1, created_at=reply["created_at"])
+    await _comment(fork_pull, again)
     sessions = await fork_pull.sessions(head_sha=FORK_SHA)
     assert [(s.awaiting_approval, s.secrets_allowed) for s in sessions] == [(False, False), (False, False)]
 

@@ -48,7 +48,10 @@ async def test_fork_pull_request_check_runs_wait_for_approval_and_say_who_may_gi
         assert (run["head_sha"], run["status"], run["conclusion"]) == (FORK_SHA, "queued", None)
         assert run["output"]["title"] == "Waiting for approval to run on lab hardware"
         summary = run["output"]["summary"]
-        assert "someone with write access to the repository comments `/kerrigan approve`" in summary
+        assert (
+            f"someone with write access to the repository has read this commit and comments "
+            f"`/kerrigan approve {FORK_SHA}` on the pull request"
+        ) in summary
 
 
 async def test_fork_pull_request_sessions_are_not_resolved_until_approved(bare_harness: Harness) -> None:

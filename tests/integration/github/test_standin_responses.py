@@ -215,3 +215,34 @@ def test_every_operation_of_githubs_description_the_stand_in_serves_has_a_case(g
         "git/get-tree",
     }
     assert {operation.operation_id for operation in github.description.operations} == served | unserved
+
+
+async def test_a_push_and_a_comment_move_a_pull_requests_times_as_githubs_do(
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
+) -> None:
+    # What /kerrigan approve reads to tell whether the head moved after a comment (docs/github-app.md).
+    github.add_pull(REPO, 8, head_sha=SHA, fork="mona/firmware", at="2026-11-29T11:00:00Z")
+    github.push_to_pull(REPO, 8, "b" * 40, at="2026-11-29T12:00:00Z")
+    *_, body = await call(
+        api_session, github, "GET", f"/repos/{REPO}/pulls/8", headers=token_auth(installation_token)
+    )
+    assert (body["head"]["sha"], body["created_at"], body["updated_at"]) == (
+        "b" * 40,
+        "2026-11-29T11:00:00Z",
+        "2026-11-29T12:00:00Z",
+    )
+    assert body["head"]["repo"]["pushed_at"] == "2026-11-29T12:00:00Z"
+    assert body["base"]["repo"]["pushed_at"] != "2026-11-29T12:00:00Z"  # the fork was pushed, not the base
+    *_, created = await call(
+        api_session,
+        github,
+        "POST",
+        f"/repos/{REPO}/issues/8/comments",
+        json={"body": "a reply"},
+        headers=token_auth(installation_token),
+    )
+    *_, body = await call(
+        api_session, github, "GET", f"/repos/{REPO}/pulls/8", headers=token_auth(installation_token)
+    )
+    assert body["updated_at"] == created["created_at"]
+    assert body["head"]["repo"]["pushed_at"] == "2026-11-29T12:00:00Z"

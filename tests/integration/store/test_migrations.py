@@ -133,6 +133,33 @@ async def test_sessions_stored_before_the_state_machine_carry_over(tmp_path: Pat
         await database.close()
 
 
+async def test_sessions_waiting_for_approval_when_forks_got_scopes_are_a_forks(tmp_path: Path) -> None:
+    # Revision 0021: only a fork's sessions wait for approval; those waiting get a fork's scope (owner
+    # unknown), so that once approved their concurrency group meets none of the repository's own sessions.
+    database = Database.connect(f"sqlite+aiosqlite:///{tmp_path}/old.db")
+    try:
+        await upgrade(database.engine, "0020")
+        async with database.engine.begin() as connection:
+            for pk, waiting in ((1, 1), (2, 0)):
+                await connection.execute(
+                    text(
+                        "INSERT INTO sessions (pk, id, head_sha, workflow, manifest_path, event, priority,"
+                        " state, resolution, created_at, updated_at, repository, awaiting_approval,"
+                        " strategy, max_devkits, queue_wait_limit_s, version, shown_version, sync_attempts,"
+                        " secrets_allowed)"
+                        " VALUES (:pk, :id, :sha, 'w', 'w.yml', 'pull_request', 'normal', 'queued', '{}',"
+                        " :at, :at, 'octo/firmware', :waiting, 'spread', 1, 300, 1, 1, 0, 1)"
+                    ),
+                    {"pk": pk, "id": f"s-{pk}", "sha": str(pk) * 40, "at": "2026-11-30", "waiting": waiting},
+                )
+        await upgrade(database.engine)
+        async with database.engine.connect() as connection:
+            owners = (await connection.execute(text("SELECT fork_owner FROM sessions ORDER BY pk"))).all()
+        assert [owner for (owner,) in owners] == ["ghost", None]
+    finally:
+        await database.close()
+
+
 async def test_start_up_refuses_a_schema_behind_and_accepts_one_a_newer_release_migrated(
     tmp_path: Path,
 ) -> None:

@@ -1,8 +1,10 @@
-"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]`` and ``/kerrigan approve [secrets]`` in
-pull request comments (``approve secrets`` also gives a fork's jobs the repository secrets they name).
+"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]`` and ``/kerrigan approve [SHA] [secrets]``
+in pull request comments (``approve`` runs a fork's commit: the one named, or the head the comment was
+written on, :mod:`kerrigan.core.approvals`; ``secrets`` also gives its jobs the repository secrets they name).
 
 Only commenters with write, maintain or admin permission may use them (and System Admins may cancel); others
 get a reply saying so. Bots and edited comments are ignored. A command that was carried out gets a reaction.
+A comment approves once: the same comment delivered again approves nothing (:mod:`kerrigan.store.approvals`).
 """
 
 from __future__ import annotations
@@ -15,14 +17,24 @@ from cachetools import TTLCache
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
+from kerrigan.core.approvals import (
+    ApproveCommand,
+    Approved,
+    PullHead,
+    Refusal,
+    Refused,
+    decide,
+    read_approve,
+)
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import COMMENT_LIMIT, Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
 from kerrigan.github.sessions import GitHubApp, approve, retry, still_never_scheduled
+from kerrigan.store.approvals import Approval, find_approval
 from kerrigan.store.cancel import cancel_session
 from kerrigan.store.deliveries import check_fence
-from kerrigan.store.sessions import find_sessions, latest_per_workflow
+from kerrigan.store.sessions import commits_beginning, find_sessions, latest_per_workflow
 
 log = logging.getLogger(__name__)
 router = Router()
@@ -80,21 +92,13 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
             f"you have {permission}. Ask a maintainer to run it.",
         )
         return
-    sha = str((await repo.pull_request(number))["head"]["sha"])
     if verb == "approve":
         argument = match["argument"].strip()
-        if argument not in ("", "secrets"):
-            await repo.comment(
-                number,
-                f"@{login} `/kerrigan approve` takes nothing, or `secrets` to give the jobs the repository "
-                f"secrets they name; not {quoted(argument)}.",
-            )
-            return
-        done = await approve(app, repo, sha, with_secrets=argument == "secrets")
-        if not done:
-            await repo.comment(number, f"@{login} nothing here waits for approval at `{sha[:12]}`.")
-            return
-    elif verb == "cancel":
+        if await _approve(app, repo, number=number, comment=comment, login=login, argument=argument):
+            await repo.react(comment_id, "rocket")
+        return
+    sha = Payload(await repo.pull_request(number), "pull_request").object("head").sha("sha")
+    if verb == "cancel":
         workflow = match["argument"].strip()
         if not await _cancel(app, repo, sha, workflow, login):
             what = f"workflow {quoted(workflow)}" if workflow else "session"
@@ -111,6 +115,103 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
                 await repo.comment(number, f"@{login} there is no {what} to retry at `{sha[:12]}`.")
             return
     await repo.react(comment_id, "rocket")
+
+
+async def _approve(
+    app: GitHubApp, repo: Repository, *, number: int, comment: Payload, login: str, argument: str
+) -> bool:
+    """Carry out ``/kerrigan approve`` from a writer: approve the commit the comment covers, or reply why
+    nothing was approved; whether something was."""
+    command = read_approve(argument)
+    if command is None:
+        await repo.comment(
+            number,
+            f"@{login} `/kerrigan approve` takes the commit to run (its sha, at least 7 characters) and "
+            "then, to give its jobs the repository secrets they name, `secrets`: "
+            f"`/kerrigan approve [SHA] [secrets]`; not {quoted(argument)}.",
+        )
+        return False
+    comment_id = comment.integer("id")
+    async with app.database.sessions() as db:
+        earlier = await find_approval(db, comment_id)
+        seen = await commits_beginning(db, repo.full_name, command.sha) if command.sha else set()
+    if earlier is not None:
+        log.warning(
+            "comment %d on %s#%d approved %s before: delivered again, it approves nothing more",
+            comment_id,
+            repo.full_name,
+            number,
+            earlier.head_sha[:12],
+        )
+        return False
+    written = comment.optional_string("created_at", max_length=40)
+    decision = decide(command, await _pull_head(repo, number), comment.optional_time("created_at"), seen)
+    if isinstance(decision, Refused):
+        await repo.comment(number, refusal_reply(login, command, decision, written))
+        return False
+    approval = Approval(
+        comment_id,
+        repo.full_name,
+        number,
+        decision.sha,
+        login,
+        command.secrets,
+        app.database.clock(),
+    )
+    done = await approve(app, repo, approval)
+    if done is None:  # the same comment, delivered twice at once: the other delivery approved
+        return False
+    if not done:
+        await repo.comment(number, f"@{login} nothing here waits for approval at `{decision.sha}`.")
+        return False
+    await repo.comment(number, approved_reply(login, decision, done, secrets=command.secrets))
+    return True
+
+
+async def _pull_head(repo: Repository, number: int) -> PullHead:
+    """The pull request's head as GitHub has it now, with when the pull request and its head repository
+    last changed."""
+    pull = Payload(await repo.pull_request(number), "pull_request")
+    head = pull.object("head")
+    head_repo = head.optional_object("repo")
+    return PullHead(
+        head.sha("sha"),
+        pull.optional_time("updated_at"),
+        head_repo.optional_time("pushed_at") if head_repo is not None else None,
+    )
+
+
+def refusal_reply(login: str, command: ApproveCommand, refused: Refused, commented_at: str | None) -> str:
+    """Why the comment approved nothing, and the command that would approve the head."""
+    head = refused.head
+    again = f"`/kerrigan approve {head}{' secrets' if command.secrets else ''}`"
+    if refused.reason is Refusal.MOVED:
+        if refused.named is not None:
+            return (
+                f"@{login} the head of this pull request moved from `{refused.named}` to `{head}`: review "
+                f"`{head}` and comment {again} to run it."
+            )
+        return (
+            f"@{login} `{command.sha}` is not the head of this pull request; its head is `{head}`: review it "
+            f"and comment {again} to run it."
+        )
+    if refused.reason is Refusal.AMBIGUOUS:
+        return (
+            f"@{login} `{command.sha}` could name more than one commit (a fork can make one whose sha begins "
+            f"the same way), so nothing was approved. The head is `{head}`: review it and comment {again}."
+        )
+    written = f" (written at {quoted(commented_at, 40)})" if commented_at else ""
+    return (
+        f"@{login} this pull request changed after your comment{written}, so Kerrigan cannot tell which "
+        f"commit you saw, and approved nothing. Its head is now `{head}`: review it and comment {again}."
+    )
+
+
+def approved_reply(login: str, approved: Approved, sessions: list[Session], *, secrets: bool) -> str:
+    """The reply to an approval: the commit approved, the workflows that will run, and about secrets."""
+    workflows = ", ".join(quoted(name) for name in dict.fromkeys(session.workflow for session in sessions))
+    given = "with the repository secrets their tasks name" if secrets else "without the repository's secrets"
+    return f"@{login} approved `{approved.sha}` to run on lab hardware: {workflows}, {given}."
 
 
 def quoted(argument: str, limit: int = QUOTED_MAX) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from kerrigan.core.forks import GONE
 from kerrigan.github.payload import Payload, PayloadError
 
 # GitHub's owner and repository names; anything else would reach GitHub's API as another path.
@@ -28,3 +29,13 @@ def repository_name(data: Payload) -> str | None:
     if _FULL_NAME.fullmatch(name) is None:
         raise PayloadError(f"payload field repository.full_name not owner/name ({name[:50]!r})")
     return name
+
+
+def fork_owner(head_name: str | None, field: str) -> str:
+    """The owner of a fork from its repository's ``owner/name`` (payload field ``field``); a fork GitHub
+    no longer names (deleted: ``null``) is :data:`~kerrigan.core.forks.GONE`'s."""
+    if head_name is None:
+        return GONE
+    if _FULL_NAME.fullmatch(head_name) is None:
+        raise PayloadError(f"payload field {field} not owner/name ({head_name[:50]!r})")
+    return head_name.split("/", 1)[0]

@@ -66,6 +66,9 @@ async def create_comment(github: GitHubStandIn, request: web.Request) -> web.Res
         "created_at": now_iso(),
     }
     github.comments.append(comment)
+    pull = repo.pulls.get(comment["issue"])
+    if pull is not None:  # a comment is a change of the pull request: GitHub moves its updated_at
+        pull["updated_at"] = comment["created_at"]
     return web.json_response(comment_body(github, comment), status=201)
 
 

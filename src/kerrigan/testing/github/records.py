@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 HTML_URL: Final = "https://github.com"  # where GitHub's pages would be: the stand-in serves none of them
+LONG_AGO: Final = "2020-01-01T00:00:00Z"  # when what a test did not date was created, pushed or changed
 
 
 def now_iso() -> str:

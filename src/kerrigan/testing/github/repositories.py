@@ -10,7 +10,7 @@ from aiohttp import web
 from kerrigan.testing.github.accounts import user_body, user_id
 from kerrigan.testing.github.auth import authorized_repository
 from kerrigan.testing.github.errors import GitHubError
-from kerrigan.testing.github.records import HTML_URL, node_id
+from kerrigan.testing.github.records import HTML_URL, LONG_AGO, node_id
 
 if TYPE_CHECKING:
     from kerrigan.testing.github.records import FakeRepository
@@ -98,9 +98,9 @@ def repository_body(github: GitHubStandIn, full_name: str) -> dict[str, Any]:
         "has_pages": False,
         "archived": False,
         "disabled": False,
-        "pushed_at": "2020-01-01T00:00:00Z",
-        "created_at": "2020-01-01T00:00:00Z",
-        "updated_at": "2020-01-01T00:00:00Z",
+        "pushed_at": github.pushed_at.get(full_name, LONG_AGO),
+        "created_at": LONG_AGO,
+        "updated_at": LONG_AGO,
     }
     for entry in _REPOSITORY_URLS:
         key, _, suffix = entry.partition(":")
@@ -161,8 +161,8 @@ def pull_body(github: GitHubStandIn, repo: FakeRepository, pull: dict[str, Any])
         "review_comment_url": links["review_comment"],
         "statuses_url": links["statuses"],
         "_links": {name: {"href": href} for name, href in links.items()},
-        "created_at": "2020-01-01T00:00:00Z",
-        "updated_at": "2020-01-01T00:00:00Z",
+        "created_at": pull.get("created_at", LONG_AGO),
+        "updated_at": pull.get("updated_at", LONG_AGO),
         "closed_at": None,
         "merged_at": None,
         "merge_commit_sha": None,

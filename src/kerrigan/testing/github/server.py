@@ -23,7 +23,7 @@ from kerrigan.testing.github.errors import GitHubError, error_response
 from kerrigan.testing.github.faults import Fault, Faults
 from kerrigan.testing.github.limits import LimitedRequest, RateLimits
 from kerrigan.testing.github.manifests import CreatedApp
-from kerrigan.testing.github.records import FakeRepository, RecordedRequest
+from kerrigan.testing.github.records import LONG_AGO, FakeRepository, RecordedRequest, now_iso
 from kerrigan.testing.github.schema import check_request_body, github_description
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -86,6 +86,7 @@ class GitHubStandIn:
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.check_suites: dict[tuple[str, str], int] = {}  # (repository, head sha) -> suite id
         self.comments: list[dict[str, Any]] = []
+        self.pushed_at: dict[str, str] = {}  # repository -> its last push (GitHub's ``pushed_at``)
         self.reactions: list[dict[str, Any]] = []
         self.requests: list[RecordedRequest] = []
         self.description = github_description() if validate else None
@@ -140,13 +141,33 @@ class GitHubStandIn:
         base_ref: str = "main",
         head_ref: str = "feature",
         fork: str | None = None,
+        at: str = LONG_AGO,
     ) -> dict[str, Any]:
-        """A pull request; ``fork`` names the head repository when it is another one."""
+        """A pull request, opened (and its head pushed) ``at``; ``fork`` names the head repository when it is
+        another one."""
         base = {"ref": base_ref, "sha": "0" * 40, "repo": {"full_name": full_name}}
         head = {"ref": head_ref, "sha": head_sha, "repo": {"full_name": fork or full_name}}
-        pull = {"id": next(self.ids), "number": number, "head": head, "base": base, "state": "open"}
+        pull = {
+            "id": next(self.ids),
+            "number": number,
+            "head": head,
+            "base": base,
+            "state": "open",
+            "created_at": at,
+            "updated_at": at,
+        }
         self.repositories[full_name].pulls[number] = pull
+        self.pushed_at[fork or full_name] = at
         return pull
+
+    def push_to_pull(self, full_name: str, number: int, sha: str, *, at: str | None = None) -> None:
+        """Someone pushed ``sha`` to the pull request's head branch ``at`` (default: now): GitHub moves its
+        head, and both the pull request's ``updated_at`` and its head repository's ``pushed_at`` to then."""
+        pull = self.repositories[full_name].pulls[number]
+        when = at or now_iso()
+        pull["head"]["sha"] = sha
+        pull["updated_at"] = when
+        self.pushed_at[pull["head"]["repo"]["full_name"]] = when
 
     def set_permission(self, full_name: str, login: str, permission: str) -> None:
         """A collaborator's permission: admin, maintain, write, triage, read or none."""
