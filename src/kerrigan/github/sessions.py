@@ -388,7 +388,7 @@ async def still_never_scheduled(
             file = files.get(session.manifest_path)
             if file is None:
                 continue
-            manifest = await asyncio.to_thread(_read, file)
+            manifest = await asyncio.to_thread(_read, file, session.fork_owner)
             explanation = explain(manifest, inventory, repository=session.repository, check_vcpus=True)
             never = [item.task.id for item in explanation.tasks if item.outcome is Outcome.UNSCHEDULABLE]
             if never:
