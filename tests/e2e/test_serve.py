@@ -73,4 +73,6 @@ async def test_serve_answers_at_once_and_its_worker_process_posts_the_check_runs
     assert sorted(s.workflow for s in sessions) == workflows
     assert all(s.check_run_id for s in sessions)
     failed = {s.workflow for s in sessions if s.conclusion is not None}
-    assert failed == {"org-class", "typo"}
+    # hil-pipeline names the secret LAB_VPN_KEY, which this lab (unlike the demo's) never set: it fails at
+    # once, on that line, as org-class (no device can match) and typo (a manifest error) do.
+    assert failed == {"hil-pipeline", "org-class", "typo"}
