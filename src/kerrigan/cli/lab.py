@@ -1,19 +1,24 @@
-"""``kerrigan db upgrade``, ``kerrigan tokens create`` and ``kerrigan runners create``: commands that act on
-the lab's database directly."""
+"""``kerrigan db upgrade``, ``kerrigan tokens create`` and ``kerrigan runners create|list|revoke|rotate``:
+commands that act on the lab's database directly."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import re
+import sys
 from typing import TYPE_CHECKING
 
+from kerrigan.cli.columns import columns
 from kerrigan.cli.database import with_database
 from kerrigan.cli.settings import load_settings
-from kerrigan.cli.usage import UsageError, first_line
+from kerrigan.cli.usage import UsageError, actor_name, first_line
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from kerrigan.store.database import Database
+    from kerrigan.store.runners import HostReport
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
@@ -53,14 +58,18 @@ def _tokens_create(args: argparse.Namespace) -> int:
     return asyncio.run(with_database(load_settings(), work))
 
 
-def _runners_create(args: argparse.Namespace) -> int:
-    from kerrigan.store.runners import create_runner_token
-
-    host = args.host
+def _host_id(host: str) -> str:
     if not re.fullmatch(r"[a-z0-9._-]{1,63}", host):
         raise UsageError(
             f"{host!r} is not a runner host id: 1-63 of lowercase letters, digits, '.', '_', '-'"
         )
+    return host
+
+
+def _runners_create(args: argparse.Namespace) -> int:
+    from kerrigan.store.runners import create_runner_token
+
+    host, actor = _host_id(args.host), actor_name(args.actor, "making the token")
 
     async def work(database: Database) -> int:
         from kerrigan.store.inventory import load_inventory
@@ -75,8 +84,85 @@ def _runners_create(args: argparse.Namespace) -> int:
                     f"the inventory has no runner host {host} (its hosts: {listed}); check the name, or "
                     "pass --force to make a token for a host you are about to add"
                 )
-            token = await create_runner_token(session, host, database.clock())
+            token = await create_runner_token(session, host, database.clock(), actor=actor)
         print(token)
+        return 0
+
+    return asyncio.run(with_database(load_settings(), work))
+
+
+def _time(at: datetime | None, absent: str) -> str:
+    from kerrigan.core.device_status import when
+
+    return f"{when(at)} UTC" if at is not None else absent
+
+
+def _host_row(report: HostReport) -> list[str]:
+    state = "online" if report.online else "offline"
+    if report.pause is not None:
+        state += ", paused"
+    if not report.token:
+        made, used = "none", ""  # revoked, or never made
+    else:
+        made, used = (
+            _time(report.token_created_at, "before it was kept"),
+            _time(report.token_used_at, "never"),
+        )
+    return [report.host, state, _time(report.last_heartbeat_at, "never"), made, used]
+
+
+def _runners_list(args: argparse.Namespace) -> int:
+    from kerrigan.store.runners import host_reports
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session:
+            reports = await host_reports(session)
+        if not reports:
+            print("no runner hosts: `kerrigan runners create HOST` makes one", file=sys.stderr)
+            return 0
+        header = ["HOST", "STATE", "LAST HEARTBEAT", "TOKEN MADE", "TOKEN USED"]
+        print(columns([header, *(_host_row(report) for report in reports)]))
+        return 0
+
+    return asyncio.run(with_database(load_settings(), work))
+
+
+def _runners_revoke(args: argparse.Namespace) -> int:
+    from kerrigan.store.audit import Change
+    from kerrigan.store.runners import host_report, revoke_runner_token
+
+    host, actor = _host_id(args.host), actor_name(args.actor, "revoking the token")
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            if await host_report(session, host) is None:
+                raise UsageError(f"there is no runner host {host} (`kerrigan runners list` shows them)")
+            if not await revoke_runner_token(session, host, Change(actor, database.clock())):
+                raise UsageError(f"runner host {host} has no token to revoke")
+        print(
+            f"revoked the token of {host}: its agent's next call is refused (`kerrigan runners rotate {host}`"
+            " makes a new one)"
+        )
+        return 0
+
+    return asyncio.run(with_database(load_settings(), work))
+
+
+def _runners_rotate(args: argparse.Namespace) -> int:
+    from kerrigan.store.runners import create_runner_token, host_report
+
+    host, actor = _host_id(args.host), actor_name(args.actor, "making the token")
+
+    async def work(database: Database) -> int:
+        async with database.sessions() as session, session.begin():
+            if await host_report(session, host) is None:
+                raise UsageError(
+                    f"there is no runner host {host} (`kerrigan runners list` shows them; "
+                    "`kerrigan runners create` makes one)"
+                )
+            token = await create_runner_token(session, host, database.clock(), actor=actor)
+        print(token)
+        print(f"the previous token of {host} no longer works: give its agent this one", file=sys.stderr)
         return 0
 
     return asyncio.run(with_database(load_settings(), work))
@@ -98,9 +184,10 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     create_cmd.add_argument("--login", required=True, help="the GitHub login the token acts as")
     create_cmd.set_defaults(handler=_tokens_create)
 
-    runners_cmd = commands.add_parser("runners", help="runner hosts").add_subparsers(
+    runners_cmd = commands.add_parser("runners", help="runner hosts and their tokens").add_subparsers(
         dest="runners_command", required=True, metavar="ACTION"
     )
+    actor_help = "who the audit log names (default: the user running the command)"
     runner_create = runners_cmd.add_parser(
         "create", help="print a new token for a runner host (the host's previous token stops working)"
     )
@@ -108,4 +195,20 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     runner_create.add_argument(
         "--force", action="store_true", help="make it even though the inventory has no such host (yet)"
     )
+    runner_create.add_argument("--actor", metavar="NAME", help=actor_help)
     runner_create.set_defaults(handler=_runners_create)
+    runners_cmd.add_parser(
+        "list", help="every runner host: its state, last heartbeat, and when its token was made and last used"
+    ).set_defaults(handler=_runners_list)
+    runner_revoke = runners_cmd.add_parser(
+        "revoke", help="the host's token stops working now (its agent's next call is refused)"
+    )
+    runner_revoke.add_argument("host", metavar="HOST")
+    runner_revoke.add_argument("--actor", metavar="NAME", help=actor_help)
+    runner_revoke.set_defaults(handler=_runners_revoke)
+    runner_rotate = runners_cmd.add_parser(
+        "rotate", help="print a new token for a known host; its previous token stops working now"
+    )
+    runner_rotate.add_argument("host", metavar="HOST")
+    runner_rotate.add_argument("--actor", metavar="NAME", help=actor_help)
+    runner_rotate.set_defaults(handler=_runners_rotate)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kerrigan.cli.database import with_database
 from kerrigan.cli.settings import load_settings
-from kerrigan.cli.usage import UsageError, first_line
+from kerrigan.cli.usage import UsageError, actor_name, first_line
 from kerrigan.config import Settings
 from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 
@@ -49,18 +49,7 @@ def _name(text: str) -> str:
 
 
 def _actor(name: str | None) -> str:
-    """Who the audit log names: ``--actor``, else the user running the command."""
-    if name is None:
-        import getpass
-
-        try:
-            name = getpass.getuser()
-        except (OSError, KeyError):
-            raise UsageError("cannot tell who is setting it: pass --actor NAME") from None
-    name = name.strip()
-    if not 1 <= len(name) <= 100:
-        raise UsageError("--actor: the name must be 1-100 characters")
-    return name
+    return actor_name(name, "setting it")
 
 
 async def _installed(database: Database, settings: Settings, repository: str) -> Repository:

@@ -34,7 +34,7 @@ from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
-from kerrigan.runner.server import Registration, ServerRefused, ServerUnavailable
+from kerrigan.runner.server import Registration, ServerRefused, ServerUnavailable, TokenRefused
 from kerrigan.runner.settings import AgentSettings
 
 __all__ = ["Agent", "AgentSettings", "job_environment", "not_dumpable", "process_start_time"]
@@ -66,7 +66,8 @@ class Agent(Recovery):
         port, serve ``GET /metrics`` all the while.
 
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
-        :class:`ServerRefused`; a metrics address that cannot be listened on raises
+        :class:`ServerRefused`, at start or later (a token revoked or replaced meanwhile: the jobs under way
+        are stopped first); a metrics address that cannot be listened on raises
         :class:`~kerrigan.runner.metrics.MetricsAddressError` before anything else starts.
         """
         # Every line this agent (and each job's task, which copies this context) logs names its host.
@@ -161,7 +162,7 @@ class Agent(Recovery):
         while True:
             try:
                 await step()
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, TokenRefused):
                 raise
             except Exception:
                 log.exception("%s failed; going on", getattr(step, "__name__", "a step"))
@@ -195,6 +196,8 @@ class Agent(Recovery):
         }
         try:
             answer = await self.server.heartbeat(self.heartbeat_body())
+        except TokenRefused:
+            raise  # the token was revoked: the agent stops (run() raises it)
         except ServerRefused as err:
             log.warning("heartbeat refused: %s", err)
             if err.code == "not_registered":
@@ -261,6 +264,8 @@ class Agent(Recovery):
             return
         try:
             answer = await self.server.poll(self.poll_timeout_s)
+        except TokenRefused:
+            raise
         except (ServerUnavailable, ServerRefused) as err:
             log.warning("poll failed: %s", err)
             await asyncio.sleep(1.0)

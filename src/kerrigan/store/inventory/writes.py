@@ -158,7 +158,7 @@ async def save_device(
         if device.state != before.state:  # set by whoever made the change (an import's --actor), for good
             row.state_changed_at, row.state_by, row.state_until = change.at, change.actor, None
             if device.state is DeviceState.AVAILABLE:
-                forget_failures(row, change.at)
+                await forget_failures(session, row, change)
         _write_device(row, device, pool.pk)
         row.updated_at = change.at
         await _flush(session, f"device {device.id!r}")
@@ -194,7 +194,7 @@ async def set_state(
         )
     if changes:
         if state is DeviceState.AVAILABLE and before.state is not DeviceState.AVAILABLE:
-            forget_failures(row, change.at)
+            await forget_failures(session, row, change)
         row.state, row.state_reason, row.state_until = state, reason, until
         row.state_by, row.state_changed_at = change.actor, change.at
         row.updated_at = change.at
