@@ -1,5 +1,5 @@
-"""``kerrigan db upgrade``, ``kerrigan tokens create`` and ``kerrigan runners create|list|revoke|rotate``:
-commands that act on the lab's database directly."""
+"""``kerrigan db upgrade|copy``, ``kerrigan tokens create`` and ``kerrigan runners create|list|revoke|
+rotate``: commands that act on the lab's database directly."""
 
 from __future__ import annotations
 
@@ -40,6 +40,75 @@ def _db_upgrade(args: argparse.Namespace) -> int:
 
     print(f"database at revision {asyncio.run(run())}")
     return 0
+
+
+EXIT_COUNTS_DIFFER = 1  # the copy ran, and a table holds a different number of rows on each side
+TARGET_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+
+
+def _same_database(source: str, target: str) -> bool:
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    one, other = make_url(source), make_url(target)
+    if one.get_backend_name() == other.get_backend_name() == "sqlite":
+        return Path(one.database or "").resolve() == Path(other.database or "").resolve()
+    return one.render_as_string(hide_password=False) == other.render_as_string(hide_password=False)
+
+
+def _db_copy(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from kerrigan.store.database import create_engine
+    from kerrigan.store.database_copy import CopyRefusedError, TableCopied, copy_database
+
+    settings = load_settings()
+    url = args.to.strip()
+    if not url.startswith(TARGET_SCHEMES):
+        raise UsageError(f"--to must start with {' or '.join(TARGET_SCHEMES)}")
+    try:
+        shown = make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        raise UsageError("--to is not a database URL") from None
+    if _same_database(settings.database_url, url):
+        raise UsageError("--to names the database KERRIGAN_DATABASE_URL names: copy into another one")
+    if args.batch < 1:
+        raise UsageError(f"--batch must be 1 or more, not {args.batch}")
+
+    def told(done: TableCopied) -> None:
+        print(f"{done.table}: {done.copied} rows copied, {done.already} already there", flush=True)
+
+    async def run() -> int:
+        source, target = create_engine(settings.database_url), create_engine(url)
+        try:
+            counts = await copy_database(source, target, batch=args.batch, after_table=told)
+        except CopyRefusedError as exc:
+            raise UsageError(f"nothing copied: {exc}") from None
+        except (OSError, SQLAlchemyError) as exc:
+            raise UsageError(
+                f"the copy stopped: {first_line(exc)} (run it again: it goes on where it stopped)"
+            ) from None
+        finally:
+            await source.dispose()
+            await target.dispose()
+        rows = [["TABLE", "SOURCE", "TARGET", ""]]
+        rows += [[c.table, str(c.source), str(c.target), "" if c.matches else "differs"] for c in counts]
+        print(columns(rows))
+        differ = [c.table for c in counts if not c.matches]
+        if differ:
+            print(
+                f"the counts differ in {', '.join(differ)}: was Kerrigan still running? Stop it and run the "
+                "copy again",
+                file=sys.stderr,
+            )
+            return EXIT_COUNTS_DIFFER
+        total = sum(c.target for c in counts)
+        print(f"copied to {shown}: {len(counts)} tables, {total} rows, every count matches")
+        return 0
+
+    return asyncio.run(run())
 
 
 def _tokens_create(args: argparse.Namespace) -> int:
@@ -176,6 +245,23 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     db_cmd.add_parser("upgrade", help="apply migrations (KERRIGAN_DATABASE_URL)").set_defaults(
         handler=_db_upgrade
     )
+    copy_cmd = db_cmd.add_parser(
+        "copy",
+        help="copy every table of KERRIGAN_DATABASE_URL into another database (SQLite to PostgreSQL)",
+        description="Copy everything (inventory, sessions, jobs, output, results, secrets still encrypted, "
+        "tokens, reservations, the audit log, deliveries...) from the database KERRIGAN_DATABASE_URL names "
+        "into an empty one, migrated first to the same revision. Stop Kerrigan first. An interrupted copy "
+        "is run again and goes on where it stopped. The row counts of every table are compared at the end "
+        "(exit status 1 when they differ). See docs/operations.md.",
+    )
+    copy_cmd.add_argument(
+        "--to",
+        required=True,
+        metavar="URL",
+        help="the target: postgresql+asyncpg://... or sqlite+aiosqlite:///...",
+    )
+    copy_cmd.add_argument("--batch", type=int, default=500, help="rows written in one transaction")
+    copy_cmd.set_defaults(handler=_db_copy)
 
     tokens_cmd = commands.add_parser("tokens", help="API tokens").add_subparsers(
         dest="tokens_command", required=True, metavar="ACTION"
