@@ -117,10 +117,11 @@ def _tokens_create(args: argparse.Namespace) -> int:
     login = args.login
     if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", login):
         raise UsageError(f"--login {login!r} is not a GitHub login")
+    actor = actor_name(args.actor, "making the token")
 
     async def work(database: Database) -> int:
         async with database.sessions() as session, session.begin():
-            token = await create_token(session, login, database.clock())
+            token = await create_token(session, login, database.clock(), actor=actor)
         print(token)
         return 0
 
@@ -268,6 +269,9 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     create_cmd = tokens_cmd.add_parser("create", help="print a new API token for a GitHub login")
     create_cmd.add_argument("--login", required=True, help="the GitHub login the token acts as")
+    create_cmd.add_argument(
+        "--actor", metavar="NAME", help="who the audit log names (default: the user running the command)"
+    )
     create_cmd.set_defaults(handler=_tokens_create)
 
     runners_cmd = commands.add_parser("runners", help="runner hosts and their tokens").add_subparsers(
