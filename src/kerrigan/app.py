@@ -21,6 +21,7 @@ from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.dispatch.results import ResultsUpload
 from kerrigan.github.client import answer_of
+from kerrigan.github.installations import RepositoryDiscovery
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.routes.comments import may_cancel
@@ -38,7 +39,12 @@ from kerrigan.store.database import (
 )
 from kerrigan.store.history import Pruned, prune_history
 from kerrigan.web.api import create_api
-from kerrigan.web.api.secrets import REPOSITORY_WRITERS, RepositoryWriters
+from kerrigan.web.api.secrets import (
+    REPOSITORY_FINDER,
+    REPOSITORY_WRITERS,
+    RepositoryFinder,
+    RepositoryWriters,
+)
 from kerrigan.web.headers import install_security_headers
 from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
 from kerrigan.web.pages import setup_pages
@@ -78,6 +84,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     metrics = LabMetrics(database)
     app[METRICS] = metrics
     app[REPOSITORY_WRITERS] = RepositoryWriters()  # asks GitHub once the App is connected
+    app[REPOSITORY_FINDER] = RepositoryFinder()  # so does this
     app[SCHEMA_HEAD] = head_revision()
     database.signals.listen_facts(count_fact)
 
@@ -129,6 +136,8 @@ async def _background(
         github = GitHubApp.connect(database, settings, http)
         # Who writes to a repository (and so may manage its secrets), as GitHub says, cached as cancel's is.
         app[REPOSITORY_WRITERS].ask = functools.partial(_may_write, github)
+        # A repository of an installation no event told of (installed before the database existed).
+        app[REPOSITORY_FINDER].discover = RepositoryDiscovery(github.client, github.tokens)
         protocol.credentials = github.job_credentials
         protocol.answer_of = answer_of
         protocol.revoking = functools.partial(_count_revoke, github)

@@ -3,6 +3,7 @@ PostgreSQL when asked for the round trip), the value on standard input and never
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -15,8 +16,10 @@ from cryptography.fernet import Fernet
 
 from kerrigan.store.audit import list_audit
 from kerrigan.store.database import Database
-from kerrigan.store.installations import add_repositories, upsert_installation
+from kerrigan.store.installations import Repository, add_repositories, find_repository, upsert_installation
+from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.secrets import Keyring, secrets_for
+from kerrigan.testing.github import GitHubStandIn
 
 REPO: Final = "Octo/Firmware"
 VALUE: Final = "vpn-key-5f2b9c1e7d-never-printed"
@@ -30,8 +33,9 @@ sqlite_only = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 class Kerrigan:
     """``kerrigan`` pointed at one database, with only the ``KERRIGAN_`` settings given."""
 
-    def __init__(self, database_url: str, cwd: Path) -> None:
+    def __init__(self, database_url: str, cwd: Path, settings: dict[str, str] | None = None) -> None:
         self.database_url, self.cwd = database_url, cwd
+        self.settings = settings or {}
         self.outputs: list[str] = []
 
     def __call__(
@@ -39,6 +43,7 @@ class Kerrigan:
     ) -> subprocess.CompletedProcess[str]:
         environ = {key: value for key, value in os.environ.items() if not key.startswith("KERRIGAN_")}
         environ["KERRIGAN_DATABASE_URL"] = self.database_url
+        environ.update(self.settings)
         if keys is not None:
             environ["KERRIGAN_SECRETS_KEY"] = keys
         done = subprocess.run(
@@ -148,3 +153,103 @@ async def test_new_key_prints_a_fernet_key(kerrigan: Kerrigan) -> None:
     done = kerrigan("new-key", keys=None)
     assert done.returncode == 0
     Fernet(done.stdout.strip().encode())
+
+
+# -- The App was installed before the database existed: GitHub is asked, and its answer remembered ---------
+
+
+@pytest.fixture
+def installed_before(github: GitHubStandIn) -> GitHubStandIn:
+    """``Octo-Lab/Firmware`` of installation 9: GitHub knows it, no event told the database of it."""
+    github.add_installation(9, "Octo-Lab")
+    github.add_repository("Octo-Lab/Firmware", 9)
+    return github
+
+
+def _app_settings(github: GitHubStandIn) -> dict[str, str]:
+    assert github.private_key is not None
+    return {
+        "KERRIGAN_GITHUB_APP_ID": github.app_id,
+        "KERRIGAN_GITHUB_PRIVATE_KEY": github.private_key,
+        "KERRIGAN_GITHUB_API_URL": github.url,
+    }
+
+
+def _asked(github: GitHubStandIn) -> list[str]:
+    return [f"{r.method} {r.path}" for r in github.requests]
+
+
+@sqlite_only
+async def test_a_repository_no_event_told_of_is_asked_of_github_and_remembered(
+    installed_before: GitHubStandIn, db: Database, database_url: str, tmp_path: Path
+) -> None:
+    github = installed_before
+    kerrigan = Kerrigan(database_url, tmp_path, _app_settings(github))
+    # The stand-in answers on this test's event loop: the command runs in a thread, not blocking it.
+    done = await asyncio.to_thread(kerrigan, "set", "octo-lab/firmware", "LAB_VPN_KEY", stdin=VALUE)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "created secret LAB_VPN_KEY of Octo-Lab/Firmware\n",
+        "",
+    )
+    assert _asked(github)[0] == "GET /repos/octo-lab/firmware/installation"
+    token = github.requests[1]
+    assert token.path == "/app/installations/9/access_tokens"
+    assert token.body == {"repositories": ["firmware"], "permissions": {"metadata": "read"}}
+    assert _asked(github)[2] == "DELETE /installation/token"  # its answer was all that was wanted
+    async with db.sessions() as session:
+        found = await find_repository(session, "OCTO-LAB/firmware")
+    assert found == Repository("Octo-Lab/Firmware", github.repositories["Octo-Lab/Firmware"].id, 9)
+    async with db.sessions() as session:
+        stored = await secrets_for(session, "Octo-Lab/Firmware", ["LAB_VPN_KEY"], keys=Keyring((KEY_A,)))
+    assert stored == {"LAB_VPN_KEY": VALUE}
+    asked = len(github.requests)
+    listed = await asyncio.to_thread(kerrigan, "list", "Octo-Lab/Firmware")
+    assert listed.returncode == 0
+    assert listed.stdout.startswith("LAB_VPN_KEY  set by ")
+    assert len(github.requests) == asked  # remembered: GitHub is not asked again
+
+
+@sqlite_only
+async def test_a_repository_github_does_not_know_either_is_one_line(
+    installed_before: GitHubStandIn, db: Database, database_url: str, tmp_path: Path
+) -> None:
+    kerrigan = Kerrigan(database_url, tmp_path, _app_settings(installed_before))
+    done = await asyncio.to_thread(kerrigan, "set", "octo-lab/elsewhere", "TOKEN", stdin=VALUE)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "kerrigan secrets: Kerrigan's App is not installed on a repository octo-lab/elsewhere "
+        "(GitHub says so too)\n"
+    )
+    assert _asked(installed_before) == ["GET /repos/octo-lab/elsewhere/installation"]
+    async with db.sessions() as session:
+        with pytest.raises(NotFoundError):
+            await find_repository(session, "octo-lab/elsewhere")
+
+
+@sqlite_only
+async def test_without_the_app_configured_the_message_says_what_would_look_it_up(
+    installed_before: GitHubStandIn, database_url: str, tmp_path: Path
+) -> None:
+    done = Kerrigan(database_url, tmp_path)("set", "octo-lab/firmware", "TOKEN", stdin=VALUE)
+    assert done.returncode == 2
+    assert "not installed on a repository octo-lab/firmware that this database knows of" in done.stderr
+    assert "set KERRIGAN_GITHUB_APP_ID and the App's private key" in done.stderr
+    assert installed_before.requests == []
+
+
+@sqlite_only
+async def test_github_unreachable_is_one_line_naming_what_could_not_be_asked(
+    database_url: str, tmp_path: Path, app_key: tuple[str, str]
+) -> None:
+    settings = {
+        "KERRIGAN_GITHUB_APP_ID": "4242",
+        "KERRIGAN_GITHUB_PRIVATE_KEY": app_key[0],
+        "KERRIGAN_GITHUB_API_URL": "http://127.0.0.1:9",  # the discard port: nothing answers there
+    }
+    done = Kerrigan(database_url, tmp_path, settings)("set", "octo-lab/firmware", "TOKEN", stdin=VALUE)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "kerrigan secrets: cannot ask GitHub whether Kerrigan's App is installed on octo-lab/firmware: "
+    )
+    assert done.stderr.count("\n") == 1

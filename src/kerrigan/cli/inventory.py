@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from kerrigan.cli.database import with_database
 from kerrigan.cli.settings import load_settings
-from kerrigan.cli.usage import UsageError, read_input
+from kerrigan.cli.usage import UsageError, actor_name, read_input
 from kerrigan.core.explain import EXIT_INVALID
 from kerrigan.core.inventory_file import inventory_document, parse_inventory
 
@@ -22,18 +22,7 @@ EXIT_CONFLICT = 1  # an import refused: the file and the database changed the sa
 
 
 def _import_actor(name: str | None) -> str:
-    """Who the audit log names for an import: ``--actor``, else the user running the command."""
-    if name is None:
-        import getpass
-
-        try:
-            name = getpass.getuser()
-        except (OSError, KeyError):
-            raise UsageError("cannot tell who is importing: pass --actor NAME") from None
-    name = name.strip()
-    if not 1 <= len(name) <= 100:
-        raise UsageError("--actor: the name must be 1-100 characters")
-    return name
+    return actor_name(name, "importing")
 
 
 def _inventory_import(args: argparse.Namespace) -> int:

@@ -130,7 +130,7 @@ def _runner(args: argparse.Namespace) -> int:
     from kerrigan.runner.isolation.probe import IsolationUnavailableError
     from kerrigan.runner.isolation.range_lock import RangeLockError
     from kerrigan.runner.metrics import MetricsAddressError
-    from kerrigan.runner.server import ServerRefused, ServerUnavailable
+    from kerrigan.runner.server import ServerRefused, ServerUnavailable, TokenRefused
     from kerrigan.runner.topology import TopologyError
 
     settings = _agent_settings(args)
@@ -159,6 +159,8 @@ def _runner(args: argparse.Namespace) -> int:
                 loop.add_signal_handler(signal_number, task.cancel)
             try:
                 await agent.run()
+            except TokenRefused as exc:  # revoked or replaced, at start or while it ran
+                raise UsageError(f"the server refused this host's token: {exc}") from None
             except ServerRefused as exc:
                 raise UsageError(f"the server refused the runner: {exc}") from None
             except ServerUnavailable as exc:

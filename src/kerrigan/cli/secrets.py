@@ -1,24 +1,32 @@
 """``kerrigan secrets set|list|delete|rotate|new-key``: a repository's secrets, on the lab's own database.
 
 A value comes from standard input (one trailing newline dropped, as ``echo`` and a heredoc add one; typed
-without echo on a terminal) and is never printed: not by ``list``, nor in any message.
+without echo on a terminal) and is never printed: not by ``list``, nor in any message. A repository the
+database does not know is looked up on GitHub when the App is configured here (installed before the
+database existed), and remembered.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from typing import TYPE_CHECKING
 
 from kerrigan.cli.database import with_database
 from kerrigan.cli.settings import load_settings
-from kerrigan.cli.usage import UsageError
+from kerrigan.cli.usage import UsageError, actor_name, first_line
+from kerrigan.config import Settings
 from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 
 if TYPE_CHECKING:
     from kerrigan.store.database import Database
+    from kerrigan.store.installations import Repository
     from kerrigan.store.secrets import Keyring
+
+GITHUB_ATTEMPTS = 2  # a person waits: GitHub's passing errors are tried again once, not for minutes
+GITHUB_WAIT_S = 10.0
 
 # Read one byte over the most a value may hold (and its newline), so a longer one is told apart.
 _MAX_INPUT = 48 * 1024 + 3
@@ -41,18 +49,45 @@ def _name(text: str) -> str:
 
 
 def _actor(name: str | None) -> str:
-    """Who the audit log names: ``--actor``, else the user running the command."""
-    if name is None:
-        import getpass
+    return actor_name(name, "setting it")
 
+
+async def _installed(database: Database, settings: Settings, repository: str) -> Repository:
+    """The installed repository: the database's, else GitHub's (when the App is configured here), which
+    is then remembered; a UsageError in one line when neither knows it or GitHub cannot be asked."""
+    import aiohttp
+
+    from kerrigan.github.client import GitHubClient, InstallationTokens
+    from kerrigan.github.installations import RepositoryDiscovery
+    from kerrigan.store.installations import DiscoveryError, installed_repository
+    from kerrigan.store.inventory import NotFoundError
+
+    app_id, key = settings.github_app_id, settings.github_private_key
+    # The client's retry warnings would go to stderr beside the one line this command says on failure.
+    logging.getLogger("kerrigan.github").addHandler(logging.NullHandler())
+    async with aiohttp.ClientSession() as http:
+        discover = None
+        if app_id and key:
+            client = GitHubClient(
+                http, base_url=settings.github_api_url, max_attempts=GITHUB_ATTEMPTS, max_wait_s=GITHUB_WAIT_S
+            )
+            try:
+                discover = RepositoryDiscovery(client, InstallationTokens(client, app_id, key))
+            except ValueError as exc:  # the key is not an RSA private key
+                raise UsageError(f"the GitHub App's private key cannot be used: {first_line(exc)}") from None
         try:
-            name = getpass.getuser()
-        except (OSError, KeyError):
-            raise UsageError("cannot tell who is setting it: pass --actor NAME") from None
-    name = name.strip()
-    if not 1 <= len(name) <= 100:
-        raise UsageError("--actor: the name must be 1-100 characters")
-    return name
+            return await installed_repository(database, repository, discover)
+        except NotFoundError as exc:
+            if discover is None:
+                raise UsageError(
+                    f"{exc} that this database knows of, and GitHub cannot be asked here: set "
+                    "KERRIGAN_GITHUB_APP_ID and the App's private key to look it up"
+                ) from None
+            raise UsageError(f"{exc} (GitHub says so too)") from None
+        except DiscoveryError as exc:
+            raise UsageError(
+                f"cannot ask GitHub whether Kerrigan's App is installed on {repository}: {exc}"
+            ) from None
 
 
 def _keys() -> Keyring:
@@ -84,10 +119,10 @@ def _value(name: str) -> str:
 
 def _secrets_set(args: argparse.Namespace) -> int:
     from kerrigan.store.audit import Change
-    from kerrigan.store.inventory import NotFoundError
-    from kerrigan.store.secrets import SecretError, find_repository, set_secret, validate_value
+    from kerrigan.store.secrets import SecretError, set_secret, validate_value
 
     repository, name, actor = _repository(args.repository), _name(args.name), _actor(args.actor)
+    settings = load_settings()
     keys = _keys()
     value = _value(name)
     try:
@@ -96,32 +131,26 @@ def _secrets_set(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     async def work(database: Database) -> int:
+        found = await _installed(database, settings, repository)
         async with database.sessions() as session, session.begin():
-            try:
-                found = await find_repository(session, repository)
-            except NotFoundError as exc:
-                raise UsageError(str(exc)) from None
             created = await set_secret(
                 session, keys, found, name, value, change=Change(actor, database.clock())
             )
         print(f"{'created' if created else 'replaced'} secret {name} of {found.full_name}")
         return 0
 
-    return asyncio.run(with_database(load_settings(), work))
+    return asyncio.run(with_database(settings, work))
 
 
 def _secrets_list(args: argparse.Namespace) -> int:
-    from kerrigan.store.inventory import NotFoundError
-    from kerrigan.store.secrets import find_repository, list_secrets
+    from kerrigan.store.secrets import list_secrets
 
     repository = _repository(args.repository)
+    settings = load_settings()
 
     async def work(database: Database) -> int:
+        found = await _installed(database, settings, repository)
         async with database.sessions() as session:
-            try:
-                found = await find_repository(session, repository)
-            except NotFoundError as exc:
-                raise UsageError(str(exc)) from None
             secrets = await list_secrets(session, found)
         if not secrets:
             print(f"{found.full_name} has no secrets", file=sys.stderr)
@@ -131,27 +160,28 @@ def _secrets_list(args: argparse.Namespace) -> int:
             print(f"{secret.name:<{width}}  set by {secret.set_by} at {secret.set_at:%Y-%m-%d %H:%M:%S} UTC")
         return 0
 
-    return asyncio.run(with_database(load_settings(), work))
+    return asyncio.run(with_database(settings, work))
 
 
 def _secrets_delete(args: argparse.Namespace) -> int:
     from kerrigan.store.audit import Change
     from kerrigan.store.inventory import NotFoundError
-    from kerrigan.store.secrets import delete_secret, find_repository
+    from kerrigan.store.secrets import delete_secret
 
     repository, name, actor = _repository(args.repository), _name(args.name), _actor(args.actor)
+    settings = load_settings()
 
     async def work(database: Database) -> int:
+        found = await _installed(database, settings, repository)
         async with database.sessions() as session, session.begin():
             try:
-                found = await find_repository(session, repository)
                 await delete_secret(session, found, name, Change(actor, database.clock()))
             except NotFoundError as exc:
                 raise UsageError(str(exc)) from None
         print(f"deleted secret {name} of {found.full_name}")
         return 0
 
-    return asyncio.run(with_database(load_settings(), work))
+    return asyncio.run(with_database(settings, work))
 
 
 def _secrets_rotate(args: argparse.Namespace) -> int:

@@ -34,3 +34,19 @@ def port_number(text: str, flag: str, *, least: int = 1) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 5 and least <= int(text) <= 65535):
         raise UsageError(f"{flag} must be a port number from {least} to 65535, not {text[:40]!r}")
     return int(text)
+
+
+def actor_name(name: str | None, doing: str) -> str:
+    """Who the audit log names: ``--actor``, else the user running the command; ``doing`` says what for
+    in the error (``importing``)."""
+    if name is None:
+        import getpass
+
+        try:
+            name = getpass.getuser()
+        except (OSError, KeyError):
+            raise UsageError(f"cannot tell who is {doing}: pass --actor NAME") from None
+    name = name.strip()
+    if not 1 <= len(name) <= 100:
+        raise UsageError("--actor: the name must be 1-100 characters")
+    return name

@@ -28,6 +28,7 @@ _ROUTES: Final = tuple(
             "/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions",
         ),
         (_REPO + r"/pulls/[^/]+", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+        (_REPO + r"/installation", "/repos/{owner}/{repo}/installation"),
         (_REPO + r"/tarball/.+", "/repos/{owner}/{repo}/tarball/{ref}"),
         (_REPO + r"/actions/runs/[^/]+/artifacts", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts"),
         (

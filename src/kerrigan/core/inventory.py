@@ -17,6 +17,7 @@ import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache, cached_property
 from typing import Final, Generic, TypeVar
 
@@ -171,6 +172,12 @@ class Device:
     present: bool = field(default=True, compare=False)
     reserved: DeviceReservation | None = field(default=None, compare=False)  # a person holds it
     health_check: HealthCheck | None = None  # over its pool's (file data: part of equality)
+
+    @property
+    def state_until(self) -> datetime | None:
+        """When a maintenance ends by itself (the inventory file's ``state_until``); ``None`` for a device
+        in any other state, or in a maintenance without an end."""
+        return self.state_note.until if self.state is DeviceState.MAINTENANCE else None
 
 
 @dataclass(frozen=True, slots=True)

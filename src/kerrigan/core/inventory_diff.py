@@ -161,6 +161,7 @@ def device_field_changes(before: Device, after: Device) -> list[FieldChange]:
                 ("host", before.host, after.host),
                 ("state", before.state.value, after.state.value),
                 ("state_reason", before.state_reason, after.state_reason),
+                ("state_until", before.state_until, after.state_until),
                 ("health_check", _check(before.health_check), _check(after.health_check)),
             ],
         )

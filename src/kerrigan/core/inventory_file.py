@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Final
 
 import yaml
 
+from kerrigan.core.device_status import NO_NOTE, StateNote
 from kerrigan.core.health_checks import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_VCPUS,
@@ -52,7 +54,7 @@ from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field,
 _POOL_KEYS: Final = (*POOL_FIELDS, "health_check", "devices")
 # `health` is what the export says of a device's health: read-only, so an import skips it (see
 # docs/inventory.md). It is checked to be a mapping, no more.
-_DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "health_check", "health")))
+_DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "state_until", "health_check", "health")))
 _HOST_KEYS: Final = ("id", "state")
 _HOST_STATES: Final = ("online", "offline")
 DEFAULT_TARGET_TYPE: Final = "devkit"
@@ -257,6 +259,7 @@ class _InventoryParser:
         state_reason = ""
         if "state_reason" in entries:
             state_reason = r.string(entries["state_reason"][1], field + ".state_reason") or ""
+        until = self._until(entries, field, state)
         labels = self._labels(entries.get("labels"), field + ".labels")
         tags = self._tags(entries.get("tags"), field + ".tags")
         health_check = self._health_check(entries.get("health_check"), field + ".health_check")
@@ -284,9 +287,33 @@ class _InventoryParser:
                 state_reason,
                 labels,
                 tags,
+                state_note=StateNote(state_reason, until=until) if until is not None else NO_NOTE,
                 health_check=health_check,
             )
         )
+
+    def _until(self, entries: Entries, field: str, state: DeviceState) -> datetime | None:
+        """``state_until``: when a maintenance ends by itself, ISO 8601 with a zone (as export writes it)."""
+        if "state_until" not in entries or is_null(entries["state_until"][1]):
+            return None
+        node = entries["state_until"][1]
+        where = field + ".state_until"
+        if state is not DeviceState.MAINTENANCE:
+            self.reader.error(node, where, "only a device in maintenance ends its state by itself")
+            return None
+        text = self.reader.string(node, where)
+        if text is None:
+            return None
+        try:
+            until = datetime.fromisoformat(text)
+        except ValueError:
+            until = None
+        if until is None or until.tzinfo is None:
+            self.reader.error(
+                node, where, f"{text!r} is not a time with its zone, e.g. 2026-12-01T09:00:00+00:00"
+            )
+            return None
+        return until.astimezone(UTC)
 
     def _health_check(self, entry: tuple[yaml.Node, yaml.Node] | None, field: str) -> HealthCheck | None:
         """``{run: ..., every: 24h, timeout_s: 600, vcpus: 1}``; ``run`` is required."""
@@ -438,6 +465,8 @@ def inventory_document(inventory: Inventory) -> dict[str, object]:
         }
         if device.state_reason:
             entry["state_reason"] = device.state_reason
+        if device.state_until is not None:
+            entry["state_until"] = device.state_until.astimezone(UTC).isoformat()
         if device.labels:
             entry["labels"] = dict(sorted(device.labels.items()))
         if device.tags:
@@ -510,6 +539,14 @@ def _health_check_of(value: object) -> HealthCheck | None:
     return health_check_from_document(value)
 
 
+def _note_of(item: Mapping[str, object]) -> StateNote:
+    """A stored device's ``state_until`` (ISO 8601) as its note."""
+    until = item.get("state_until")
+    if until is None:
+        return NO_NOTE
+    return StateNote(str(item.get("state_reason", "")), until=datetime.fromisoformat(str(until)))
+
+
 def inventory_from_document(document: Mapping[str, object]) -> Inventory:
     """The inventory an :func:`inventory_document` holds (keys it does not write, such as ``health``, are
     skipped); :class:`DocumentError` if it is not one."""
@@ -546,6 +583,7 @@ def inventory_from_document(document: Mapping[str, object]) -> Inventory:
                     str(item.get("state_reason", "")),
                     _labels_of(item.get("labels", {})),
                     frozenset(_texts(item.get("tags", ()))),
+                    state_note=_note_of(item),
                     health_check=_health_check_of(item.get("health_check")),
                 )
                 for item in entry.get("devices", ())

@@ -26,6 +26,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final, Generic, Literal, TypeVar
 
 from kerrigan.core.health_checks import HealthCheck
@@ -137,6 +138,11 @@ class _Values:
         assert value is None or isinstance(value, str)
         return value
 
+    def time(self, name: str) -> datetime | None:
+        value = self._values[name]
+        assert value is None or isinstance(value, datetime)
+        return value
+
     def items(self, name: str) -> list[str]:
         value = self._values[name]
         assert isinstance(value, list)
@@ -180,6 +186,7 @@ def _device_rebuild(device: Device, values: _Values) -> Device:
         host=values.text("host"),
         state=DeviceState(values.text("state")),
         state_reason=values.text("state_reason"),
+        state_note=dataclasses.replace(device.state_note, until=values.time("state_until")),
         labels=values.labels("labels"),
         tags=frozenset(values.items("tags")),
         health_check=values.check("health_check"),
@@ -208,6 +215,7 @@ DEVICE_MERGE_FIELDS: Final[tuple[_Field[Device], ...]] = (
     _Field("host", "value", lambda d: d.host),
     _Field("state", "value", lambda d: d.state.value),
     _Field("state_reason", "value", lambda d: d.state_reason),
+    _Field("state_until", "value", lambda d: d.state_until),
     _Field("labels", "map", lambda d: d.labels),
     _Field("tags", "set", lambda d: sorted(d.tags)),
     _Field("health_check", "value", lambda d: d.health_check),

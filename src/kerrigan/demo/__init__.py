@@ -36,11 +36,11 @@ from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
-from kerrigan.store.installations import add_repositories, upsert_installation
+from kerrigan.store.installations import add_repositories, find_repository, upsert_installation
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
-from kerrigan.store.secrets import Keyring, find_repository, set_secret
+from kerrigan.store.secrets import Keyring, set_secret
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.processes import free_port

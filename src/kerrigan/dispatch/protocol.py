@@ -50,10 +50,16 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.reservations import record_holder_settings, settings_wanted
-from kerrigan.store.runners import HostReport, host_for_token, host_report, record_report
+from kerrigan.store.runners import (
+    HostReport,
+    host_for_token,
+    host_report,
+    note_token_use,
+    record_report,
+    token_use_due,
+)
 from kerrigan.store.secrets import JobSecrets, hand_secrets
 from kerrigan.store.signals import Topic, mark
-from kerrigan.store.tokens import token_hash
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,6 @@ REFUSALS = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})
 # How often a waiting long poll looks at the database itself: for what another process did (a replica's
 # lease, a cancel taken by a worker process). What this process does wakes the poll at once.
 POLL_INTERVAL_S = 1.0
-HOST_TOKEN_TTL_S = 5.0  # how long a runner host's token is known without asking the database again
 
 
 def _offer_json(
@@ -179,9 +184,6 @@ class RunnerProtocol:
         self.answer_of: Callable[[BaseException], Answer | None] = lambda _exc: None
         self.mint_retry_s = mint_retry_s
         self.mint_backoff_s = mint_backoff_s
-        # A host's token, by its hash, for a few seconds: every call of a runner names it, and a replaced
-        # token (``kerrigan runners create`` again) is refused here within HOST_TOKEN_TTL_S.
-        self._hosts: TTLCache[str, str] = TTLCache(maxsize=4096, ttl=HOST_TOKEN_TTL_S)
         # job id -> (installation, the token minted when it was accepted): tokens live an hour
         self._minted: TTLCache[str, tuple[int, JobCredentials]] = TTLCache(maxsize=10_000, ttl=50 * 60)
         # Told the installation of each job token the runner revokes when its job ends (the app counts the
@@ -246,19 +248,23 @@ class RunnerProtocol:
             raise ProtocolError(
                 401, "unauthenticated", "send the host's token as 'Authorization: Bearer <token>'"
             )
-        key = token_hash(token.strip())
-        host = self._hosts.get(key)
-        if host is None:
-            async with self.database.sessions() as session:
-                host = await host_for_token(session, token.strip())
-            if host is not None:
-                self._hosts[key] = host
-        if host is None:
+        # Asked of the database on every call (one indexed read): a token revoked or rotated by
+        # `kerrigan runners`, in whatever process, is refused at once.
+        async with self.database.sessions() as session:
+            holder = await host_for_token(session, token.strip())
+        if holder is None:
             raise ProtocolError(
-                401, "unauthenticated", "unknown runner token: run `kerrigan runners create HOST`"
+                401,
+                "unauthenticated",
+                "this runner token was revoked, replaced or never made: `kerrigan runners rotate HOST` on "
+                "the server makes a new one",
             )
-        structlog.contextvars.bind_contextvars(runner_host=host)
-        return host
+        now = self.database.clock()
+        if token_use_due(holder, now):
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
+                await note_token_use(session, token.strip(), now)
+        structlog.contextvars.bind_contextvars(runner_host=holder.host)
+        return holder.host
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         """The JSON object sent, read no further than ``MAX_BODY_BYTES``, with valid text and numbers."""

@@ -36,7 +36,7 @@ from kerrigan.runner.isolation.range_lock import RangeLock, hold_range
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
-from kerrigan.runner.server import Registration, ServerRefused, ServerUnavailable
+from kerrigan.runner.server import Registration, ServerRefused, ServerUnavailable, TokenRefused
 from kerrigan.runner.settings import AgentSettings
 
 __all__ = ["Agent", "AgentSettings", "job_environment", "not_dumpable", "process_start_time"]
@@ -68,7 +68,8 @@ class Agent(Recovery):
         port, serve ``GET /metrics`` all the while.
 
         A server that cannot be reached is waited for; one that refuses the host (a wrong token) raises
-        :class:`ServerRefused`; job users another agent on the host holds raise
+        :class:`ServerRefused`, at start or later (a token revoked or replaced meanwhile: the jobs under way
+        are stopped first); job users another agent on the host holds raise
         :class:`~kerrigan.runner.isolation.range_lock.RangeLockError`, files a job could change that run as
         root (the agent's code and Python, its work dir)
         :class:`~kerrigan.runner.isolation.own_files.OwnFilesWritableError`, and a metrics address that
@@ -191,7 +192,7 @@ class Agent(Recovery):
         while True:
             try:
                 await step()
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, TokenRefused):
                 raise
             except Exception:
                 log.exception("%s failed; going on", getattr(step, "__name__", "a step"))
@@ -225,6 +226,8 @@ class Agent(Recovery):
         }
         try:
             answer = await self.server.heartbeat(self.heartbeat_body())
+        except TokenRefused:
+            raise  # the token was revoked: the agent stops (run() raises it)
         except ServerRefused as err:
             log.warning("heartbeat refused: %s", err)
             if err.code == "not_registered":
@@ -291,6 +294,8 @@ class Agent(Recovery):
             return
         try:
             answer = await self.server.poll(self.poll_timeout_s)
+        except TokenRefused:
+            raise
         except (ServerUnavailable, ServerRefused) as err:
             log.warning("poll failed: %s", err)
             await asyncio.sleep(1.0)

@@ -40,6 +40,11 @@ class ServerRefused(Exception):  # noqa: N818 -- the server's word
         self.status, self.code, self.body = status, code, dict(body)
 
 
+class TokenRefused(ServerRefused):
+    """The server answered 401: this host's token was revoked or replaced (or never made). No call of the
+    agent can succeed any more, so the agent stops."""
+
+
 @dataclass(frozen=True, slots=True)
 class Registration:
     """What registering agreed on, and the devices the server says this host drives."""
@@ -116,7 +121,8 @@ class ServerClient:
             if response.status >= 400 or not isinstance(answer, dict):
                 found = answer if isinstance(answer, dict) else {}
                 error = found.get("error") or {}
-                raise ServerRefused(
+                refused = TokenRefused if response.status == 401 else ServerRefused
+                raise refused(
                     response.status,
                     str(error.get("code", "error")),
                     str(error.get("message", response.reason)),

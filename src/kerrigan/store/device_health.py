@@ -21,7 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.device_status import INFRASTRUCTURE_FAILURES_FOR_BAD, Health
 from kerrigan.core.flaky import Suspect
 from kerrigan.core.lifecycle import FailureClass, JobState
-from kerrigan.store.health_checks import queue_check_if_any
+from kerrigan.store.audit import Change
+from kerrigan.store.health_checks import queue_check_if_any, set_health
 from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.store.signals import Topic, mark
 
@@ -55,20 +56,21 @@ async def count_outcome(
         return  # its check decides, not the count
     row.infrastructure_failures += 1
     if row.infrastructure_failures >= INFRASTRUCTURE_FAILURES_FOR_BAD and row.health != Health.BAD:
-        row.health = Health.BAD.value
-        row.health_reason = (
+        why = (
             f"{row.infrastructure_failures} infrastructure failures in a row (the last {reason or 'failed'})"
         )
-        row.health_at = at
-        row.health_job_pk = job_pk
+        await set_health(session, row, Health.BAD, why, at=at, job_pk=job_pk)
         mark(session, Topic.DISPATCH)
 
 
-def forget_failures(row: DeviceRow, at: datetime) -> None:
+async def forget_failures(session: AsyncSession, row: DeviceRow, change: Change) -> None:
     """A person put the device back (available): what its failures made ``bad`` is ``unknown`` again."""
     row.infrastructure_failures = 0
     if row.health == Health.BAD:  # whatever made it bad: the person vouches for it
-        row.health, row.health_reason, row.health_at = Health.UNKNOWN.value, "put back by a person", at
+        why = "put back by a person"
+        await set_health(
+            session, row, Health.UNKNOWN, why, at=change.at, job_pk=row.health_job_pk, actor=change.actor
+        )
 
 
 async def act_on_suspects(
@@ -105,12 +107,7 @@ async def act_on_suspects(
         words = f"suspect: {found[row.id].sentence()}"
         await queue_check_if_any(session, row.id, at, why=words)
         if quarantine:
-            row.health, row.health_reason, row.health_at, row.health_job_pk = (
-                Health.BAD.value,
-                words,
-                at,
-                None,
-            )
+            await set_health(session, row, Health.BAD, words, at=at, job_pk=None)
             mark(session, Topic.DISPATCH)
         acted.append(row.id)
     return acted

@@ -37,9 +37,11 @@ from kerrigan.core.health_checks import (
     health_check_from_document,
 )
 from kerrigan.core.inventory import DeviceState
+from kerrigan.core.inventory_diff import ChangeKind, FieldChange
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.manifest import Priority
 from kerrigan.core.sessions import SessionState
+from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.models import DeviceLeaseRow, DeviceRow, JobRow, PoolRow, RunnerHostRow, SessionRow
 from kerrigan.store.signals import Topic, mark
 
@@ -174,6 +176,37 @@ async def checked_device(session: AsyncSession, session_pk: int) -> str | None:
     return await session.scalar(select(SessionRow.health_check_device).where(SessionRow.pk == session_pk))
 
 
+def _health_words(health: str, reason: str) -> str:
+    return f"{health}: {reason}" if reason else health
+
+
+async def set_health(
+    session: AsyncSession,
+    row: DeviceRow,
+    health: Health,
+    reason: str,
+    *,
+    at: datetime,
+    job_pk: int | None,
+    actor: str = KERRIGAN_ACTOR,
+) -> None:
+    """Set the device's health (why, when, the job that decided it); a change of its state is in the audit
+    log, as ``device`` ``ID`` field ``health``, ``good`` -> ``bad: <why>``. Every change of a device's health
+    goes through here."""
+    before = _health_words(row.health, row.health_reason)
+    changed = row.health != health.value
+    row.health, row.health_reason, row.health_at, row.health_job_pk = health.value, reason, at, job_pk
+    if changed:
+        pool_id = await session.scalar(select(PoolRow.id).where(PoolRow.pk == row.pool_pk))
+        after = _health_words(health.value, reason)
+        await record(
+            session,
+            Change(actor, at),
+            FieldChange(ChangeKind.CHANGE, "device", row.id, "health", before, after),
+            pool_id,
+        )
+
+
 async def record_check_end(
     session: AsyncSession, device_id: str, job: JobRow, to: JobState, at: datetime
 ) -> None:
@@ -185,9 +218,8 @@ async def record_check_end(
     if row is None:
         return
     passed = to is JobState.SUCCEEDED
-    row.health = (Health.GOOD if passed else Health.BAD).value
-    row.health_reason = PASSED if passed else FAILED
-    row.health_at, row.health_job_pk = at, job.pk
+    health, words = (Health.GOOD, PASSED) if passed else (Health.BAD, FAILED)
+    await set_health(session, row, health, words, at=at, job_pk=job.pk)
     if passed:
         row.infrastructure_failures = 0
     mark(session, Topic.DISPATCH)

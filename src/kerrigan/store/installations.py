@@ -1,14 +1,99 @@
-"""GitHub App installations and the repositories each covers, kept current from webhook events."""
+"""GitHub App installations and the repositories each covers, kept current from webhook events, and
+learnt from GitHub for a repository no event has told of (the App was installed before the database was
+made, or its events were lost)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.store.database import Database
+from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import InstallationRow, RepositoryRow
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    """An installed repository, as GitHub spells its name, with the ids secrets and GitHub need."""
+
+    full_name: str
+    github_id: int
+    installation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """What GitHub says of a repository's installation: the App's installation (its id, account and
+    whether it is suspended) and the repository (its id and its name as GitHub spells it)."""
+
+    installation_id: int
+    account: str
+    suspended: bool
+    repository_id: int
+    full_name: str
+
+
+class DiscoveryError(Exception):
+    """GitHub could not be asked (unreachable, or it refused the App); the message says why in one line."""
+
+
+DiscoverRepository = Callable[[str], Awaitable[Discovered | None]]
+"""``owner/name`` -> GitHub's answer (``None``: the App is not installed there); a :class:`DiscoveryError`
+when GitHub cannot be asked."""
+
+
+def _not_installed(full_name: str) -> NotFoundError:
+    return NotFoundError(f"Kerrigan's App is not installed on a repository {full_name}")
+
+
+async def find_repository(session: AsyncSession, full_name: str) -> Repository:
+    """The installed repository ``owner/name`` (in any case) the database knows, or a
+    :class:`NotFoundError`."""
+    row = (
+        await session.execute(
+            select(RepositoryRow.full_name, RepositoryRow.github_id, InstallationRow.github_id)
+            .join(InstallationRow, RepositoryRow.installation_pk == InstallationRow.pk)
+            .where(func.lower(RepositoryRow.full_name) == full_name.lower())
+            .order_by(RepositoryRow.pk.desc())  # a name GitHub handed to a newer repository: the newer one
+            .limit(1)
+        )
+    ).first()
+    if row is None:
+        raise _not_installed(full_name)
+    return Repository(row[0], int(row[1]), int(row[2]))
+
+
+async def remember_repository(session: AsyncSession, found: Discovered, at: datetime) -> Repository:
+    """Record what GitHub said (the installation and the repository it covers, as an event would have)."""
+    pk = await upsert_installation(
+        session, found.installation_id, found.account, at, suspended=found.suspended
+    )
+    await add_repositories(session, pk, [(found.repository_id, found.full_name)])
+    return Repository(found.full_name, found.repository_id, found.installation_id)
+
+
+async def installed_repository(
+    database: Database, full_name: str, discover: DiscoverRepository | None
+) -> Repository:
+    """The installed repository ``owner/name``: the database's, else GitHub's (``discover``), remembered so
+    that the next lookup needs no request; a :class:`NotFoundError` when neither knows it (a
+    :class:`DiscoveryError` when GitHub could not be asked). Every lookup of a repository by name that
+    may ask GitHub goes through here."""
+    async with database.sessions() as session:
+        try:
+            return await find_repository(session, full_name)
+        except NotFoundError:
+            if discover is None:
+                raise
+    found = await discover(full_name)  # outside any transaction: GitHub may take its time
+    if found is None:
+        raise _not_installed(full_name)
+    async with database.sessions() as session, session.begin():
+        return await remember_repository(session, found, database.clock())
 
 
 async def upsert_installation(

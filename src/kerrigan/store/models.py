@@ -114,6 +114,8 @@ class RunnerHostRow(Base):
     id: Mapped[str] = mapped_column(NAME, unique=True)
     online: Mapped[bool] = mapped_column(Boolean, default=True)
     token_hash: Mapped[str | None] = mapped_column(String(64), unique=True)
+    token_created_at: Mapped[datetime | None] = mapped_column(Timestamp)  # None: before Kerrigan kept it
+    token_used_at: Mapped[datetime | None] = mapped_column(Timestamp)  # to the minute (a write a minute)
     last_heartbeat_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     protocol: Mapped[int | None] = mapped_column(Integer)

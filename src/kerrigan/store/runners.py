@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.device_status import HostPause, pause_text
+from kerrigan.core.device_status import HostPause, pause_text, when
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
 from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.models import RunnerHostRow
@@ -34,6 +34,9 @@ class HostReport:
     last_heartbeat_at: datetime | None
     health: Mapping[str, Any] | None = None
     pause: HostPause | None = None  # paused by a person: no new jobs for its devices
+    token: bool = False  # whether it has a token (revoked: none)
+    token_created_at: datetime | None = None
+    token_used_at: datetime | None = None
 
 
 def _report(row: RunnerHostRow) -> HostReport:
@@ -47,6 +50,9 @@ def _report(row: RunnerHostRow) -> HostReport:
         row.last_heartbeat_at,
         row.health,
         _pause(row),
+        row.token_hash is not None,
+        row.token_created_at,
+        row.token_used_at,
     )
 
 
@@ -107,24 +113,97 @@ async def end_due_pauses(session: AsyncSession, now: datetime) -> list[str]:
     return list(hosts)
 
 
-async def create_runner_token(session: AsyncSession, host: str, at: datetime) -> str:
-    """A new token for ``host`` (created if unknown); the previous token stops working."""
+def _token_words(row: RunnerHostRow) -> str | None:
+    """The host's token as the audit log names it: by when it was made (never by its text or hash)."""
+    if row.token_hash is None:
+        return None
+    return (
+        f"token made {when(row.token_created_at)}"
+        if row.token_created_at
+        else "a token made before Kerrigan kept the time"
+    )
+
+
+async def create_runner_token(
+    session: AsyncSession, host: str, at: datetime, *, actor: str = KERRIGAN_ACTOR
+) -> str:
+    """A new token for ``host`` (created if unknown); the previous token stops working. The audit log
+    names ``actor`` and when each token was made, never a token."""
     token = RUNNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host).with_for_update())
     if row is None:
         row = RunnerHostRow(id=host, online=False, created_at=at)  # online once its runner registers
         session.add(row)
+    before = _token_words(row)
     row.token_hash = token_hash(token)
+    row.token_created_at, row.token_used_at = at, None
     if row.last_heartbeat_at is None:
         row.online = False  # from now on its runner's heartbeats say whether it is online
     await session.flush()
+    kind = ChangeKind.ADD if before is None else ChangeKind.CHANGE
+    await record(
+        session, Change(actor, at), FieldChange(kind, "host", host, "token", before, _token_words(row))
+    )
     return token
 
 
-async def host_for_token(session: AsyncSession, token: str) -> str | None:
-    """The runner host a token belongs to."""
-    host = await session.scalar(select(RunnerHostRow.id).where(RunnerHostRow.token_hash == token_hash(token)))
-    return str(host) if host is not None else None
+async def revoke_runner_token(session: AsyncSession, host: str, change: Change) -> bool:
+    """The host's token stops working now, and the host is offline (no agent can speak for it); whether
+    it had one. Audited, with the host going offline."""
+    row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host).with_for_update())
+    if row is None or row.token_hash is None:
+        return False
+    before = _token_words(row)
+    row.token_hash, row.token_created_at, row.token_used_at = None, None, None
+    await record(session, change, FieldChange(ChangeKind.REMOVE, "host", host, "token", before, None))
+    if row.online:
+        row.online = False
+        await _record_online(session, host, change, online=False, why="its token was revoked")
+    await session.flush()
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class TokenHolder:
+    """The runner host a token belongs to, and when the token was last used (to the minute)."""
+
+    host: str
+    used_at: datetime | None
+
+
+TOKEN_USE_GRANULARITY = timedelta(minutes=1)  # a token's last use is written at most once a minute
+
+
+async def host_for_token(session: AsyncSession, token: str) -> TokenHolder | None:
+    """The runner host a live token belongs to."""
+    row = (
+        await session.execute(
+            select(RunnerHostRow.id, RunnerHostRow.token_used_at).where(
+                RunnerHostRow.token_hash == token_hash(token)
+            )
+        )
+    ).first()
+    return TokenHolder(str(row[0]), row[1]) if row is not None else None
+
+
+def token_use_due(holder: TokenHolder, now: datetime) -> bool:
+    """Whether the token's last use is old enough to be written again."""
+    return holder.used_at is None or now - holder.used_at >= TOKEN_USE_GRANULARITY
+
+
+async def note_token_use(session: AsyncSession, token: str, now: datetime) -> None:
+    """The token was used now (a token replaced meanwhile is left alone)."""
+    await session.execute(
+        update(RunnerHostRow).where(RunnerHostRow.token_hash == token_hash(token)).values(token_used_at=now)
+    )
+
+
+async def _record_online(session: AsyncSession, host: str, change: Change, *, online: bool, why: str) -> None:
+    """The audit row of a host going online or offline."""
+    before, after = ("offline", "online") if online else ("online", "offline")
+    await record(
+        session, change, FieldChange(ChangeKind.CHANGE, "host", host, "online", before, f"{after}: {why}")
+    )
 
 
 async def record_report(
@@ -142,6 +221,8 @@ async def record_report(
     row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
     if row is None:
         raise LookupError(f"no runner host {host!r}")
+    if not row.online:
+        await _record_online(session, host, Change(KERRIGAN_ACTOR, at), online=True, why="its runner spoke")
     row.online = True
     row.last_heartbeat_at = at
     row.resources = dict(resources)
@@ -182,4 +263,7 @@ async def mark_silent_hosts_offline(session: AsyncSession, now: datetime, ttl: t
     ).all()
     if rows:
         await session.execute(update(RunnerHostRow).where(RunnerHostRow.id.in_(rows)).values(online=False))
+        silent = f"no heartbeat for {int(ttl.total_seconds())} s"
+        for host in rows:
+            await _record_online(session, host, Change(KERRIGAN_ACTOR, now), online=False, why=silent)
     return list(rows)

@@ -24,9 +24,10 @@ from kerrigan.core.lifecycle import JobState
 from kerrigan.core.masking import secret_problem
 from kerrigan.core.variable_names import name_problem
 from kerrigan.store.audit import Change, record
+from kerrigan.store.installations import Repository, find_repository
 from kerrigan.store.inventory import ConflictError, NotFoundError
 from kerrigan.store.jobs import owned_job
-from kerrigan.store.models import InstallationRow, JobRow, RepositoryRow, SecretRow, SessionRow
+from kerrigan.store.models import JobRow, SecretRow, SessionRow
 from kerrigan.store.transitions import move_job, settle_session
 
 MAX_SECRETS: Final = 100  # per repository, as GitHub Actions allows
@@ -129,31 +130,6 @@ class SecretInfo:
     name: str
     set_by: str
     set_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Repository:
-    """An installed repository, as GitHub spells its name, with the ids secrets and GitHub need."""
-
-    full_name: str
-    github_id: int
-    installation_id: int
-
-
-async def find_repository(session: AsyncSession, full_name: str) -> Repository:
-    """The installed repository ``owner/name`` (in any case), or a :class:`NotFoundError`."""
-    row = (
-        await session.execute(
-            select(RepositoryRow.full_name, RepositoryRow.github_id, InstallationRow.github_id)
-            .join(InstallationRow, RepositoryRow.installation_pk == InstallationRow.pk)
-            .where(func.lower(RepositoryRow.full_name) == full_name.lower())
-            .order_by(RepositoryRow.pk.desc())  # a name GitHub handed to a newer repository: the newer one
-            .limit(1)
-        )
-    ).first()
-    if row is None:
-        raise NotFoundError(f"Kerrigan's App is not installed on a repository {full_name}")
-    return Repository(row[0], int(row[1]), int(row[2]))
 
 
 async def list_secrets(

@@ -1,4 +1,5 @@
-"""API tokens: handed out once in plain text, stored as SHA-256, looked up by hash."""
+"""API tokens: handed out once in plain text, stored as SHA-256, looked up by hash; each one made or
+revoked is in the audit log (as ``api_token`` LOGIN, named by when it was made, never by its text)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.device_status import when
+from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.models import ApiTokenRow
 
 TOKEN_PREFIX = "kgn_"  # noqa: S105 -- a visible prefix, not a secret
@@ -19,11 +23,20 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def create_token(session: AsyncSession, login: str, at: datetime) -> str:
-    """A new token for ``login``; the only time its plain text exists."""
+def _made(at: datetime) -> str:
+    return f"token made {when(at)}"
+
+
+async def create_token(
+    session: AsyncSession, login: str, at: datetime, *, actor: str = KERRIGAN_ACTOR
+) -> str:
+    """A new token for ``login``; the only time its plain text exists. Audited as ``actor``'s."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     session.add(ApiTokenRow(login=login, token_hash=token_hash(token), created_at=at))
     await session.flush()
+    await record(
+        session, Change(actor, at), FieldChange(ChangeKind.ADD, "api_token", login, "token", None, _made(at))
+    )
     return token
 
 
@@ -37,8 +50,10 @@ async def login_for_token(session: AsyncSession, token: str) -> str | None:
     return row.login if row is not None else None
 
 
-async def revoke_tokens(session: AsyncSession, login: str, at: datetime) -> int:
-    """Revoke every live token of ``login``; how many there were."""
+async def revoke_tokens(
+    session: AsyncSession, login: str, at: datetime, *, actor: str = KERRIGAN_ACTOR
+) -> int:
+    """Revoke every live token of ``login``; how many there were. Each is audited as ``actor``'s."""
     rows = (
         await session.scalars(
             select(ApiTokenRow).where(ApiTokenRow.login == login, ApiTokenRow.revoked_at.is_(None))
@@ -46,5 +61,7 @@ async def revoke_tokens(session: AsyncSession, login: str, at: datetime) -> int:
     ).all()
     for row in rows:
         row.revoked_at = at
+        change = FieldChange(ChangeKind.REMOVE, "api_token", login, "token", _made(row.created_at), None)
+        await record(session, Change(actor, at), change)
     await session.flush()
     return len(rows)

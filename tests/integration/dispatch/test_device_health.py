@@ -22,7 +22,14 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import get_device, load_inventory, set_state
 from kerrigan.store.models import JobRow
 from kerrigan.store.queue_view import read_queue, requirements_of
-from kerrigan.store.runners import host_report, set_pause
+from kerrigan.store.runners import (
+    create_runner_token,
+    host_report,
+    mark_silent_hosts_offline,
+    record_report,
+    revoke_runner_token,
+    set_pause,
+)
 from tests.conftest import FakeClock
 from tests.integration.dispatch.test_automatic_retry import end
 from tests.integration.dispatch.test_dispatcher import lab, queue
@@ -91,6 +98,19 @@ async def test_three_infrastructure_failures_in_a_row_make_a_device_bad_until_a_
     async with db.sessions() as session:
         assert (await get_device(session, "modalix-bluebox")).device.health.health.value == "unknown"
     assert [grant.device_id for grant in (await dispatcher.dispatch_once()).granted] == ["modalix-bluebox"]
+    # Both changes of its health are in the audit log: who, what, when, from what to what.
+    async with db.sessions() as session:
+        audit = await list_audit(session, device_id="modalix-bluebox")
+    health = [(e.actor, e.before, e.after, e.pool_id) for e in reversed(audit) if e.field == "health"]
+    assert health == [
+        ("kerrigan", "unknown", f"bad: {stored.device.health.reason}", stored.device.pool_id),
+        (
+            "octocat",
+            f"bad: {stored.device.health.reason}",
+            "unknown: put back by a person",
+            stored.device.pool_id,
+        ),
+    ]
 
 
 async def test_a_maintenance_until_a_time_ends_by_itself(db: Database, clock: FakeClock) -> None:
@@ -232,3 +252,42 @@ async def waits_because_of_bluebox(db: Database) -> list[str]:
     await queue(db, str(uuid.uuid4()), {"smoke": BLUEBOX})
     assert (await Dispatcher(db).dispatch_once()).granted == ()
     return await waits_because(db)
+
+
+async def test_a_runner_host_going_online_and_offline_and_its_tokens_are_in_the_audit_log(
+    db: Database, clock: FakeClock
+) -> None:
+    async with db.sessions() as session, session.begin():
+        await create_runner_token(session, "lab-z-09", db.clock(), actor="olga")
+    clock.advance(60)
+    async with db.sessions() as session, session.begin():
+        await record_report(session, "lab-z-09", db.clock(), resources={}, device_states={})
+        await record_report(session, "lab-z-09", db.clock(), resources={}, device_states={})  # no change
+    clock.advance(60)
+    async with db.sessions() as session, session.begin():
+        assert await mark_silent_hosts_offline(session, db.clock(), timedelta(seconds=45)) == ["lab-z-09"]
+    async with db.sessions() as session, session.begin():
+        await record_report(session, "lab-z-09", db.clock(), resources={}, device_states={})
+    clock.advance(60)
+    async with db.sessions() as session, session.begin():
+        await create_runner_token(session, "lab-z-09", db.clock(), actor="olga")  # rotate
+    async with db.sessions() as session, session.begin():
+        assert await revoke_runner_token(session, "lab-z-09", Change("olga", db.clock()))
+        assert not await revoke_runner_token(session, "lab-z-09", Change("olga", db.clock()))  # none left
+    async with db.sessions() as session:
+        audit = await list_audit(session)
+    made, rotated = "token made 2026-11-29 12:00", "token made 2026-11-29 12:03"
+    assert [(e.actor, e.action, e.subject_id, e.field, e.before, e.after) for e in reversed(audit)] == [
+        ("olga", "add", "lab-z-09", "token", None, made),
+        ("kerrigan", "change", "lab-z-09", "online", "offline", "online: its runner spoke"),
+        ("kerrigan", "change", "lab-z-09", "online", "online", "offline: no heartbeat for 45 s"),
+        ("kerrigan", "change", "lab-z-09", "online", "offline", "online: its runner spoke"),
+        ("olga", "change", "lab-z-09", "token", made, rotated),
+        ("olga", "remove", "lab-z-09", "token", rotated, None),
+        ("olga", "change", "lab-z-09", "online", "online", "offline: its token was revoked"),
+    ]
+    assert [e.at for e in reversed(audit)][-1] == db.clock()
+    async with db.sessions() as session:
+        report = await host_report(session, "lab-z-09")
+    assert report is not None
+    assert (report.online, report.token, report.token_created_at) == (False, False, None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -11,12 +10,17 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-import kerrigan.dispatch.protocol as protocol_module
 from kerrigan.app import create_app
 from kerrigan.config import Settings
+from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, expired_leases, grant_leases, take_queued_jobs
-from kerrigan.store.runners import create_runner_token, host_report, mark_silent_hosts_offline
+from kerrigan.store.runners import (
+    create_runner_token,
+    host_report,
+    mark_silent_hosts_offline,
+    revoke_runner_token,
+)
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from tests.conftest import FakeClock
@@ -127,28 +131,62 @@ async def test_a_runner_without_its_token_is_refused(
     assert response.status == 401
 
 
-async def test_a_replaced_token_is_refused_within_seconds(
-    db: Database, aiohttp_client: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+async def test_a_replaced_or_revoked_token_is_refused_at_once(
+    db: Database, aiohttp_client: Callable[..., Any]
 ) -> None:
-    # The server keeps a host's token for a few seconds (every call of a runner names it); a token
-    # replaced by `kerrigan runners create` again stops working once they pass (shortened here).
-    assert protocol_module.HOST_TOKEN_TTL_S == 5.0
-    monkeypatch.setattr(protocol_module, "HOST_TOKEN_TTL_S", 0.2)
+    # `kerrigan runners rotate` and `revoke` act on the database from another process: the server asks
+    # the database on every call, so the old token's next call is refused.
     async with db.sessions() as session, session.begin():
         old = await create_runner_token(session, "lab-a-01", db.clock())
     settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
     client = await aiohttp_client(create_app(settings, clock=db.clock))
 
-    async def register(token: str) -> int:
+    async def register(token: str) -> tuple[int, Any]:
         headers = {"Authorization": f"Bearer {token}"}
-        return (await client.post("/api/runner/v1/register", json=REGISTRATION, headers=headers)).status
+        answer = await client.post("/api/runner/v1/register", json=REGISTRATION, headers=headers)
+        return answer.status, await answer.json()
 
-    assert await register(old) == 200
+    assert (await register(old))[0] == 200
     async with db.sessions() as session, session.begin():
         new = await create_runner_token(session, "lab-a-01", db.clock())
-    await asyncio.sleep(0.3)
-    assert await register(old) == 401
-    assert await register(new) == 200
+    status, body = await register(old)
+    assert status == 401
+    assert "revoked, replaced or never made" in body["error"]["message"]
+    assert (await register(new))[0] == 200
+    async with db.sessions() as session, session.begin():
+        assert await revoke_runner_token(session, "lab-a-01", Change("olga", db.clock()))
+    assert (await register(new))[0] == 401
+    async with db.sessions() as session:
+        report = await host_report(session, "lab-a-01")
+    assert report is not None
+    assert (report.online, report.token) == (False, False)
+
+
+async def test_a_tokens_last_use_is_written_at_most_once_a_minute(
+    db: Database, aiohttp_client: Callable[..., Any], clock: FakeClock
+) -> None:
+    async with db.sessions() as session, session.begin():
+        token = await create_runner_token(session, "lab-a-01", db.clock())
+    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
+    client = await aiohttp_client(create_app(settings, clock=db.clock))
+    headers = {"Authorization": f"Bearer {token}"}
+
+    async def used_at() -> Any:
+        async with db.sessions() as session:
+            report = await host_report(session, "lab-a-01")
+        assert report is not None
+        return report.token_used_at
+
+    assert await used_at() is None  # made, never used
+    first = clock()
+    assert (await client.post("/api/runner/v1/register", json=REGISTRATION, headers=headers)).status == 200
+    assert await used_at() == first
+    clock.advance(30)
+    assert (await client.post("/api/runner/v1/heartbeat", json={}, headers=headers)).status == 200
+    assert await used_at() == first  # within the minute: not written again
+    clock.advance(31)
+    assert (await client.post("/api/runner/v1/heartbeat", json={}, headers=headers)).status == 200
+    assert await used_at() == clock()
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ from sqlalchemy import select
 
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
-from kerrigan.store.installations import add_repositories, upsert_installation
+from kerrigan.store.installations import add_repositories, find_repository, upsert_installation
 from kerrigan.store.models import JobLogRow
-from kerrigan.store.secrets import Keyring, delete_secret, find_repository, set_secret
+from kerrigan.store.secrets import Keyring, delete_secret, set_secret
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import REPO, Harness, StartApp, settings_for
 from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both

@@ -55,6 +55,18 @@ async def access_token_refused(http: aiohttp.ClientSession, github: GitHubStandI
     )
 
 
+async def repository_installation(http: aiohttp.ClientSession, github: GitHubStandIn, token: str) -> Answer:
+    jwt = {"Authorization": f"Bearer {standin_app_jwt(github)}"}
+    return await call(http, github, "GET", f"/repos/{REPO.upper()}/installation", headers=jwt)
+
+
+async def repository_installation_missing(
+    http: aiohttp.ClientSession, github: GitHubStandIn, token: str
+) -> Answer:
+    jwt = {"Authorization": f"Bearer {standin_app_jwt(github)}"}
+    return await call(http, github, "GET", "/repos/octo/elsewhere/installation", headers=jwt)
+
+
 async def create_check_run(http: aiohttp.ClientSession, github: GitHubStandIn, token: str) -> Answer:
     github.add_pull(REPO, 7, head_sha=SHA)
     return await call(http, github, "POST", f"/repos/{REPO}/check-runs", json=RUN, headers=token_auth(token))
@@ -156,6 +168,8 @@ CASES: dict[str, tuple[Act, int]] = {
     "apps/create-installation-access-token": (access_token, 201),
     "apps/create-installation-access-token refused": (access_token_refused, 422),
     "apps/revoke-installation-access-token": (revoke, 204),
+    "apps/get-repo-installation": (repository_installation, 200),
+    "apps/get-repo-installation missing": (repository_installation_missing, 404),
     "checks/create": (create_check_run, 201),
     "checks/update": (update_check_run, 200),
     "checks/get": (get_check_run, 200),

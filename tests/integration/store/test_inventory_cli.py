@@ -10,18 +10,19 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from kerrigan.core.inventory import Inventory
+from kerrigan.core.inventory import DeviceState, Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import inventory_document, inventory_from_document, parse_inventory
 from kerrigan.store.audit import AuditEntry, Change, list_audit
 from kerrigan.store.database import Database, check_schema
-from kerrigan.store.inventory import apply_diff, load_inventory
+from kerrigan.store.inventory import apply_diff, get_device, load_inventory, set_state
 from kerrigan.store.inventory_imports import record_import
 from kerrigan.store.tokens import login_for_token
 
@@ -381,3 +382,37 @@ async def test_a_runner_token_for_a_host_the_inventory_lacks_needs_force(
     forced = kerrigan("runners", "create", "lab-c-01", "--force")
     assert forced.returncode == 0, forced.stderr
     assert forced.stdout.startswith("kgr_")
+
+
+async def test_a_maintenance_until_survives_export_and_import_into_another_database(
+    kerrigan: Kerrigan, db: Database, tmp_path: Path
+) -> None:
+    await seed_lab(db)
+    until = db.clock() + timedelta(hours=2)
+    async with db.sessions() as session, session.begin():
+        await set_state(
+            session,
+            "modalix-bluebox",
+            DeviceState.MAINTENANCE,
+            "reflashing the bootloader",
+            until=until,
+            change=Change("hubot", db.clock()),
+        )
+    exported = kerrigan("inventory", "export")
+    assert exported.returncode == 0, exported.stderr
+    assert f"state_until: '{until.isoformat()}'" in exported.stdout
+    (tmp_path / "lab.yml").write_text(exported.stdout, encoding="utf-8")
+    other = f"sqlite+aiosqlite:///{tmp_path / 'other.db'}"
+    for args in (("db", "upgrade"), ("inventory", "import", tmp_path / "lab.yml")):
+        done = run_kerrigan(*args, cwd=tmp_path, env={"KERRIGAN_DATABASE_URL": other})
+        assert done.returncode == 0, done.stdout + done.stderr
+    moved = Database.connect(other)
+    try:
+        async with moved.sessions() as session:
+            stored = await get_device(session, "modalix-bluebox")
+    finally:
+        await moved.close()
+    assert (stored.device.state, stored.device.state_until) == (DeviceState.MAINTENANCE, until)
+    # Exported again, the file is the same: import and export agree on it.
+    again = run_kerrigan("inventory", "export", cwd=tmp_path, env={"KERRIGAN_DATABASE_URL": other})
+    assert again.stdout == exported.stdout

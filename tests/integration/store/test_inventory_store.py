@@ -618,6 +618,23 @@ async def test_revoke_tokens_revokes_every_live_token_of_that_login_only(db: Dat
         assert await revoke_tokens(session, "octocat", db.clock()) == 0
 
 
+async def test_api_tokens_made_and_revoked_are_in_the_audit_log_never_the_token(db: Database) -> None:
+    async with db.sessions() as session, session.begin():
+        token = await create_token(session, "octocat", db.clock(), actor="olga")
+    async with db.sessions() as session, session.begin():
+        await revoke_tokens(session, "octocat", db.clock(), actor="olga")
+    async with db.sessions() as session:
+        audit = await list_audit(session)
+    made = f"token made {db.clock():%Y-%m-%d %H:%M}"
+    assert [
+        (e.actor, e.action, e.subject_type, e.subject_id, e.before, e.after) for e in reversed(audit)
+    ] == [
+        ("olga", "add", "api_token", "octocat", None, made),
+        ("olga", "remove", "api_token", "octocat", made, None),
+    ]
+    assert not [e for e in audit if token in f"{e.before}{e.after}"]
+
+
 # -- the label key registry ------------------------------------------------------------------------
 
 

@@ -59,6 +59,7 @@ API = "https://api.github.com"
         ),
         ("GET", f"{API}/repos/octo/fw/pulls/5", "GET /repos/{owner}/{repo}/pulls/{pull_number}"),
         ("GET", f"{API}/repos/octo/fw/tarball/abc", "GET /repos/{owner}/{repo}/tarball/{ref}"),
+        ("GET", f"{API}/repos/octo/fw/installation", "GET /repos/{owner}/{repo}/installation"),
         (
             "POST",
             f"{API}/app/installations/42/access_tokens",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kerrigan.core.device_status import StateNote
 from kerrigan.core.inventory import DeviceState, Firmware, Inventory, RunnerHost
 from kerrigan.core.inventory_file import (
     DocumentError,
@@ -569,3 +572,49 @@ def test_a_document_read_back_skips_keys_it_does_not_know() -> None:
 def test_a_document_that_is_not_an_inventory_is_a_document_error(document: dict[str, object]) -> None:
     with pytest.raises(DocumentError):
         inventory_from_document(document)
+
+
+# -- a maintenance's end -------------------------------------------------------------------------------
+
+UNTIL = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+
+
+def test_a_maintenance_until_survives_the_file_and_the_stored_document() -> None:
+    reflashing = dataclasses.replace(
+        device("d1", "p1", host="h1"),
+        state=DeviceState.MAINTENANCE,
+        state_reason="reflashing",
+        state_note=StateNote("reflashing", "olga", UNTIL - timedelta(hours=1), UNTIL),
+    )
+    inventory = Inventory(pools=(pool("p1"),), devices=(reflashing,))
+    document = inventory_document(inventory)
+    assert document["pools"][0]["devices"][0]["state_until"] == "2026-12-01T09:30:00+00:00"  # type: ignore[index]
+    for again in (round_trip(inventory), inventory_from_document(document)):
+        assert again.devices[0].state_until == UNTIL
+
+
+def test_a_state_until_with_another_zone_is_read_as_that_instant() -> None:
+    result = parse(
+        """
+        pools:
+          - id: p1
+            devices:
+              - {id: d1, board: b, host: h1, state: maintenance, state_until: "2026-12-01T10:30:00+01:00"}
+        """
+    )
+    assert result.inventory is not None, result.errors
+    assert result.inventory.devices[0].state_until == UNTIL
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("state: available, state_until: '2026-12-01T09:30:00+00:00'", "only a device in maintenance ends"),
+        ("state: maintenance, state_until: '2026-12-01T09:30:00'", "is not a time with its zone"),
+        ("state: maintenance, state_until: 'next tuesday'", "is not a time with its zone"),
+    ],
+)
+def test_a_state_until_that_cannot_be_kept_is_an_error_naming_the_field(entry: str, message: str) -> None:
+    error = only_error(f"pools:\n  - id: p1\n    devices:\n      - {{id: d1, board: b, host: h1, {entry}}}\n")
+    assert (error.line, error.field) == (4, "pools[0].devices[0].state_until")
+    assert message in error.message

@@ -140,6 +140,7 @@ def _write_device(row: DeviceRow, device: Device, pool_pk: int) -> None:
     row.host = device.host
     row.state = DeviceState(device.state)
     row.state_reason = device.state_reason
+    row.state_until = device.state_until  # a maintenance's end (an inventory file's state_until)
     row.labels = dict(sorted(device.labels.items()))
     row.tags = sorted(device.tags)
     row.health_check = check_document(device.health_check)
@@ -156,9 +157,9 @@ async def save_device(
     if changes:
         pool = row.pool if device.pool_id == row.pool.id else await pool_row(session, device.pool_id)
         if device.state != before.state:  # set by whoever made the change (an import's --actor), for good
-            row.state_changed_at, row.state_by, row.state_until = change.at, change.actor, None
+            row.state_changed_at, row.state_by = change.at, change.actor
             if device.state is DeviceState.AVAILABLE:
-                forget_failures(row, change.at)
+                await forget_failures(session, row, change)
         _write_device(row, device, pool.pk)
         row.updated_at = change.at
         await _flush(session, f"device {device.id!r}")
@@ -194,7 +195,7 @@ async def set_state(
         )
     if changes:
         if state is DeviceState.AVAILABLE and before.state is not DeviceState.AVAILABLE:
-            forget_failures(row, change.at)
+            await forget_failures(session, row, change)
         row.state, row.state_reason, row.state_until = state, reason, until
         row.state_by, row.state_changed_at = change.actor, change.at
         row.updated_at = change.at

@@ -1,11 +1,11 @@
-"""Users and the App, as GitHub describes them in its answers."""
+"""Users, the App, its installations and repositories, as GitHub describes them in its answers."""
 
 from __future__ import annotations
 
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from kerrigan.testing.github.records import HTML_URL, node_id
+from kerrigan.testing.github.records import HTML_URL, LONG_AGO, node_id
 
 if TYPE_CHECKING:
     from kerrigan.testing.github.server import GitHubStandIn
@@ -85,3 +85,123 @@ def app_body(github: GitHubStandIn) -> dict[str, Any]:
         "permissions": dict(github.app_permissions),
         "events": ["check_run", "check_suite", "issue_comment", "merge_group", "pull_request", "push"],
     }
+
+
+def installation_body(github: GitHubStandIn, installation_id: int) -> dict[str, Any]:
+    """An ``installation`` of the App (or of the App created from a manifest that it belongs to)."""
+    account = github.installations[installation_id]
+    app_id = github.installation_apps.get(installation_id, github.app_id)
+    created = github.created_apps.get(app_id)
+    permissions = dict(created.permissions) if created is not None else dict(github.app_permissions)
+    owner = user_body(account, kind="Organization")
+    return {
+        "id": installation_id,
+        "account": owner,
+        "access_tokens_url": f"{github.url}/app/installations/{installation_id}/access_tokens",
+        "repositories_url": f"{github.url}/installation/repositories",
+        "html_url": f"{HTML_URL}/organizations/{account}/settings/installations/{installation_id}",
+        "app_id": created.id if created is not None else app_body(github)["id"],
+        "app_slug": created.slug if created is not None else github.app_slug,
+        "client_id": created.client_id if created is not None else github.oauth_client_id,
+        "target_id": owner["id"],
+        "target_type": "Organization",
+        "permissions": permissions,
+        "events": list(created.events) if created is not None else app_body(github)["events"],
+        "repository_selection": "selected",
+        "single_file_name": None,
+        "created_at": "2020-01-01T00:00:00Z",
+        "updated_at": "2020-01-01T00:00:00Z",
+        "suspended_by": None,
+        "suspended_at": None,
+    }
+
+
+_REPOSITORY_URLS = (  # every *_url a repository object carries, as GitHub spells them (URI templates kept)
+    "archive_url:/{archive_format}{/ref}",
+    "assignees_url:/assignees{/user}",
+    "blobs_url:/git/blobs{/sha}",
+    "branches_url:/branches{/branch}",
+    "collaborators_url:/collaborators{/collaborator}",
+    "comments_url:/comments{/number}",
+    "commits_url:/commits{/sha}",
+    "compare_url:/compare/{base}...{head}",
+    "contents_url:/contents/{+path}",
+    "contributors_url:/contributors",
+    "deployments_url:/deployments",
+    "downloads_url:/downloads",
+    "events_url:/events",
+    "forks_url:/forks",
+    "git_commits_url:/git/commits{/sha}",
+    "git_refs_url:/git/refs{/sha}",
+    "git_tags_url:/git/tags{/sha}",
+    "hooks_url:/hooks",
+    "issue_comment_url:/issues/comments{/number}",
+    "issue_events_url:/issues/events{/number}",
+    "issues_url:/issues{/number}",
+    "keys_url:/keys{/key_id}",
+    "labels_url:/labels{/name}",
+    "languages_url:/languages",
+    "merges_url:/merges",
+    "milestones_url:/milestones{/number}",
+    "notifications_url:/notifications{?since,all,participating}",
+    "pulls_url:/pulls{/number}",
+    "releases_url:/releases{/id}",
+    "stargazers_url:/stargazers",
+    "statuses_url:/statuses/{sha}",
+    "subscribers_url:/subscribers",
+    "subscription_url:/subscription",
+    "tags_url:/tags",
+    "teams_url:/teams",
+    "trees_url:/git/trees{/sha}",
+)
+
+
+def repository_body(github: GitHubStandIn, full_name: str) -> dict[str, Any]:
+    """A ``repository`` object (a fork the stand-in does not hold gets an id of its own)."""
+    known = github.repositories.get(full_name)
+    number = known.id if known is not None else user_id(full_name)
+    owner, name = full_name.split("/", 1)
+    api = f"{github.url}/repos/{full_name}"
+    body: dict[str, Any] = {
+        "id": number,
+        "node_id": node_id("R", number),
+        "name": name,
+        "full_name": full_name,
+        "owner": user_body(owner, kind="Organization"),
+        "private": True,
+        "html_url": f"{HTML_URL}/{full_name}",
+        "description": None,
+        "fork": known is None,
+        "url": api,
+        "clone_url": f"{HTML_URL}/{full_name}.git",
+        "git_url": f"git://github.com/{full_name}.git",
+        "ssh_url": f"git@github.com:{full_name}.git",
+        "svn_url": f"{HTML_URL}/{full_name}",
+        "mirror_url": None,
+        "homepage": None,
+        "language": "C",
+        "license": None,
+        "default_branch": "main",
+        "size": 0,
+        "forks": 0,
+        "forks_count": 0,
+        "open_issues": 0,
+        "open_issues_count": 0,
+        "stargazers_count": 0,
+        "watchers": 0,
+        "watchers_count": 0,
+        "has_downloads": False,
+        "has_issues": True,
+        "has_projects": False,
+        "has_wiki": False,
+        "has_pages": False,
+        "archived": False,
+        "disabled": False,
+        "pushed_at": github.pushed_at.get(full_name, LONG_AGO),
+        "created_at": LONG_AGO,
+        "updated_at": LONG_AGO,
+    }
+    for entry in _REPOSITORY_URLS:
+        key, _, suffix = entry.partition(":")
+        body[key] = api + suffix
+    return body

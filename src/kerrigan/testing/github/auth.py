@@ -17,7 +17,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from kerrigan.testing.github.accounts import user_body
+from kerrigan.testing.github.accounts import repository_body, user_body
 from kerrigan.testing.github.errors import GitHubError
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ async def create_access_token(github: GitHubStandIn, request: web.Request) -> we
     if isinstance(names, list):
         account = github.installations[installation]
         for name in names:
-            repo = github.repositories.get(f"{account}/{name}")
+            repo = github.repository_named(f"{account}/{name}")
             if repo is None or repo.installation_id != installation:
                 raise GitHubError(
                     422,
@@ -169,6 +169,9 @@ async def create_access_token(github: GitHubStandIn, request: web.Request) -> we
     if isinstance(names, list):
         github.token_scopes[token] = frozenset(str(name) for name in names)
         answer["repository_selection"] = "selected"
+        # GitHub lists the repositories a narrowed token may see, as it spells their names.
+        seen = [github.repository_named(f"{account}/{name}") for name in names]
+        answer["repositories"] = [repository_body(github, repo.full_name) for repo in seen if repo]
     return web.json_response(answer, status=201)
 
 

@@ -1,4 +1,5 @@
-"""Pull requests (one, and those of a commit) and a collaborator's permission on a repository."""
+"""Pull requests (one, and those of a commit), a collaborator's permission on a repository, and the App's
+installation on a repository."""
 
 from __future__ import annotations
 
@@ -7,105 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kerrigan.testing.github.accounts import user_body, user_id
-from kerrigan.testing.github.auth import authorized_repository
+from kerrigan.testing.github.accounts import installation_body, repository_body, user_body
+from kerrigan.testing.github.auth import authorized_repository, check_app_jwt
 from kerrigan.testing.github.errors import GitHubError
 from kerrigan.testing.github.records import HTML_URL, LONG_AGO, node_id
 
 if TYPE_CHECKING:
     from kerrigan.testing.github.records import FakeRepository
     from kerrigan.testing.github.server import GitHubStandIn
-
-
-_REPOSITORY_URLS = (  # every *_url a repository object carries, as GitHub spells them (URI templates kept)
-    "archive_url:/{archive_format}{/ref}",
-    "assignees_url:/assignees{/user}",
-    "blobs_url:/git/blobs{/sha}",
-    "branches_url:/branches{/branch}",
-    "collaborators_url:/collaborators{/collaborator}",
-    "comments_url:/comments{/number}",
-    "commits_url:/commits{/sha}",
-    "compare_url:/compare/{base}...{head}",
-    "contents_url:/contents/{+path}",
-    "contributors_url:/contributors",
-    "deployments_url:/deployments",
-    "downloads_url:/downloads",
-    "events_url:/events",
-    "forks_url:/forks",
-    "git_commits_url:/git/commits{/sha}",
-    "git_refs_url:/git/refs{/sha}",
-    "git_tags_url:/git/tags{/sha}",
-    "hooks_url:/hooks",
-    "issue_comment_url:/issues/comments{/number}",
-    "issue_events_url:/issues/events{/number}",
-    "issues_url:/issues{/number}",
-    "keys_url:/keys{/key_id}",
-    "labels_url:/labels{/name}",
-    "languages_url:/languages",
-    "merges_url:/merges",
-    "milestones_url:/milestones{/number}",
-    "notifications_url:/notifications{?since,all,participating}",
-    "pulls_url:/pulls{/number}",
-    "releases_url:/releases{/id}",
-    "stargazers_url:/stargazers",
-    "statuses_url:/statuses/{sha}",
-    "subscribers_url:/subscribers",
-    "subscription_url:/subscription",
-    "tags_url:/tags",
-    "teams_url:/teams",
-    "trees_url:/git/trees{/sha}",
-)
-
-
-def repository_body(github: GitHubStandIn, full_name: str) -> dict[str, Any]:
-    """A ``repository`` object (a fork the stand-in does not hold gets an id of its own)."""
-    known = github.repositories.get(full_name)
-    number = known.id if known is not None else user_id(full_name)
-    owner, name = full_name.split("/", 1)
-    api = f"{github.url}/repos/{full_name}"
-    body: dict[str, Any] = {
-        "id": number,
-        "node_id": node_id("R", number),
-        "name": name,
-        "full_name": full_name,
-        "owner": user_body(owner, kind="Organization"),
-        "private": True,
-        "html_url": f"{HTML_URL}/{full_name}",
-        "description": None,
-        "fork": known is None,
-        "url": api,
-        "clone_url": f"{HTML_URL}/{full_name}.git",
-        "git_url": f"git://github.com/{full_name}.git",
-        "ssh_url": f"git@github.com:{full_name}.git",
-        "svn_url": f"{HTML_URL}/{full_name}",
-        "mirror_url": None,
-        "homepage": None,
-        "language": "C",
-        "license": None,
-        "default_branch": "main",
-        "size": 0,
-        "forks": 0,
-        "forks_count": 0,
-        "open_issues": 0,
-        "open_issues_count": 0,
-        "stargazers_count": 0,
-        "watchers": 0,
-        "watchers_count": 0,
-        "has_downloads": False,
-        "has_issues": True,
-        "has_projects": False,
-        "has_wiki": False,
-        "has_pages": False,
-        "archived": False,
-        "disabled": False,
-        "pushed_at": github.pushed_at.get(full_name, LONG_AGO),
-        "created_at": LONG_AGO,
-        "updated_at": LONG_AGO,
-    }
-    for entry in _REPOSITORY_URLS:
-        key, _, suffix = entry.partition(":")
-        body[key] = api + suffix
-    return body
 
 
 def pull_body(github: GitHubStandIn, repo: FakeRepository, pull: dict[str, Any]) -> dict[str, Any]:
@@ -229,8 +139,19 @@ async def permission(github: GitHubStandIn, request: web.Request) -> web.Respons
     return web.json_response({"permission": legacy, "role_name": role, "user": user})
 
 
+async def repository_installation(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """``GET /repos/{owner}/{repo}/installation``: the installation of the App whose JWT asks (names in any
+    case, as GitHub matches them); 404 when the App is not installed there."""
+    app_id = check_app_jwt(github, request)
+    repo = github.repository_named(f"{request.match_info['owner']}/{request.match_info['repo']}")
+    if repo is None or github.installation_apps.get(repo.installation_id, github.app_id) != app_id:
+        raise GitHubError(404, "Not Found")
+    return web.json_response(installation_body(github, repo.installation_id))
+
+
 def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:
-    """Pulls and permissions."""
+    """Pulls, permissions and a repository's installation."""
     router.add_get("/repos/{owner}/{repo}/commits/{commit_sha}/pulls", partial(pulls_for_commit, github))
     router.add_get("/repos/{owner}/{repo}/pulls/{pull_number}", partial(pull, github))
     router.add_get("/repos/{owner}/{repo}/collaborators/{username}/permission", partial(permission, github))
+    router.add_get("/repos/{owner}/{repo}/installation", partial(repository_installation, github))

@@ -110,6 +110,14 @@ class GitHubStandIn:
         self.repositories[full_name] = repo
         return repo
 
+    def repository_named(self, full_name: str) -> FakeRepository | None:
+        """The repository ``owner/name`` in any case, as GitHub matches names."""
+        found = self.repositories.get(full_name)
+        if found is not None:
+            return found
+        wanted = full_name.lower()
+        return next((repo for name, repo in self.repositories.items() if name.lower() == wanted), None)
+
     def add_artifact(
         self,
         full_name: str,

@@ -3,7 +3,9 @@ values go in and never come out.
 
 Who may: System Admins, and the repository's writers (write, maintain or admin on GitHub). The web layer
 does not talk to GitHub itself: the application hands it :class:`RepositoryWriters`, whose ``ask`` puts the
-question to GitHub; while nothing does (no GitHub App configured), only System Admins may.
+question to GitHub; while nothing does (no GitHub App configured), only System Admins may. A repository the
+database does not know is looked up on GitHub through :class:`RepositoryFinder` (the App may have been
+installed before Kerrigan's database existed), and remembered.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ from aiohttp import web
 from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 from kerrigan.core.roles import Principal
 from kerrigan.store.audit import Change
+from kerrigan.store.installations import DiscoverRepository, DiscoveryError, Repository, installed_repository
 from kerrigan.store.secrets import (
     Keyring,
-    Repository,
     SecretError,
     SecretInfo,
     SecretsKeyError,
     delete_secret,
-    find_repository,
     list_secrets,
     set_secret,
     validate_name,
@@ -56,6 +57,17 @@ class RepositoryWriters:
 REPOSITORY_WRITERS = web.AppKey("repository_writers", RepositoryWriters)
 
 
+class RepositoryFinder:
+    """How the API asks GitHub for a repository's installation the database does not know (``discover``);
+    ``None``: it cannot, and only the repositories the database knows are found."""
+
+    def __init__(self, discover: DiscoverRepository | None = None) -> None:
+        self.discover = discover
+
+
+REPOSITORY_FINDER = web.AppKey("repository_finder", RepositoryFinder)
+
+
 def _repository_name(request: web.Request) -> str:
     try:
         return validate_repository(f"{request.match_info['owner']}/{request.match_info['repo']}")
@@ -73,8 +85,19 @@ def _name(request: web.Request) -> str:
 async def _repository(request: web.Request, principal: Principal) -> Repository:
     """The installed repository of the path, once ``principal`` is known to manage its secrets."""
     name = _repository_name(request)
-    async with request.config_dict[DATABASE].sessions() as session:
-        repository = await find_repository(session, name)  # a NotFoundError is the middleware's 404
+    finder = request.config_dict.get(REPOSITORY_FINDER)
+    try:
+        # A NotFoundError is the middleware's 404.
+        repository = await installed_repository(
+            request.config_dict[DATABASE], name, finder.discover if finder is not None else None
+        )
+    except DiscoveryError as exc:
+        log.warning("cannot ask GitHub for the installation on %s: %s", name, exc)
+        raise ApiError(
+            503,
+            "github_unavailable",
+            f"cannot ask GitHub whether Kerrigan's App is installed on {name}; try again",
+        ) from None
     if principal.admin:
         return repository
     writers = request.config_dict.get(REPOSITORY_WRITERS)

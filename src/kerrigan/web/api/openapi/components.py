@@ -303,7 +303,9 @@ SCHEMAS: Final[dict[str, Any]] = {
             "at": {"type": "string", "format": "date-time"},
             "actor": STRING,
             "action": {"enum": ["add", "change", "remove"]},
-            "subject_type": {"enum": ["pool", "device", "host", "label_key", "secret", "reservation"]},
+            "subject_type": {
+                "enum": ["pool", "device", "host", "label_key", "secret", "reservation", "api_token"]
+            },
             "subject_id": STRING,
             "pool": _NULLABLE_STRING,
             "field": STRING,
