@@ -27,6 +27,7 @@ from kerrigan.store.installations import add_repositories, find_repository, upse
 from kerrigan.store.inventory_imports import record_import
 from kerrigan.store.label_keys import put_label_key
 from kerrigan.store.models import (
+    ApprovalRow,
     DeviceLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
@@ -105,6 +106,17 @@ async def populate(db: Database, clock: FakeClock) -> None:
             holder_settings={"BAUD": "115200"},
         )
         session.add(reservation)
+        session.add(
+            ApprovalRow(
+                comment_id=9_000_000_001,
+                repository="octo/firmware",
+                pull_request=8,
+                head_sha="f" * 40,
+                login="olga",
+                secrets=False,
+                approved_at=now,
+            )
+        )
         await session.flush()
         session.add_all(
             [
