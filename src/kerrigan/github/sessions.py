@@ -4,10 +4,16 @@ Nothing here writes to GitHub: a session is resolved and stored with its check r
 reconciler (:mod:`kerrigan.github.reconciler`) shows it. Every entry point is safe to run twice for the same
 delivery: a session is keyed by the delivery and the manifest's path, and a delivery whose worker lost its
 claim writes nothing (:func:`kerrigan.store.deliveries.check_fence`).
+
+Parsing manifests and resolving them against the inventory is work for the processor, not the event loop:
+both run in a thread (``asyncio.to_thread``), so the server answers webhooks, probes and pages meanwhile.
+A fork's pull request waiting for approval has its manifests parsed (its workflows' names and triggers say
+which check runs wait) but not resolved: that waits for the approval.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Collection, Mapping
@@ -19,7 +25,7 @@ import aiohttp
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.config import Settings
-from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.explain import Explanation, explain, explanation_json
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import resolution_outcome
 from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
@@ -123,8 +129,7 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
     with its check run's first version in one transaction (the reconciler shows it on GitHub)."""
     files = await repo.manifests(trigger.sha)
     chosen: list[tuple[ManifestFile, ManifestResult]] = []
-    for file in files:
-        manifest = _read(file)
+    for file, manifest in zip(files, await asyncio.to_thread(_read_all, files), strict=True):
         name = manifest.name or file.path
         if trigger.only is not None and name not in trigger.only:
             continue
@@ -140,6 +145,13 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
     async with database.sessions() as db:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
+    resolved = await asyncio.to_thread(
+        _resolve_all,
+        [manifest for _, manifest in chosen if not trigger.awaiting_approval],  # a fork's waits for approval
+        inventory,
+        descriptions,
+        repo.full_name,
+    )
     started = []
     async with database.writing(), database.sessions() as db, db.begin():
         await check_fence(db)  # a delivery whose claim was taken over writes nothing
@@ -151,9 +163,7 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             new = _new_session(app, repo, trigger, file, manifest)
             group = _group(new, manifest)
             session = await create_session(db, new, database.clock(), concurrency_group=group)
-            started.append(
-                await _resolve(app, db, session, manifest, inventory=inventory, descriptions=descriptions)
-            )
+            started.append(await _resolve(app, db, session, manifest, resolved.get(file.path)))
             if group is not None and trigger.event is not None:
                 await _supersede(db, session, manifest, group, database.clock())
     log.info(
@@ -208,6 +218,36 @@ def _read(file: ManifestFile) -> ManifestResult:
         problem = Problem(file.path, 1, 1, "", file.error)
         return ManifestResult(file.path, None, None, (problem,), ())
     return parse_manifest(file.text, file.path)
+
+
+def _read_all(files: list[ManifestFile]) -> list[ManifestResult]:
+    """Parse every manifest (in a thread: see the module's docstring)."""
+    return [_read(file) for file in files]
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """A valid manifest resolved against the inventory: the explanation and its stored document."""
+
+    explanation: Explanation
+    document: dict[str, object]
+
+
+def _resolve_all(
+    manifests: list[ManifestResult], inventory: Inventory, descriptions: Mapping[str, str], repository: str
+) -> dict[str, _Resolved]:
+    """Resolve every valid manifest, by its file (in a thread: see the module's docstring)."""
+    resolved = {}
+    for manifest in manifests:
+        if manifest.workflow is None:
+            continue
+        explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
+        document = {
+            **explanation_json(explanation, descriptions),
+            RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
+        }
+        resolved[manifest.file] = _Resolved(explanation, document)
+    return resolved
 
 
 def _new_session(
@@ -270,13 +310,13 @@ async def _resolve(
     db: AsyncSession,
     session: Session,
     manifest: ManifestResult,
+    resolved: _Resolved | None,
     *,
-    inventory: Inventory,
-    descriptions: Mapping[str, str],
     approved: bool = False,
     with_secrets: bool = False,
 ) -> Session:
-    """Resolve the session (unless it waits for approval) and store the outcome with its check run."""
+    """Store the session's outcome with its check run: the manifest's errors, its wait for approval, or
+    its resolution (``resolved``, made for every valid manifest that does not wait)."""
     at = app.database.clock()
     if manifest.workflow is None:
         document: dict[str, object] = {
@@ -305,8 +345,9 @@ async def _resolve(
             resolution={},
             check_run=body.as_json(),
         )
+    assert resolved is not None, f"{manifest.file} was not resolved"
+    explanation = resolved.explanation
     position = await queue_position(db, session.id)
-    explanation = explain(manifest, inventory, repository=session.repository, check_vcpus=True)
     body = resolution_body(explanation, _context(app, session, position))
     never = [item.task.id for item in explanation.tasks if item.outcome is Outcome.UNSCHEDULABLE]
     return await resolve_session(
@@ -314,10 +355,7 @@ async def _resolve(
         session.id,
         at,
         outcome=resolution_outcome(valid=True, unschedulable=bool(never)),
-        resolution={
-            **explanation_json(explanation, descriptions),
-            RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
-        },
+        resolution=resolved.document,
         check_run=body.as_json(),
         requirements={item.task.id: item.requirements_record() for item in explanation.tasks},
         unschedulable=never,
@@ -360,26 +398,30 @@ async def approve(app: GitHubApp, repo: Repository, sha: str, *, with_secrets: b
         waiting = await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True)
     if not waiting:
         return []
-    files = {file.path: file for file in await repo.manifests(sha)}
+    paths = {session.manifest_path for session in waiting}
+    files = [file for file in await repo.manifests(sha) if file.path in paths]
+    manifests = {manifest.file: manifest for manifest in await asyncio.to_thread(_read_all, files)}
     database = app.database
     async with database.sessions() as db:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
+    resolved = await asyncio.to_thread(
+        _resolve_all, list(manifests.values()), inventory, descriptions, repo.full_name
+    )
     approved = []
     async with database.writing(), database.sessions() as db, db.begin():
         await check_fence(db)
         for waited in waiting:
-            file = files.get(waited.manifest_path)
-            if file is None:
+            manifest = manifests.get(waited.manifest_path)
+            if manifest is None:
                 continue
             approved.append(
                 await _resolve(
                     app,
                     db,
                     waited,
-                    _read(file),
-                    inventory=inventory,
-                    descriptions=descriptions,
+                    manifest,
+                    resolved.get(manifest.file),
                     approved=True,
                     with_secrets=with_secrets,
                 )

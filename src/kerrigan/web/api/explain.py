@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
+
 from aiohttp import web
 
 from kerrigan.core.explain import explain, explanation_json
-from kerrigan.core.inventory import RepositoryGlobError, validate_repository
+from kerrigan.core.inventory import Inventory, RepositoryGlobError, validate_repository
 from kerrigan.core.manifest import parse_manifest
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
@@ -50,14 +53,22 @@ async def explain_manifest(request: web.Request) -> web.Response:
                 'send the manifest: its YAML as the body, or JSON {"manifest": "..."}', field="manifest"
             )
         path = DEFAULT_PATH
-    manifest = parse_manifest(text, path)
     async with request.config_dict[DATABASE].sessions() as session:
         inventory = await load_inventory(session)
         descriptions = await label_keys(session)
-    explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
+    # Parsing and resolving take a while for a large manifest or lab: not on the event loop.
+    document = await asyncio.to_thread(_explained, text, path, inventory, descriptions, repository)
+    return web.json_response(document)
+
+
+def _explained(
+    text: str, path: str, inventory: Inventory, descriptions: Mapping[str, str], repository: str | None
+) -> dict[str, object]:
+    """The ``kerrigan explain`` JSON of the manifest ``text``, with its ``exit_code``."""
+    explanation = explain(parse_manifest(text, path), inventory, repository=repository, check_vcpus=True)
     document = explanation_json(explanation, descriptions)
     document["exit_code"] = explanation.exit_code
-    return web.json_response(document)
+    return document
 
 
 def _repository(value: object) -> str:
