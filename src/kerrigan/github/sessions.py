@@ -348,7 +348,7 @@ async def _resolve(
     assert resolved is not None, f"{manifest.file} was not resolved"
     explanation = resolved.explanation
     position = await queue_position(db, session.id)
-    body = resolution_body(explanation, _context(app, session, position))
+    body = await asyncio.to_thread(resolution_body, explanation, _context(app, session, position))
     never = [item.task.id for item in explanation.tasks if item.outcome is Outcome.UNSCHEDULABLE]
     return await resolve_session(
         db,
