@@ -224,11 +224,14 @@ async def _row(session: AsyncSession, session_id: str) -> SessionRow:
     return row
 
 
-async def get_session(session: AsyncSession, session_id: str) -> Session:
-    """One session with its jobs."""
+async def get_session(session: AsyncSession, session_id: str, *, device_lists: bool = True) -> Session:
+    """One session with its jobs; without ``device_lists`` its resolution keeps each task's per-device
+    lists as stored (compact: not lists, which readers take for none), for a reader that needs none of them
+    and should not pay for expanding thousands of devices a task."""
     row = await _row(session, session_id)
     jobs = await _jobs(session, row.pk)
-    return _session(row, jobs, resolution=await asyncio.to_thread(expand, row.resolution or {}))
+    stored = row.resolution or {}
+    return _session(row, jobs, resolution=await asyncio.to_thread(expand, stored) if device_lists else stored)
 
 
 async def find_sessions(
