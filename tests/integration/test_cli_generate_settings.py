@@ -105,3 +105,13 @@ def test_a_file_kerrigan_cannot_read_is_one_line_and_left_alone(tmp_path: Path) 
         "(leave out `export`)"
     ]
     assert out.read_text() == "KERRIGAN_GITHUB_APP_ID=1\nexport KERRIGAN_X=2\n"
+
+
+def test_a_value_from_the_environment_that_would_be_another_line_is_refused(tmp_path: Path) -> None:
+    done = generate(tmp_path, KERRIGAN_METRICS_TOKEN="token\nKERRIGAN_DATABASE_URL=sqlite+aiosqlite:///x.db")
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "kerrigan generate-settings: KERRIGAN_METRICS_TOKEN in the environment holds"
+    )
+    assert "sqlite" not in done.stderr  # the value is not shown
+    assert not (tmp_path / "kerrigan.env").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -36,14 +37,25 @@ MADE: Final[Mapping[str, Callable[[], str]]] = {
 }
 
 
+# What a value may hold to be written bare, read the same by Kerrigan, systemd and a shell: every value
+# made here, Fernet keys and lists of them, and any token of the usual alphabets.
+_BARE: Final = re.compile(r"[A-Za-z0-9._~+/=:@,%-]+")
+
+
 def missing_lines(present: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     """The settings ``present`` lacks (or sets empty), each with its value and where it came from: the
-    environment's when it gives one (so a value chosen for the first start is the one kept), else new."""
+    environment's when it gives one (so a value chosen for the first start is the one kept), else new. A
+    value from the environment that could not be written as one bare line is a UsageError naming it."""
     added: dict[str, tuple[str, str]] = {}
     for name, make in MADE.items():
         if present.get(name, "").strip():
             continue
         given = environ.get(name, "").strip()
+        if given and not _BARE.fullmatch(given):
+            raise UsageError(
+                f"{name} in the environment holds a space, quote, newline or other character an env file "
+                "cannot keep as it is: choose one of letters, digits and ._~+/=:@,%-"
+            )
         added[name] = (given, "from the environment") if given else (make(), "new")
     return added
 
