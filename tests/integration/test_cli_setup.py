@@ -35,10 +35,11 @@ def _environment(github: GitHubStandIn) -> dict[str, str]:
 
 @dataclass
 class Setup:
-    """A running ``kerrigan setup`` and its local page."""
+    """A running ``kerrigan setup`` and its local page (``url`` carries the page's token, ``base`` not)."""
 
     process: asyncio.subprocess.Process
     url: str
+    base: str
 
     async def finish(self) -> tuple[int, str, str]:
         out, err = await asyncio.wait_for(self.process.communicate(), timeout=30)
@@ -63,17 +64,24 @@ async def start_setup(github: GitHubStandIn, out: Path, *options: str) -> Setup:
     )
     assert process.stdout is not None
     line = (await asyncio.wait_for(process.stdout.readline(), timeout=30)).decode()
-    found = re.search(r"Open (http://127\.0\.0\.1:\d+/) ", line)
+    found = re.search(r"Open ((http://127\.0\.0\.1:\d+/)\?token=[\w-]{32}) ", line)
     if found is None:
         process.kill()
         _, err = await process.communicate()
         pytest.fail(f"no page address in {line!r}: {err.decode()}")
-    return Setup(process, found.group(1))
+    return Setup(process, found.group(1), found.group(2))
 
 
 async def read_form(http: aiohttp.ClientSession, page_url: str) -> tuple[str, str]:
     """The start page's form: where it posts, and the manifest it posts."""
-    async with http.get(page_url) as page:
+    return await read_form_as(http, page_url, {})
+
+
+async def read_form_as(
+    http: aiohttp.ClientSession, page_url: str, headers: dict[str, str]
+) -> tuple[str, str]:
+    """The start page's form, asked for with these headers."""
+    async with http.get(page_url, headers=headers) as page:
         assert page.status == 200
         text = await page.text()
     action = re.search(r'<form method="post" action="([^"]+)"', text)
@@ -99,7 +107,7 @@ async def test_setup_registers_the_app_and_writes_settings_serve_can_mint_tokens
         action, manifest = await read_form(http, setup.url)
         assert action.startswith(f"{stand_in.url}/settings/apps/new?state=")
         back = await submit(http, action, manifest)
-        assert back.startswith(f"{setup.url}setup/callback?")
+        assert back.startswith(f"{setup.base}setup/callback?")
         async with http.get(back) as done:
             assert done.status == 200
             page = await done.text()
@@ -153,7 +161,7 @@ async def test_an_answer_without_the_setups_state_is_refused(stand_in: GitHubSta
         action, manifest = await read_form(http, setup.url)
         back = await submit(http, action, manifest)
         code = parse_qs(urlsplit(back).query)["code"][0]
-        forged = f"{setup.url}setup/callback?code={code}&state=someone-elses"
+        forged = f"{setup.base}setup/callback?code={code}&state=someone-elses"
         async with http.get(forged) as refused:
             assert refused.status == 403
     assert not out.exists()
@@ -164,6 +172,116 @@ async def test_an_answer_without_the_setups_state_is_refused(stand_in: GitHubSta
     assert "refused an answer" in errors
     assert "nothing was written" in errors
     assert not out.exists()
+
+
+async def stop(setup: Setup) -> str:
+    """Ctrl-C the command (nothing written); what it printed on stderr."""
+    setup.process.send_signal(signal.SIGINT)
+    status, _, errors = await setup.finish()
+    assert status == 1
+    assert "nothing was written" in errors
+    return errors
+
+
+def state_of(action: str) -> str:
+    return parse_qs(urlsplit(action).query)["state"][0]
+
+
+@pytest.mark.parametrize("address", ["", "?token=", "?token=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "?tok=1"])
+async def test_the_page_without_its_token_is_refused_and_shows_no_state(
+    stand_in: GitHubStandIn, tmp_path: Path, address: str
+) -> None:
+    setup = await start_setup(stand_in, tmp_path / "kerrigan.env")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(setup.base + address) as refused:
+            assert refused.status == 403
+            text = await refused.text()
+        action, _ = await read_form(http, setup.url)  # a wrong token did not use up the right one
+    assert state_of(action) not in text
+    assert "<form" not in text
+    assert "refused the page" in await stop(setup)
+
+
+async def test_the_pages_token_opens_it_in_one_browser_and_no_other_reader(
+    stand_in: GitHubStandIn, tmp_path: Path
+) -> None:
+    setup = await start_setup(stand_in, tmp_path / "kerrigan.env")
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as browser:
+        action, _ = await read_form(browser, setup.url)
+        assert (await read_form(browser, setup.url))[0] == action  # the person reloads the page
+        assert (await read_form(browser, setup.base))[0] == action
+    async with aiohttp.ClientSession() as other, other.get(setup.url) as refused:
+        assert refused.status == 403
+        text = await refused.text()
+    assert state_of(action) not in text
+    assert "already opened" in text
+    assert "already opened" in await stop(setup)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example:{port}",
+        "127.0.0.1.evil.example:{port}",
+        "127.0.0.1:{other}",
+        "[::1]:{port}",
+        "LOCALHOST.:{port}",
+    ],
+)
+async def test_a_request_naming_another_host_is_refused(
+    stand_in: GitHubStandIn, tmp_path: Path, host: str
+) -> None:
+    """DNS rebinding: an attacker's name that resolves to 127.0.0.1 reaches the port, but names itself."""
+    out = tmp_path / "kerrigan.env"
+    setup = await start_setup(stand_in, out)
+    port = urlsplit(setup.base).port
+    assert port is not None
+    foreign = {"Host": host.format(port=port, other=port + 1)}
+    async with aiohttp.ClientSession() as http:
+        async with http.get(setup.url, headers=foreign) as refused:
+            assert refused.status == 403
+            assert "<form" not in await refused.text()
+        action, manifest = await read_form(http, setup.url)
+        back = await submit(http, action, manifest)
+        async with http.get(back, headers=foreign) as refused:
+            assert refused.status == 403
+        assert stand_in.manifest_codes  # the code was not converted
+        async with http.get(back) as done:  # GitHub's answer through the right host still works
+            assert done.status == 200
+    status, _, errors = await setup.finish()
+    assert status == 0, errors
+    assert "refused" in errors
+    assert out.exists()
+
+
+async def test_the_page_answers_to_localhost_too(stand_in: GitHubStandIn, tmp_path: Path) -> None:
+    setup = await start_setup(stand_in, tmp_path / "kerrigan.env")
+    port = urlsplit(setup.base).port
+    async with aiohttp.ClientSession() as http:
+        action, _ = await read_form_as(http, setup.url, {"Host": f"localhost:{port}"})
+    assert action.startswith(f"{stand_in.url}/settings/apps/new?state=")
+    await stop(setup)
+
+
+async def test_an_answer_with_the_state_of_another_setup_is_refused(
+    stand_in: GitHubStandIn, tmp_path: Path
+) -> None:
+    """A code of someone else's App, sent with a state this setup did not issue, is never converted."""
+    ours = await start_setup(stand_in, tmp_path / "ours.env")
+    theirs = await start_setup(stand_in, tmp_path / "theirs.env")
+    async with aiohttp.ClientSession() as http:
+        our_action, _ = await read_form(http, ours.url)
+        back = await submit(http, *await read_form(http, theirs.url))
+        query = parse_qs(urlsplit(back).query)
+        assert query["state"][0] != state_of(our_action)
+        async with http.get(
+            f"{ours.base}setup/callback?code={query['code'][0]}&state={query['state'][0]}"
+        ) as refused:
+            assert refused.status == 403
+    assert stand_in.manifest_codes  # not converted
+    assert "refused an answer" in await stop(ours)
+    await stop(theirs)
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_a_code_already_converted_is_one_line_and_nothing_is_written(
@@ -180,7 +298,7 @@ async def test_a_code_already_converted_is_one_line_and_nothing_is_written(
         second = await start_setup(stand_in, tmp_path / "second.env")
         action, _ = await read_form(http, second.url)
         state = parse_qs(urlsplit(action).query)["state"][0]
-        async with http.get(f"{second.url}setup/callback?code={code}&state={state}") as failed:
+        async with http.get(f"{second.base}setup/callback?code={code}&state={state}") as failed:
             assert failed.status == 502
     status, _, errors = await second.finish()
     assert status == 1

@@ -40,7 +40,7 @@ PENDING_SUBCOMMANDS = frozenset({"runner"})
 # when --token is not given, and the server's URL, which kerrigan-runner.service passes as --server.
 RUNNER_VARIABLES = frozenset({"KERRIGAN_RUNNER_TOKEN", "KERRIGAN_SERVER_URL"})
 # What compose.yaml itself reads from deploy/.env, besides Kerrigan's settings.
-COMPOSE_VARIABLES = frozenset({"POSTGRES_PASSWORD", "GITHUB_PRIVATE_KEY_FILE"})
+COMPOSE_VARIABLES = frozenset({"POSTGRES_PASSWORD", "GITHUB_PRIVATE_KEY_FILE", "PUBLISHED_AT"})
 # Sample values for what systemd and the shell fill in, so command lines can be parsed.
 SAMPLE_VALUES = {"${KERRIGAN_SERVER_URL}": "https://kerrigan.example.com", "%H": "lab-a-01", "%S": "/var/lib"}
 
@@ -90,7 +90,7 @@ def _assignments(path: Path) -> list[tuple[int, str, bool]]:
 
 def test_compose_has_postgres_the_server_and_a_worker(compose: dict[str, Any]) -> None:
     services = _services(compose)
-    assert set(services) == {"postgres", "kerrigan", "worker"}
+    assert set(services) == {"postgres", "settings", "kerrigan", "worker"}
 
     postgres = services["postgres"]
     assert str(postgres["image"]).startswith("postgres:16")
@@ -115,7 +115,6 @@ def test_compose_has_postgres_the_server_and_a_worker(compose: dict[str, Any]) -
 
     server, worker = services["kerrigan"], services["worker"]
     assert server["command"] == ["kerrigan", "serve"]
-    assert "8080:8080" in server["ports"]
     # The default, 127.0.0.1, is unreachable through a published port.
     assert _environment(server)["KERRIGAN_HOST"] == "0.0.0.0"
     assert worker["command"] == ["kerrigan", "worker"]
@@ -162,6 +161,58 @@ def test_compose_reads_only_settings_and_its_own_variables(
     example = {name for _, name, _ in _assignments(DEPLOY / ".env.example")}
     assert required <= example, f"deploy/.env.example lacks {sorted(required - example)}"
     assert not example - documented - COMPOSE_VARIABLES, sorted(example - documented - COMPOSE_VARIABLES)
+
+
+GENERATED = ("KERRIGAN_METRICS_TOKEN", "KERRIGAN_SECRETS_KEY", "KERRIGAN_SESSION_SECRET")
+STATE = "/var/lib/kerrigan"  # the image's working directory, where every command reads kerrigan.env
+
+
+def _interpolated(text: str, environ: dict[str, str]) -> str:
+    """``${NAME:-default}`` and ``${NAME}`` as compose fills them in from ``environ``."""
+
+    def fill(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(3) or ""
+        return environ.get(name) or default
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}", fill, text)
+
+
+def test_compose_makes_the_metrics_token_and_the_secrets_key_once_and_keeps_them(
+    compose: dict[str, Any],
+) -> None:
+    services = _services(compose)
+    settings = services["settings"]
+    assert settings["command"] == ["kerrigan", "generate-settings"]  # into ./kerrigan.env, on the volume
+    assert settings["restart"] == "no"
+    assert not settings.get("secrets"), "it needs no GitHub key"
+    # A value chosen in deploy/.env is the one kept; without one, a new one is made.
+    assert {name: _environment(settings)[name] for name in GENERATED} == {
+        name: f"${{{name}:-}}" for name in GENERATED
+    }
+    volume = f"kerrigan-settings:{STATE}"
+    assert "kerrigan-settings" in compose["volumes"], "kept in a named volume, across restarts and rebuilds"
+    for name in ("settings", "kerrigan", "worker"):
+        assert volume in services[name]["volumes"], name
+    assert services["kerrigan"]["depends_on"]["settings"] == {"condition": "service_completed_successfully"}
+    for name in ("kerrigan", "worker"):
+        # Set in the environment, even empty, a setting would win over the file's (docs/configuration.md).
+        assert not set(GENERATED) & set(_environment(services[name])), name
+    with_settings = {
+        name for name, service in services.items() if "generate-settings" in str(service.get("command"))
+    }
+    assert with_settings == {"settings"}
+
+
+def test_compose_publishes_the_server_on_loopback_unless_told_otherwise(compose: dict[str, Any]) -> None:
+    services = _services(compose)
+    published = {name: service["ports"] for name, service in services.items() if service.get("ports")}
+    assert set(published) == {"kerrigan"}, "the worker and PostgreSQL are not published"
+    (port,) = published["kerrigan"]
+    assert _interpolated(port, {}) == "127.0.0.1:8080:8080"
+    assert _interpolated(port, {"PUBLISHED_AT": "0.0.0.0:80"}) == "0.0.0.0:80:8080"
+    text = COMPOSE.read_text(encoding="utf-8")
+    assert "TLS" in text
+    assert "PUBLISHED_AT" in (DEPLOY / ".env.example").read_text(encoding="utf-8")
 
 
 # --- the env file examples ----------------------------------------------------------------------------------
@@ -307,6 +358,8 @@ def test_deploy_runs_the_commands_it_should() -> None:
         ("docker-entrypoint.sh", "db upgrade"),
         ("compose.yaml", "serve"),
         ("compose.yaml", "worker"),
+        ("compose.yaml", "generate-settings"),
+        ("kerrigan.service", "generate-settings"),
         ("kerrigan.service", "db upgrade"),
         ("kerrigan.service", "serve"),
         ("kerrigan-worker.service", "worker"),
@@ -525,11 +578,13 @@ def test_unit_files_parse_with_one_exec_start(name: str) -> None:
     assert _values(name, "Install", "WantedBy")
 
 
-EXPECTED = {
+EXPECTED: dict[str, dict[str, str | list[str]]] = {
     "kerrigan.service": {
         "User": "kerrigan",
         "EnvironmentFile": "/etc/kerrigan/kerrigan.env",
-        "ExecStartPre": f"{BINARY} db upgrade",
+        # The secrets key, metrics token and session secret this file leaves unset: made once, in the state
+        # directory's kerrigan.env (the working directory's, which every command reads), and kept.
+        "ExecStartPre": [f"{BINARY} generate-settings", f"{BINARY} db upgrade"],
         "ExecStart": f"{BINARY} serve",
         "StateDirectory": "kerrigan",
         "ProtectSystem": "strict",
@@ -564,7 +619,12 @@ EXPECTED = {
 @pytest.mark.parametrize("name", UNITS)
 def test_unit_settings(name: str) -> None:
     for key, expected in EXPECTED[name].items():
-        assert _values(name, "Service", key) == [expected], key
+        assert _values(name, "Service", key) == (expected if isinstance(expected, list) else [expected]), key
+
+
+def test_the_worker_reads_the_settings_the_server_made() -> None:
+    for name in ("kerrigan.service", "kerrigan-worker.service"):
+        assert _values(name, "Service", "WorkingDirectory") == ["%S/kerrigan"], name
 
 
 @pytest.mark.parametrize("name", UNITS)

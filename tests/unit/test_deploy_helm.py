@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography.fernet import Fernet
 
 from kerrigan.cli import build_parser
+from kerrigan.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "kerrigan"
@@ -316,6 +318,49 @@ def test_settings_come_from_the_secret_and_the_key_is_a_file(
         data = _one(manifests, "Secret", secret)["stringData"]
         assert data[key] == PRIVATE_KEY
         assert {name: data[name] for name in SENTINELS} == SENTINELS
+
+
+MADE = ("KERRIGAN_METRICS_TOKEN", "KERRIGAN_SECRETS_KEY")
+
+
+def test_the_chart_makes_the_metrics_token_and_the_secrets_key_when_not_given(
+    minimal: list[Manifest], tmp_path: Path
+) -> None:
+    data = _one(minimal, "Secret", "kerrigan")["stringData"]
+    assert len(data["KERRIGAN_METRICS_TOKEN"]) >= 43
+    Fernet(data["KERRIGAN_SECRETS_KEY"])  # a Fernet key, as Kerrigan requires
+    Settings.from_env({name: data[name] for name in MADE})
+    given = {
+        "KERRIGAN_METRICS_TOKEN": "token-sentinel",
+        "KERRIGAN_SECRETS_KEY": Fernet.generate_key().decode(),
+    }
+    values = {**MINIMAL, "secret": {**MINIMAL["secret"], "settings": {**SENTINELS, **given}}}
+    chosen = _one(_render(values, tmp_path), "Secret", "kerrigan")["stringData"]
+    assert {name: chosen[name] for name in MADE} == given
+    # Made once: an upgrade reads them back from the Secret the release already has.
+    template = (CHART / "templates" / "_helpers.tpl").read_text(encoding="utf-8")
+    assert 'lookup "v1" "Secret"' in template
+
+
+@pytest.mark.parametrize(
+    ("secret", "expected"),
+    [({}, "kerrigan"), ({"existingSecret": "kerrigan-settings"}, "kerrigan-settings")],
+    ids=["the-charts-secret", "an-existing-secret"],
+)
+def test_the_service_monitor_sends_the_metrics_token_by_default(
+    secret: dict[str, str], expected: str, tmp_path: Path
+) -> None:
+    values = {
+        **MINIMAL,
+        "secret": {**MINIMAL["secret"], **secret},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    }
+    monitor = _one(_render(values, tmp_path), "ServiceMonitor", "kerrigan")
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["authorization"] == {
+            "type": "Bearer",
+            "credentials": {"name": expected, "key": "KERRIGAN_METRICS_TOKEN"},
+        }
 
 
 def test_every_variable_the_chart_sets_is_a_documented_setting(

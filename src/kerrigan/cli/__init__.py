@@ -9,7 +9,18 @@ import sys
 from collections.abc import Sequence
 
 from kerrigan import __version__
-from kerrigan.cli import explain, inventory, lab, reservations, runner, secrets, serve, sessions, setup
+from kerrigan.cli import (
+    explain,
+    generated_settings,
+    inventory,
+    lab,
+    reservations,
+    runner,
+    secrets,
+    serve,
+    sessions,
+    setup,
+)
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.explain import EXIT_INVALID
 
@@ -34,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     inventory.add_parser(commands)
     secrets.add_parser(commands)
     setup.add_parser(commands)
+    generated_settings.add_parser(commands)
     return parser
 
 

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from gidgethub import BadRequest
 
+from kerrigan.core.manifest.files import too_large, too_many, utf8_size
 from kerrigan.github.budget import Budget
 from kerrigan.github.checks import ANNOTATIONS_PER_REQUEST, CheckRunBody, validate_actions
 from kerrigan.github.client import GitHubClient, InstallationTokens, acting_for
@@ -26,7 +27,6 @@ T = TypeVar("T")
 
 WORKFLOWS_DIR: Final = ".kerrigan/workflows"
 RAW: Final = "application/vnd.github.raw+json"
-LARGE_FILE: Final = 1024 * 1024  # the contents API leaves out the content of files larger than this
 WRITE_PERMISSIONS: Final = frozenset({"admin", "maintain", "write"})
 COMMENT_LIMIT: Final = 65_536  # characters of an issue comment's body, as GitHub documents
 
@@ -82,6 +82,10 @@ class Repository:
         The folder's listing names each file's blob SHA; a file already read at any commit (the same blob)
         is taken from the client's cache, so a commit whose manifests did not change costs one request, and
         none when its listing is asked again (a conditional request answered ``304``).
+
+        The listing also gives each file's size: a file over the limit is a file with that error, never
+        read; a folder of more manifests than the limit is one file with that error, the folder's, and none
+        of them is read (:mod:`kerrigan.core.manifest.files`).
         """
 
         async def listing(token: str) -> Any:
@@ -101,6 +105,9 @@ class Repository:
             (entry for entry in entries if isinstance(entry, dict) and _is_manifest(entry)),
             key=lambda entry: str(entry["path"]),
         )
+        crowded = too_many(len(manifests), WORKFLOWS_DIR)
+        if crowded is not None:
+            return [ManifestFile(WORKFLOWS_DIR, "", error=crowded)]
         return [await self._file(entry, sha) for entry in manifests]
 
     async def _file(self, entry: Mapping[str, Any], sha: str) -> ManifestFile:
@@ -108,12 +115,15 @@ class Repository:
         blob = entry.get("sha")
         if isinstance(blob, str) and (text := self.client.blobs.get(blob)) is not None:
             return ManifestFile(path, text)
-        file = await self._read(path, sha, large=int(entry.get("size") or 0) > LARGE_FILE)
+        oversize = too_large(_size(entry))
+        if oversize is not None:  # known before a byte of it is read
+            return ManifestFile(path, "", error=oversize)
+        file = await self._read(path, sha)
         if isinstance(blob, str) and file.error is None:
             self.client.blobs[blob] = file.text
         return file
 
-    async def _read(self, path: str, sha: str, *, large: bool) -> ManifestFile:
+    async def _read(self, path: str, sha: str) -> ManifestFile:
         # The path goes into the URL encoded ('#', '?' and '%' are legal in file names); only '/' stays.
         url = self._url("/contents/" + quote(path, safe="/") + "{?ref}")
 
@@ -124,13 +134,15 @@ class Repository:
             return await self.client.getitem(url, {"ref": sha}, accept=RAW, oauth_token=token)
 
         try:
-            data = None if large else await self._authorized(fetch)
+            data = await self._authorized(fetch)
+            if isinstance(data, dict) and (oversize := too_large(_size(data))) is not None:
+                return ManifestFile(path, "", error=oversize)  # the file's own answer names its size too
             if isinstance(data, dict) and data.get("encoding") == "base64" and data.get("content"):
                 try:
                     raw: Any = base64.b64decode(str(data["content"]))
                 except binascii.Error:
                     return ManifestFile(path, "", error="GitHub sent content that is not valid base64")
-            else:  # files over 1 MB come without content: ask for the raw bytes
+            else:  # files over 1 MB come without content (none within the limit does): ask for the raw bytes
                 raw = await self._authorized(fetch_raw)
         except BadRequest as exc:
             return ManifestFile(path, "", error=f"GitHub would not give the file ({int(exc.status_code)})")
@@ -139,7 +151,10 @@ class Repository:
                 raw = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 return ManifestFile(path, "", error=f"the file is not UTF-8 text (byte {exc.start})")
-        return ManifestFile(path, str(raw))
+        text = str(raw)
+        if (oversize := too_large(utf8_size(text))) is not None:  # a size GitHub understated
+            return ManifestFile(path, "", error=oversize)
+        return ManifestFile(path, text)
 
     async def create_check_run(self, body: CheckRunBody) -> int:
         """Create a check run; annotations beyond the first 50 follow in updates. Returns its id."""
@@ -285,6 +300,12 @@ class Repository:
             ]
 
         return await self._authorized(fetch)
+
+
+def _size(entry: Mapping[str, Any]) -> int:
+    """The size a contents answer gives a file (0 when it gives none, or nonsense)."""
+    size = entry.get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 0
 
 
 def _is_manifest(entry: Mapping[str, Any]) -> bool:

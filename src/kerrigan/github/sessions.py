@@ -4,6 +4,11 @@ Nothing here writes to GitHub: a session is resolved and stored with its check r
 reconciler (:mod:`kerrigan.github.reconciler`) shows it. Every entry point is safe to run twice for the same
 delivery: a session is keyed by the delivery and the manifest's path, and a delivery whose worker lost its
 claim writes nothing (:func:`kerrigan.store.deliveries.check_fence`).
+
+Parsing manifests and resolving them against the inventory is work for the processor, not the event loop:
+both run in a thread (``asyncio.to_thread``), so the server answers webhooks, probes and pages meanwhile.
+A fork's pull request waiting for approval has its manifests parsed (its workflows' names and triggers say
+which check runs wait) but not resolved: that waits for the approval.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import aiohttp
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.config import Settings
-from kerrigan.core.explain import explain, explanation_json
+from kerrigan.core.explain import Explanation, explain, explanation_json
 from kerrigan.core.forks import for_fork
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import resolution_outcome
@@ -129,8 +134,8 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
     with its check run's first version in one transaction (the reconciler shows it on GitHub)."""
     files = await repo.manifests(trigger.sha)
     chosen: list[tuple[ManifestFile, ManifestResult]] = []
-    for file in files:
-        manifest = _read(file, trigger.fork_owner)
+    read = await asyncio.to_thread(_read_all, files, trigger.fork_owner)
+    for file, manifest in zip(files, read, strict=True):
         name = manifest.name or file.path
         if trigger.only is not None and name not in trigger.only:
             continue
@@ -143,9 +148,21 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
     if not chosen:
         return []
     database = app.database
+    gets_secrets = trigger.secrets_allowed and not trigger.awaiting_approval
     async with database.sessions() as db:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
+        chosen = [
+            (file, await _held_to_secrets(db, manifest, repo.full_name, gets_secrets))
+            for file, manifest in chosen
+        ]
+    resolved = await asyncio.to_thread(
+        _resolve_all,
+        [manifest for _, manifest in chosen if not trigger.awaiting_approval],  # a fork's waits for approval
+        inventory,
+        descriptions,
+        repo.full_name,
+    )
     started = []
     async with database.writing(), database.sessions() as db, db.begin():
         await check_fence(db)  # a delivery whose claim was taken over writes nothing
@@ -157,9 +174,7 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             new = _new_session(app, repo, trigger, file, manifest)
             group = _group(new, manifest)
             session = await create_session(db, new, database.clock(), concurrency_group=group)
-            started.append(
-                await _resolve(app, db, session, manifest, inventory=inventory, descriptions=descriptions)
-            )
+            started.append(await _resolve(app, db, session, manifest, resolved.get(file.path)))
             # A session waiting for approval supersedes nothing: the fork's code may not cancel even its
             # own older sessions before a writer has read it (approve supersedes, once approved).
             if group is not None and trigger.event is not None and not new.awaiting_approval:
@@ -219,6 +234,47 @@ def _read(file: ManifestFile, fork_owner: str | None) -> ManifestResult:
         return ManifestResult(file.path, None, None, (problem,), ())
     manifest = parse_manifest(file.text, file.path)
     return for_fork(manifest) if fork_owner is not None else manifest
+
+
+def _read_all(files: list[ManifestFile], fork_owner: str | None) -> list[ManifestResult]:
+    """Parse every manifest (in a thread: see the module's docstring)."""
+    return [_read(file, fork_owner) for file in files]
+
+
+async def _held_to_secrets(
+    db: AsyncSession, manifest: ManifestResult, repository: str, gets_secrets: bool
+) -> ManifestResult:
+    """``manifest`` with an error on the line of each secret it names that the repository does not have,
+    when its jobs would be given secrets at all (a fork approved without them is not held to the names)."""
+    workflow = manifest.workflow
+    if workflow is None or not gets_secrets or not any(task.secrets for task in workflow.tasks):
+        return manifest
+    return unset_secrets(manifest, await secret_names(db, repository), repository)
+
+
+@dataclass(frozen=True, slots=True)
+class _Resolved:
+    """A valid manifest resolved against the inventory: the explanation and its stored document."""
+
+    explanation: Explanation
+    document: dict[str, object]
+
+
+def _resolve_all(
+    manifests: list[ManifestResult], inventory: Inventory, descriptions: Mapping[str, str], repository: str
+) -> dict[str, _Resolved]:
+    """Resolve every valid manifest, by its file (in a thread: see the module's docstring)."""
+    resolved = {}
+    for manifest in manifests:
+        if manifest.workflow is None:
+            continue
+        explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
+        document = {
+            **explanation_json(explanation, descriptions),
+            RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
+        }
+        resolved[manifest.file] = _Resolved(explanation, document)
+    return resolved
 
 
 def _new_session(
@@ -282,19 +338,15 @@ async def _resolve(
     db: AsyncSession,
     session: Session,
     manifest: ManifestResult,
+    resolved: _Resolved | None,
     *,
-    inventory: Inventory,
-    descriptions: Mapping[str, str],
     approved: bool = False,
     with_secrets: bool = False,
 ) -> Session:
-    """Resolve the session (unless it waits for approval) and store the outcome with its check run. A task
-    naming a secret the repository does not have makes the manifest fail at once, on that line (when its
-    jobs would be given secrets at all)."""
+    """Store the session's outcome with its check run: the manifest's errors (a secret it names that the
+    repository lacks among them: :func:`_held_to_secrets`), its wait for approval, or its resolution
+    (``resolved``, made for every valid manifest that does not wait)."""
     at = app.database.clock()
-    gets_secrets = session.secrets_allowed or with_secrets
-    if manifest.workflow is not None and gets_secrets and any(t.secrets for t in manifest.workflow.tasks):
-        manifest = unset_secrets(manifest, await secret_names(db, session.repository), session.repository)
     if manifest.workflow is None:
         document: dict[str, object] = {
             "workflow": manifest.name,
@@ -322,19 +374,17 @@ async def _resolve(
             resolution={},
             check_run=body.as_json(),
         )
+    assert resolved is not None, f"{manifest.file} was not resolved"
+    explanation = resolved.explanation
     position = await queue_position(db, session.id)
-    explanation = explain(manifest, inventory, repository=session.repository, check_vcpus=True)
-    body = resolution_body(explanation, _context(app, session, position))
+    body = await asyncio.to_thread(resolution_body, explanation, _context(app, session, position))
     never = [item.task.id for item in explanation.tasks if item.outcome is Outcome.UNSCHEDULABLE]
     return await resolve_session(
         db,
         session.id,
         at,
         outcome=resolution_outcome(valid=True, unschedulable=bool(never)),
-        resolution={
-            **explanation_json(explanation, descriptions),
-            RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
-        },
+        resolution=resolved.document,
         check_run=body.as_json(),
         requirements={item.task.id: item.requirements_record() for item in explanation.tasks},
         unschedulable=never,
@@ -406,11 +456,22 @@ async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[
         waiting = await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True)
     if not waiting:
         return []
-    files = {file.path: file for file in await repo.manifests(sha)}
+    paths = {session.manifest_path for session in waiting}
+    files = [file for file in await repo.manifests(sha) if file.path in paths]
+    # The sessions of one commit waiting for approval are one fork's: its manifests read as a fork's.
+    fork_owner = waiting[0].fork_owner
+    read = await asyncio.to_thread(_read_all, files, fork_owner)
     database = app.database
     async with database.sessions() as db:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
+        manifests = {
+            manifest.file: await _held_to_secrets(db, manifest, repo.full_name, approval.secrets)
+            for manifest in read
+        }
+    resolved = await asyncio.to_thread(
+        _resolve_all, list(manifests.values()), inventory, descriptions, repo.full_name
+    )
     approved = []
     async with database.writing(), database.sessions() as db, db.begin():
         await check_fence(db)
@@ -418,17 +479,15 @@ async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[
             return None
         # Those that still wait: another approval may have come first while the manifests were read.
         for waited in await find_sessions(db, repo.full_name, head_sha=sha, awaiting_approval=True):
-            file = files.get(waited.manifest_path)
-            if file is None:
+            manifest = manifests.get(waited.manifest_path)
+            if manifest is None:
                 continue
-            manifest = _read(file, waited.fork_owner)
             session = await _resolve(
                 app,
                 db,
                 waited,
                 manifest,
-                inventory=inventory,
-                descriptions=descriptions,
+                resolved.get(manifest.file),
                 approved=True,
                 with_secrets=approval.secrets,
             )

@@ -128,7 +128,8 @@ async def projection(
     """The session's state now, with its jobs and their output tails (of a running job, the lines so
     far), to render; ``suspects`` (:mod:`kerrigan.store.suspects`) names the failed jobs whose device
     fails their task more often than its peers."""
-    found = await get_session(session, claim.session_id)
+    # A check run shows the body stored with the resolution, never the per-device lists it was made from.
+    found = await get_session(session, claim.session_id, device_lists=False)
     row = await session.get(SessionRow, claim.session_pk)
     assert row is not None
     records = await session_job_records(session, claim.session_pk)

@@ -1,7 +1,13 @@
-"""Sessions and their jobs, stored; handed out as core :class:`~kerrigan.core.sessions.Session` objects."""
+"""Sessions and their jobs, stored; handed out as core :class:`~kerrigan.core.sessions.Session` objects.
+
+A session's resolution names every device of the lab for every task: for a large manifest in a large lab,
+compacting it to store and expanding it to hand out take a while, so both run in a thread
+(``asyncio.to_thread``) on plain data, never on the event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -19,7 +25,10 @@ from kerrigan.store.signals import SessionConcluded, Topic, mark, note
 from kerrigan.store.transitions import move_job, record_version
 
 
-def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
+def _session(
+    row: SessionRow, jobs: Iterable[JobRow] = (), *, resolution: Mapping[str, Any] | None = None
+) -> Session:
+    """The session of ``row``; ``resolution``: its resolution expanded already (else expanded here)."""
     return Session(
         id=row.id,
         repository=row.repository,
@@ -39,7 +48,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
         workflow_run_id=row.workflow_run_id,
-        resolution=expand(row.resolution or {}),
+        resolution=dict(resolution) if resolution is not None else expand(row.resolution or {}),
         jobs=tuple(
             Job(
                 job.task_id,
@@ -194,7 +203,7 @@ async def resolve_session(
     row.conclusion = outcome.conclusion.value if outcome.conclusion else None
     if outcome.state is SessionState.COMPLETED and row.conclusion is not None:
         note(session, SessionConcluded(row.conclusion))
-    row.resolution = compact(resolution)
+    row.resolution = await asyncio.to_thread(compact, resolution)
     row.check_run_resolution = dict(check_run)
     if awaiting_approval is not None:
         row.awaiting_approval = awaiting_approval
@@ -213,7 +222,7 @@ async def resolve_session(
         mark(session, Topic.DISPATCH)
     record_version(session, row, at)
     await session.flush()
-    return _session(row, jobs)
+    return _session(row, jobs, resolution=resolution)  # what compact keeps, expand gives back exactly
 
 
 async def _row(session: AsyncSession, session_id: str) -> SessionRow:
@@ -223,10 +232,14 @@ async def _row(session: AsyncSession, session_id: str) -> SessionRow:
     return row
 
 
-async def get_session(session: AsyncSession, session_id: str) -> Session:
-    """One session with its jobs."""
+async def get_session(session: AsyncSession, session_id: str, *, device_lists: bool = True) -> Session:
+    """One session with its jobs; without ``device_lists`` its resolution keeps each task's per-device
+    lists as stored (compact: not lists, which readers take for none), for a reader that needs none of them
+    and should not pay for expanding thousands of devices a task."""
     row = await _row(session, session_id)
-    return _session(row, await _jobs(session, row.pk))
+    jobs = await _jobs(session, row.pk)
+    stored = row.resolution or {}
+    return _session(row, jobs, resolution=await asyncio.to_thread(expand, stored) if device_lists else stored)
 
 
 async def find_sessions(
@@ -254,7 +267,9 @@ async def find_sessions(
         if value is not None:
             query = query.where(getattr(SessionRow, name) == value)
     rows = (await session.scalars(query)).all()
-    return [_session(row) for row in rows]
+    stored = [row.resolution or {} for row in rows]
+    expanded = await asyncio.to_thread(lambda: [expand(resolution) for resolution in stored])
+    return [_session(row, resolution=resolution) for row, resolution in zip(rows, expanded, strict=True)]
 
 
 async def commits_beginning(session: AsyncSession, repository: str, prefix: str) -> set[str]:

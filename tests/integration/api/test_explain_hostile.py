@@ -5,12 +5,16 @@ Generated manifests (hypothesis) are posted too: YAML shaped like a manifest wit
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from kerrigan.core.manifest import MAX_MANIFEST_BYTES
+from kerrigan.web.api import explain as explain_api
 from tests.integration.api.conftest import READER, Api
+from tests.integration.held_calls import HeldCalls
 from tests.unit.core.test_manifest_properties import manifests
 
 HEAD = "name: hostile\non: push\ntasks:\n  - id: smoke\n    run: ./smoke.sh\n"
@@ -97,3 +101,38 @@ async def test_a_post_without_a_manifest_is_a_400_naming_it(api: Api, body: byte
     assert reply.body["error"]["field"] == "manifest"
     bare = await api.call("POST", "/explain", who=READER)  # no body, no content type
     assert (bare.status, bare.body["error"]["field"]) == (400, "manifest")
+
+
+async def test_a_manifest_over_the_size_limit_is_one_error_unread(api: Api) -> None:
+    text = HEAD + "#" * (MAX_MANIFEST_BYTES - len(HEAD)) + "\n"  # one byte over
+    reply = await api.call("POST", "/explain", who=READER, json={"manifest": text, "path": "big.yml"})
+    assert reply.status == 200, reply.body
+    assert reply.body["exit_code"] == 2
+    assert [(e["path"], e["line"], e["message"]) for e in reply.body["errors"]] == [
+        (
+            "big.yml",
+            1,
+            "the file is 256.0 KiB (262,145 bytes); a manifest is at most 256 KiB, so it was not read",
+        )
+    ]
+
+
+async def test_explain_parses_and_resolves_off_the_event_loop_which_answers_meanwhile(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsing = HeldCalls(explain_api.parse_manifest)
+    resolving = HeldCalls(explain_api.explain)
+    monkeypatch.setattr(explain_api, "parse_manifest", parsing)
+    monkeypatch.setattr(explain_api, "explain", resolving)
+    posted = asyncio.ensure_future(api.call("POST", "/explain", who=READER, json={"manifest": HEAD}))
+    for held in (parsing, resolving):
+        await held.entered()
+        async with api.client.get("/readyz") as ready:  # answered while the call is held
+            assert ready.status == 200
+        held.release()
+    reply = await posted
+    assert reply.status == 200, reply.body
+    assert parsing.threads
+    assert resolving.threads
+    assert not parsing.on_the_loop
+    assert not resolving.on_the_loop

@@ -31,7 +31,6 @@ from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import (
     INSTALLATION,
-    MANIFESTS,
     OTHER_SHA,
     REPO,
     SMOKE_SHA,
@@ -385,20 +384,6 @@ async def test_repository_without_a_workflows_folder_is_a_no_op(bare_harness: Ha
     assert (delivery.processed, delivery.error) == (True, None)
     assert bare_harness.github.check_runs == {}
     assert await bare_harness.sessions() == []
-
-
-async def test_manifest_over_one_megabyte_is_read_through_the_raw_media_type(harness: Harness) -> None:
-    smoke = (MANIFESTS / "hil-smoke.yml").read_text(encoding="utf-8")
-    padding = "".join(f"# {'lab notes ' * 12}{n}\n" for n in range(9000))
-    assert len(padding) > 1024 * 1024
-    path = ".kerrigan/workflows/hil-smoke.yml"
-    harness.github.add_commit(REPO, OTHER_SHA, {path: padding + smoke})
-    await harness.deliver("push", push_payload(OTHER_SHA))
-    await harness.settle()
-    [run] = harness.github.check_runs.values()
-    assert (run["name"], run["status"]) == (check_run_name("hil-smoke"), "queued")
-    raw = [r for r in harness.requests("GET", path) if "raw" in r.headers.get("Accept", "")]
-    assert [r.status for r in raw] == [200]
 
 
 async def test_only_manifests_in_the_workflows_folder_are_read(bare_harness: Harness) -> None:

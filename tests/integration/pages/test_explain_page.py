@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from kerrigan.core.explain import explain, explanation_json
 from kerrigan.core.manifest import parse_manifest
@@ -13,7 +16,9 @@ from kerrigan.store.label_keys import label_keys
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from kerrigan.web.api.explain import DEFAULT_PATH
+from kerrigan.web.pages import explain as explain_page
 from tests.integration.github.conftest import MANIFESTS
+from tests.integration.held_calls import HeldCalls
 from tests.integration.pages.conftest import READER, Site
 from tests.integration.pages.test_session_page import device_links, rows, table, text
 
@@ -226,3 +231,26 @@ async def test_a_gang_shows_each_roles_verdict_and_whether_one_host_holds_them_a
     assert "unschedulable: gang: no runner host holds a device for every role" in words
     assert "gang: no runner host holds a device for every role (never)" in words
     assert "role dut: 2/12 devices available" in words
+
+
+async def test_the_page_parses_and_resolves_off_the_event_loop_which_answers_meanwhile(
+    site: Site, browser: Open, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsing = HeldCalls(explain_page.parse_manifest)
+    resolving = HeldCalls(explain_page.explain)
+    monkeypatch.setattr(explain_page, "parse_manifest", parsing)
+    monkeypatch.setattr(explain_page, "explain", resolving)
+    reader = await browser(READER)
+    posted = asyncio.ensure_future(reader.post("/explain", {"manifest": manifest("hil-smoke.yml")}))
+    for held in (parsing, resolving):
+        await held.entered()
+        status, _ = await reader.get("/readyz")  # answered while the call is held
+        assert status == 200
+        held.release()
+    status, page = await posted
+    assert status == 200
+    assert "hil-smoke" in text(page)
+    assert parsing.threads
+    assert resolving.threads
+    assert not parsing.on_the_loop
+    assert not resolving.on_the_loop

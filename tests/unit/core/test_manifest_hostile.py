@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kerrigan.core.manifest import MAX_NODES, parse_manifest
+from kerrigan.core.manifest import MAX_MANIFEST_BYTES, MAX_NODES, parse_manifest
 from kerrigan.core.yamlsource import MAX_MESSAGE, SourceReader, expanded_size, shorten_number
 
 FILE = ".kerrigan/workflows/hostile.yml"
@@ -170,6 +170,37 @@ def test_aliases_that_stand_for_a_million_values_are_refused() -> None:
             "(counting what each alias stands for)",
         )
     ]
+
+
+def padded(size: int, pad: str = "#") -> str:
+    """A valid manifest followed by a comment of ``pad`` (and ``#`` for what is left) that makes it ``size``
+    bytes of UTF-8."""
+    text = HEAD + TASK + "#"
+    room = size - len(text.encode()) - 1
+    width = len(pad.encode())
+    return text + pad * (room // width) + "#" * (room % width) + "\n"
+
+
+def test_a_manifest_over_the_size_limit_is_one_error_naming_its_size() -> None:
+    result = parse_manifest(padded(MAX_MANIFEST_BYTES + 1), FILE)
+    assert result.workflow is None
+    assert [str(problem) for problem in result.errors] == [
+        f"{FILE}:1:1: the file is 256.0 KiB (262,145 bytes); a manifest is at most 256 KiB, so it was "
+        "not read"
+    ]
+
+
+def test_a_manifest_at_the_size_limit_is_read() -> None:
+    result = parse_manifest(padded(MAX_MANIFEST_BYTES), FILE)
+    assert (result.errors, result.name) == ((), "hostile")
+
+
+def test_the_size_limit_counts_bytes_not_characters() -> None:
+    text = padded(MAX_MANIFEST_BYTES + 1, "é")  # 2 bytes a character: far fewer characters than bytes
+    assert len(text) < MAX_MANIFEST_BYTES
+    [(line, field, message)] = errors(text)
+    assert (line, field) == (1, "")
+    assert message.startswith("the file is 256.0 KiB (262,145 bytes)")
 
 
 def test_an_alias_inside_its_own_anchor_is_refused_on_its_line() -> None:

@@ -50,6 +50,41 @@ Kerrigan refuses KERRIGAN_GITHUB_PRIVATE_KEY beside KERRIGAN_GITHUB_PRIVATE_KEY_
 {{- define "kerrigan.secretSettings" -}}
 KERRIGAN_DATABASE_URL KERRIGAN_WEBHOOK_SECRET KERRIGAN_GITHUB_CLIENT_SECRET KERRIGAN_SESSION_SECRET KERRIGAN_METRICS_TOKEN KERRIGAN_SECRETS_KEY
 {{- end -}}
+{{/*
+Settings the chart makes when `secret.settings` leaves them empty: the secrets key (without it no repository
+secret can be set, and losing it loses them all), the metrics token (without it /metrics answers anyone),
+and the session secret (without it each replica signs sign-ins with a key of its own, lost at a restart).
+*/}}
+{{- define "kerrigan.madeSettings" -}}
+KERRIGAN_SECRETS_KEY KERRIGAN_METRICS_TOKEN KERRIGAN_SESSION_SECRET
+{{- end -}}
+
+{{/*
+A made setting's value: the one given in values; else the one the release's Secret already holds, so an
+upgrade keeps it (`lookup` reads the cluster; `helm template` has none and makes a new one each time); else a
+new one. The secrets key is a Fernet key (32 random bytes, URL-safe base64); the others, random letters and
+digits.
+*/}}
+{{- define "kerrigan.madeSetting" -}}
+{{- $given := index .root.Values.secret.settings .name | default "" -}}
+{{- if $given -}}
+{{- include "kerrigan.settingValue" $given -}}
+{{- else -}}
+{{- $existing := lookup "v1" "Secret" .root.Release.Namespace (include "kerrigan.secretName" .root) -}}
+{{- $kept := "" -}}
+{{- if and $existing $existing.data -}}
+{{- $kept = index $existing.data .name | default "" | b64dec -}}
+{{- end -}}
+{{- if $kept -}}
+{{- $kept -}}
+{{- else if eq .name "KERRIGAN_SECRETS_KEY" -}}
+{{- randBytes 32 | replace "+" "-" | replace "/" "_" -}}
+{{- else -}}
+{{- randAlphaNum 48 -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "kerrigan.chartSettings" -}}
 KERRIGAN_HOST KERRIGAN_PORT KERRIGAN_WORKERS KERRIGAN_GITHUB_PRIVATE_KEY KERRIGAN_GITHUB_PRIVATE_KEY_PATH
 {{- end -}}

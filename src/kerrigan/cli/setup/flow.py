@@ -153,9 +153,7 @@ async def run_setup(plan: SetupPlan, *, open_browser: bool) -> Done:
             state=state,
             out=str(plan.out),
             complete=complete,
-            refused=lambda why: print(
-                f"kerrigan setup: refused an answer: {why}", file=sys.stderr, flush=True
-            ),
+            refused=lambda why: print(f"kerrigan setup: refused {why}", file=sys.stderr, flush=True),
         )
         await server.start()
         try:

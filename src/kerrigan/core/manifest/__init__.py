@@ -6,11 +6,12 @@ once, each with the file, line and field, ready to become a check-run annotation
 The parts: :mod:`.model` (the frozen dataclasses and limits), :mod:`.parser` (the document and its
 top-level keys), :mod:`.triggers` (``on``), :mod:`.scheduling`, :mod:`.policies` (``concurrency`` and
 ``retry``), :mod:`.requirements` (``labels`` and ``tags``), :mod:`.tasks` (with
-:mod:`.devices`, a gang's roles).
+:mod:`.devices`, a gang's roles); :mod:`.files`, how many manifests a commit may hold and how large.
 """
 
 from __future__ import annotations
 
+from kerrigan.core.manifest.files import MAX_MANIFEST_BYTES, MAX_MANIFESTS
 from kerrigan.core.manifest.model import (
     DEFAULT_CONCURRENCY_GROUP,
     DEFAULT_MAX_DEVKITS,
@@ -46,6 +47,8 @@ __all__ = [
     "DEFAULT_VCPUS",
     "MAX_CONCURRENCY_GROUP",
     "MAX_EXIT_STATUSES",
+    "MAX_MANIFESTS",
+    "MAX_MANIFEST_BYTES",
     "MAX_NODES",
     "MAX_TASKS",
     "PLACEHOLDERS",

@@ -9,19 +9,24 @@ from typing import Final
 import yaml
 
 from kerrigan.core.manifest.environment import read_env
+from kerrigan.core.manifest.files import too_large, utf8_size
 from kerrigan.core.manifest.model import MAX_NODES, ManifestResult, Scheduling, Task, Workflow
 from kerrigan.core.manifest.policies import read_concurrency, read_retry
 from kerrigan.core.manifest.scheduling import read_scheduling
 from kerrigan.core.manifest.tasks import read_tasks
 from kerrigan.core.manifest.triggers import read_triggers
 from kerrigan.core.printable import is_printable
-from kerrigan.core.yamlsource import SourceReader
+from kerrigan.core.yamlsource import Problem, SourceReader
 
 TOP_KEYS: Final = ("name", "on", "env", "scheduling", "concurrency", "retry", "tasks")
 
 
 def parse_manifest(text: str, file: str) -> ManifestResult:
-    """Parse a manifest's text; ``file`` is the path shown in every problem."""
+    """Parse a manifest's text; ``file`` is the path shown in every problem. A text over the size limit is
+    that one error, unread."""
+    oversize = too_large(utf8_size(text))
+    if oversize is not None:
+        return ManifestResult(file, None, None, (Problem(file, 1, 1, "", oversize),), ())
     r = SourceReader(file)
     name: str | None = None
     workflow: Workflow | None = None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
-from kerrigan.core.explain import EXIT_CODE_HEADER, explain, explanation_json, render_text
-from kerrigan.core.inventory import RepositoryGlobError, validate_repository
+from kerrigan.core.explain import EXIT_CODE_HEADER, Explanation, explain, explanation_json, render_text
+from kerrigan.core.inventory import Inventory, RepositoryGlobError, validate_repository
 from kerrigan.core.manifest import parse_manifest
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
@@ -54,19 +56,22 @@ async def explain_manifest(request: web.Request) -> web.Response:
                 'send the manifest: its YAML as the body, or JSON {"manifest": "..."}', field="manifest"
             )
         path = DEFAULT_PATH
-    manifest = parse_manifest(text, path)
     async with request.config_dict[DATABASE].sessions() as session:
         inventory = await load_inventory(session)
         descriptions = await label_keys(session)
-    explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
+    # Parsing, resolving and rendering take a while for a large manifest or lab: not on the event loop.
+    explanation = await asyncio.to_thread(_explained, text, path, inventory, repository)
     if answer_format == "text":
-        return web.Response(
-            text=render_text(explanation, descriptions),
-            headers={EXIT_CODE_HEADER: str(explanation.exit_code)},
-        )
-    document = explanation_json(explanation, descriptions)
+        rendered = await asyncio.to_thread(render_text, explanation, descriptions)
+        return web.Response(text=rendered, headers={EXIT_CODE_HEADER: str(explanation.exit_code)})
+    document = await asyncio.to_thread(explanation_json, explanation, descriptions)
     document["exit_code"] = explanation.exit_code
     return web.json_response(document)
+
+
+def _explained(text: str, path: str, inventory: Inventory, repository: str | None) -> Explanation:
+    """The explanation of the manifest ``text``."""
+    return explain(parse_manifest(text, path), inventory, repository=repository, check_vcpus=True)
 
 
 def _repository(value: object) -> str:

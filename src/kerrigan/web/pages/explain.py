@@ -8,15 +8,16 @@ the newest session of the same workflow there, to compare with what happened.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
 
-from kerrigan.core.explain import EXIT_INVALID, EXIT_OK, explain, explanation_json
+from kerrigan.core.explain import EXIT_INVALID, EXIT_OK, Explanation, explain, explanation_json
 from kerrigan.core.inventory import Inventory
-from kerrigan.core.manifest import parse_manifest
+from kerrigan.core.manifest import ManifestResult, parse_manifest
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.session_pages import DeviceFacts, known_repositories, latest_session
@@ -101,6 +102,15 @@ async def _repositories(request: web.Request) -> list[str]:
         return await known_repositories(db)
 
 
+def _explained(
+    text: str, path: str, inventory: Inventory, descriptions: Mapping[str, str], repository: str | None
+) -> tuple[ManifestResult, Explanation, dict[str, object]]:
+    """The manifest parsed, resolved, and the resolution's JSON document."""
+    parsed = parse_manifest(text, path)
+    explanation = explain(parsed, inventory, repository=repository, check_vcpus=True)
+    return parsed, explanation, explanation_json(explanation, descriptions)
+
+
 @routes.get("/explain")
 async def explain_form(request: web.Request) -> web.Response:
     """The empty form."""
@@ -152,13 +162,17 @@ async def explain_post(request: web.Request) -> web.Response:
     if field_errors:
         return await render(request, "explain.html", context, status=400)
 
-    parsed = parse_manifest(manifest, path)
     async with request.config_dict[DATABASE].sessions() as db:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
-        latest = await latest_session(db, repository, parsed.name) if repository and parsed.name else None
-    explanation = explain(parsed, inventory, repository=repository or None, check_vcpus=True)
-    document = explanation_json(explanation, descriptions)
+    # Parsing and resolving take a while for a large manifest or lab: not on the event loop.
+    parsed, explanation, document = await asyncio.to_thread(
+        _explained, manifest, path, inventory, descriptions, repository or None
+    )
+    latest = None
+    if repository and parsed.name:
+        async with request.config_dict[DATABASE].sessions() as db:
+            latest = await latest_session(db, repository, parsed.name)
     raw_tasks = [dict(task) for task in document["tasks"]] if isinstance(document["tasks"], list) else []
     facts = inventory_facts(inventory, named_devices(document))
     tasks = [bounded(task_view(task, facts, query)) for task in raw_tasks]  # a 10k-device lab: bounded
