@@ -8,6 +8,13 @@ piece in a thread, so a big file is never held whole and never holds the event l
 :data:`PARSING` files are parsed at once in a process, the others' bodies wait unread. A malformed file is
 stored with its problem and answered 200, never refused. A job keeps at most :data:`MAX_FILES` files; the
 answer counts the file's tests.
+
+The job's secrets are hidden in what is kept as the parser reads it: every name, message, text and problem,
+and the file's path, with the values of the secrets the job was handed (read from the store for each file,
+never logged). The agent masks the bytes it sends, but a file can spell a value in ways bytes do not show
+(``&#118;pn…``, a CDATA section or a comment between two halves, ``&apos;``): only the parsed text has it
+whole. When a secret the job was handed can no longer be read (deleted since, or its key dropped), the file's
+tests are counted and nothing of their text is kept.
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ from aiohttp import web
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES
 from kerrigan.core.manifest.paths import glob_problem
+from kerrigan.core.masking import Masker, SecretRefusedError
 from kerrigan.core.printable import is_printable
-from kerrigan.core.results import UPLOAD_LIMITS, JUnitParser, Locator
+from kerrigan.core.results import UPLOAD_LIMITS, JUnitParser, JUnitReport, Locator, ResultsProblem
 from kerrigan.core.runner_fields import MAX_RESOURCE
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
 from kerrigan.store import jobs
 from kerrigan.store.results import result_count, store_results
+from kerrigan.store.secrets import SecretsKeyError, given_secrets
 
 LIMITS: Final = UPLOAD_LIMITS  # what of one file is read and kept (kerrigan.core.results.parse)
 MAX_FILE_BYTES: Final = RESULTS_MAX_BYTES
@@ -42,6 +51,12 @@ class ResultsUpload:
         self.database = protocol.database
         self._parsing = asyncio.Semaphore(PARSING)
 
+    async def _masker(self, job_id: str, host: str) -> Masker | None:
+        """The masker of the secrets the job was handed (None when it was handed none)."""
+        async with self.database.sessions() as session:
+            values = await given_secrets(session, job_id, host, keys=self.protocol.secrets_keys)
+        return Masker.for_secrets(values) if values else None
+
     def routes(self) -> list[web.RouteDef]:
         """The route, beside the protocol's own."""
         return [web.post("/api/runner/v1/jobs/{job_id}/results", self.receive)]
@@ -56,10 +71,20 @@ class ResultsUpload:
             workspace = request.query.get("workspace", "")
             if len(workspace) > MAX_WORKSPACE or not is_printable(workspace):
                 raise ProtocolError(400, "invalid", "workspace is an absolute folder", "workspace")
-            parser = JUnitParser(path, limits=LIMITS, locator=Locator(workspace))
+            try:
+                masker, unreadable = await self._masker(job_id, host), None
+            except (SecretsKeyError, SecretRefusedError) as exc:
+                masker, unreadable = None, str(exc)
+            except jobs.NotYoursError as exc:
+                raise ProtocolError(404, "not_found", str(exc)) from None
+            if masker is not None:
+                path = masker.mask_all(path.encode()).decode()
+            parser = JUnitParser(path, limits=LIMITS, locator=Locator(workspace), masker=masker)
             async with self._parsing:
                 received = await _parse(request, parser)
                 report = await asyncio.to_thread(parser.report, max(size or 0, received))
+            if unreadable is not None:
+                report = _counted_only(report, unreadable)
             try:
                 async with self.database.writing(), self.database.sessions() as session, session.begin():
                     if await result_count(session, job_id, excluding=path) >= MAX_FILES:
@@ -117,3 +142,13 @@ async def _parse(request: web.Request, parser: JUnitParser) -> int:
             raise too_large
         await asyncio.to_thread(parser.feed, piece)
     return received
+
+
+def _counted_only(report: JUnitReport, why: str) -> JUnitReport:
+    """``report`` with its counts alone: its secrets could not be hidden in the rest."""
+    problem = ResultsProblem(
+        report.file,
+        f"the tests are counted, and none of their names or text kept: {why}, so the job's secrets could "
+        "not be hidden in them",
+    )
+    return JUnitReport(report.file, (), report.counts, (problem,))

@@ -31,17 +31,19 @@ here raises on bad input.
 
 from __future__ import annotations
 
+import codecs
 import enum
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, NoReturn
 from xml.parsers import expat
 
 from defusedxml import DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES
+from kerrigan.core.masking import Masker, OutputMasker
 from kerrigan.core.results.locations import Location, Locator, locate
 
 KIB: Final = 1 << 10
@@ -226,6 +228,26 @@ class _Text:
         return f"{head}\n[... {cut:,} characters cut ...]\n{tail}" if cut > 0 else head + tail
 
 
+class _MaskedText(_Text):
+    """Text kept as :class:`_Text` keeps it, the job's secrets hidden before any of it is cut: a secret the
+    file wrote in pieces (character references, CDATA sections, comments between its halves) is whole
+    here, as expat hands the text over, and is hidden whole."""
+
+    __slots__ = ("decoder", "stream")
+
+    def __init__(self, limit: int, masker: Masker) -> None:
+        super().__init__(limit)
+        self.stream = OutputMasker(masker)
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def add(self, chunk: str) -> None:
+        super().add(self.decoder.decode(self.stream.feed(chunk.encode())))
+
+    def text(self) -> str:
+        super().add(self.decoder.decode(self.stream.flush(), final=True))
+        return super().text()
+
+
 def seconds_of(value: str | None) -> float | None:
     """A ``time`` attribute in seconds; ``None`` when missing or not a number (Surefire once wrote
     ``1,234.5``: thousands are read, a decimal comma is not)."""
@@ -263,12 +285,18 @@ class _Reader:
     """Keeps each test as its ``</testcase>`` arrives, and stops the parse at a limit."""
 
     def __init__(
-        self, file: str, limits: ParseLimits, locator: Locator, position: Callable[[], tuple[int, int]]
+        self,
+        file: str,
+        limits: ParseLimits,
+        locator: Locator,
+        position: Callable[[], tuple[int, int]],
+        masker: Masker | None = None,
     ) -> None:
         self.file = file
         self.limits = limits
         self.locator = locator
         self.position = position  # the line and column (from 1) of the event being handled
+        self.masker = masker  # the job's secrets, hidden in every string kept before it is cut
         self.events = 0  # what expat handed over so far: while it grows, no token is held back long
         self.cases: list[CaseResult] = []
         self.counts = dict.fromkeys(Outcome, 0)
@@ -321,7 +349,7 @@ class _Reader:
             return
         if not self.case_depth:
             if tag == "testsuite":
-                self._open_suite(attrib.get("name", ""))
+                self._open_suite(self.hide(attrib.get("name", "")))
             elif tag == "testcase":
                 self.case_depth = self.depth
                 self.attrib = attrib
@@ -333,13 +361,23 @@ class _Reader:
             outcome = _OUTCOME_TAGS[tag]
             if _RANK[outcome] > _RANK[self.outcome]:  # the worst outcome's message and text are kept
                 self.outcome = outcome
-                self.outcome_message = attrib.get("message")
-                self.kind = attrib.get("type", "")[: self.limits.max_field_chars]
-                self.details = self.collecting = _Text(self.limits.max_text_chars)
+                message = attrib.get("message")
+                self.outcome_message = None if message is None else self.hide(message)
+                self.kind = self.hide(attrib.get("type", ""))[: self.limits.max_field_chars]
+                self.details = self.collecting = self._text(self.limits.max_text_chars)
         elif tag == "system-out":
-            self.stdout = self.collecting = self.stdout or _Text(self.limits.max_output_chars)
+            self.stdout = self.collecting = self.stdout or self._text(self.limits.max_output_chars)
         elif tag == "system-err":
-            self.stderr = self.collecting = self.stderr or _Text(self.limits.max_output_chars)
+            self.stderr = self.collecting = self.stderr or self._text(self.limits.max_output_chars)
+
+    def hide(self, text: str) -> str:
+        """``text`` with the job's secrets masked (as it is, without a masker)."""
+        if self.masker is None:
+            return text
+        return self.masker.mask_all(text.encode()).decode()
+
+    def _text(self, limit: int) -> _Text:
+        return _Text(limit) if self.masker is None else _MaskedText(limit, self.masker)
 
     def _open_suite(self, name: str) -> None:
         path, names = ("", 0) if not self.suites else self.suites[-1][1:]
@@ -384,8 +422,8 @@ class _Reader:
             self.full = True
             self._reset()
             return
-        name = attrib.get("name", "").strip()[: limits.max_field_chars] or "(no name)"
-        classname = attrib.get("classname", "").strip()[: limits.max_field_chars]
+        name = self.hide(attrib.get("name", "")).strip()[: limits.max_field_chars] or "(no name)"
+        classname = self.hide(attrib.get("classname", "")).strip()[: limits.max_field_chars]
         suite = self.suites[-1][1] if self.suites else ""
         if outcome is Outcome.PASSED:
             self._keep(CaseResult(name, classname, suite, outcome, time_s))
@@ -399,7 +437,7 @@ class _Reader:
         location = locate(
             self.locator,
             f"{message}\n{details}",
-            file=attrib.get("file", ""),
+            file=self.hide(attrib.get("file", "")),
             line=_line_number(attrib.get("line")),
             hint=classname,
         )
@@ -515,9 +553,18 @@ class JUnitParser:
     """
 
     def __init__(
-        self, file: str, *, limits: ParseLimits | None = None, locator: Locator | None = None
+        self,
+        file: str,
+        *,
+        limits: ParseLimits | None = None,
+        locator: Locator | None = None,
+        masker: Masker | None = None,
     ) -> None:
+        """``masker``: the job's secrets, hidden in every name, message and text kept, and in the
+        problems, as they stand once parsed (character references resolved, CDATA sections and comments
+        gone); ``file`` is the caller's to mask."""
         self.file = file
+        self.masker = masker
         self.limits = limits or ParseLimits()
         # No interning: expat's own table of names is bounded by max_names; a dict of them need not be.
         self._expat = expat.ParserCreate(None, "}", intern=None)
@@ -527,6 +574,7 @@ class JUnitParser:
             self.limits,
             locator or Locator(),
             lambda: (parser.CurrentLineNumber, parser.CurrentColumnNumber + 1),
+            masker,
         )
         parser.buffer_text = True
         parser.buffer_size = _PIECE_BYTES
@@ -583,7 +631,12 @@ class JUnitParser:
                     f"{_size(limits.max_bytes)} were read, and only the tests complete in them are counted",
                 ),
             )
-        return self._reader.report(problems)
+        report = self._reader.report(problems)
+        if self.masker is None:
+            return report
+        # A DOCTYPE's or a root's name is the file's own words too.
+        hide = self._reader.hide
+        return replace(report, problems=tuple(replace(p, message=hide(p.message)) for p in report.problems))
 
     def _parse(self, data: bytes | memoryview, *, final: bool, quiet_end: bool = False) -> None:
         parser, reader = self._expat, self._reader
@@ -620,12 +673,14 @@ def parse_junit(
     limits: ParseLimits | None = None,
     locator: Locator | None = None,
     size: int | None = None,
+    masker: Masker | None = None,
 ) -> JUnitReport:
     """The tests of one JUnit XML file; never raises on bad input (its problems are in the report).
 
     ``file`` names it in problems; ``size`` is its whole size when the caller read only the first
-    ``max_bytes + 1`` bytes of it; ``locator`` makes the places failures name repository-relative.
+    ``max_bytes + 1`` bytes of it; ``locator`` makes the places failures name repository-relative;
+    ``masker`` hides the job's secrets (:class:`JUnitParser`).
     """
-    parser = JUnitParser(file, limits=limits, locator=locator)
+    parser = JUnitParser(file, limits=limits, locator=locator, masker=masker)
     parser.feed(data)
     return parser.report(size=max(size or 0, len(data)))
