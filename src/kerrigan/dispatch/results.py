@@ -15,6 +15,9 @@ never logged). The agent masks the bytes it sends, but a file can spell a value 
 (``&#118;pn…``, a CDATA section or a comment between two halves, ``&apos;``): only the parsed text has it
 whole. When a secret the job was handed can no longer be read (deleted since, or its key dropped), the file's
 tests are counted and nothing of their text is kept.
+
+``&withheld=1`` (no body): the runner host did not send the file, because once parsed it would show a
+secret setting of the host's devices file, which the server never sees; it is kept as a problem saying so.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES
 from kerrigan.core.manifest.paths import glob_problem
 from kerrigan.core.masking import Masker, SecretRefusedError
 from kerrigan.core.printable import is_printable
-from kerrigan.core.results import UPLOAD_LIMITS, JUnitParser, JUnitReport, Locator, ResultsProblem
+from kerrigan.core.results import UPLOAD_LIMITS, Counts, JUnitParser, JUnitReport, Locator, ResultsProblem
 from kerrigan.core.runner_fields import MAX_RESOURCE
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
 from kerrigan.store import jobs
@@ -79,12 +82,15 @@ class ResultsUpload:
                 raise ProtocolError(404, "not_found", str(exc)) from None
             if masker is not None:
                 path = masker.mask_all(path.encode()).decode()
-            parser = JUnitParser(path, limits=LIMITS, locator=Locator(workspace), masker=masker)
-            async with self._parsing:
-                received = await _parse(request, parser)
-                report = await asyncio.to_thread(parser.report, max(size or 0, received))
-            if unreadable is not None:
-                report = _counted_only(report, unreadable)
+            if request.query.get("withheld") == "1":  # its body, if any, is not read
+                report = _withheld(path)
+            else:
+                parser = JUnitParser(path, limits=LIMITS, locator=Locator(workspace), masker=masker)
+                async with self._parsing:
+                    received = await _parse(request, parser)
+                    report = await asyncio.to_thread(parser.report, max(size or 0, received))
+                if unreadable is not None:
+                    report = _counted_only(report, unreadable)
             try:
                 async with self.database.writing(), self.database.sessions() as session, session.begin():
                     if await result_count(session, job_id, excluding=path) >= MAX_FILES:
@@ -152,3 +158,13 @@ def _counted_only(report: JUnitReport, why: str) -> JUnitReport:
         "not be hidden in them",
     )
     return JUnitReport(report.file, (), report.counts, (problem,))
+
+
+def _withheld(path: str) -> JUnitReport:
+    """A file the runner host did not send: it would show a secret the server does not know to hide."""
+    problem = ResultsProblem(
+        path,
+        "not sent by the runner host: once parsed, its text shows a secret setting of the host's devices "
+        "file (secret_env), spelled so that the host could not hide it in the file's bytes",
+    )
+    return JUnitReport(path, (), Counts(), (problem,))

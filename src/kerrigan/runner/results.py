@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Final
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES, UPLOAD_MAX_BYTES, UPLOAD_MAX_FILES
+from kerrigan.core.masking import Masker
+from kerrigan.core.results import UPLOAD_LIMITS, Locator, parse_junit
 
 log = logging.getLogger(__name__)
 
@@ -71,3 +73,12 @@ def read_head(file: Path, limit: int = MAX_FILE_BYTES) -> tuple[bytes, int]:
         size = handle.seek(0, 2)
         handle.seek(0)
         return handle.read(limit), size
+
+
+def shows_secret(data: bytes, path: str, masker: Masker, workspace: str) -> bool:
+    """Whether a results file's text, parsed as the server parses it, would show one of ``masker``'s
+    secrets that its bytes do not: a value spelled with character references, or split by a CDATA section
+    or a comment. (The server hides the repository's secrets itself; the devices file's it never sees.)"""
+    locator = Locator(workspace)
+    plain = parse_junit(data, path, limits=UPLOAD_LIMITS, locator=locator)
+    return plain != parse_junit(data, path, limits=UPLOAD_LIMITS, locator=locator, masker=masker)
