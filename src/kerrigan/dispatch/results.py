@@ -31,7 +31,15 @@ from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES
 from kerrigan.core.manifest.paths import glob_problem
 from kerrigan.core.masking import Masker, SecretRefusedError
 from kerrigan.core.printable import is_printable
-from kerrigan.core.results import UPLOAD_LIMITS, Counts, JUnitParser, JUnitReport, Locator, ResultsProblem
+from kerrigan.core.results import (
+    UPLOAD_LIMITS,
+    Counts,
+    JUnitParser,
+    JUnitReport,
+    Locator,
+    ResultsProblem,
+    results_masker,
+)
 from kerrigan.core.runner_fields import MAX_RESOURCE
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
 from kerrigan.store import jobs
@@ -58,7 +66,7 @@ class ResultsUpload:
         """The masker of the secrets the job was handed (None when it was handed none)."""
         async with self.database.sessions() as session:
             values = await given_secrets(session, job_id, host, keys=self.protocol.secrets_keys)
-        return Masker.for_secrets(values) if values else None
+        return results_masker(values)
 
     def routes(self) -> list[web.RouteDef]:
         """The route, beside the protocol's own."""

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from typing import Any, Final
 
-from kerrigan.core.masking import Masker
+from kerrigan.core.results import results_masker
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
 from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, read_head, results_files, shows_secret
@@ -143,7 +143,7 @@ class Reporting(HostState):
         masker = self._masker_of(record)
         settings = self._given_device_secrets(record)
         # The server hides the repository's secrets in what it parses; the devices file's it does not know.
-        device_masker = Masker.for_secrets(settings) if settings else None
+        device_masker = results_masker(settings)
         for path, file in await asyncio.to_thread(results_files, workspace, globs):
             try:
                 data, size = await asyncio.to_thread(read_head, file)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kerrigan.core.masking import Masker
-from kerrigan.core.results import JUnitParser, JUnitReport, Locator, ParseLimits, parse_junit
+from kerrigan.core.masking import Masker, SecretRefusedError
+from kerrigan.core.results import JUnitParser, JUnitReport, Locator, ParseLimits, parse_junit, results_masker
 
 KEY = "vpn-key-5f2b9c1e7d3a"
 PASSWORD = "pa'ss\"w<rd>&42"
@@ -148,3 +148,29 @@ def test_a_secret_in_a_problem_is_hidden(data: bytes) -> None:
 def test_without_a_masker_nothing_is_hidden() -> None:
     data = f'<testsuite><testcase name="{decimal(KEY)}"/></testsuite>'.encode()
     assert parse_junit(data, "r.xml").cases[0].name == KEY
+
+
+PEM = "-----BEGIN KEY-----\r\nMIIEvQIBADANBgkqhkiG9w0B\r\nAQEFAASCBKcwggSjAgEAAoIB\r\n-----END KEY-----"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        '<testsuite><testcase name="t"><failure message="{}"/></testcase></testsuite>',
+        '<testsuite><testcase name="t"><failure>{}</failure></testcase></testsuite>',
+    ],
+    ids=["attribute: line ends become spaces", "text: line ends become line feeds"],
+)
+def test_a_multi_line_secret_written_as_it_is_is_hidden_as_xml_reads_its_line_ends(template: str) -> None:
+    masker = results_masker({"PEM": PEM})
+    assert masker is not None
+    report = parse_junit(template.format(PEM).encode(), "r.xml", masker=masker)
+    assert "-----BEGIN KEY-----" not in repr(report)  # the whole value, not only its long lines
+    assert "MIIEvQ" not in repr(report)
+
+
+def test_a_results_masker_keeps_refusing_a_value_too_short_to_mask() -> None:
+    assert results_masker({}) is None
+    assert results_masker({"A": "a\r\nbcdefg"}) is not None  # 9 bytes; its form with a line feed is 8
+    with pytest.raises(SecretRefusedError):
+        results_masker({"A": "short"})

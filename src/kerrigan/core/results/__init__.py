@@ -20,6 +20,7 @@ from kerrigan.core.results.parse import (
     ParseLimits,
     ResultsProblem,
     parse_junit,
+    results_masker,
 )
 from kerrigan.core.results.summary import (
     Annotation,
@@ -45,5 +46,6 @@ __all__ = [
     "failure_annotations",
     "parse_junit",
     "render_markdown",
+    "results_masker",
     "summarise",
 ]

@@ -35,7 +35,7 @@ import codecs
 import enum
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Final, NoReturn
 from xml.parsers import expat
@@ -43,7 +43,7 @@ from xml.parsers import expat
 from defusedxml import DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES
-from kerrigan.core.masking import Masker, OutputMasker
+from kerrigan.core.masking import MIN_SECRET_BYTES, Masker, OutputMasker
 from kerrigan.core.results.locations import Location, Locator, locate
 
 KIB: Final = 1 << 10
@@ -304,7 +304,7 @@ class _Reader:
         self.detailed = 0
         self.depth = 0
         self.elements = 0
-        self.names: set[str] = set()
+        self.names: set[int] = set()
         self.kept_chars = 0
         self.passed_full = False  # passed tests are no longer listed (their share of max_kept_chars is used)
         self.full = False  # no more tests are listed (max_cases or max_kept_chars)
@@ -336,9 +336,9 @@ class _Reader:
         if self.elements > limits.max_elements:
             self.stop(f"more than {limits.max_elements:,} elements")
         keys = attributes[::2]
-        names = self.names
-        names.add(tag)
-        names.update(keys)
+        names = self.names  # their hashes: expat keeps the names themselves, no need to twice
+        names.add(hash(tag))
+        names.update(map(hash, keys))
         if len(names) > limits.max_names:
             self.stop(f"more than {limits.max_names:,} different element and attribute names")
         attrib = dict(zip(keys, attributes[1::2], strict=True))
@@ -506,6 +506,23 @@ class _Reader:
                 )
             )
         return JUnitReport(self.file, tuple(self.cases), counts, tuple(problems))
+
+
+_LINE_ENDS: Final = re.compile(r"\r\n?")
+_ATTRIBUTE_SPACE: Final = re.compile(r"[\t\n]")
+
+
+def results_masker(secrets: Mapping[str, str]) -> Masker | None:
+    """The masker of a job's secrets (name to value) for what its results files say once parsed: each value,
+    and the forms XML gives a value written into a file as it is, its line ends read as line feeds (in text)
+    and then as spaces (in an attribute). None when there is nothing to hide."""
+    forms = dict(secrets)  # a value too short to mask is refused (SecretRefusedError), as ever
+    for name, value in secrets.items():
+        text = _LINE_ENDS.sub("\n", value)
+        for index, form in enumerate((text, _ATTRIBUTE_SPACE.sub(" ", text))):
+            if form != value and len(form.encode()) >= MIN_SECRET_BYTES:  # a shorter one: its lines are
+                forms[f"{name}\0{index}"] = form
+    return Masker.for_secrets(forms) if forms else None
 
 
 def _size(count: int) -> str:
