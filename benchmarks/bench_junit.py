@@ -13,16 +13,28 @@ reason, the rest passed. Measured, each the median of a few runs:
 
 Target (issue 15): 50,000 tests parsed and summed up in at most 1 s, on a 2-core machine.
 
+``--crafted`` measures hostile files instead (issue 25), each of the 16 MiB a job may send, each parsed with
+the server's limits in a process of its own: the process's peak resident memory (``ru_maxrss``) over what it
+held before the parse, the parse's tracemalloc peak, its time, the tests kept and the size of the JSON the
+store would keep. The shapes (:data:`CRAFTED`): one attribute of 16 MiB of wide characters; 1.3 million
+attributes on one element; suites nested 670,000 deep; other elements nested 2.3 million deep; 1.4 million
+empty tests; 50,000 tests with names and messages of 1,000 wide characters; one 16 MiB failure text.
+
     python benchmarks/bench_junit.py
     python benchmarks/bench_junit.py --quick
+    python benchmarks/bench_junit.py --crafted
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import resource
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
 import xml.etree.ElementTree as StandardElementTree
@@ -31,6 +43,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from defusedxml.ElementTree import fromstring as defused_fromstring
 
+from kerrigan.core.job_files import RESULTS_MAX_BYTES
 from kerrigan.core.results import (
     Locator,
     failure_annotations,
@@ -38,6 +51,8 @@ from kerrigan.core.results import (
     render_markdown,
     summarise,
 )
+from kerrigan.core.results.stored import report_json
+from kerrigan.dispatch.results import LIMITS
 
 TARGET_S = 1.0
 SUMMARY_LIMIT = 65_535
@@ -116,6 +131,105 @@ def report(tests: int, rng: random.Random) -> bytes:
     return "".join(parts).encode()
 
 
+def _fill(head: bytes, unit: bytes, tail: bytes, size: int) -> bytes:
+    """``head``, as many ``unit`` as fit in ``size`` bytes with ``tail``, then ``tail``."""
+    return head + unit * ((size - len(head) - len(tail)) // len(unit)) + tail
+
+
+def huge_attribute(size: int) -> bytes:
+    """One test whose name is the whole file, in characters of three bytes each (wider in memory)."""
+    return _fill(b'<testsuite><testcase name="', "\u20ac".encode(), b'"/></testsuite>', size)
+
+
+def many_attributes(size: int) -> bytes:
+    """One test with as many attributes as fit (expat hands them over as one dict)."""
+    head, tail = b"<testsuite><testcase ", b"/></testsuite>"
+    count = (size - len(head) - len(tail)) // 12
+    return head + b"".join(b'a%07d="" ' % index for index in range(count)) + tail
+
+
+def deep_suites(size: int) -> bytes:
+    """Suites inside suites, never closed (each a suite the reader keeps open)."""
+    return _fill(b"<testsuites>", b'<testsuite name="x">', b"", size)
+
+
+def deep_elements(size: int) -> bytes:
+    """Elements of no meaning inside each other, never closed (expat's own stack)."""
+    return _fill(b"<testsuites>", b"<a>", b"", size)
+
+
+def tiny_tests(size: int) -> bytes:
+    """As many empty tests as fit: an element every 11 bytes."""
+    return _fill(b"<testsuite>", b"<testcase/>", b"</testsuite>", size)
+
+
+def fat_tests(size: int) -> bytes:
+    """Failed tests whose name, class, message and type are each 1,000 wide characters (each is cut to
+    the limit of a field, and each is kept)."""
+    wide = "\u20ac" * 1000
+    unit = (
+        f'<testcase name="{wide}" classname="{wide}"><failure message="{wide}" type="{wide}">x</failure>'
+        "</testcase>"
+    ).encode()
+    return _fill(b"<testsuite>", unit, b"</testsuite>", size)
+
+
+def giant_text(size: int) -> bytes:
+    """One failure whose text is the whole file."""
+    return _fill(b'<testsuite><testcase name="t"><failure>', b"x", b"</failure></testcase></testsuite>", size)
+
+
+CRAFTED: dict[str, Callable[[int], bytes]] = {
+    "huge_attribute": huge_attribute,
+    "many_attributes": many_attributes,
+    "deep_suites": deep_suites,
+    "deep_elements": deep_elements,
+    "tiny_tests": tiny_tests,
+    "fat_tests": fat_tests,
+    "giant_text": giant_text,
+}
+
+
+def crafted_one(name: str) -> dict[str, object]:
+    """Parse one crafted file with the server's limits, in this process: what it cost."""
+    data = CRAFTED[name](RESULTS_MAX_BYTES)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()
+    started = time.perf_counter()
+    parsed = parse_junit(data, f"results/{name}.xml", limits=LIMITS)  # the server's, as it parses uploads
+    stored = json.dumps(report_json(parsed))
+    took = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "name": name,
+        "rss_growth_mib": (after - before) / 1024,
+        "tracemalloc_peak_mib": peak / (1 << 20),
+        "seconds": took,
+        "kept": len(parsed.cases),
+        "counted": parsed.counts.total,
+        "stored_kib": len(stored.encode()) / 1024,
+        "problem": str(parsed.problems[0]) if parsed.problems else "",
+    }
+
+
+def crafted() -> None:
+    """Each crafted shape in a process of its own (so that one's peak is not another's)."""
+    print(f"crafted files of {RESULTS_MAX_BYTES >> 20} MiB, the server's limits; each in its own process")
+    heads = ("RSS growth", "tracemalloc", "time", "kept", "stored")
+    print(f"{'shape':<16} {heads[0]:>10} {heads[1]:>11} {heads[2]:>7} {heads[3]:>7} {heads[4]:>10}  problem")
+    for name in CRAFTED:
+        answer = subprocess.run(  # noqa: S603 -- this script, with a name of its own list
+            [sys.executable, __file__, "--crafted-one", name], capture_output=True, text=True, check=True
+        )
+        row = json.loads(answer.stdout)
+        print(
+            f"{name:<16} {row['rss_growth_mib']:7.0f} MiB {row['tracemalloc_peak_mib']:8.0f} MiB "
+            f"{row['seconds']:5.1f} s {row['kept']:7,} {row['stored_kib']:7,.0f} KiB  {row['problem'][:90]}"
+        )
+
+
 def whole_path(data: bytes) -> tuple[int, int, int]:
     """Parse, sum up, render and annotate: (tests, summary bytes, annotations)."""
     parsed = parse_junit(data, "results/hil.xml", locator=Locator(WORKSPACE))
@@ -150,7 +264,15 @@ def main() -> None:
     """Run the benchmark and print the figures and whether the target is met."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5,000 tests instead of 50,000")
+    parser.add_argument("--crafted", action="store_true", help="hostile files: memory, not speed")
+    parser.add_argument("--crafted-one", choices=sorted(CRAFTED), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.crafted_one:
+        print(json.dumps(crafted_one(args.crafted_one)))
+        return
+    if args.crafted:
+        crafted()
+        return
     tests, runs = (5_000, 3) if args.quick else (50_000, 5)
     data = report(tests, random.Random(15))
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (other work slows the figures)")

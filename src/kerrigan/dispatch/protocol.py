@@ -89,6 +89,8 @@ def _offer_json(
         "env": dict(offer.env),
         "results": list(offer.results),
         "secrets": list(offer.secrets),  # names: the values come with the accept
+        # Whether the job may have secrets: the devices file's secret_env goes only to those that may.
+        "secrets_allowed": offer.secrets_allowed,
         "artifacts": dict(offer.artifacts),
         "claim": {"vcpus": offer.vcpus},
         "timeout_s": offer.timeout_s,

@@ -1,14 +1,18 @@
 """Which of its devices a runner host really has: ``kerrigan runner --devices-file devices.yml``.
 
 The file maps device ids to how the agent finds each one (``present_if``: a path that exists while the
-device is there, or a command that exits 0) and to private settings its jobs get as environment
-(``env``), which the person holding a reservation of the device is shown too, unless ``holder_sees``
-lists fewer::
+device is there, or a command that exits 0) and to private settings its jobs get as environment:
+``env``, which every job on the device gets (a fork's approved without secrets too) and the person holding
+a reservation of the device is shown, unless ``holder_sees`` lists fewer; and ``secret_env``, which only a
+job that may have secrets gets (a push's, a same-repository pull request's, a fork's approved with
+``/kerrigan approve secrets``), masked in its output and results like a repository's secrets, and never
+shown to a holder::
 
     devices:
       modalix-bluebox:
         present_if: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0
         env: {KERRIGAN_SERIAL: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0, POWER_OUTLET: pdu-3:7}
+        secret_env: {PDU_PASSWORD: "correct horse battery"}
         holder_sees: [KERRIGAN_SERIAL, POWER_OUTLET]
       modalix-redbox:
         present_if: {command: [/opt/lab/bin/probe, redbox], timeout_s: 10}
@@ -36,6 +40,7 @@ from typing import Final, Literal
 
 import yaml
 
+from kerrigan.core.masking import MIN_SECRET_BYTES
 from kerrigan.core.quoting import quote
 from kerrigan.core.runner_fields import MAX_SETTINGS, MAX_TEXT
 from kerrigan.core.yamlsource import SourceReader, describe, is_null, join_field
@@ -102,6 +107,8 @@ class DeviceEntry:
     env: Mapping[str, str] = field(default_factory=dict)
     # The names of ``env`` shown to the person holding a reservation of the device (None: all of them).
     holder_sees: tuple[str, ...] | None = None
+    # Only for jobs that may have secrets, masked like them; never in a ``repr``.
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def holder_settings(self) -> dict[str, str]:
@@ -178,7 +185,7 @@ def _read(r: SourceReader, text: str) -> dict[str, DeviceEntry]:
 
 
 def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
-    entries = r.mapping(node, where, ("present_if", "env", "holder_sees"))
+    entries = r.mapping(node, where, ("present_if", "env", "secret_env", "holder_sees"))
     if entries is None:
         return None
     present_if = None
@@ -186,10 +193,15 @@ def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
         present_if = _present_if(r, entries["present_if"][1], join_field(where, "present_if"))
     env_field = join_field(where, "env")
     env, value_nodes = _env(r, entries["env"][1], env_field) if "env" in entries else ({}, {})
+    secret_env = {}
+    if "secret_env" in entries:
+        secret_env = _secret_env(r, entries["secret_env"][1], join_field(where, "secret_env"), env)
     holder_sees = None
     if "holder_sees" in entries:
-        holder_sees = _holder_sees(r, entries["holder_sees"][1], join_field(where, "holder_sees"), env)
-    entry = DeviceEntry(present_if, env, holder_sees)
+        holder_sees = _holder_sees(
+            r, entries["holder_sees"][1], join_field(where, "holder_sees"), env, secret_env
+        )
+    entry = DeviceEntry(present_if, env, holder_sees, secret_env)
     # What the holder is shown goes to the server, whose limits are the runner protocol's: found here, in
     # the file, rather than as a refusal the holder would only see as settings that never come.
     shown = entry.holder_settings
@@ -212,11 +224,19 @@ def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
     return entry
 
 
-def _holder_sees(r: SourceReader, node: yaml.Node, where: str, env: Mapping[str, str]) -> tuple[str, ...]:
+def _holder_sees(
+    r: SourceReader, node: yaml.Node, where: str, env: Mapping[str, str], secret_env: Mapping[str, str]
+) -> tuple[str, ...]:
     """Which of ``env`` a reservation's holder is shown: a list of its names (``[]``: none)."""
     names: dict[str, None] = {}
     for item, item_field, name in r.strings(node, where, scalar_ok=False):
-        if name not in env:
+        if name in secret_env:
+            r.error(
+                item,
+                item_field,
+                f"{quote(name)} is a secret_env name: a reservation's holder is never shown those",
+            )
+        elif name not in env:
             r.error(item, item_field, f"{quote(name)} is not one of this device's env names")
         elif name in names:
             r.error(item, item_field, f"{quote(name)} is listed twice")
@@ -297,6 +317,38 @@ def _env(r: SourceReader, node: yaml.Node, where: str) -> tuple[dict[str, str], 
         env[name] = value
         nodes[name] = value_node
     return env, nodes
+
+
+def _secret_env(r: SourceReader, node: yaml.Node, where: str, env: Mapping[str, str]) -> dict[str, str]:
+    """The secret settings' names to values: named as ``env``'s are, not also in ``env``, each long enough
+    to be masked. A problem names the setting and its size, never its value."""
+    entries = r.mapping(node, where)
+    found = {}
+    for name, (key_node, value_node) in (entries or {}).items():
+        name_field = join_field(where, name)
+        problem = env_name_problem(name)
+        if problem is None and name in env:
+            problem = f"{quote(name)} is in env too: a setting is either for every job (env) or secret"
+        if problem is not None:
+            r.error(key_node, name_field, problem)
+            continue
+        value = r.string(value_node, name_field)
+        if value is None:
+            continue
+        if "\0" in value:
+            r.error(value_node, name_field, "must not hold a NUL character")
+            continue
+        size = len(value.encode("utf-8"))
+        if size < MIN_SECRET_BYTES:
+            r.error(
+                value_node,
+                name_field,
+                f"is {size} bytes long; a secret setting needs at least {MIN_SECRET_BYTES}, or it could "
+                "not be masked in a job's output",
+            )
+            continue
+        found[name] = value
+    return found
 
 
 def env_name_problem(name: str) -> str | None:
@@ -387,6 +439,12 @@ class DevicePresence:
         """The settings a job on the device gets as environment (none for a device not in the file)."""
         entry = self.entries.get(device_id)
         return entry.env if entry is not None else {}
+
+    def secret_env(self, device_id: str) -> Mapping[str, str]:
+        """The secret settings a job on the device gets when it may have secrets (none for a device not in
+        the file)."""
+        entry = self.entries.get(device_id)
+        return entry.secret_env if entry is not None else {}
 
     def holder_settings(self, device_id: str) -> dict[str, str]:
         """The settings the person holding a reservation of the device is shown (none for a device not in

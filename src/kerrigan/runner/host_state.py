@@ -17,7 +17,7 @@ import html
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ import aiohttp
 import structlog
 
 from kerrigan.core.cpus import CpuAllocator
+from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.masking import Masker, secret_problem
 from kerrigan.runner.devices_file import DevicePresence
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
@@ -40,6 +41,29 @@ from kerrigan.runner.workspaces import WorkspaceStore
 log = logging.getLogger(__name__)
 
 TOKEN_REVOKE_RETRY_S: Final = 30.0  # a token not revoked by then expires on its own within the hour
+
+
+def offer_roles(offer: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """A gang offer's devices whose role is a role name (a server sends no other; anything else is
+    passed over rather than made into a variable name)."""
+    devices = offer.get("devices")
+    if not isinstance(devices, list):
+        return []
+    return [
+        device
+        for device in devices
+        if isinstance(device, dict) and isinstance(device.get("role"), str) and is_role_name(device["role"])
+    ]
+
+
+def gang_roles(offer: Mapping[str, object]) -> list[tuple[str, str]]:
+    """(role, device) of a gang offer's devices, in role order; empty for a job of one device."""
+    return [(str(device["role"]), str(device.get("id", ""))) for device in offer_roles(offer)]
+
+
+def may_have_secrets(offer: Mapping[str, object]) -> bool:
+    """Whether the offer says the job may have secrets (an older server says nothing: it may not)."""
+    return offer.get("secrets_allowed") is True
 
 
 class HostState:
@@ -84,7 +108,8 @@ class HostState:
         self.capabilities: frozenset[str] = frozenset()  # what registration agreed on
         self._credentials: dict[str, dict[str, Any]] = {}  # job -> its GitHub token; in memory only
         self._issued: dict[str, dict[str, str]] = {}  # job -> every token it was handed -> its API
-        # job -> the secrets its accept handed out, and their masker: in memory only, never on disk
+        # job -> the secrets its accept handed out, and the masker of what it was handed (those and its
+        # devices' secret_env): in memory only, never on disk
         self._secrets: dict[str, dict[str, str]] = {}
         self._maskers: dict[str, Masker] = {}
         self._revoking: set[asyncio.Task[None]] = set()
@@ -180,17 +205,45 @@ class HostState:
             log.warning("job %s: secrets %s cannot be masked; the command does not get them", job_id, refused)
             secrets = {name: value for name, value in secrets.items() if name not in refused}
         self._secrets[job_id] = secrets
-        # Each value as written, and as it stands XML-escaped in a JUnit file (in text and in attributes).
-        escaped = {
-            f"{name}\0{quote}": html.escape(value, quote=quote)
-            for name, value in secrets.items()
-            for quote in (False, True)
-        }
-        self._maskers[job_id] = Masker.for_secrets(secrets | escaped)
+        self._maskers.pop(job_id, None)  # made again with these
 
     def _needs_secrets(self, record: JobRecord) -> bool:
         """Whether the job names secrets this agent does not hold (it restarted since the accept)."""
-        return bool(record.offer.get("secrets")) and record.id not in self._maskers
+        return bool(record.offer.get("secrets")) and record.id not in self._secrets
+
+    def _device_settings(self, record: JobRecord, *, secret: bool) -> dict[str, str]:
+        """The devices file's settings for the job: its device's ``env`` (``secret_env`` with ``secret``)
+        under their own names, and each gang role's under ``KERRIGAN_DEVICE_<ROLE>_``."""
+        settings = self.presence.secret_env if secret else self.presence.env
+        found = dict(settings(str(record.offer.get("device", ""))))
+        for role, device in gang_roles(record.offer):
+            found.update(
+                {f"KERRIGAN_DEVICE_{role.upper()}_{name}": v for name, v in settings(device).items()}
+            )
+        return found
+
+    def _given_device_secrets(self, record: JobRecord) -> dict[str, str]:
+        """The devices file's secret settings the job is given: none unless it may have secrets."""
+        return self._device_settings(record, secret=True) if may_have_secrets(record.offer) else {}
+
+    def _masker_of(self, record: JobRecord) -> Masker | None:
+        """The masker of every secret value the job was handed (the accept's secrets, and its devices'
+        ``secret_env`` when it may have secrets), as written and as it stands XML-escaped in a JUnit file
+        (in text and in attributes); None when it was handed none. Nothing it was not handed is masked:
+        stars would tell it which of its guesses is a value."""
+        masker = self._maskers.get(record.id)
+        if masker is None:
+            values = {f"secret {name}": value for name, value in self._secrets.get(record.id, {}).items()}
+            values |= {f"setting {name}": value for name, value in self._given_device_secrets(record).items()}
+            if not values:
+                return None
+            escaped = {
+                f"{name}\0{quote}": html.escape(value, quote=quote)
+                for name, value in values.items()
+                for quote in (False, True)
+            }
+            masker = self._maskers[record.id] = Masker.for_secrets(values | escaped)
+        return masker
 
     def _revoke_tokens(self, job_id: str) -> None:
         """The job is over on this host: forget its tokens and secrets and revoke the tokens at GitHub,

@@ -25,8 +25,8 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
-from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.variable_names import name_problem
+from kerrigan.runner.host_state import may_have_secrets, offer_roles
 from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
 from kerrigan.runner.isolation.users import SHARED_WRITABLE, give_to, remove_owned, take_back
@@ -82,28 +82,10 @@ def job_environment(
     return env
 
 
-def _roles(offer: Mapping[str, object]) -> list[Mapping[str, object]]:
-    """A gang offer's devices whose role is a role name (a server sends no other; anything else is
-    passed over rather than made into a variable name)."""
-    devices = offer.get("devices")
-    if not isinstance(devices, list):
-        return []
-    return [
-        device
-        for device in devices
-        if isinstance(device, dict) and isinstance(device.get("role"), str) and is_role_name(device["role"])
-    ]
-
-
-def gang_roles(offer: Mapping[str, object]) -> list[tuple[str, str]]:
-    """(role, device) of a gang offer's devices, in role order; empty for a job of one device."""
-    return [(str(device["role"]), str(device.get("id", ""))) for device in _roles(offer)]
-
-
 def gang_environment(offer: Mapping[str, object]) -> dict[str, str]:
     """A gang job's devices by role: ``KERRIGAN_DEVICE_<ROLE>_ID``, ``_BOARD`` and ``_LABELS`` for each,
     and all of them as ``KERRIGAN_DEVICES_JSON``; nothing for a job of one device."""
-    devices = _roles(offer)
+    devices = offer_roles(offer)
     if not devices:
         return {}
     env: dict[str, str] = {}
@@ -245,11 +227,15 @@ class Processes(Reporting):
                     f"kerrigan: secrets {', '.join(map(str, withheld))} are not given to this job: a fork's "
                     "pull request gets them only when approved with `/kerrigan approve secrets`\n"
                 )
-        env.update(self.presence.env(str(record.offer.get("device", ""))))  # the devices file's settings
-        for role, device in gang_roles(record.offer):  # and each role's, under its role's name
-            env.update(
-                {f"KERRIGAN_DEVICE_{role.upper()}_{k}": v for k, v in self.presence.env(device).items()}
-            )
+        env.update(self._device_settings(record, secret=False))  # the devices file's, for every job
+        if may_have_secrets(record.offer):
+            env.update(self._device_settings(record, secret=True))  # masked in its output (_masker_of)
+        elif kept := sorted(self._device_settings(record, secret=True)):
+            with self.records.output_path(record.id).open("a", encoding="utf-8") as output:
+                output.write(
+                    f"kerrigan: the devices file's secret_env {', '.join(kept)} is not given to this job: a "
+                    "fork's pull request gets it only when approved with `/kerrigan approve secrets`\n"
+                )
         env.update(gang_environment(record.offer))  # a setting named like a role's own variable loses
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)

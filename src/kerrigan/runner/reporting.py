@@ -15,9 +15,17 @@ import contextlib
 import logging
 from typing import Any, Final
 
+from kerrigan.core.results import results_masker
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
-from kerrigan.runner.results import MAX_UPLOAD_BYTES, MAX_UPLOADS, open_job_file, read_head, results_files
+from kerrigan.runner.results import (
+    MAX_UPLOAD_BYTES,
+    MAX_UPLOADS,
+    open_job_file,
+    read_head,
+    results_files,
+    shows_secret,
+)
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
@@ -44,7 +52,7 @@ class Reporting(HostState):
                 log.warning("job %s: its secrets are no longer given; no more output is sent", record.id)
                 self._mark_output_cut(record)
                 return True
-        masker = self._maskers.get(record.id)
+        masker = self._masker_of(record)
         if await asyncio.to_thread(self.records.cut_pages, record, final, masker):
             self.records.save(record)
         while record.uploaded < record.next_page:
@@ -121,7 +129,7 @@ class Reporting(HostState):
         if not self._output_cut(record) or self._needs_secrets(record):
             # A cut job's log is the only whole copy of its output, kept; but never with secrets in clear.
             self.records.drop_output(record)
-        elif (masker := self._maskers.get(record.id)) is not None:  # kept: without its secrets
+        elif (masker := self._masker_of(record)) is not None:  # kept: without its secrets
             await asyncio.to_thread(self.records.mask_output, record, masker)
         record.state, record.ended_at = "ended", self.clock()
         record.exit_status, record.outcome, record.accounting = exit_status, outcome, accounting
@@ -143,13 +151,29 @@ class Reporting(HostState):
         if not globs or not record.workspace:
             return
         workspace = self.workspaces.path(record.workspace)
-        masker = self._maskers.get(record.id)
+        masker = self._masker_of(record)
+        settings = self._given_device_secrets(record)
+        # The server hides the repository's secrets in what it parses; the devices file's it does not know.
+        device_masker = results_masker(settings)
         for path in await asyncio.to_thread(results_files, workspace, globs):
             try:
                 data, size = await asyncio.to_thread(read_head, workspace, path, record.user)
                 if masker is not None:  # its failures' text reaches the check run and its annotations
                     data = await asyncio.to_thread(masker.mask_all, data)
-                answer = await self.server.results(record.id, path, data, size, str(workspace))
+                withheld = device_masker is not None and await asyncio.to_thread(
+                    shows_secret, data, path, device_masker, str(workspace)
+                )
+                if withheld:
+                    log.warning(
+                        "job %s: results file %s is not sent: once parsed, it shows a secret_env setting of "
+                        "the devices file that its bytes do not",
+                        record.id,
+                        path,
+                    )
+                    data = b""
+                answer = await self.server.results(
+                    record.id, path, data, size, str(workspace), withheld=withheld
+                )
             except OSError as err:
                 log.warning("job %s: results file %s not read: %s", record.id, path, err)
                 continue

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES, RESULTS_MAX_FILES, UPLOAD_MAX_BYTES, UPLOAD_MAX_FILES
+from kerrigan.core.masking import Masker
+from kerrigan.core.results import UPLOAD_LIMITS, Locator, parse_junit
 
 log = logging.getLogger(__name__)
 
@@ -205,3 +207,12 @@ def _open_step(name: str, flags: int, folder: int | None, path: str) -> int:
             link = False
         what = "a symbolic link" if link else "not a folder"
         raise JobFileRefusedError(f"{path}: {name} is {what}") from None
+
+
+def shows_secret(data: bytes, path: str, masker: Masker, workspace: str) -> bool:
+    """Whether a results file's text, parsed as the server parses it, would show one of ``masker``'s
+    secrets that its bytes do not: a value spelled with character references, or split by a CDATA section
+    or a comment. (The server hides the repository's secrets itself; the devices file's it never sees.)"""
+    locator = Locator(workspace)
+    plain = parse_junit(data, path, limits=UPLOAD_LIMITS, locator=locator)
+    return plain != parse_junit(data, path, limits=UPLOAD_LIMITS, locator=locator, masker=masker)

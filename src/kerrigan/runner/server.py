@@ -167,9 +167,14 @@ class ServerClient:
         )
         return bool(answer.get("recorded"))
 
-    async def results(self, job_id: str, path: str, data: bytes, size: int, workspace: str) -> dict[str, Any]:
-        """Send one results file of the job (its first bytes, ``size`` in all); its counts."""
-        query = urlencode({"path": path, "size": size, "workspace": workspace})
+    async def results(
+        self, job_id: str, path: str, data: bytes, size: int, workspace: str, *, withheld: bool = False
+    ) -> dict[str, Any]:
+        """Send one results file of the job (its first bytes, ``size`` in all); its counts. ``withheld``:
+        send no bytes, only that the file is not sent (it would show a secret the server cannot hide)."""
+        query = urlencode(
+            {"path": path, "size": size, "workspace": workspace} | ({"withheld": 1} if withheld else {})
+        )
         return await self.call(
             "POST", f"/jobs/{job_id}/results?{query}", data=data, timeout_s=120.0, retry_timeout_s=60.0
         )

@@ -75,6 +75,8 @@ class Offer:
     secrets: tuple[str, ...] = ()  # the names of the secrets its accept hands out
     artifacts: Mapping[str, Any] = field(default_factory=dict)  # the manifest's artifacts
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device), in role order; device_id the first
+    # Whether the job may have secrets: a fork's session only when approved with `/kerrigan approve secrets`.
+    secrets_allowed: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,7 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
             tuple(job.secrets or ()),
             dict(job.artifacts or {}),
             roles_of(job.devices),
+            run.secrets_allowed,
         )
         for job, run, device in rows
     ]

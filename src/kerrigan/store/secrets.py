@@ -324,6 +324,28 @@ async def hand_secrets(
     return JobSecrets(values)
 
 
+async def given_secrets(
+    session: AsyncSession, job_id: str, host: str, *, keys: tuple[str, ...]
+) -> dict[str, str]:
+    """The values of the secrets the job ``host`` runs (or ran) was handed: what nothing it sends back may
+    show. Empty for a job that names none or was handed none (a fork's session approved without
+    ``secrets``); a :class:`SecretsKeyError` naming the secret when one it was handed can no longer be read
+    (deleted since, or its key dropped), never a value; ``NotYoursError`` for another host's job."""
+    job = await owned_job(session, job_id, host)
+    names = list(job.secrets or ())
+    if not names:
+        return {}
+    run = await session.get(SessionRow, job.session_pk)
+    assert run is not None
+    if not run.secrets_allowed:
+        return {}
+    values = await secrets_for(session, run.repository, names, keys=Keyring(keys))
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise SecretsKeyError(f"secret {', '.join(missing)} of {run.repository} is no longer set")
+    return values
+
+
 async def _refuse(session: AsyncSession, job: JobRow, at: datetime, reason: str, detail: str) -> bool:
     if job.state != JobState.ACCEPTED:
         return False  # running already (a restarted agent asking again): it keeps what it has

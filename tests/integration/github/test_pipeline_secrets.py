@@ -4,6 +4,7 @@ host after the job; a secret named but not set fails the job before it starts, n
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Any, Final
 
@@ -14,10 +15,10 @@ from sqlalchemy import select
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
 from kerrigan.store.installations import add_repositories, find_repository, upsert_installation
-from kerrigan.store.models import JobLogRow
+from kerrigan.store.models import JobLogRow, JobResultRow
 from kerrigan.store.secrets import Keyring, delete_secret, set_secret
 from kerrigan.testing.github import GitHubStandIn
-from tests.integration.github.conftest import REPO, Harness, StartApp, settings_for
+from tests.integration.github.conftest import REPO, Harness, StartApp, push_payload, settings_for
 from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
 from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
 
@@ -144,3 +145,122 @@ async def test_a_secret_deleted_after_the_push_still_fails_the_job_before_it_sta
         == "secret LAB_VPN_KEY is not set for octo/firmware: `kerrigan secrets set octo/firmware LAB_VPN_KEY`"
     )
     assert "secret LAB_VPN_KEY is not set" in final["output"]["summary"]
+
+
+PASS: Final = "pa'ss\"w<rd>&42"  # a test's secret, with every character XML escapes
+ENCODED_MANIFEST: Final = MANIFEST.replace("secrets: [lab_vpn_key]", "secrets: [lab_vpn_key, lab_pass]")
+# The values written as XML lets one write them: character references, split by CDATA sections and
+# comments, the named entities (&apos; is one the agent's escaped forms do not cover).
+ENCODED: Final = """\
+#!/bin/sh
+mkdir -p results
+python3 - <<'PY'
+import os
+key, password = os.environ["LAB_VPN_KEY"], os.environ["LAB_PASS"]
+half = len(key) // 2
+decimal = "".join(f"&#{ord(c)};" for c in key)
+hexadecimal = "".join(f"&#x{ord(c):x};" for c in key)
+named = password.replace("&", "&amp;").replace("'", "&apos;").replace('"', "&quot;").replace("<", "&lt;")
+named = named.replace(">", "&gt;")
+text = f"<![CDATA[{key[:half]}]]><![CDATA[{key[half:]}]]> {key[:half]}<!-- -->{key[half:]} {named}"
+with open("results/encoded.xml", "w") as results:
+    results.write(
+        f'<testsuite name="{decimal}"><testcase classname="{hexadecimal}" name="{decimal}">'
+        f'<failure message="{named} {decimal}" type="{named}">{text}</failure>'
+        f"<system-out>{text}</system-out><system-err>{named}</system-err></testcase>"
+        f'<testcase name="t2"><skipped message="{hexadecimal}"/></testcase></testsuite>'
+    )
+PY
+"""
+
+
+def strings_in(value: Any) -> list[str]:
+    """Every string in a JSON document, keys too."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(text for item in value.values() for text in strings_in(item))]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in strings_in(item)]
+    return []
+
+
+async def test_secrets_written_as_xml_encodes_them_are_masked_once_the_file_is_parsed(
+    lab_db: Database, github: GitHubStandIn, start_app: StartApp, agents: AgentFactory
+) -> None:
+    client = await start_app(settings_for(lab_db, github, secrets_keys=(KEY,), public_read=True))
+    harness = Harness(client, github, lab_db)
+    async with lab_db.sessions() as session, session.begin():
+        installation = await upsert_installation(session, 77, "octo", lab_db.clock())
+        await add_repositories(session, installation, [(4242, REPO)])
+        repository = await find_repository(session, REPO)
+        for name, value in (("LAB_VPN_KEY", VALUE), ("LAB_PASS", PASS)):
+            await set_secret(
+                session, Keyring((KEY,)), repository, name, value, change=Change("alice", lab_db.clock())
+            )
+    await start_both(harness, agents)
+    [run] = await harness.push_commit(
+        {".kerrigan/workflows/secret.yml": ENCODED_MANIFEST, "scripts/vpn.sh": ENCODED}
+    )
+    await completed(harness, run)
+    async with lab_db.sessions() as session:
+        stored = (await session.scalars(select(JobResultRow.report))).all()
+    sent = [request.body for request in github.requests if "check-runs" in request.path]
+    [session] = await harness.sessions()
+    answer = await client.get(f"/sessions/{session.id}")
+    assert answer.status == 200
+    page = html.unescape(await answer.text())
+    for value in (VALUE, PASS):
+        assert not [text for text in strings_in(stored) if value in text], "in job_results"
+        assert not [text for text in strings_in(sent) if value in text], "sent to GitHub"
+        assert value not in page, "on the session page"
+    [report] = stored
+    assert [case["n"] for case in report["cases"]] == ["***", "t2"]  # read, and masked
+    assert report["cases"][0]["m"] == "*** ***"
+    assert "*** *** ***" in report["cases"][0]["d"]
+
+
+WAITS: Final = """\
+#!/bin/sh
+mkdir -p results
+printf '<testsuite><testcase name="%s"><failure message="%s"/></testcase></testsuite>' \\
+  "$LAB_VPN_KEY" "$LAB_VPN_KEY" > results/key.xml
+while [ ! -e go ]; do sleep 0.1; done
+"""
+
+
+async def test_results_of_a_job_whose_secret_was_deleted_meanwhile_keep_counts_and_no_text(
+    harness: Harness, agents: AgentFactory, tmp_path: Path
+) -> None:
+    await set_vpn_key(harness)
+    await start_both(harness, agents)
+    github = harness.github
+    github.add_commit(REPO, "b" * 40, {".kerrigan/workflows/secret.yml": MANIFEST, "scripts/vpn.sh": WAITS})
+    assert await harness.deliver("push", push_payload("b" * 40)) == 202
+
+    async def waiting() -> bool:
+        return bool(list(tmp_path.glob("*/workspaces/*/results/key.xml")))
+
+    await harness.wait_until(waiting)
+    database = harness.database
+    async with database.sessions() as session, session.begin():
+        repository = await find_repository(session, REPO)
+        await delete_secret(session, repository, "LAB_VPN_KEY", Change("alice", database.clock()))
+    [results] = list(tmp_path.glob("*/workspaces/*/results/key.xml"))
+    (results.parent.parent / "go").touch()
+    await harness.settle()
+    [run] = list(github.check_runs.values())
+    await completed(harness, run)
+    async with database.sessions() as session:
+        [report] = (await session.scalars(select(JobResultRow.report))).all()
+    assert report["counts"][:2] == [0, 1]
+    assert report["cases"] == []
+    assert report["problems"] == [
+        [
+            "the tests are counted, and none of their names or text kept: secret LAB_VPN_KEY of "
+            "octo/firmware is no longer set, so the job's secrets could not be hidden in them",
+            None,
+            None,
+        ]
+    ]
+    assert VALUE not in str(github.check_runs)

@@ -648,3 +648,74 @@ def test_a_long_or_many_env_a_holder_is_not_shown_is_kept_for_jobs() -> None:
     [(device_id, entry)] = parse_devices_file(text, "devices.yml").devices.items()
     assert (device_id, len(entry.env), entry.env["CERT"]) == ("a", 301, "c" * 5000)
     assert entry.holder_settings == {"V1": "x"}
+
+
+# -- secret_env: settings only for jobs that may have secrets ----------------------------------------------
+
+PDU_PASSWORD = "correct horse battery"
+SECRET_ENV = f"""\
+devices:
+  blue:
+    env: {{POWER_OUTLET: pdu-3:7}}
+    secret_env: {{PDU_PASSWORD: "{PDU_PASSWORD}", PDU_USER: lab-admin}}
+"""
+
+
+def test_secret_env_is_read_apart_from_env_and_never_shown_in_a_repr() -> None:
+    entry = parse_devices_file(SECRET_ENV, "devices.yml").devices["blue"]
+    assert entry.env == {"POWER_OUTLET": "pdu-3:7"}
+    assert entry.secret_env == {"PDU_PASSWORD": PDU_PASSWORD, "PDU_USER": "lab-admin"}
+    assert entry.holder_settings == {"POWER_OUTLET": "pdu-3:7"}  # a holder is never shown them
+    assert PDU_PASSWORD not in repr(entry)
+    presence = presence_of(blue=entry)
+    assert presence.secret_env("blue") == entry.secret_env
+    assert presence.secret_env("not-in-the-file") == {}
+    assert DevicePresence(None).secret_env("blue") == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "devices:\n  a:\n    secret_env: {PDU_PASSWORD: hunter2}\n",
+            "devices.yml:3:32: devices.a.secret_env.PDU_PASSWORD: is 7 bytes long; a secret setting needs at "
+            "least 8, or it could not be masked in a job's output",
+        ),
+        (
+            "devices:\n  a:\n    secret_env: {PDU_PASSWORD: ''}\n",
+            "devices.yml:3:32: devices.a.secret_env.PDU_PASSWORD: must not be empty",
+        ),
+        (
+            "devices:\n  a:\n    env: {PDU_PASSWORD: x}\n    secret_env: {PDU_PASSWORD: long-enough}\n",
+            "devices.yml:4:18: devices.a.secret_env.PDU_PASSWORD: 'PDU_PASSWORD' is in env too: a setting is "
+            "either for every job (env) or secret",
+        ),
+        (
+            "devices:\n  a:\n    secret_env: {GITHUB_TOKEN: long-enough}\n",
+            "devices.yml:3:18: devices.a.secret_env.GITHUB_TOKEN: names starting GITHUB_ are the agent's "
+            "own, for every job; choose another name",
+        ),
+        (
+            "devices:\n  a:\n    secret_env: [PDU_PASSWORD=long-enough]\n",
+            "devices.yml:3:17: devices.a.secret_env: must be a mapping, not a list",
+        ),
+        (
+            'devices:\n  a:\n    secret_env: {PDU_PASSWORD: "long\\0enough"}\n',
+            "devices.yml:3:32: devices.a.secret_env.PDU_PASSWORD: must not hold a NUL character",
+        ),
+        (
+            f"{SECRET_ENV}    holder_sees: [POWER_OUTLET, PDU_PASSWORD]\n",
+            "devices.yml:5:33: devices.blue.holder_sees[1]: 'PDU_PASSWORD' is a secret_env name: a "
+            "reservation's holder is never shown those",
+        ),
+    ],
+    ids=["short", "empty", "in env too", "agent's name", "not a mapping", "NUL", "holder_sees"],
+)
+def test_a_bad_secret_env_is_one_line_naming_the_file_line_and_field_never_the_value(
+    text: str, said: str
+) -> None:
+    with pytest.raises(DevicesFileError) as raised:
+        parse_devices_file(text, "devices.yml")
+    assert str(raised.value) == said
+    for value in ("hunter2", "long-enough", PDU_PASSWORD):
+        assert value not in str(raised.value)

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from kerrigan.core.masking import Masker
+from kerrigan.runner.host_state import may_have_secrets
 from kerrigan.runner.isolation.users import give_to
-from kerrigan.runner.results import JobFileRefusedError, open_job_file, results_files
+from kerrigan.runner.results import JobFileRefusedError, open_job_file, results_files, shows_secret
 
 JOB_UID = 61170  # in the job users' range, held by no live job of this test
 
@@ -133,3 +135,29 @@ def test_a_file_or_folder_not_named_in_utf8_is_passed_over(tmp_path: Path) -> No
     (tmp_path / odd).mkdir()
     (tmp_path / odd / "deep.xml").write_text("x")
     assert names(tmp_path, "**/*.xml") == ["results/own.xml"]
+
+
+PASSWORD = "pdu-pass-9c4e1a77"
+
+
+@pytest.mark.parametrize(
+    ("written", "shows"),
+    [
+        ("".join(f"&#{ord(c)};" for c in PASSWORD), True),
+        (f"{PASSWORD[:6]}<![CDATA[{PASSWORD[6:]}]]>", True),
+        (f"{PASSWORD[:6]}<!-- -->{PASSWORD[6:]}", True),
+        ("***", False),  # already masked in the bytes
+        ("nothing of it", False),
+    ],
+)
+def test_a_file_shows_a_secret_when_its_parsed_text_holds_one(written: str, shows: bool) -> None:
+    data = f"<testsuite><testcase name='t'><failure>{written}</failure></testcase></testsuite>".encode()
+    masker = Masker.for_secrets({"PDU_PASSWORD": PASSWORD})
+    assert shows_secret(data, "results/r.xml", masker, "/ws") is shows
+
+
+def test_an_offer_says_whether_its_job_may_have_secrets_and_saying_nothing_is_no() -> None:
+    assert may_have_secrets({"secrets_allowed": True})
+    assert not may_have_secrets({"secrets_allowed": False})
+    assert not may_have_secrets({})  # an older server
+    assert not may_have_secrets({"secrets_allowed": "true"})

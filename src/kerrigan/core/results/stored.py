@@ -59,10 +59,12 @@ def _whole(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _case(body: Mapping[str, Any]) -> CaseResult | None:
+def _case(body: Mapping[str, Any], suites: dict[str, str]) -> CaseResult | None:
     outcome = _OUTCOMES.get(_text(body.get("o")))
     if outcome is None:
         return None
+    suite = _text(body.get("s"))
+    suite = suites.setdefault(suite, suite)  # one string for a suite's tests, as the parser had it
     where = body.get("l")
     location = None
     if isinstance(where, list) and len(where) == 2 and isinstance(where[0], str) and _whole(where[1]):
@@ -70,7 +72,7 @@ def _case(body: Mapping[str, Any]) -> CaseResult | None:
     return CaseResult(
         _text(body.get("n")),
         _text(body.get("c")),
-        _text(body.get("s")),
+        suite,
         outcome,
         _number(body.get("t")),
         _text(body.get("m")),
@@ -94,9 +96,10 @@ def report_from_json(body: Mapping[str, Any], file: str = "") -> JUnitReport:
         for item in body.get("problems") or ()
         if isinstance(item, list) and len(item) == 3
     )
+    suites: dict[str, str] = {}
     cases = tuple(
         case
         for item in body.get("cases") or ()
-        if isinstance(item, dict) and (case := _case(item)) is not None
+        if isinstance(item, dict) and (case := _case(item, suites)) is not None
     )
     return JUnitReport(name, cases, counts, problems)

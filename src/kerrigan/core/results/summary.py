@@ -9,8 +9,8 @@ line, cut to GitHub's limits (title 255 characters, message and raw details 64 K
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
 from kerrigan.core.results.parse import CaseResult, Counts, JUnitReport, Outcome, ResultsProblem
@@ -46,7 +46,7 @@ class ResultsSummary:
 
     @property
     def unlisted(self) -> int:
-        """Tests counted but not kept, past a file's ``max_cases``."""
+        """Tests counted but not kept (past a file's limits, or past what a page lists)."""
         return self.counts.total - len(self.cases)
 
 
@@ -65,6 +65,36 @@ def summarise(reports: Iterable[JUnitReport]) -> ResultsSummary:
         tuple(problem for report in reports for problem in report.problems),
         tuple(case for outcome in _ORDER for case in buckets[outcome]),
     )
+
+
+def listed_first(reports: Sequence[JUnitReport], limit: int, chars: int | None = None) -> list[JUnitReport]:
+    """``reports`` keeping only the tests :func:`summarise` would put first: at most ``limit``, and as many
+    as fit in ``chars`` characters of names and text (each report keeps its counts and problems). What is
+    kept is a beginning of that order, so cutting a job's files one at a time as they are read, then all
+    of them, keeps the same tests as cutting all of them at once."""
+    room = chars if chars is not None else -1
+    kept: list[list[bool]] = [[False] * len(report.cases) for report in reports]
+    count = 0
+    for outcome in _ORDER:
+        for marks, report in zip(kept, reports, strict=True):
+            for index, case in enumerate(report.cases):
+                if case.outcome is not outcome:
+                    continue
+                size = case.text_chars
+                if count >= limit or (chars is not None and size > room):
+                    return _keeping(reports, kept)
+                marks[index] = True
+                count += 1
+                room -= size
+    return _keeping(reports, kept)
+
+
+def _keeping(reports: Sequence[JUnitReport], kept: Sequence[Sequence[bool]]) -> list[JUnitReport]:
+    found = []
+    for report, marks in zip(reports, kept, strict=True):
+        cases = tuple(case for case, keep in zip(report.cases, marks, strict=True) if keep)
+        found.append(report if len(cases) == len(report.cases) else replace(report, cases=cases))
+    return found
 
 
 def headline(counts: Counts) -> str:
