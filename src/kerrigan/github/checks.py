@@ -729,7 +729,7 @@ def _counted(jobs: Sequence[JobProgress], words: Iterable[tuple[tuple[JobState, 
     if len(jobs) == 1:
         lead = f"1 job {word}"
     elif first == len(jobs):
-        lead = f"All {first} jobs {word}"
+        lead = f"Both jobs {word}" if first == 2 else f"All {first} jobs {word}"
     else:
         lead = f"{first} of {len(jobs)} jobs {word}"
     return ", ".join([lead, *(f"{count} {word}" for count, word in rest)])

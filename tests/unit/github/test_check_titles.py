@@ -25,7 +25,7 @@ def _jobs(*states: str) -> list[JobProgress]:
     ("states", "conclusion", "title"),
     [
         (("succeeded", "failed", "succeeded", "succeeded"), Conclusion.FAILURE, "1 of 4 jobs failed"),
-        (("failed", "failed"), Conclusion.FAILURE, "All 2 jobs failed"),
+        (("failed", "failed"), Conclusion.FAILURE, "Both jobs failed"),
         (("failed",), Conclusion.FAILURE, "1 job failed"),
         (("succeeded", "succeeded", "succeeded"), Conclusion.SUCCESS, "All 3 jobs passed"),
         (("succeeded",), Conclusion.SUCCESS, "1 job passed"),
