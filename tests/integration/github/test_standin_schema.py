@@ -42,7 +42,7 @@ async def test_without_validation_a_body_only_the_schema_refuses_is_accepted(
     api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.description = None
-    body = {"name": "n", "head_sha": SHA, "external_id": 7}
+    body = {"name": "n", "head_sha": SHA, "details_url": 7}
     status, _ = await post(
         api_session, f"{github.url}/repos/{REPO}/check-runs", body, token_auth(installation_token)
     )
@@ -79,6 +79,7 @@ async def post(
         ({"actions": [{**ACTION, "identifier": "i" * 21}]}, "actions/0/identifier"),
         ({"conclusion": "finished"}, "conclusion"),
         ({"external_id": 7}, "external_id"),
+        ({"details_url": 7}, "details_url"),
     ],
 )
 async def test_a_check_run_github_would_refuse_is_refused_with_its_reason(
