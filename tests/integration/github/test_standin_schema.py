@@ -23,6 +23,7 @@ ACTION = {"label": "Retry", "description": "Run the session again", "identifier"
 OUTPUT = {"title": "t", "summary": "s"}
 
 
+@pytest.mark.github_description
 def test_the_suite_runs_the_stand_in_with_validation_on(github: GitHubStandIn) -> None:
     assert github.validating
 
@@ -56,6 +57,7 @@ async def post(
         return response.status, await response.json()
 
 
+@pytest.mark.github_description
 @pytest.mark.parametrize(
     ("body", "what"),
     [
@@ -142,6 +144,7 @@ async def test_an_update_completing_a_check_run_without_a_conclusion_is_refused(
     assert github.check_runs[run["id"]]["status"] == "queued"
 
 
+@pytest.mark.github_description
 async def test_a_token_asking_contents_admin_is_refused(
     api_session: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:
