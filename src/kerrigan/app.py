@@ -38,6 +38,7 @@ from kerrigan.store.database import (
     utc_now,
 )
 from kerrigan.store.history import Pruned, prune_history
+from kerrigan.store.transition_log import log_transition
 from kerrigan.web.api import create_api
 from kerrigan.web.api.secrets import (
     REPOSITORY_FINDER,
@@ -87,6 +88,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[REPOSITORY_FINDER] = RepositoryFinder()  # so does this
     app[SCHEMA_HEAD] = head_revision()
     database.signals.listen_facts(count_fact)
+    database.signals.listen_facts(log_transition)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         try:
@@ -340,6 +342,7 @@ async def run_worker(
     """
     database = Database.connect(settings.database_url)
     database.signals.listen_facts(count_fact)
+    database.signals.listen_facts(log_transition)
     try:
         await check_schema(database.engine)
         async with aiohttp.ClientSession() as http, _metrics_server(metrics_host, metrics_port, settings):

@@ -102,3 +102,31 @@ def test_a_broken_env_file_is_one_line_naming_its_line(tmp_path: Path) -> None:
     assert done.stderr == (
         "kerrigan db: kerrigan.env:2: 'export KERRIGAN_HOST' is not a variable name (leave out `export`)\n"
     )
+
+
+def test_serve_says_where_it_listens_on_which_database_with_how_many_workers(tmp_path: Path) -> None:
+    port = _free_port()
+    database = f"sqlite+aiosqlite:///{tmp_path}/lab.db"
+    assert kerrigan("db", "upgrade", cwd=tmp_path, KERRIGAN_DATABASE_URL=database).returncode == 0
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kerrigan", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=_environment(KERRIGAN_DATABASE_URL=database, KERRIGAN_LOG_FORMAT="text"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(port):
+            assert server.poll() is None, server.communicate()[1]
+            assert time.monotonic() < deadline, "kerrigan serve did not answer"
+            time.sleep(0.1)
+    finally:
+        server.terminate()
+        errors = server.communicate(timeout=30)[1]
+    [line] = [line for line in errors.splitlines() if "listening on" in line]
+    assert (
+        f"kerrigan serve: listening on http://127.0.0.1:{port}; database {database}; "
+        "no worker process: this one handles deliveries"
+    ) in line

@@ -197,6 +197,12 @@ def test_alerts_cover_what_an_operator_must_hear_of(rules: list[dict[str, Any]])
     assert 'kerrigan_runner_hosts{state="offline"}' in exprs["KerriganRunnerHostsOffline"]
     assert "kerrigan_queue_jobs[15m]" in exprs["KerriganQueueGrowing"]
     assert exprs["KerriganCheckRunsLagging"] == "max(kerrigan_checkrun_lag_seconds) > 300"
+    # Past 10 minutes it pages: pull requests have shown the wrong state of Kerrigan's checks that long.
+    assert exprs["KerriganCheckRunsStuck"] == (
+        "max(kerrigan_checkrun_pending) > 0 and max(kerrigan_checkrun_lag_seconds) > 600"
+    )
+    severities = {rule["alert"]: rule["labels"]["severity"] for rule in rules}
+    assert severities["KerriganCheckRunsStuck"] == "critical"
     assert 'health="bad"' in exprs["KerriganDevicesBad"]
     budget = exprs["KerriganGitHubRateBudgetLow"]
     assert "(kerrigan_github_rate_remaining / kerrigan_github_rate_limit)" in budget
@@ -254,13 +260,17 @@ def test_promtool_checks_the_rules(rules: list[dict[str, Any]], tmp_path: Path) 
 
 
 def test_promtool_unit_tests_of_the_rules_pass() -> None:
-    """alerts.test.yml: a silent host, a growing queue, lagging check runs, a low budget and bad devices fire;
-    a host that heartbeats, a steady queue, a short lag, a healthy budget and retired devices do not."""
+    """alerts.test.yml: a silent host, a growing queue, lagging and stuck check runs, a low budget and bad
+    devices fire; a host that heartbeats, a steady queue, a short lag, a healthy budget and retired devices do
+    not."""
     promtool = _promtool()
     document = yaml.safe_load(ALERT_TESTS.read_text(encoding="utf-8"))
     cases = [case for test in document["tests"] for case in test["alert_rule_test"]]
     assert sum(1 for case in cases if case["exp_alerts"]) >= 2
     assert sum(1 for case in cases if not case["exp_alerts"]) >= 1
+    assert {"KerriganCheckRunsLagging", "KerriganCheckRunsStuck"} <= {
+        case["alertname"] for case in cases if case["exp_alerts"]
+    }
     done = _run(promtool, "test", "rules", ALERT_TESTS.name, cwd=ALERT_TESTS.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout

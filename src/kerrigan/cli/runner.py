@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from kerrigan.cli.logs import configure_logging
 from kerrigan.cli.usage import UsageError, port_number
+from kerrigan.core.disk import DEFAULT_FLOOR_BYTES
 
 if TYPE_CHECKING:
     from kerrigan.runner.settings import AgentSettings
@@ -193,7 +194,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--max-queue-depth", type=int, default=64, help="jobs accepted and not yet running"
     )
     runner_cmd.add_argument(
-        "--free-space-floor-bytes", type=int, default=128 << 30, help="refuse jobs below this (0: off)"
+        "--free-space-floor-bytes",
+        type=int,
+        default=DEFAULT_FLOOR_BYTES,
+        help="refuse jobs below this (default 8 GiB; 0: off)",
     )
     runner_cmd.add_argument("--kill-grace-s", type=float, default=10.0, help="SIGTERM to SIGKILL")
     runner_cmd.add_argument(

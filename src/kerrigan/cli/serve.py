@@ -5,14 +5,57 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kerrigan.cli.database import require_current_schema
 from kerrigan.cli.logs import configure_logging
 from kerrigan.cli.settings import load_settings
 from kerrigan.cli.usage import UsageError, first_line, port_number
+
+if TYPE_CHECKING:
+    from kerrigan.config import Settings
+
+log = logging.getLogger(__name__)
+_HIDDEN = "***"
+
+
+def _shown_database(url: str) -> str:
+    """The database URL with its password, and any query value that may be one, as ``***``."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return "(a database URL SQLAlchemy cannot read)"
+    shown = parsed.set(query={}).render_as_string(hide_password=True)
+    query = [
+        (key, _HIDDEN if any(word in key.lower() for word in ("pass", "secret", "token", "key")) else value)
+        for key, values in parsed.query.items()
+        for value in ((values,) if isinstance(values, str) else values)  # ?options=a&options=b: a tuple
+    ]
+    if not query:
+        return shown
+    return shown + "?" + "&".join(f"{key}={value}" for key, value in query)
+
+
+def serving_line(settings: Settings, workers: int) -> str:
+    """What ``kerrigan serve`` says once it listens: where, on which database (never its password), and
+    which processes handle deliveries."""
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    if not settings.process_deliveries:
+        handled = "no worker process: KERRIGAN_WORKERS=none leaves deliveries to workers run apart"
+    elif workers == 0:
+        handled = "no worker process: this one handles deliveries"
+    else:
+        handled = f"{workers} worker process{'es' if workers != 1 else ''}"
+    return (
+        f"kerrigan serve: listening on http://{host}:{settings.port}; "
+        f"database {_shown_database(settings.database_url)}; {handled}"
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -39,7 +82,14 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings, worker_processes=workers)
     app.on_startup.append(tune_collector)  # after the application's own start-up
     try:
-        web.run_app(app, host=settings.host, port=settings.port, print=None, access_log_class=AccessLogger)
+        web.run_app(
+            app,
+            host=settings.host,
+            port=settings.port,
+            # aiohttp calls this once the socket listens: the line is true when it is written.
+            print=lambda _: log.info("%s", serving_line(settings, workers)),
+            access_log_class=AccessLogger,
+        )
     except OSError as exc:  # the port is taken, or the address is not this host's
         raise UsageError(f"cannot listen on {settings.host}:{settings.port}: {first_line(exc)}") from None
     return 0

@@ -1,8 +1,9 @@
 """Disk admission on a runner host, the workspace eviction it plans, and how long history and workspaces live.
 
-Seed 003's rules. The hard floor is ``--free-space-floor-bytes`` (128 GiB by default; 0 turns admission and
-cleanup off) and the soft goal is twice the floor. At or above the soft goal nothing is evicted. Below it,
-workspaces unused for 30 minutes go first, least recently used first, until the soft goal is reached. When
+Seed 003's rules, with a smaller default floor. The hard floor is ``--free-space-floor-bytes`` (8 GiB by
+default; 0 turns admission and cleanup off) and the soft goal is twice the floor. At or above the soft goal
+nothing is evicted. Below it, workspaces unused for 30 minutes go first, least recently used first, until the
+soft goal is reached. When
 free space was under the hard floor, recently used workspaces follow, again least recently used first, until
 the soft goal. If the planned free space is still under the floor, the job is refused with
 ``runner_disk_full``. Running and reserved workspaces, and those the caller protects (the incoming job's
@@ -22,7 +23,11 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 GIB: Final = 1 << 30
-DEFAULT_FLOOR_BYTES: Final = 128 * GIB
+# Seed 003's 128 GiB was for build machines that compile large trees; a runner host here drives boards,
+# and one with a 64 GB disk (or 76 GiB free) would refuse every job under it. 8 GiB is twice the largest
+# repository the agent unpacks by default (``UnpackLimits``: 4 GiB), so an admitted job has room for its
+# source and as much again for what it builds and uploads.
+DEFAULT_FLOOR_BYTES: Final = 8 * GIB
 IDLE_EVICTION_S: Final = 30 * 60
 RETENTION_S: Final = 24 * 60 * 60
 
@@ -68,6 +73,16 @@ class DiskPolicy:
     def soft_goal_bytes(self) -> int:
         """The free space cleanup aims for: twice the floor."""
         return 2 * self.floor_bytes
+
+    def shortfall(self, free_bytes: int) -> str | None:
+        """What free space under the floor means, with both figures; ``None`` at or above it, or when off."""
+        if not self.enabled or free_bytes >= self.floor_bytes:
+            return None
+        return (
+            f"free disk {free_bytes / GIB:,.1f} GiB is under the floor of {self.floor_bytes / GIB:,.1f} GiB "
+            "(--free-space-floor-bytes): every job is refused runner_disk_full until space is freed or the "
+            "floor lowered"
+        )
 
 
 @dataclass(frozen=True, slots=True)

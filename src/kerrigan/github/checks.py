@@ -14,7 +14,6 @@ from typing import Any, Final
 from kerrigan.core.explain import Explanation, TaskExplanation
 from kerrigan.core.inventory import Device
 from kerrigan.core.lifecycle import (
-    ENDED,
     Conclusion,
     JobState,
     SessionState,
@@ -465,11 +464,11 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
     if never:
         split = {item.task.id for item in tasks if item.gang is not None and item.gang.never}
         what = (
-            "no runner host holds a device for every role of"
+            "No runner host holds a device for every role of"
             if split.issuperset(never)
-            else "no device can ever run"
+            else "No device can ever run"
         )
-        title = f"Unschedulable: {what} {', '.join(never[:3])}" + (", ..." if len(never) > 3 else "")
+        title = f"{what} {', '.join(never[:3])}" + (", ..." if len(never) > 3 else "")
         return _body(
             name,
             context,
@@ -481,10 +480,13 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
         )
     waiting = sum(1 for item in tasks if item.outcome is Outcome.WAITING)
     position = f", queue position {context.queue_position}" if context.queue_position else ""
-    if waiting:
-        title = f"Queued: {waiting} of {len(tasks)} task(s) wait for busy or offline devices{position}"
+    if waiting == len(tasks) == 1:
+        title = f"Queued: the task waits for busy or offline devices{position}"
+    elif waiting:
+        title = f"Queued: {waiting} of {len(tasks)} tasks wait for busy or offline devices{position}"
     else:
-        title = f"Queued: {len(tasks)} task(s) ready for dispatch{position}"
+        ready = "1 task" if len(tasks) == 1 else f"{len(tasks)} tasks"
+        title = f"Queued: {ready} ready to start on free devices{position}"
     return _body(name, context, status="queued", title=title, summary=summary, annotations=annotations)
 
 
@@ -569,6 +571,9 @@ _VERDICTS: Final = {
     Conclusion.TIMED_OUT: "Timed out",
     Conclusion.FAILURE: "Failed",
 }
+
+
+_GOING: Final = {SessionState.QUEUED: "Queued", SessionState.IN_PROGRESS: "Running"}
 
 
 def cancel_line(reason: str) -> str:
@@ -698,6 +703,66 @@ def _blocks(jobs: Sequence[JobProgress], context: SessionContext) -> list[tuple[
     return [(text, output) for text, output in blocks if text]
 
 
+# What a job's state is called in a title, in the order a title names them: what went wrong first.
+_ENDED_WORDS: Final = (
+    ((JobState.FAILED,), "failed"),
+    ((JobState.TIMED_OUT,), "timed out"),
+    ((JobState.REFUSED_BEFORE_START,), "did not start"),
+    ((JobState.CANCELLED,), "cancelled"),
+    ((JobState.SKIPPED,), "skipped"),
+)
+_PASSED: Final = ((JobState.SUCCEEDED,), "passed")
+_GOING_WORDS: Final = (
+    ((JobState.RUNNING,), "running"),
+    ((JobState.LEASED, JobState.ACCEPTED), "starting"),
+    ((JobState.QUEUED,), "queued"),
+    ((JobState.WAITING,), "waiting"),
+)
+
+
+def _counted(jobs: Sequence[JobProgress], words: Iterable[tuple[tuple[JobState, ...], str]]) -> str:
+    """``1 of 4 jobs failed, 1 timed out``: the first state with jobs leads, counted of them all; the
+    others follow with their counts. ``All 3 jobs passed``, ``1 job running``; empty when none is in any."""
+    counts = [
+        (count, word) for states, word in words if (count := sum(1 for job in jobs if job.state in states))
+    ]
+    if not counts:
+        return ""
+    (first, word), rest = counts[0], counts[1:]
+    if len(jobs) == 1:
+        lead = f"1 job {word}"
+    elif first == len(jobs):
+        lead = f"Both jobs {word}" if first == 2 else f"All {first} jobs {word}"
+    else:
+        lead = f"{first} of {len(jobs)} jobs {word}"
+    return ", ".join([lead, *(f"{count} {word}" for count, word in rest)])
+
+
+def progress_title(
+    current: Sequence[JobProgress],
+    state: SessionState,
+    conclusion: Conclusion | None,
+    cancel_reason: str | None = None,
+) -> str:
+    """What happened, in plain words: ``1 of 4 jobs failed``, ``All 3 jobs passed``, ``2 of 4 jobs running,
+    1 passed, 1 queued``, ``Cancelled by hubot: 2 of 3 jobs cancelled``. A completed session's title names
+    the jobs that did not pass (the rest did); passed ones lead only when every job passed."""
+    if not current:
+        jobs = "no job ran" if state is SessionState.COMPLETED else "no job yet"
+    elif state is SessionState.COMPLETED:
+        jobs = _counted(current, _ENDED_WORDS) or _counted(current, (_PASSED, *_GOING_WORDS))
+    elif state is SessionState.QUEUED and all(job.state == JobState.QUEUED for job in current):
+        waits = "1 job waits for a device" if len(current) == 1 else f"{len(current)} jobs wait for devices"
+        return f"Queued: {waits}"
+    else:
+        jobs = _counted(current, (*_GOING_WORDS[:2], *_ENDED_WORDS, _PASSED, *_GOING_WORDS[2:]))
+    if cancel_reason and state is not SessionState.COMPLETED:
+        return f"{cancel_line(cancel_reason)}, stopping: {jobs}"
+    if cancel_reason and conclusion is Conclusion.CANCELLED:
+        return f"{cancel_line(cancel_reason)}: {jobs}"
+    return jobs[:1].upper() + jobs[1:]
+
+
 def progress_body(
     name: str,
     context: SessionContext,
@@ -714,7 +779,6 @@ def progress_body(
     counts are of the current attempts (one a retry replaced does not count).
     """
     current = [job for job in jobs if job.current]
-    done = sum(1 for job in current if job.state in ENDED)
     lines = [_header(name, context)]
     if cancel_reason:
         lines += ["", f"{_cell(cancel_line(cancel_reason))}."]
@@ -735,22 +799,11 @@ def progress_body(
             f"{job.exit_status if job.exit_status is not None else ''} |"
         )
     summary = fit_summary(lines, rows, _blocks(jobs, context))
-    if state is SessionState.COMPLETED:
-        verdict = _VERDICTS[conclusion or Conclusion.FAILURE]
-        if cancel_reason and conclusion is Conclusion.CANCELLED:
-            verdict = cancel_line(cancel_reason)
-        title = f"{verdict}: {done} of {len(current)} job(s) ended"
-    elif cancel_reason:
-        title = f"Stopping ({cancel_reason}): {done} of {len(current)} job(s) ended"
-    elif state is SessionState.IN_PROGRESS:
-        title = f"Running: {done} of {len(current)} job(s) ended"
-    else:
-        title = f"Queued: {len(current)} job(s) wait for devices"
     body = _body(
         name,
         context,
         status=state.value,
-        title=title,
+        title=progress_title(current, state, conclusion, cancel_reason),
         summary=summary,
         conclusion=(conclusion or Conclusion.FAILURE).value if state is SessionState.COMPLETED else None,
     )
@@ -783,14 +836,14 @@ def short_body(
         f"the [session page]({context.details_url}) has all of it.\n"
     )
     done = state is SessionState.COMPLETED
-    verdict = _VERDICTS[conclusion or Conclusion.FAILURE] if done else state.value.replace("_", " ").title()
+    verdict = _VERDICTS[conclusion or Conclusion.FAILURE] if done else _GOING[state]
     if cancel_reason and (not done or conclusion is Conclusion.CANCELLED):
         verdict = cancel_line(cancel_reason)
     return _body(
         name,
         context,
         status=state.value,
-        title=f"{verdict} (short report)",
+        title=f"{verdict} (short report: GitHub refused the full one)",
         summary=summary,
         conclusion=(conclusion or Conclusion.FAILURE).value if done else None,
     )

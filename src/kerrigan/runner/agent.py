@@ -116,6 +116,7 @@ class Agent(Recovery):
 
     async def _work(self) -> None:
         self.announce_isolation()
+        self.announce_disk()
         self.devices = dict(await self.presence.check())  # the devices file's, before the server names ours
         registration = await self._register()
         self.lease_ttl_s = registration.lease_ttl_s
@@ -158,6 +159,17 @@ class Agent(Recovery):
             log.info("%s", self.isolation.summary())
         else:
             log.warning("%s", self.isolation.summary())
+
+    def announce_disk(self) -> None:
+        """A warning at start when free disk is under the floor: every job is refused until it is not."""
+        try:
+            free = self.workspaces.free_bytes()
+        except OSError as err:
+            log.warning("free disk on the work dir cannot be read: %s", err)
+            return
+        shortfall = self.settings.disk.shortfall(free)
+        if shortfall is not None:
+            log.warning("%s", shortfall)
 
     def _lay_out_work_dir(self) -> None:
         """The agent's state (job records, results, output, cached tarballs, artifacts on their way) in

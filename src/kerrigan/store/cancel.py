@@ -17,7 +17,7 @@ from kerrigan.core.lifecycle import Conclusion, SessionState, check_session_tran
 from kerrigan.store.jobs import request_cancel
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import SessionConcluded, note
-from kerrigan.store.transitions import record_version
+from kerrigan.store.transitions import record_version, session_moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,7 @@ async def cancel_session(
         # Nothing was ever queued (a fork's session awaiting approval): it ends here.
         check_session_transition(state, SessionState.COMPLETED)
         row.state, row.conclusion = SessionState.COMPLETED, Conclusion.CANCELLED.value
+        session_moved(session, row, state)
         note(session, SessionConcluded(row.conclusion))
         row.updated_at = at
         record_version(session, row, at)

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory import Device
 from kerrigan.store.inventory import load_inventory
-from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.models import DeviceRow, JobRow, SessionRow
 
 WINDOW: Final = timedelta(days=7)
 
@@ -29,10 +29,16 @@ class PoolHealth:
     devices: int
     states: Counter[str]
     health: Counter[str]
-    busy_s: float  # the time its devices ran jobs
-    utilisation: float  # busy_s over the devices' time in the window (0..1)
+    busy_s: float  # the time its devices ran jobs (a gang's job on each device it held)
+    utilisation: float  # busy_s over its devices' time in the window since each joined the lab (0..1)
     idle: tuple[str, ...]  # devices that started no job in the window
     bad: tuple[Device, ...] = field(default=())
+
+    @property
+    def utilisation_shown(self) -> str:
+        """As a percentage with one decimal; a little use is never shown as none (``under 0.1 %``)."""
+        percent = self.utilisation * 100
+        return "under 0.1 %" if 0 < percent < 0.05 else f"{percent:.1f} %"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +72,19 @@ async def health_checks(session: AsyncSession, now: datetime) -> list[CheckRun]:
 
 
 async def lab_health(session: AsyncSession, now: datetime) -> list[PoolHealth]:
-    """Every pool's health over the window ending ``now``, by pool id."""
+    """Every pool's health over the window ending ``now``, by pool id.
+
+    A device's time is the window's, or the part of it since the device joined the lab (a new lab's devices
+    have had an hour, not 7 days): from the later of the window's start and the earlier of its creation and
+    the first job it ran (history may predate a device made again).
+    """
     inventory = await load_inventory(session)
     since = now - WINDOW
     busy: dict[str, float] = {}
+    first: dict[str, datetime] = {}
     started: set[str] = set()
     rows = await session.execute(
-        select(JobRow.device_id, JobRow.started_at, JobRow.finished_at).where(
+        select(JobRow.device_id, JobRow.devices, JobRow.started_at, JobRow.finished_at).where(
             JobRow.device_id.is_not(None),
             JobRow.started_at.is_not(None),
             # Jobs that overlap the window: started before its end, not ended before its start.
@@ -80,19 +92,27 @@ async def lab_health(session: AsyncSession, now: datetime) -> list[PoolHealth]:
             func.coalesce(JobRow.finished_at, now) >= since,
         )
     )
-    for device_id, began, ended in rows:
+    for device_id, roles, began, ended in rows:
         if began is None:  # the query asks for started jobs only
             continue
-        device = str(device_id)
         start, end = max(began, since), min(ended or now, now)
-        busy[device] = busy.get(device, 0.0) + max(0.0, (end - start).total_seconds())
-        if began >= since:
-            started.add(device)
+        held = tuple(str(role["device"]) for role in roles or () if isinstance(role, dict)) or (
+            str(device_id),
+        )
+        for ran_on in held:  # each device of a gang ran it, as kerrigan_device_busy_seconds counts it
+            busy[ran_on] = busy.get(ran_on, 0.0) + max(0.0, (end - start).total_seconds())
+            first[ran_on] = min(first.get(ran_on, start), start)
+            if began >= since:
+                started.add(ran_on)
+    joined = {str(id_): at for id_, at in await session.execute(select(DeviceRow.id, DeviceRow.created_at))}
     pools = []
     for pool in inventory.pools:
         devices = [device for device in inventory.devices if device.pool_id == pool.id]
         seconds = sum(busy.get(device.id, 0.0) for device in devices)
-        available_s = len(devices) * WINDOW.total_seconds()
+        lab_s = 0.0
+        for device in devices:
+            began_at = min(joined.get(device.id, since), first.get(device.id, now))
+            lab_s += max(0.0, (now - max(since, began_at)).total_seconds())
         pools.append(
             PoolHealth(
                 pool.id,
@@ -100,7 +120,7 @@ async def lab_health(session: AsyncSession, now: datetime) -> list[PoolHealth]:
                 Counter(device.state.value for device in devices),
                 Counter(device.health.health.value for device in devices),
                 seconds,
-                seconds / available_s if available_s else 0.0,
+                min(1.0, seconds / lab_s) if lab_s else 0.0,
                 tuple(device.id for device in devices if device.id not in started),
                 tuple(device for device in devices if not device.health.eligible),
             )

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import JobState, SessionState
 from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S
 from kerrigan.store.models import DeviceLeaseRow, JobRow, SessionRow
+from kerrigan.store.signals import JobMoved, note
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,15 +199,20 @@ async def grant_leases(
         whole = {job for job, each in wanted.items() if all((g.device_id, job) in inserted for g in each)}
         if not whole and not inserted:
             continue
-        still_queued = set(
-            (
-                await session.scalars(
-                    select(JobRow.pk).where(JobRow.pk.in_(whole), JobRow.state == JobState.QUEUED)
+        # The jobs still queued, with what the log says of each move (the task, its repository).
+        named = (
+            {
+                int(pk): (str(task), str(repository))
+                for pk, task, repository in await session.execute(
+                    select(JobRow.pk, JobRow.task_id, SessionRow.repository)
+                    .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+                    .where(JobRow.pk.in_(whole), JobRow.state == JobState.QUEUED)
                 )
-            ).all()
+            }
             if whole
-            else ()
+            else {}
         )
+        still_queued = set(named)
         # A lease is not kept when its job was ended or moved meanwhile, or when another device of its
         # gang was taken: all of a gang's devices or none.
         dropped = [device for device, job in inserted if job not in still_queued]
@@ -239,6 +245,10 @@ async def grant_leases(
                     for job, grant in first.items()
                 ],
             )
+            for job, grant in first.items():
+                task, repository = named[job]
+                moved = JobMoved(job, task, grant.session_id, repository, "queued", "leased")
+                note(session, moved)
         granted += kept
     return granted
 

@@ -22,7 +22,7 @@ from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import SessionConcluded, Topic, mark, note
-from kerrigan.store.transitions import move_job, record_version
+from kerrigan.store.transitions import move_job, record_version, session_moved
 
 
 def _session(
@@ -198,9 +198,11 @@ async def resolve_session(
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
     ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
     row = await _row(session, session_id)
-    check_session_transition(SessionState(row.state), outcome.state)
+    before = SessionState(row.state)
+    check_session_transition(before, outcome.state)
     row.state = outcome.state
     row.conclusion = outcome.conclusion.value if outcome.conclusion else None
+    session_moved(session, row, before)
     if outcome.state is SessionState.COMPLETED and row.conclusion is not None:
         note(session, SessionConcluded(row.conclusion))
     row.resolution = await asyncio.to_thread(compact, resolution)

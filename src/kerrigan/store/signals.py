@@ -5,8 +5,9 @@ A transaction that records a check run's new version, or frees or adds work for 
 dispatcher's ``wake``). Nothing fires for a transaction that rolls back. Other processes see the change on
 their next poll.
 
-A transaction may also :func:`note` facts (a job ended, a session concluded): once it commits, the fact
-listeners hear them, in order (the metrics count them). A rolled-back transaction's facts are forgotten.
+A transaction may also :func:`note` facts (a job moved or ended, a session moved or concluded): once it
+commits, the fact listeners hear them, in order (the metrics count them, the log writes the moves). A
+rolled-back transaction's facts are forgotten.
 """
 
 from __future__ import annotations
@@ -67,7 +68,31 @@ class ResultsReceived:
     skipped: int
 
 
-Fact = JobStarted | JobEnded | SessionConcluded | ResultsReceived
+@dataclass(frozen=True, slots=True)
+class JobMoved:
+    """A job of ``session_id`` (of ``repository``) moved from ``before`` to ``after``, for ``reason``."""
+
+    job_id: int
+    task_id: str
+    session_id: str
+    repository: str
+    before: str
+    after: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMoved:
+    """A session moved from ``before`` to ``after`` (with ``conclusion`` once completed)."""
+
+    session_id: str
+    repository: str
+    before: str
+    after: str
+    conclusion: str | None = None
+
+
+Fact = JobStarted | JobEnded | SessionConcluded | ResultsReceived | JobMoved | SessionMoved
 
 
 class Signals:

@@ -36,7 +36,16 @@ from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
 from kerrigan.store.leases import release_job_leases
 from kerrigan.store.models import JobRow, SessionRow
-from kerrigan.store.signals import JobEnded, JobStarted, SessionConcluded, Topic, mark, note
+from kerrigan.store.signals import (
+    JobEnded,
+    JobMoved,
+    JobStarted,
+    SessionConcluded,
+    SessionMoved,
+    Topic,
+    mark,
+    note,
+)
 
 RETRY_POLICY_KEY = "retry"  # where a session's resolution keeps its manifest's retry policy
 
@@ -61,6 +70,10 @@ async def move_job(
         await release_job_leases(session, job.pk)  # every device of a gang
         mark(session, Topic.DISPATCH)
     job.state = to
+    if before is not to:
+        owner = await session.get(SessionRow, job.session_pk)  # in the session already, as a rule
+        session_id, repository = (owner.id, owner.repository) if owner is not None else ("", "")
+        note(session, JobMoved(job.pk, job.task_id, session_id, repository, before.value, to.value, reason))
     if reason is not None:
         job.reason = reason
     if detail is not None:
@@ -94,6 +107,13 @@ def held_devices(job: JobRow) -> tuple[str, ...]:
     """The devices the job holds or held: each role's of a gang, else its one (none before it got one)."""
     gang = tuple(str(role["device"]) for role in job.devices or ())
     return gang or ((job.device_id,) if job.device_id is not None else ())
+
+
+def session_moved(session: AsyncSession, row: SessionRow, before: SessionState) -> None:
+    """Tell the fact listeners (the log) once the transaction commits that ``row`` left ``before``."""
+    after = SessionState(row.state)
+    if after is not before:
+        note(session, SessionMoved(row.id, row.repository, before.value, after.value, row.conclusion))
 
 
 def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:
@@ -146,6 +166,7 @@ async def settle_session(
     conclusion = outcome.conclusion.value if outcome.conclusion else None
     changed = (outcome.state, conclusion) != (before, row.conclusion)
     row.state, row.conclusion = outcome.state, conclusion
+    session_moved(session, row, before)
     if outcome.state is SessionState.COMPLETED and conclusion is not None:
         note(session, SessionConcluded(conclusion))
     if changed or news:

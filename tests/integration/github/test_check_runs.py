@@ -68,7 +68,7 @@ async def test_check_run_links_to_its_session_page(harness: Harness) -> None:
 async def test_task_no_device_can_ever_match_fails_the_check_run_at_once(harness: Harness) -> None:
     [run] = await harness.push_commit(manifest_files("typo.yml"))
     assert (run["status"], run["conclusion"], run["updates"]) == ("completed", "failure", 0)
-    assert run["output"]["title"].startswith("Unschedulable: no device can ever run smoke")
+    assert run["output"]["title"].startswith("No device can ever run smoke")
     [session] = await harness.sessions()
     assert (session.state, session.conclusion) == (SessionState.COMPLETED, Conclusion.FAILURE)
 
@@ -78,7 +78,7 @@ async def test_task_whose_matching_devices_are_busy_or_offline_stays_queued_and_
 ) -> None:
     [run] = await harness.push_commit(manifest_files("waiting.yml"))
     assert (run["status"], run["conclusion"]) == ("queued", None)
-    assert "wait for busy or offline devices" in run["output"]["title"]
+    assert "waits for busy or offline devices" in run["output"]["title"]
     assert "queue position 1" in run["output"]["title"]
     assert "waiting: matching devices are busy or offline" in run["output"]["summary"]
 

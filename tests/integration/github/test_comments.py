@@ -211,7 +211,7 @@ async def test_approve_by_a_writer_resolves_the_waiting_check_runs(fork_pull: Ha
     [org_class] = fork_pull.github.runs_named(check_run_name("org-class"))
     assert (smoke["status"], smoke["output"]["title"]) == (
         "queued",
-        "Queued: 2 task(s) ready for dispatch, queue position 1",
+        "Queued: 2 tasks ready to start on free devices, queue position 1",
     )
     assert (org_class["status"], org_class["conclusion"]) == ("completed", "failure")
     assert smoke["updates"] >= 1

@@ -63,7 +63,7 @@ async def test_a_gang_no_runner_host_can_hold_fails_at_once_with_each_roles_verd
     [run] = await harness.push_commit({".kerrigan/workflows/pair.yml": SPLIT, "scripts/pair.sh": PAIR})
     final: dict[str, Any] = harness.github.check_runs[run["id"]]
     assert (final["status"], final["conclusion"]) == ("completed", "failure")
-    assert final["output"]["title"] == "Unschedulable: no runner host holds a device for every role of pair"
+    assert final["output"]["title"] == "No runner host holds a device for every role of pair"
     summary = final["output"]["summary"]
     assert f"| `pair` | unschedulable: {NO_HOST_FOR_EVERY_ROLE} |" in summary
     assert f"- **{NO_HOST_FOR_EVERY_ROLE}** (never)" in summary

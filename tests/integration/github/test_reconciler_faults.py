@@ -539,7 +539,7 @@ async def test_a_refused_final_update_shows_the_conclusion_in_a_short_body_and_k
     assert refusal.hits == 1
     run = rig.run(session)
     assert (run["status"], run["conclusion"]) == ("completed", "failure")
-    assert "(short report)" in run["output"]["title"]
+    assert "(short report: GitHub refused the full one)" in run["output"]["title"]
     [stored] = await rig.sessions()
     assert (stored.state.value, stored.conclusion) == ("completed", "failure")
     assert stored.check_run_error is not None
@@ -592,7 +592,7 @@ async def test_a_version_refused_on_every_request_leaves_the_session_whole_and_i
     [stored] = await rig.sessions()
     assert (stored.state.value, stored.conclusion) == ("completed", "success")
     assert disagreements(github, [stored]) == []
-    assert "(short report)" not in rig.run(session)["output"]["title"]
+    assert "(short report" not in rig.run(session)["output"]["title"]
 
 
 SHORT_BODY_LOST = {
@@ -623,7 +623,7 @@ async def test_a_refused_create_whose_short_body_is_lost_is_retried_and_made_onc
     assert stored.check_run_error is not None
     assert REFUSAL in stored.check_run_error
     if lost.get("act_first"):  # the short check run GitHub made is the one adopted
-        assert "(short report)" in rig.run(session)["output"]["title"]
+        assert "(short report: GitHub refused the full one)" in rig.run(session)["output"]["title"]
         assert github.writes(session.id, "POST") == 2
 
 

@@ -65,7 +65,7 @@ async def test_a_device_fault_is_retried_on_another_device_to_a_green_check_run(
     assert rows[1].avoid_devices == [failed_on]
     assert rows[1].retry_of == rows[0].pk
     assert final["conclusion"] == "success"
-    assert final["output"]["title"] == "Passed: 1 of 1 job(s) ended"
+    assert final["output"]["title"] == "1 job passed"
     summary = final["output"]["summary"]
     assert f"- `smoke`: attempt 1 of 3 on {failed_on}: retried (device_fault)" in summary
     assert f"- `smoke`: attempt 2 of 3 on {passed_on} after device_fault on {failed_on}: succeeded" in summary

@@ -13,6 +13,7 @@ from kerrigan.testing.github import GitHubStandIn
 from tests.integration.conftest import standin_app_jwt, token_auth
 from tests.integration.github.conftest import INSTALLATION, REPO, SHA
 
+pytestmark = pytest.mark.github_description
 Answer = tuple[str, str, int, Any]  # method, path, status, JSON body
 Act = Callable[[aiohttp.ClientSession, GitHubStandIn, str], Awaitable[Answer]]
 RUN = {

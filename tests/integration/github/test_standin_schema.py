@@ -23,6 +23,7 @@ ACTION = {"label": "Retry", "description": "Run the session again", "identifier"
 OUTPUT = {"title": "t", "summary": "s"}
 
 
+@pytest.mark.github_description
 def test_the_suite_runs_the_stand_in_with_validation_on(github: GitHubStandIn) -> None:
     assert github.validating
 
@@ -42,7 +43,7 @@ async def test_without_validation_a_body_only_the_schema_refuses_is_accepted(
     api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str
 ) -> None:
     github.description = None
-    body = {"name": "n", "head_sha": SHA, "external_id": 7}
+    body = {"name": "n", "head_sha": SHA, "details_url": 7}
     status, _ = await post(
         api_session, f"{github.url}/repos/{REPO}/check-runs", body, token_auth(installation_token)
     )
@@ -56,6 +57,7 @@ async def post(
         return response.status, await response.json()
 
 
+@pytest.mark.github_description
 @pytest.mark.parametrize(
     ("body", "what"),
     [
@@ -79,6 +81,7 @@ async def post(
         ({"actions": [{**ACTION, "identifier": "i" * 21}]}, "actions/0/identifier"),
         ({"conclusion": "finished"}, "conclusion"),
         ({"external_id": 7}, "external_id"),
+        ({"details_url": 7}, "details_url"),
     ],
 )
 async def test_a_check_run_github_would_refuse_is_refused_with_its_reason(
@@ -141,6 +144,7 @@ async def test_an_update_completing_a_check_run_without_a_conclusion_is_refused(
     assert github.check_runs[run["id"]]["status"] == "queued"
 
 
+@pytest.mark.github_description
 async def test_a_token_asking_contents_admin_is_refused(
     api_session: aiohttp.ClientSession, github: GitHubStandIn
 ) -> None:

@@ -40,7 +40,7 @@ async def test_a_claim_no_host_can_fit_fails_the_check_run_at_once_naming_the_ho
         await report(harness, host, 2)
     [run] = await harness.push_commit(FILES)
     assert (run["status"], run["conclusion"]) == ("completed", "failure")
-    assert run["output"]["title"].startswith("Unschedulable")
+    assert run["output"]["title"].startswith("No device can ever run")
     assert REASON in run["output"]["summary"]
     [session] = await harness.sessions()
     assert (session.state, session.conclusion) == (SessionState.COMPLETED, Conclusion.FAILURE)

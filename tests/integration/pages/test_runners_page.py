@@ -346,3 +346,22 @@ async def test_an_admin_pauses_a_host_from_the_page_and_resumes_it(
     status, page = await admin.post("/runners/lab-a-01/state", {"state": "active"}, csrf_from="/runners")
     assert status == 200
     assert "paused by" not in section(page, "lab-a-01")
+
+
+async def test_a_host_under_its_disk_floor_says_so_with_both_figures(
+    site: Site, browser: Callable[..., Any], clock: FakeClock
+) -> None:
+    reader = await browser(READER)
+    headers = await runner(site, reader.http, "lab-a-01")
+    beat = {"resources": {"free_disk_bytes": 76 * GIB}, "devices": {}, "waiting": {}}
+    async with reader.http.post(
+        f"{site.base}/api/runner/v1/heartbeat", json=beat, headers=headers
+    ) as response:
+        assert response.status == 200, await response.text()
+    status, page = await reader.get("/runners")
+    assert status == 200
+    assert (
+        "Free disk 76.0 GiB is under the floor of 128.0 GiB (--free-space-floor-bytes): every job is refused "
+        "runner_disk_full until space is freed or the floor lowered."
+    ) in section(page, "lab-a-01")
+    assert 'class="notice under-floor" id="host-lab-a-01-disk"' in page

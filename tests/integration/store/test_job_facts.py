@@ -13,7 +13,7 @@ from kerrigan.core.lifecycle import JobState
 from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
-from kerrigan.store.signals import Fact, JobEnded, JobStarted
+from kerrigan.store.signals import Fact, JobEnded, JobMoved, JobStarted
 from kerrigan.store.transitions import move_job
 from kerrigan.testing import builders
 from tests.conftest import FakeClock
@@ -40,7 +40,17 @@ async def test_a_failed_job_given_another_attempt_is_counted_as_ending_once(
         clock.advance(100)
         await move_job(session, job, JobState.FAILED, db.clock(), reason="runner_lost")
         await move_job(session, job, JobState.RETRIED, db.clock())  # the same run, given another attempt
-    assert heard == [JobStarted(30.0), JobEnded("failed", "infrastructure", ("modalix-bluebox",), 100.0)]
+    counted = [fact for fact in heard if isinstance(fact, JobStarted | JobEnded)]
+    assert counted == [JobStarted(30.0), JobEnded("failed", "infrastructure", ("modalix-bluebox",), 100.0)]
+    # The log hears each move, the last one too.
+    moves = [(fact.before, fact.after) for fact in heard if isinstance(fact, JobMoved)]
+    assert moves == [
+        ("queued", "leased"),
+        ("leased", "accepted"),
+        ("accepted", "running"),
+        ("running", "failed"),
+        ("failed", "retried"),
+    ]
 
 
 async def test_a_gang_job_counts_its_time_on_every_device_it_held(db: Database, clock: FakeClock) -> None:

@@ -19,6 +19,7 @@ from kerrigan.core.disk import (
     plan_admission,
     workspace_expired,
 )
+from kerrigan.core.unpacking import UnpackLimits
 
 NOW = 100_000.0
 MINUTE = 60.0
@@ -50,11 +51,34 @@ def plan(free_gib: float, *workspaces: Workspace, protected: frozenset[str] = fr
     return plan_admission(int(free_gib * GIB), workspaces, POLICY, NOW, protected)
 
 
-def test_default_policy_is_a_128_gib_floor_a_soft_goal_of_twice_that_and_30_minutes_idle() -> None:
+def test_default_policy_is_an_8_gib_floor_a_soft_goal_of_twice_that_and_30_minutes_idle() -> None:
     policy = DiskPolicy()
-    assert policy.floor_bytes == 137438953472
-    assert policy.soft_goal_bytes == 2 * 137438953472
+    assert policy.floor_bytes == 8 * GIB
+    assert policy.soft_goal_bytes == 16 * GIB
     assert policy.idle_s == 30 * 60
+
+
+@pytest.mark.parametrize("free_gib", [20, 40, 76])
+def test_a_64_gb_runner_host_takes_jobs_with_the_default_floor_evicting_nothing(free_gib: int) -> None:
+    # Seed 003's 128 GiB floor was a build machine's: it refused every job on a host with 76 GiB free.
+    workspace = ws("old", 2, minutes_ago=120)
+    admission = plan_admission(free_gib * GIB, [workspace], DiskPolicy(), NOW)
+    assert admission.admitted
+    assert admission.evict == ()
+
+
+def test_the_default_floor_holds_twice_the_largest_repository_the_agent_unpacks() -> None:
+    assert DiskPolicy().floor_bytes >= 2 * UnpackLimits().max_bytes
+
+
+def test_free_space_under_the_floor_is_said_with_both_figures_and_what_follows() -> None:
+    policy = DiskPolicy(floor_bytes=8 * GIB)
+    assert policy.shortfall(7 * GIB + GIB // 2) == (
+        "free disk 7.5 GiB is under the floor of 8.0 GiB (--free-space-floor-bytes): every job is refused "
+        "runner_disk_full until space is freed or the floor lowered"
+    )
+    assert policy.shortfall(8 * GIB) is None
+    assert DiskPolicy(floor_bytes=0).shortfall(0) is None
 
 
 @pytest.mark.parametrize(("floor_bytes", "idle_s"), [(-1, 0.0), (0, -1.0)])

@@ -481,6 +481,11 @@ def test_annotations_are_the_located_failures_in_githubs_shape() -> None:
     paths = [annotation["path"] for annotation in found]
     assert "tests/drivers/uart/uart_async_api/src/test_uart_async.c" in paths
     assert len(found) == 6  # the 7 failures and errors but twister's timeout, which names no line
+
+
+@pytest.mark.github_description
+def test_annotations_are_what_github_s_description_accepts() -> None:
+    found = [annotation.as_json() for annotation in failure_annotations(summarise(every_fixture_summary()))]
     description = github_description()
     assert description is not None
     body = {

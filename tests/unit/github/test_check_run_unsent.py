@@ -24,7 +24,7 @@ BODY = CheckRunBody(
     {
         "status": "completed",
         "conclusion": "failure",
-        "output": {"title": "Failed: 1 of 1 job(s) ended", "summary": "the summary", "annotations": OWN},
+        "output": {"title": "1 job failed", "summary": "the summary", "annotations": OWN},
     },
     (),
     FAILED,
@@ -33,7 +33,7 @@ BODY = CheckRunBody(
 
 def shown(count: Any, *, summary: str = "the summary", conclusion: str = "failure") -> dict[str, Any]:
     """The check run as GitHub answers it: the count of its annotations, not the annotations."""
-    output = {"title": "Failed: 1 of 1 job(s) ended", "summary": summary, "annotations_count": count}
+    output = {"title": "1 job failed", "summary": summary, "annotations_count": count}
     return {"status": "completed", "conclusion": conclusion, "output": output}
 
 

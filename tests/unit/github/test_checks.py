@@ -50,3 +50,11 @@ def test_a_failed_job_on_a_suspect_device_says_so_with_the_numbers() -> None:
     assert "**Suspect devices**" not in summary(
         JobProgress("boot", "failed", "modalix-redbox", exit_status=1)
     )
+
+
+def test_kerrigan_sends_nothing_only_github_may_set() -> None:
+    # GitHub refuses a conclusion of stale (it sets it itself) and an external_id that is not a string.
+    assert "stale" not in {conclusion.value for conclusion in Conclusion}
+    body = progress_body("hil", CONTEXT, [JobProgress("smoke", "failed")], SessionState.COMPLETED, None)
+    assert body.fields["conclusion"] == "failure"
+    assert isinstance(body.fields["external_id"], str)

@@ -23,7 +23,7 @@ SECOND = JobProgress(
 def test_a_retried_task_lists_each_attempt_and_only_the_current_one_counts() -> None:
     body = progress_body("hil", CONTEXT, [LOST, SECOND], SessionState.COMPLETED, Conclusion.SUCCESS)
     summary = body.fields["output"]["summary"]
-    assert body.fields["output"]["title"] == "Passed: 1 of 1 job(s) ended"
+    assert body.fields["output"]["title"] == "1 job passed"
     assert "- `smoke`: attempt 1 of 3 on modalix-bluebox: retried (runner_lost)" in summary
     assert (
         "- `smoke`: attempt 2 of 3 on modalix-redbox after runner_lost on modalix-bluebox: succeeded"
@@ -70,7 +70,7 @@ def test_a_superseded_session_says_by_which_commit() -> None:
         cancel_reason="superseded by 3f2a1b0",
     )
     assert body.fields["conclusion"] == "cancelled"
-    assert body.fields["output"]["title"] == "Superseded by 3f2a1b0: 1 of 1 job(s) ended"
+    assert body.fields["output"]["title"] == "Superseded by 3f2a1b0: 1 job cancelled"
     assert "Superseded by 3f2a1b0." in body.fields["output"]["summary"]
 
 
@@ -80,7 +80,7 @@ def test_a_person_s_cancel_is_rendered_the_same_way_while_jobs_stop() -> None:
         "hil", CONTEXT, [job], SessionState.IN_PROGRESS, None, cancel_reason="cancelled by hubot"
     )
     assert body.fields["status"] == "in_progress"
-    assert body.fields["output"]["title"] == "Stopping (cancelled by hubot): 0 of 1 job(s) ended"
+    assert body.fields["output"]["title"] == "Cancelled by hubot, stopping: 1 job running"
     assert "Cancelled by hubot." in body.fields["output"]["summary"]
 
 
@@ -93,4 +93,4 @@ def test_the_short_body_names_the_cancel_too() -> None:
         "too big",
         cancel_reason="cancelled by hubot",
     )
-    assert body.fields["output"]["title"] == "Cancelled by hubot (short report)"
+    assert body.fields["output"]["title"] == "Cancelled by hubot (short report: GitHub refused the full one)"

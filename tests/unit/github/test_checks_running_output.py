@@ -21,7 +21,7 @@ def test_a_running_job_shows_its_last_lines_unfolded_each_line_bounded() -> None
     running = JobProgress("smoke", "running", "modalix-bluebox", "lab-a-01", output_tail=output)
     body = progress_body("hil", CONTEXT, [running], SessionState.IN_PROGRESS, None)
     summary = body.fields["output"]["summary"]
-    assert body.fields["output"]["title"] == "Running: 0 of 1 job(s) ended"
+    assert body.fields["output"]["title"] == "1 job running"
     assert "<details open><summary>smoke: latest lines of output, while it runs</summary>" in summary
     tail = summary.split("```\n", 1)[1].split("\n```", 1)[0].splitlines()
     assert len(tail) == TAIL_LINES

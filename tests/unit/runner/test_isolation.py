@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from kerrigan.core.cpus import format_cpu_list
+from kerrigan.core.disk import DiskPolicy
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.isolation.cgroups import memory_cap
 from kerrigan.runner.isolation.keyrings import uid_keyrings
@@ -209,6 +210,30 @@ async def test_the_health_report_and_the_start_say_how_jobs_are_isolated(
     ]
     assert (tmp_path / "work").stat().st_mode & 0o777 == 0o700  # nobody else runs jobs here: the agent's own
     assert memory_cap(GIB, 1, 3, 4096) == GIB // 3 // 4096 * 4096
+
+
+@pytest.mark.parametrize(("floor_bytes", "warned"), [(1 << 60, True), (1, False), (0, False)])
+async def test_the_start_says_when_free_disk_is_under_the_floor(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, floor_bytes: int, warned: bool
+) -> None:
+    settings = AgentSettings(
+        "http://127.0.0.1:9", "kgr_x", "h", tmp_path / "work", disk=DiskPolicy(floor_bytes=floor_bytes)
+    )
+    async with aiohttp.ClientSession() as http:
+        agent = Agent(settings, http, facts=HostFacts(root=False, memory_total=GIB))
+        with caplog.at_level(logging.INFO, logger="kerrigan.runner.agent"):
+            agent._lay_out_work_dir()
+            agent.announce_disk()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if warned:
+        [line] = said
+        assert line.startswith("free disk ")
+        assert (
+            "is under the floor of 1,073,741,824.0 GiB (--free-space-floor-bytes): every job is refused"
+            in line
+        )
+    else:
+        assert said == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another user needs root")

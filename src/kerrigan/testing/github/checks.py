@@ -52,6 +52,14 @@ def check_request(body: Any, *, creating: bool) -> None:
         raise GitHubError(
             422, f"Invalid request.\n\n{conclusion!r} is not a member of {sorted(CONCLUSIONS)}."
         )
+    if conclusion == "stale":  # in the schema's enum, but "only GitHub can set this"
+        raise GitHubError(
+            422, "Invalid request.\n\nonly GitHub sets a check run's conclusion to stale (after 14 days)."
+        )
+    if "external_id" in body and not isinstance(body["external_id"], str):
+        raise GitHubError(
+            422, f"Invalid request.\n\nFor 'external_id', {body['external_id']!r} is not of type 'string'."
+        )
     if (status == "completed" or body.get("completed_at")) and conclusion is None:
         raise GitHubError(422, "Invalid request.\n\nNo conclusion was given for a completed check run.")
     output = body.get("output")
@@ -73,6 +81,13 @@ def check_request(body: Any, *, creating: bool) -> None:
         for annotation in annotations:
             if ANNOTATION_FIELDS - set(annotation) or annotation["annotation_level"] not in ANNOTATION_LEVELS:
                 raise GitHubError(422, f"Invalid request.\n\nInvalid annotation: {annotation!r}.")
+            columns = {"start_column", "end_column"} & set(annotation)
+            if columns and annotation["start_line"] != annotation["end_line"]:
+                raise GitHubError(
+                    422,
+                    "Invalid request.\n\nstart_column and end_column are only allowed on one line "
+                    f"(start_line {annotation['start_line']}, end_line {annotation['end_line']}).",
+                )
     actions = body.get("actions") or []
     if len(actions) > ACTIONS_LIMIT:
         raise GitHubError(422, f"Invalid request.\n\nOnly {ACTIONS_LIMIT} actions are allowed.")

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from kerrigan.core.device_status import HostPause, pause_text
+from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.inventory import Device, Inventory
 from kerrigan.core.lifecycle import RUNNER_LOST, reason_words
 from kerrigan.core.resources import Unit
@@ -146,6 +147,7 @@ class HostView:
     devices: tuple[HostDevice, ...]
     health: Health | None
     under_floor: bool  # free disk below the floor: it refuses jobs runner_disk_full
+    disk_shortfall: str | None = None  # the same in words, with both figures
     pause: HostPause | None = None  # paused by a person: no new jobs for its devices
     paused_words: str = ""
 
@@ -279,6 +281,11 @@ def host_views(
         resources = report.resources
         free, floor = resources.get("free_disk_bytes"), resources.get("floor_bytes")
         max_weight, allocatable = resources.get("max_weight"), resources.get("vcpus")
+        shortfall = (
+            DiskPolicy(floor_bytes=floor).shortfall(free)
+            if isinstance(free, int) and isinstance(floor, int) and floor >= 0
+            else None
+        )
         age_s = (now - report.last_heartbeat_at).total_seconds() if report.last_heartbeat_at else None
         views.append(
             HostView(
@@ -299,7 +306,8 @@ def host_views(
                 waiting=waiting,
                 devices=tuple(devices),
                 health=health_view(report.health),
-                under_floor=isinstance(free, int) and isinstance(floor, int) and free < floor,
+                under_floor=shortfall is not None,
+                disk_shortfall=shortfall,
                 pause=report.pause,
                 paused_words=pause_text(report.host, report.pause) if report.pause else "",
             )
