@@ -1,4 +1,4 @@
-"""Pull requests (one, and those of a commit) and a collaborator's permission on a repository."""
+"""A repository, its pull requests (one, and those of a commit) and a collaborator's permission on it."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def repository_body(github: GitHubStandIn, full_name: str) -> dict[str, Any]:
         "name": name,
         "full_name": full_name,
         "owner": user_body(owner, kind="Organization"),
-        "private": True,
+        "private": known.private if known is not None else False,  # a fork it does not hold: public
+        "visibility": "private" if known is not None and known.private else "public",
         "html_url": f"{HTML_URL}/{full_name}",
         "description": None,
         "fork": known is None,
@@ -229,8 +230,15 @@ async def permission(github: GitHubStandIn, request: web.Request) -> web.Respons
     return web.json_response({"permission": legacy, "role_name": role, "user": user})
 
 
+async def repository(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """``GET /repos/{owner}/{repo}``: the repository, to a token that may see it."""
+    repo = authorized_repository(github, request)
+    return web.json_response(repository_body(github, repo.full_name))
+
+
 def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:
-    """Pulls and permissions."""
+    """Repositories, pulls and permissions."""
+    router.add_get("/repos/{owner}/{repo}", partial(repository, github))
     router.add_get("/repos/{owner}/{repo}/commits/{commit_sha}/pulls", partial(pulls_for_commit, github))
     router.add_get("/repos/{owner}/{repo}/pulls/{pull_number}", partial(pull, github))
     router.add_get("/repos/{owner}/{repo}/collaborators/{username}/permission", partial(permission, github))
