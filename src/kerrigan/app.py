@@ -21,6 +21,7 @@ from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.dispatch.results import ResultsUpload
 from kerrigan.github.client import answer_of
+from kerrigan.github.people import GitHubPeople
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.routes.comments import may_cancel
@@ -40,6 +41,7 @@ from kerrigan.store.history import Pruned, prune_history
 from kerrigan.web.api import create_api
 from kerrigan.web.api.secrets import REPOSITORY_WRITERS, RepositoryWriters
 from kerrigan.web.headers import install_security_headers
+from kerrigan.web.membership import PEOPLE, GitHubAnswers
 from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
 from kerrigan.web.pages import setup_pages
 from kerrigan.web.state import DATABASE, SETTINGS
@@ -78,6 +80,8 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     metrics = LabMetrics(database)
     app[METRICS] = metrics
     app[REPOSITORY_WRITERS] = RepositoryWriters()  # asks GitHub once the App is connected
+    # So does who may sign in, and read which repository; answers are kept on the database's clock.
+    app[PEOPLE] = GitHubAnswers(clock=lambda: database.clock().timestamp())
     app[SCHEMA_HEAD] = head_revision()
     database.signals.listen_facts(count_fact)
 
@@ -129,6 +133,8 @@ async def _background(
         github = GitHubApp.connect(database, settings, http)
         # Who writes to a repository (and so may manage its secrets), as GitHub says, cached as cancel's is.
         app[REPOSITORY_WRITERS].ask = functools.partial(_may_write, github)
+        # Who may sign in and who may read which repository, as GitHub says (kept on the database's clock).
+        app[PEOPLE].people = GitHubPeople(github, clock=lambda: database.clock().timestamp())
         protocol.credentials = github.job_credentials
         protocol.answer_of = answer_of
         protocol.revoking = functools.partial(_count_revoke, github)
