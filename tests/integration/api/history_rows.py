@@ -38,8 +38,10 @@ async def add_session(
     conclusion: str | None = "success",
     runs: Sequence[Run] = (Run(),),
     sha: str | None = None,
+    installation_id: int | None = 1,
 ) -> tuple[str, list[int]]:
-    """Store a session created at ``at`` with its jobs; its id and its jobs' ids."""
+    """Store a session created at ``at`` with its jobs (of the installation a real delivery names); its id
+    and its jobs' ids."""
     row = SessionRow(
         id=str(uuid.uuid4()),
         head_sha=sha or uuid.uuid4().hex[:40].ljust(40, "0"),
@@ -53,6 +55,7 @@ async def add_session(
         updated_at=at + timedelta(minutes=5),
         repository=repository,
         head_branch=branch,
+        installation_id=installation_id,
     )
     session.add(row)
     await session.flush()

@@ -11,7 +11,6 @@ from aiohttp import web
 from kerrigan.store.artifacts import artifact, artifact_data
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.sessions import job_of
-from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
 
 routes = web.RouteTableDef()
@@ -19,8 +18,7 @@ routes = web.RouteTableDef()
 
 @routes.get("/sessions/{session_id}/jobs/{job_id}/files/{file_id}")
 async def job_file(request: web.Request) -> web.StreamResponse:
-    """One uploaded file of the job, streamed."""
-    await page_reader(request)
+    """One uploaded file of the job, streamed (to a reader of its repository: :func:`job_of`)."""
     _, job_pk = await job_of(request)
     raw = request.match_info["file_id"]
     database = request.config_dict[DATABASE]
