@@ -35,6 +35,13 @@ def _body(schema: str) -> dict[str, Any]:
 
 
 _READ_ERRORS = {"401": _error("no valid token"), "404": _error("not found")}
+# A repository's session, job or output: one of a repository the caller may not read on GitHub is a 404,
+# the same as one that does not exist; GitHub not saying whether they may is a 503.
+_REPOSITORY_READ_ERRORS = {
+    "401": _error("no valid token"),
+    "404": _error("not found, or of a repository the caller may not read on GitHub (the same answer)"),
+    "503": _error("github_unavailable: GitHub did not say whether the caller may read the repository"),
+}
 _WRITE_ERRORS = {
     "400": _error("invalid input: the error names the field and the rule"),
     "401": _error("no valid token"),
@@ -401,7 +408,8 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
             },
             "/sessions": {
                 "get": _op(
-                    "sessions, newest first, filtered; cursor paging",
+                    "sessions, newest first, filtered; cursor paging (those of repositories the caller may "
+                    "read on GitHub)",
                     {"200": _json("SessionList", "a page of sessions"), **_LIST_ERRORS},
                     parameters=[*_SESSION_FILTERS, *_PAGING],
                 ),
@@ -410,7 +418,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 "parameters": [_path_param("session_id")],
                 "get": _op(
                     "one session with its jobs, each attempt its own",
-                    {"200": _json("Session", "the session", etag=True), **_READ_ERRORS},
+                    {"200": _json("Session", "the session", etag=True), **_REPOSITORY_READ_ERRORS},
                 ),
             },
             "/sessions/{session_id}/cancel": {
@@ -422,7 +430,8 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         "200": _json("Cancelled", "cancelled, or already cancelled (changed: false)"),
                         "401": _error("no valid token"),
                         "403": _error("the caller may not cancel this repository's sessions"),
-                        "404": _error("not found"),
+                        "404": _error("not found, or of a repository the caller may not read on GitHub"),
+                        "503": _REPOSITORY_READ_ERRORS["503"],
                         "409": _error(
                             "session_ended: the session had already completed; the message says how"
                         ),
@@ -431,7 +440,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
             },
             "/jobs/{job_id}": {
                 "parameters": [_path_param("job_id")],
-                "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_READ_ERRORS}),
+                "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_REPOSITORY_READ_ERRORS}),
             },
             "/jobs/{job_id}/output": {
                 "parameters": [
@@ -451,14 +460,15 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                             "content": {"text/plain; charset=utf-8": {"schema": STRING}},
                         },
                         "400": _error("an unknown parameter, or timestamps neither true nor false"),
-                        **_READ_ERRORS,
+                        **_REPOSITORY_READ_ERRORS,
                     },
                 ),
             },
             "/devices/{device_id}/jobs": {
                 "parameters": [_path_param("device_id")],
                 "get": _op(
-                    "the jobs a device ran, newest first; cursor paging",
+                    "the jobs a device ran, newest first (of repositories the caller may read); cursor "
+                    "paging",
                     {"200": _json("JobList", "a page of jobs"), **_LIST_ERRORS, **_READ_ERRORS},
                     parameters=_PAGING,
                 ),
