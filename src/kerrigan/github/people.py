@@ -8,7 +8,9 @@ by anyone; else ``GET .../collaborators/{username}/permission``: read, triage, w
 No user's own token is kept.
 
 Answers are kept briefly, on the clock given (the database's, so a test's fake clock moves them too): the
-installations for :data:`INSTALLATIONS_TTL_S`, read access for :data:`READ_TTL_S`. Membership is never
+installations for :data:`INSTALLATIONS_TTL_S`, read access for :data:`READ_TTL_S` (a list of sessions asks
+about every repository with sessions: kept shorter, a reader refreshing it would spend the installation's
+hourly allowance). Membership is never
 kept: it is asked at sign-in and at each hourly check, which must see a change. A question GitHub did not
 answer raises (and is not kept); a repository or installation that is gone reads as no access.
 """
@@ -29,7 +31,7 @@ from kerrigan.github.sessions import GitHubApp
 T = TypeVar("T")
 
 INSTALLATIONS_TTL_S: Final = 300.0
-READ_TTL_S: Final = 60.0
+READ_TTL_S: Final = 300.0
 READ_PERMISSIONS: Final = frozenset({"read", "triage", "write", "maintain", "admin"})
 GONE: Final = frozenset({403, 404})  # an installation suspended or deleted: its token cannot be minted
 

@@ -37,6 +37,9 @@ RECHECK: Final = timedelta(hours=1)
 GRACE: Final = timedelta(hours=1)
 """How long past its due check a sign-in keeps going while GitHub does not answer."""
 UNANSWERED_S: Final = 60.0
+REFUSED_S: Final = 60.0
+"""A refusal at sign-in is remembered this long: signing in again and again asks GitHub (and writes the
+audit log) once a minute at most."""
 
 
 class People(Protocol):
@@ -61,6 +64,8 @@ class GitHubAnswers:
         # Logins GitHub did not answer about lately, with that answer (see :func:`recheck`), kept on
         # ``clock`` (the database's, so a test's fake clock moves it too).
         self.unanswered: TTLCache[str, Verdict] = TTLCache(maxsize=4096, ttl=UNANSWERED_S, timer=clock)
+        # Logins refused at sign-in lately, with the refusal (see :func:`admit`).
+        self.refused: TTLCache[str, Verdict] = TTLCache(maxsize=4096, ttl=REFUSED_S, timer=clock)
 
 
 PEOPLE = web.AppKey("github_people", GitHubAnswers)
@@ -124,6 +129,19 @@ async def decide(request: web.Request, login: str) -> Verdict:
         if answers[org]:
             break
     return verdict(login, first, answers)
+
+
+async def admit(request: web.Request, login: str) -> tuple[Verdict, bool]:
+    """:func:`decide` at sign-in, and whether the answer is new (a refusal within :data:`REFUSED_S` of the
+    last one is that one again: it is neither asked of GitHub nor audited twice)."""
+    holder = request.config_dict.get(PEOPLE)
+    refused = holder.refused if holder is not None else None
+    if refused is not None and (known := refused.get(login.lower())) is not None:
+        return known, False
+    answer = await decide(request, login)
+    if refused is not None and answer.outcome is Outcome.REFUSED:
+        refused[login.lower()] = answer
+    return answer, True
 
 
 async def recheck(request: web.Request, login: str) -> Verdict:

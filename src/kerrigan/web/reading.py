@@ -102,10 +102,13 @@ class ReadAccess:
         """Those of ``names`` GitHub did not say whether the caller may read."""
         return frozenset(name for name in names if name in self.answers and self.answers[name] is None)
 
-    async def all_readable(self) -> frozenset[str] | None:
-        """Every repository with sessions the caller may read (with ``""``); ``None``: every one."""
+    async def all_readable(self, only: str | None = None) -> frozenset[str] | None:
+        """Every repository with sessions the caller may read (with ``""``), or of ``only`` when a list is
+        of that one repository (GitHub is asked about it alone); ``None``: every one."""
         if self.everything:
             return None
+        if only is not None:
+            return await self.readable([only])
         async with self.request.config_dict[DATABASE].sessions() as db:
             known = await repository_installations(db)
         return await self.readable([*known, ""])

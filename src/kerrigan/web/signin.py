@@ -49,7 +49,7 @@ from kerrigan.store.signins import (
     purge_signins,
     signed_in,
 )
-from kerrigan.web.membership import audit_refusal, check_due, decide, in_grace, recheck, who_may_sign_in
+from kerrigan.web.membership import admit, audit_refusal, check_due, in_grace, recheck, who_may_sign_in
 from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 log = logging.getLogger(__name__)
@@ -229,9 +229,10 @@ async def _still_allowed(request: web.Request, signin_id: str, found: SignIn, no
         return True
     if answer.outcome is Outcome.REFUSED:
         async with writing(request) as db:
-            await end_signins_of(db, found.login, now)
-        await audit_refusal(request, found.login, answer.words, ended=True)
-        log.info("%s may no longer sign in: %s", found.login, answer.words)
+            ended = await end_signins_of(db, found.login, now)
+        if ended:  # a request at the same moment may have ended them already: audited once
+            await audit_refusal(request, found.login, answer.words, ended=True)
+            log.info("%s may no longer sign in: %s", found.login, answer.words)
         session.pop("signin")
         session["refused"] = answer.words
         return False
@@ -332,10 +333,11 @@ async def auth_callback(request: web.Request) -> web.Response:
     login = user.get("login") if isinstance(user, dict) else None
     if not isinstance(login, str) or not 0 < len(login) <= MAX_LOGIN_LENGTH:
         raise Forbidden("GitHub did not say who you are")
-    answer = await decide(request, login)
+    answer, new = await admit(request, login)
     if not answer.allowed:
-        await audit_refusal(request, login, answer.words)
-        log.info("%s was refused sign-in: %s", login, answer.words)
+        if new:
+            await audit_refusal(request, login, answer.words)
+            log.info("%s was refused sign-in: %s", login, answer.words)
         raise SignInRefused(login, answer.words, await who_may_sign_in(request))
     next_page = session.get("next")
     database = request.config_dict[DATABASE]

@@ -176,3 +176,21 @@ async def test_github_unreachable_at_sign_in_refuses_and_says_to_try_again(
     assert status == 403
     assert "could not ask GitHub whether rita is a member of octo" in html.unescape(page)
     assert await live_signins(site, READER) == []
+
+
+async def test_signing_in_again_and_again_asks_github_and_writes_the_log_once_a_minute(
+    site: Site, github: GitHubStandIn, clock: FakeClock
+) -> None:
+    def asked() -> int:
+        return sum(1 for request in github.requests if request.path == f"/orgs/octo/members/{STRANGER}")
+
+    for _ in range(3):
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            assert (await sign_in(http, site, STRANGER))[0] == 403
+    assert asked() == 1
+    async with site.database.sessions() as session:
+        assert len(await list_audit(session, actor=STRANGER)) == 1
+    github.add_member("octo", STRANGER)
+    clock.advance(61)
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        assert (await sign_in(http, site, STRANGER))[0] == 200  # added meanwhile: in, a minute on

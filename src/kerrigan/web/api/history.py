@@ -226,7 +226,9 @@ async def sessions_index(request: web.Request) -> web.Response:
     ``device`` (a job ran there) and ``since``; ``limit`` (1-500, default 50) and ``cursor``."""
     principal = await reader(request)
     query = read_query(request.query, "sessions", SESSION_FILTERS)
-    filters = replace(query.filters, readable=await read_access(request, principal).all_readable())
+    filters = replace(
+        query.filters, readable=await read_access(request, principal).all_readable(query.filters.repository)
+    )
     async with request.config_dict[DATABASE].sessions() as session:
         page = await list_sessions(
             session, filters, limit=query.limit, after=query.after, before=query.before

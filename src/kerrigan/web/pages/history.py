@@ -84,7 +84,7 @@ async def sessions_page(request: web.Request) -> web.Response:
         context["error"], context["error_field"] = error.message, error.field
         return await render(request, "sessions.html", context, status=400)
     access = read_access(request, principal)
-    filters = replace(query.filters, readable=await access.all_readable())
+    filters = replace(query.filters, readable=await access.all_readable(query.filters.repository))
     async with request.config_dict[DATABASE].sessions() as session:
         page = await list_sessions(
             session, filters, limit=query.limit, after=query.after, before=query.before
