@@ -122,12 +122,10 @@ async def decide(request: web.Request, login: str) -> Verdict:
         )
     first = admission(rule, login, owners=owners, installations=installations)
     answers: dict[str, bool | None] = {}
-    for org, installation_id in first.ask:
-        if people is None:  # the organizations to ask come from GitHub's installations: there are none
-            break
-        answers[org] = await _member(people, installation_id, org, login)
-        if answers[org]:
-            break
+    if people is not None:  # else the organizations to ask (from GitHub's installations) are none
+        # Asked at once: someone in none of many organizations waits for one answer, not for each.
+        found = await asyncio.gather(*(_member(people, number, org, login) for org, number in first.ask))
+        answers = {org: member for (org, _), member in zip(first.ask, found, strict=True)}
     return verdict(login, first, answers)
 
 
