@@ -23,6 +23,7 @@ from typing import Any, Final, TypeVar
 from cachetools import TTLCache
 from gidgethub import BadRequest, RedirectionException
 
+from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 from kerrigan.core.sign_in import AccountKind, Installation
 from kerrigan.github.budget import APP
 from kerrigan.github.client import acting_for
@@ -87,7 +88,10 @@ class GitHubPeople:
 
     async def may_read(self, installation_id: int, full_name: str, login: str | None) -> bool:
         """Whether ``login`` (``None``: someone not signed in) may read the repository on GitHub: it is
-        public, or the login's permission there is read or more."""
+        public, or the login's permission there is read or more. A name that is no repository's is never
+        asked about (it goes into the request's path)."""
+        if not is_repository(full_name):
+            return False
         try:
             private = await self._is_private(installation_id, full_name)
             if not private:
@@ -126,6 +130,16 @@ class GitHubPeople:
                     raise
                 tokens.forget(installation_id)
                 return await call(await tokens.token(installation_id))
+
+
+def is_repository(full_name: str) -> bool:
+    """Whether ``full_name`` is a repository's ``owner/name`` (and no ``.`` or ``..``, which a path would
+    take for a step)."""
+    try:
+        validate_repository(full_name)
+    except RepositoryGlobError:
+        return False
+    return full_name.partition("/")[2] not in (".", "..")
 
 
 def _installation(item: Any) -> Installation | None:

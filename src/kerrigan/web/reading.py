@@ -4,7 +4,7 @@ logs.
 A repository's sessions, jobs, output, raw logs, uploaded files and results are shown to System Admins, and
 to anyone else (signed in on the pages, an API token's login, or nobody under ``KERRIGAN_PUBLIC_READ``) only
 when the repository is public or GitHub says their permission there is read or more; GitHub's answers are
-kept for a minute (:mod:`kerrigan.github.people`). The lab's own sessions (health checks: no repository)
+kept five minutes (:mod:`kerrigan.github.people`). The lab's own sessions (health checks: no repository)
 are everyone's. A session of a repository someone may not read is answered as if there were none (404, the
 same words), so its name and its sessions do not leak; a list leaves it out, and a page that shows the lab
 (a device's jobs, the queue) shows its jobs without their repository, session or task. On a server without
@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol, TypeVar
 
 from aiohttp import web
 
+from kerrigan.core.inventory import REPOSITORY_PATTERN
 from kerrigan.core.roles import Principal
 from kerrigan.store.audit import AuditEntry
 from kerrigan.store.history import JobEntry
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 HIDDEN: Final = "a job of a repository you cannot read"
 """What a page shows in place of a job's repository, session and task when its reader may not read it."""
 _QUESTIONS_AT_ONCE: Final = 8
+_REPOSITORY: Final = re.compile(REPOSITORY_PATTERN)
 
 
 class OfRepository(Protocol):
@@ -132,6 +135,13 @@ class ReadAccess:
         people = people_of(self.request)
         if people is None:  # no GitHub App: nobody but the admins reads a repository's sessions
             self.answers.update(dict.fromkeys(names, False))
+            return
+        malformed = {
+            name for name in names if not _REPOSITORY.fullmatch(name) or name.endswith(("/.", "/.."))
+        }
+        self.answers.update(dict.fromkeys(malformed, False))  # a filter's or report's text: never asked
+        names -= malformed
+        if not names:
             return
         async with self.request.config_dict[DATABASE].sessions() as db:
             installations = await repository_installations(db, names)

@@ -11,6 +11,7 @@ import io
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
@@ -217,3 +218,14 @@ async def test_public_read_shows_anonymous_callers_public_repositories_only(
         async with anonymous.get(public.base + ran.paths["raw log"], allow_redirects=False) as response:
             assert response.status == 200
             assert await response.text() == "secret build output\n"
+
+
+@pytest.mark.parametrize("name", ["octo/..", "octo/x?y=1", "octo/{owner}", "octo"])
+async def test_a_filter_that_names_no_repository_is_never_asked_of_github(
+    site: Site, browser: Open, github: GitHubStandIn, name: str
+) -> None:
+    reader = await browser(READER)
+    before = len(github.requests)
+    status, _ = await reader.get(f"/sessions?{urlencode({'repository': name})}")
+    assert status == 200
+    assert [request.path for request in github.requests[before:] if request.path.startswith("/repos/")] == []
