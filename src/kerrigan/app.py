@@ -22,6 +22,7 @@ from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.dispatch.results import ResultsUpload
 from kerrigan.github.client import answer_of
 from kerrigan.github.installations import RepositoryDiscovery
+from kerrigan.github.people import GitHubPeople
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.routes.comments import may_cancel
@@ -47,6 +48,7 @@ from kerrigan.web.api.secrets import (
     RepositoryWriters,
 )
 from kerrigan.web.headers import install_security_headers
+from kerrigan.web.membership import PEOPLE, GitHubAnswers
 from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
 from kerrigan.web.pages import setup_pages
 from kerrigan.web.state import DATABASE, SETTINGS
@@ -86,6 +88,8 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app[METRICS] = metrics
     app[REPOSITORY_WRITERS] = RepositoryWriters()  # asks GitHub once the App is connected
     app[REPOSITORY_FINDER] = RepositoryFinder()  # so does this
+    # So does who may sign in, and read which repository; answers are kept on the database's clock.
+    app[PEOPLE] = GitHubAnswers(clock=lambda: database.clock().timestamp())
     app[SCHEMA_HEAD] = head_revision()
     database.signals.listen_facts(count_fact)
     database.signals.listen_facts(log_transition)
@@ -140,6 +144,8 @@ async def _background(
         app[REPOSITORY_WRITERS].ask = functools.partial(_may_write, github)
         # A repository of an installation no event told of (installed before the database existed).
         app[REPOSITORY_FINDER].discover = RepositoryDiscovery(github.client, github.tokens)
+        # Who may sign in and who may read which repository, as GitHub says (kept on the database's clock).
+        app[PEOPLE].people = GitHubPeople(github, clock=lambda: database.clock().timestamp())
         protocol.credentials = github.job_credentials
         protocol.answer_of = answer_of
         protocol.revoking = functools.partial(_count_revoke, github)

@@ -205,6 +205,10 @@ class Settings:
 
     database_url: str = DEFAULT_DATABASE_URL
     admins: frozenset[str] = frozenset()
+    # Who may sign in to the web pages (docs/ui.md): members of these organizations and these logins, with
+    # the admins and the pools' owners. Both empty: the accounts the App is installed on decide.
+    allowed_orgs: frozenset[str] = frozenset()
+    allowed_logins: frozenset[str] = frozenset()
     host: str = "127.0.0.1"
     port: int = 8080
     public_url: str = "http://127.0.0.1:8080"
@@ -252,12 +256,13 @@ class Settings:
                     f"not {scheme + '://' if scheme else repr(url)}"
                 )
             values["database_url"] = url
-        if (admins := get("ADMINS")) is not None:
-            logins = {login.strip() for login in admins.split(",") if login.strip()}
-            bad = sorted(login for login in logins if not is_login(login))
-            if bad:
-                raise ConfigError(f"{PREFIX}ADMINS holds {bad[0]!r}, which is not a GitHub login")
-            values["admins"] = frozenset(login.lower() for login in logins)  # GitHub logins ignore case
+        for name, attribute in (
+            ("ADMINS", "admins"),
+            ("ALLOWED_ORGS", "allowed_orgs"),
+            ("ALLOWED_LOGINS", "allowed_logins"),
+        ):
+            if (text := get(name)) is not None:
+                values[attribute] = _logins(name, text)
         if (host := get("HOST")) is not None:
             values["host"] = host
         if (port := get("PORT")) is not None:
@@ -311,6 +316,17 @@ class Settings:
         values.update(_secrets_keys(get("SECRETS_KEY")))
         values.update(_reservations(get("RESERVATION_MAX_S"), get("RESERVATIONS_PER_USER")))
         return cls(**values)  # type: ignore[arg-type]
+
+
+def _logins(name: str, text: str) -> frozenset[str]:
+    """``KERRIGAN_<name>``: GitHub logins (or organization names, which follow the same rule),
+    comma-separated, lower-cased (GitHub ignores their case)."""
+    logins = {login.strip() for login in text.split(",") if login.strip()}
+    bad = sorted(login for login in logins if not is_login(login))
+    if bad:
+        what = "an organization" if name == "ALLOWED_ORGS" else "a GitHub login"
+        raise ConfigError(f"{PREFIX}{name} holds {bad[0][:40]!r}, which is not {what}")
+    return frozenset(login.lower() for login in logins)
 
 
 def _whole_number(text: str, low: int, high: int) -> int | None:

@@ -43,6 +43,16 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
     assert Settings.from_env({"KERRIGAN_ADMINS": "Alice, bob ,"}).admins == frozenset({"alice", "bob"})
 
 
+def test_who_may_sign_in_is_two_comma_separated_lists_compared_without_case() -> None:
+    settings = Settings.from_env(
+        {"KERRIGAN_ALLOWED_ORGS": "Octo-Lab, octo ,", "KERRIGAN_ALLOWED_LOGINS": "Guest,rita"}
+    )
+    assert settings.allowed_orgs == frozenset({"octo-lab", "octo"})
+    assert settings.allowed_logins == frozenset({"guest", "rita"})
+    default = Settings.from_env({})
+    assert default.allowed_orgs == default.allowed_logins == frozenset()  # the installations decide
+
+
 @pytest.mark.parametrize(
     ("environ", "named"),
     [
@@ -54,6 +64,8 @@ def test_admins_are_a_comma_separated_list_compared_without_case() -> None:
         ({"KERRIGAN_WORKERS": "³"}, "KERRIGAN_WORKERS"),
         ({"KERRIGAN_RUNNER_LEASE_S": "1" * 5000}, "KERRIGAN_RUNNER_LEASE_S"),
         ({"KERRIGAN_ADMINS": "not a login"}, "KERRIGAN_ADMINS"),
+        ({"KERRIGAN_ALLOWED_ORGS": "octo/lab"}, "KERRIGAN_ALLOWED_ORGS"),
+        ({"KERRIGAN_ALLOWED_LOGINS": "rita,-guest"}, "KERRIGAN_ALLOWED_LOGINS"),
         ({"KERRIGAN_PUBLIC_URL": "ftp://x"}, "KERRIGAN_PUBLIC_URL"),
         ({"KERRIGAN_GITHUB_APP_ID": "abc"}, "KERRIGAN_GITHUB_APP_ID"),
         ({"KERRIGAN_WORKERS": "-1"}, "KERRIGAN_WORKERS"),

@@ -139,6 +139,8 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
         async with demo_github() as github:
             github.add_installation(INSTALLATION, "octo")
             github.add_repository(REPOSITORY, INSTALLATION)
+            github.add_member("octo", "rita")  # may sign in (a member of octo) and read octo/firmware
+            github.set_permission(REPOSITORY, "rita", "read")
             github.add_commit(REPOSITORY, SHA, _workflows() | _scripts())
             port = free_port()
             secret = secrets.token_hex(16)
@@ -152,7 +154,8 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 github_private_key=github.private_key,
                 webhook_secret=secret,
                 admins=frozenset({"octocat"}),
-                # Sign-in to the pages goes through the stand-in's authorize page: type any login.
+                # Sign-in to the pages goes through the stand-in's authorize page: type a login (those
+                # the lab does not let in are refused, as on GitHub).
                 github_url=github.url,
                 github_client_id=github.oauth_client_id,
                 github_client_secret=github.oauth_client_secret,
@@ -190,7 +193,8 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                     base = f"http://127.0.0.1:{port}"
                     out.write(
                         f"\nOpen {base}/ and sign in: the stand-in asks for a login (octocat is a System "
-                        f"Admin and owns sdk-2-2-som). The API is at {base}/api/v1/. Ctrl-C stops.\n"
+                        "Admin and owns sdk-2-2-som; rita is a member of octo who reads octo/firmware; "
+                        f"anyone else is refused). The API is at {base}/api/v1/. Ctrl-C stops.\n"
                     )
                     await asyncio.Event().wait()
             finally:

@@ -232,6 +232,13 @@ class Repository:
         GitHub's own ``permission`` (admin, write, read, none) decides, so custom roles built on write count
         and maintain (reported there as write) does too.
         """
+        permission, role = await self.access(login)
+        return permission in WRITE_PERMISSIONS, role
+
+    async def access(self, login: str) -> tuple[str, str]:
+        """The login's base permission on the repository as GitHub reports it (``admin``, ``write``,
+        ``read`` or ``none``: maintain reads as write, triage as read) and its role's name; ``none`` for
+        a login GitHub says is no collaborator."""
 
         async def fetch(token: str) -> Any:
             return await self.client.getitem(
@@ -242,10 +249,25 @@ class Repository:
             data = await self._authorized(fetch)
         except BadRequest as exc:
             if int(exc.status_code) == 404:
-                return False, "none"
+                return "none", "none"
             raise
         permission = str(data.get("permission") or "none")
-        return permission in WRITE_PERMISSIONS, str(data.get("role_name") or permission)
+        return permission, str(data.get("role_name") or permission)
+
+    async def private(self) -> bool | None:
+        """Whether the repository is private (an internal one counts as private); ``None`` when the
+        installation cannot see it (GitHub answers 404)."""
+
+        async def fetch(token: str) -> Any:
+            return await self.client.getitem(self._url(""), oauth_token=token)
+
+        try:
+            data = await self._authorized(fetch)
+        except BadRequest as exc:
+            if int(exc.status_code) == 404:
+                return None
+            raise
+        return not (data.get("private") is False and data.get("visibility", "public") == "public")
 
     async def comment(self, number: int, body: str) -> None:
         """Reply on an issue or pull request; a body over GitHub's limit is cut to it (GitHub would refuse

@@ -47,6 +47,8 @@ class SessionFilters:
     conclusion: str | None = None
     device: str | None = None
     since: datetime | None = None
+    # The repositories the reader may see (``""``: the lab's own health checks); None: every one.
+    readable: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +225,8 @@ async def list_sessions(
         )
     if filters.since is not None:
         query = query.where(SessionRow.created_at >= filters.since)
+    if filters.readable is not None:
+        query = query.where(SessionRow.repository.in_(sorted(filters.readable)))
     if after is not None:
         query = query.where(_after(SessionRow.created_at, SessionRow.pk, after))
     if before is not None:
@@ -276,14 +280,22 @@ async def job_detail(session: AsyncSession, job_id: int) -> JobEntry | None:
 
 
 async def device_jobs(
-    session: AsyncSession, device_id: str, *, limit: int, after: Position | None = None
+    session: AsyncSession,
+    device_id: str,
+    *,
+    limit: int,
+    after: Position | None = None,
+    readable: frozenset[str] | None = None,
 ) -> Page[JobEntry]:
-    """The jobs that ran (or were sent to run) on ``device_id``, newest first."""
+    """The jobs that ran (or were sent to run) on ``device_id``, newest first; only those of the
+    ``readable`` repositories when given."""
     query = (
         select(JobRow, SessionRow)
         .join(SessionRow, SessionRow.pk == JobRow.session_pk)
         .where(JobRow.device_id == device_id)
     )
+    if readable is not None:
+        query = query.where(SessionRow.repository.in_(sorted(readable)))
     if after is not None:
         query = query.where(_after(JobRow.created_at, JobRow.pk, after))
     query = query.order_by(JobRow.created_at.desc(), JobRow.pk.desc()).limit(limit + 1)

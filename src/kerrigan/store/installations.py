@@ -13,7 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import NotFoundError
-from kerrigan.store.models import InstallationRow, RepositoryRow
+from kerrigan.store.models import InstallationRow, RepositoryRow, SessionRow
+
+_NAMED_AT_MOST = 500  # more names than this are read whole and picked out here (SQLite's variable limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,3 +154,30 @@ async def repositories(session: AsyncSession) -> list[tuple[str, int]]:
         .order_by(RepositoryRow.full_name)
     )
     return [(name, int(github_id)) for name, github_id in rows]
+
+
+async def repository_installations(
+    session: AsyncSession, names: Iterable[str] | None = None
+) -> dict[str, int]:
+    """The installation (GitHub's id) to ask about each repository sessions ran for (of ``names``, or
+    every one): the one covering it now, else the newest its sessions came with. A repository known
+    neither way is left out."""
+    wanted = None if names is None else sorted({name for name in names if name})
+    if wanted == []:
+        return {}
+    ran = select(SessionRow.repository, func.max(SessionRow.installation_id)).where(
+        SessionRow.repository != "", SessionRow.installation_id.is_not(None)
+    )
+    covered = select(RepositoryRow.full_name, InstallationRow.github_id).join(
+        InstallationRow, RepositoryRow.installation_pk == InstallationRow.pk
+    )
+    if wanted is not None and len(wanted) <= _NAMED_AT_MOST:
+        ran = ran.where(SessionRow.repository.in_(wanted))
+        covered = covered.where(RepositoryRow.full_name.in_(wanted))
+    found = {
+        str(name): int(number)
+        for name, number in await session.execute(ran.group_by(SessionRow.repository))
+        if number is not None
+    }
+    found.update({str(name): int(number) for name, number in await session.execute(covered)})
+    return found if wanted is None else {name: found[name] for name in wanted if name in found}

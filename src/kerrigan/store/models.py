@@ -514,6 +514,8 @@ class SignInRow(Base):
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
     ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # When GitHub last confirmed the login may sign in (membership is asked again an hour after it).
+    checked_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class AuditRow(Base):

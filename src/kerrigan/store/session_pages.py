@@ -240,6 +240,12 @@ class OutputSince:
     cut: str | None
 
 
+async def session_repository(session: AsyncSession, session_id: str) -> str | None:
+    """The repository of session ``session_id`` (``""`` for the lab's own), or None when there is none."""
+    found = await session.scalar(select(SessionRow.repository).where(SessionRow.id == session_id))
+    return str(found) if found is not None else None
+
+
 async def session_job_pk(session: AsyncSession, session_id: str, job_pk: int) -> int | None:
     """``job_pk`` when it is a job of that session, else None."""
     found = await session.scalar(

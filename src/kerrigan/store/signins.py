@@ -1,11 +1,13 @@
 """Browser sign-ins kept on the server: the cookie carries a random id, the database its SHA-256, the
-login and when the sign-in ends. Sign out ends the row, so a cookie copied before it is worth nothing after,
-on every replica."""
+login, when the sign-in ends and when GitHub last confirmed the login may sign in. Sign out ends the row,
+so a cookie copied before it is worth nothing after, on every replica; so does a login that may no longer
+sign in (:func:`end_signins_of`)."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -23,24 +25,63 @@ def signin_hash(signin_id: str) -> str:
     return hashlib.sha256(signin_id.encode()).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class SignIn:
+    """A sign-in that is going: whose, and when GitHub last confirmed it may be."""
+
+    login: str
+    checked_at: datetime
+
+
 async def create_signin(session: AsyncSession, login: str, at: datetime, lasts: timedelta) -> str:
-    """A new sign-in of ``login`` until ``at + lasts``; the only time its id exists in plain text."""
+    """A new sign-in of ``login`` (just checked) until ``at + lasts``; the only time its id exists in plain
+    text."""
     signin_id = secrets.token_urlsafe(32)
-    session.add(SignInRow(id_hash=signin_hash(signin_id), login=login, created_at=at, expires_at=at + lasts))
+    session.add(
+        SignInRow(
+            id_hash=signin_hash(signin_id), login=login, created_at=at, expires_at=at + lasts, checked_at=at
+        )
+    )
     await session.flush()
     return signin_id
 
 
-async def signed_in_login(session: AsyncSession, signin_id: str, at: datetime) -> str | None:
-    """The login of a sign-in that exists, has not ended and has not expired at ``at``; else None."""
-    login: str | None = await session.scalar(
-        select(SignInRow.login).where(
-            SignInRow.id_hash == signin_hash(signin_id),
-            SignInRow.ended_at.is_(None),
-            SignInRow.expires_at > at,
+async def signed_in(session: AsyncSession, signin_id: str, at: datetime) -> SignIn | None:
+    """A sign-in that exists, has not ended and has not expired at ``at``; else None."""
+    row = (
+        await session.execute(
+            select(SignInRow.login, SignInRow.checked_at, SignInRow.created_at).where(
+                SignInRow.id_hash == signin_hash(signin_id),
+                SignInRow.ended_at.is_(None),
+                SignInRow.expires_at > at,
+            )
         )
+    ).one_or_none()
+    if row is None:
+        return None
+    login, checked_at, created_at = row
+    return SignIn(login, checked_at or created_at)  # a row from before checks: checked when made
+
+
+async def mark_checked(session: AsyncSession, signin_id: str, at: datetime) -> None:
+    """GitHub confirmed at ``at`` that the sign-in's login may still sign in."""
+    await session.execute(
+        update(SignInRow)
+        .where(SignInRow.id_hash == signin_hash(signin_id), SignInRow.ended_at.is_(None))
+        .values(checked_at=at)
+        .execution_options(synchronize_session=False)
     )
-    return login
+
+
+async def end_signins_of(session: AsyncSession, login: str, at: datetime) -> int:
+    """End every sign-in of ``login`` that is still going (it may no longer sign in); how many."""
+    result = await session.execute(
+        update(SignInRow)
+        .where(SignInRow.login == login, SignInRow.ended_at.is_(None), SignInRow.expires_at > at)
+        .values(ended_at=at)
+        .execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 async def end_signin(session: AsyncSession, signin_id: str, at: datetime) -> bool:

@@ -11,6 +11,11 @@ A sign-in is a row on the server (:mod:`kerrigan.store.signins`): the cookie car
 every request that needs the user reads the row, so Sign out (which ends it) signs out every copy of the
 cookie, on every replica. Where the browser goes after signing in is a path on this site only
 (:mod:`kerrigan.core.redirects`).
+
+Only the people the lab lets in may sign in (:mod:`kerrigan.web.membership`): a login GitHub names is
+checked before its sign-in is made (a refusal is a page saying who may sign in and why not, and is
+audited), and again on the first request an hour after it was last confirmed; a login that may no longer
+sign in has its sign-ins ended.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import logging
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -34,7 +39,17 @@ from kerrigan import __version__
 from kerrigan.config import Settings
 from kerrigan.core.redirects import local_path
 from kerrigan.core.roles import Principal
-from kerrigan.store.signins import create_signin, end_signin, purge_signins, signed_in_login
+from kerrigan.core.sign_in import Outcome
+from kerrigan.store.signins import (
+    SignIn,
+    create_signin,
+    end_signin,
+    end_signins_of,
+    mark_checked,
+    purge_signins,
+    signed_in,
+)
+from kerrigan.web.membership import admit, audit_refusal, check_due, in_grace, recheck, who_may_sign_in
 from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 log = logging.getLogger(__name__)
@@ -93,6 +108,16 @@ class SignInRequired(Exception):  # noqa: N818 -- a redirect, not a fault
 
 class Forbidden(Exception):  # noqa: N818 -- an answer
     """The signed-in user may not do this; the message says who may."""
+
+
+class SignInRefused(Exception):  # noqa: N818 -- an answer
+    """GitHub named someone this lab does not let in: the page says who may sign in and why not."""
+
+    def __init__(self, login: str, reason: str, who_may: str) -> None:
+        super().__init__(reason)
+        self.login = login
+        self.reason = reason
+        self.who_may = who_may
 
 
 def session_key(settings: Settings) -> bytes:
@@ -170,7 +195,8 @@ _SIGNED_IN = web.RequestKey("signed_in", _SignedIn)
 
 async def page_principal(request: web.Request) -> Principal | None:
     """The signed-in user of this browser, or None: the cookie's sign-in must exist on the server, not have
-    ended (Sign out) and not have expired."""
+    ended (Sign out) and not have expired, and its login must still be one the lab lets in (asked of
+    GitHub again an hour after it was last confirmed)."""
     if _SIGNED_IN in request:
         return request[_SIGNED_IN].principal
     session = await get_session(request)
@@ -178,14 +204,42 @@ async def page_principal(request: web.Request) -> Principal | None:
     principal = None
     if isinstance(signin_id, str):
         database = request.config_dict[DATABASE]
+        now = database.clock()
         async with database.sessions() as db:
-            login = await signed_in_login(db, signin_id, database.clock())
-        if login is None:
+            found = await signed_in(db, signin_id, now)
+        if found is None:
             session.pop("signin")  # ended or expired: the cookie stops naming it
-        else:
-            principal = Principal(login, admin=login.lower() in request.config_dict[SETTINGS].admins)
+        elif not check_due(found.checked_at, now) or await _still_allowed(request, signin_id, found, now):
+            principal = Principal(
+                found.login, admin=found.login.lower() in request.config_dict[SETTINGS].admins
+            )
     request[_SIGNED_IN] = _SignedIn(principal)
     return principal
+
+
+async def _still_allowed(request: web.Request, signin_id: str, found: SignIn, now: datetime) -> bool:
+    """The hourly check of a sign-in: confirmed, it counts for another hour; refused, every sign-in of
+    its login ends (audited) and the sign-in page says why; unanswered, it counts within the grace time
+    and not after it (the sign-in is kept, and counts again once GitHub answers)."""
+    answer = await recheck(request, found.login)
+    session = await get_session(request)
+    if answer.allowed:
+        async with writing(request) as db:
+            await mark_checked(db, signin_id, now)
+        return True
+    if answer.outcome is Outcome.REFUSED:
+        async with writing(request) as db:
+            ended = await end_signins_of(db, found.login, now)
+        if ended:  # a request at the same moment may have ended them already: audited once
+            await audit_refusal(request, found.login, answer.words, ended=True)
+            log.info("%s may no longer sign in: %s", found.login, answer.words)
+        session.pop("signin")
+        session["refused"] = answer.words
+        return False
+    if in_grace(found.checked_at, now):
+        return True
+    session["refused"] = answer.words
+    return False
 
 
 async def page_reader(request: web.Request) -> Principal | None:
@@ -279,6 +333,12 @@ async def auth_callback(request: web.Request) -> web.Response:
     login = user.get("login") if isinstance(user, dict) else None
     if not isinstance(login, str) or not 0 < len(login) <= MAX_LOGIN_LENGTH:
         raise Forbidden("GitHub did not say who you are")
+    answer, new = await admit(request, login)
+    if not answer.allowed:
+        if new:
+            await audit_refusal(request, login, answer.words)
+            log.info("%s was refused sign-in: %s", login, answer.words)
+        raise SignInRefused(login, answer.words, await who_may_sign_in(request))
     next_page = session.get("next")
     database = request.config_dict[DATABASE]
     async with writing(request) as db:

@@ -9,7 +9,8 @@ Every test gets a small lab, stored through the store's own functions before the
   ``dev-b1``.
 
 and an API token for each role: alice (System Admin), olga (owner of pool-a), bob (owner of pool-b) and
-rita (signed in, owns nothing).
+rita (signed in, owns nothing). The GitHub App is the stand-in's: olga, bob and rita read ``octo/firmware``
+there, so they see its sessions.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import create_device, create_pool, load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.github import GitHubStandIn
 from kerrigan.web.state import DATABASE
 from tests.conftest import FakeClock
+from tests.integration.github.conftest import REPO
 
 ADMIN = "alice"
 OWNER_A = "olga"
@@ -144,13 +147,25 @@ async def seed_lab(db: Database) -> dict[str, str]:
 
 
 @pytest.fixture
-async def api(aiohttp_client: Any, database_url: str, db: Database, clock: FakeClock) -> Api:
-    """The server on the lab above, alice its only System Admin, stamping changes with ``clock``.
+async def api(
+    aiohttp_client: Any, database_url: str, db: Database, clock: FakeClock, github: GitHubStandIn
+) -> Api:
+    """The server on the lab above, alice its only System Admin, stamping changes with ``clock``, its
+    GitHub App the stand-in's (installed on octo), where olga, bob and rita read ``octo/firmware`` (it is
+    private), the repository of the sessions these tests store.
 
     ``db`` empties the database first. The lab is stored through the server's own ``Database``, whose
     engine is then warm for the requests that follow.
     """
-    settings = Settings(database_url=database_url, admins=frozenset({ADMIN}))
+    for login in (OWNER_A, OWNER_B, READER):
+        github.set_permission(REPO, login, "read")
+    settings = Settings(
+        database_url=database_url,
+        admins=frozenset({ADMIN}),
+        github_api_url=github.url,
+        github_app_id=github.app_id,
+        github_private_key=github.private_key,
+    )
     client = await aiohttp_client(create_app(settings, clock=clock))
     database = client.app[DATABASE]
     return Api(client, await seed_lab(database), database)

@@ -41,8 +41,10 @@ async def add_session(
     runs: Sequence[Run] = (Run(),),
     sha: str | None = None,
     session_id: str | None = None,
+    installation_id: int | None = 1,
 ) -> tuple[str, list[int]]:
-    """Store a session created at ``at`` with its jobs; its id and its jobs' ids."""
+    """Store a session created at ``at`` with its jobs (of the installation a real delivery names); its id
+    and its jobs' ids."""
     row = SessionRow(
         id=session_id or str(uuid.uuid4()),
         head_sha=sha or uuid.uuid4().hex[:40].ljust(40, "0"),
@@ -56,6 +58,7 @@ async def add_session(
         updated_at=at + timedelta(minutes=5),
         repository=repository,
         head_branch=branch,
+        installation_id=installation_id,
     )
     session.add(row)
     await session.flush()

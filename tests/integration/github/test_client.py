@@ -354,6 +354,7 @@ async def test_the_sign_in_flow_sends_githubs_headers(
         github_client_id=github.oauth_client_id,
         github_client_secret=github.oauth_client_secret,
     )
+    github.add_member("octo", "hubot")  # the App is installed on octo: its members may sign in
     client = await start_app(settings)
     started = await client.get("/login/github", allow_redirects=False)
     query = parse_qs(urlsplit(started.headers["Location"]).query)
@@ -366,10 +367,16 @@ async def test_the_sign_in_flow_sends_githubs_headers(
         back = urlsplit(authorized.headers["Location"])
     signed_in = await client.get(f"{back.path}?{back.query}", allow_redirects=False)
     assert signed_in.status == 302
-    sent = [r for r in github.requests if r.path in ("/login/oauth/access_token", "/user")]
-    assert [(r.method, r.path) for r in sent] == [("POST", "/login/oauth/access_token"), ("GET", "/user")]
+    asked = ("/login/oauth/access_token", "/user", "/app/installations", "/orgs/octo/members/hubot")
+    sent = [r for r in github.requests if r.path in asked]
+    assert [(r.method, r.path) for r in sent] == [
+        ("POST", "/login/oauth/access_token"),
+        ("GET", "/user"),
+        ("GET", "/app/installations"),  # who the App is installed on: who may sign in
+        ("GET", "/orgs/octo/members/hubot"),
+    ]
     headers = [{name.lower(): value for name, value in r.headers.items()} for r in sent]
-    assert [h["accept"] for h in headers] == ["application/json", "application/vnd.github+json"]
+    assert [h["accept"] for h in headers] == ["application/json", *["application/vnd.github+json"] * 3]
     assert {h["x-github-api-version"] for h in headers} == {"2022-11-28"}
     assert {h["user-agent"] for h in headers} == {f"kerrigan/0.1.0 (GitHub App {github.app_id})"}
 

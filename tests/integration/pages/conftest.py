@@ -2,7 +2,9 @@
 
 ``site`` is a running Kerrigan whose database holds the lab inventory (``fixtures/inventory/lab.yml``:
 ``octocat`` owns ``sdk-2-2-som`` and ``sdk-2-2-pcie``; ``hubot`` owns ``sdk-2-1-som``), with ``admin`` a
-System Admin, and ``browser(login)`` signs in through the stand-in and keeps its cookies.
+System Admin, and ``browser(login)`` signs in through the stand-in and keeps its cookies. ``rita`` is a
+member of ``octo``, the organization the App is installed on, so she may sign in; she, ``octocat`` and
+``hubot`` read ``octo/firmware`` on GitHub (it is private), so they see its sessions.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from kerrigan.app import create_app
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.processes import free_port
-from tests.integration.github.conftest import settings_for
+from tests.integration.github.conftest import REPO, settings_for
 
 ADMIN = "admin"
 OWNER = "octocat"  # owns sdk-2-2-som in the lab
@@ -68,25 +70,38 @@ class Site:
     base: str
 
 
+StartSite = Callable[..., Any]
+
+
 @pytest.fixture
-async def site(lab_db: Database, github: GitHubStandIn, aiohttp_server: Callable[..., Any]) -> Site:
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"  # the public URL: links and the OAuth redirect_uri use it
-    app = create_app(
-        settings_for(
-            lab_db,
-            github,
-            admins=frozenset({ADMIN}),
-            public_url=base,
-            github_url=github.url,
-            github_client_id=github.oauth_client_id,
-            github_client_secret=github.oauth_client_secret,
-            session_secret="pages-test-secret",
-        ),
-        clock=lab_db.clock,
-    )
-    await aiohttp_server(app, port=port)
-    return Site(github, lab_db, base)
+def start_site(lab_db: Database, github: GitHubStandIn, aiohttp_server: Callable[..., Any]) -> StartSite:
+    """``await start_site(**settings)``: a Kerrigan on the lab with these settings over the pages' own."""
+
+    async def start(**overrides: Any) -> Site:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"  # the public URL: links and the OAuth redirect_uri use it
+        values: dict[str, Any] = {
+            "admins": frozenset({ADMIN}),
+            "public_url": base,
+            "github_url": github.url,
+            "github_client_id": github.oauth_client_id,
+            "github_client_secret": github.oauth_client_secret,
+            "session_secret": "pages-test-secret",
+        }
+        app = create_app(settings_for(lab_db, github, **(values | overrides)), clock=lab_db.clock)
+        await aiohttp_server(app, port=port)
+        return Site(github, lab_db, base)
+
+    return start
+
+
+@pytest.fixture
+async def site(github: GitHubStandIn, start_site: StartSite) -> Site:
+    github.add_member("octo", READER)  # the App is installed on octo: its members may sign in
+    for login in (READER, OWNER, OTHER_OWNER):
+        github.set_permission(REPO, login, "read")
+    started: Site = await start_site()
+    return started
 
 
 @pytest.fixture

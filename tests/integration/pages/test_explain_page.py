@@ -17,7 +17,7 @@ from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from kerrigan.web.api.explain import DEFAULT_PATH
 from kerrigan.web.pages import explain as explain_page
-from tests.integration.github.conftest import MANIFESTS
+from tests.integration.github.conftest import INSTALLATION, MANIFESTS
 from tests.integration.held_calls import HeldCalls
 from tests.integration.pages.conftest import READER, Site
 from tests.integration.pages.test_session_page import device_links, rows, table, text
@@ -120,6 +120,7 @@ async def test_the_filter_keeps_the_rejected_devices_that_match(site: Site, brow
 
 async def test_the_repository_list_and_the_newest_session_of_the_workflow(site: Site, browser: Open) -> None:
     ran = builders.session("44444444-4444-4444-4444-444444444444", (), repository="octo/lab-tools")
+    site.github.add_repository("octo/lab-tools", INSTALLATION, private=False)  # anyone may read it
     async with site.database.sessions() as db, db.begin():
         await create_session(db, ran, site.database.clock())
     reader = await browser(READER)
@@ -182,6 +183,8 @@ async def test_the_chosen_repository_is_held_against_the_pools_repositories(
     from kerrigan.store.inventory import apply_diff
 
     ran = builders.session("55555555-5555-5555-5555-555555555555", (), repository="octo/lab-tools")
+    site.github.add_repository("octo/lab-tools", INSTALLATION)
+    site.github.set_permission("octo/lab-tools", READER, "triage")  # reads it on GitHub
     async with site.database.sessions() as db, db.begin():
         await create_session(db, ran, site.database.clock())
         before = await load_inventory(db)

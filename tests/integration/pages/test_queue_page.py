@@ -28,11 +28,21 @@ from kerrigan.store.queue_view import QueueSnapshot, read_queue
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from tests.conftest import FakeClock
+from tests.integration.github.conftest import INSTALLATION
 from tests.integration.pages.conftest import READER, Site, needs_chromium, on_sqlite_only
 
 SOM_UART = {"labels": {"sdk": ["2.2.0"], "form_factor": ["som"]}, "tags": ["uart-debug"]}  # bluebox, redbox
 OLD_UART = {"labels": {"sdk": ["2.1.1"], "form_factor": ["som"]}, "tags": ["uart-debug"]}  # modalix-old-01
 PCIE = {"labels": {"sdk": ["2.2.0"], "form_factor": ["pcie"]}}  # pcie-card-01 and -02, both on lab-b-01
+
+
+@pytest.fixture
+async def site(site: Site) -> Site:
+    """The pages' site, where the reader also reads the other repositories these tests queue jobs of."""
+    for name in ("octo/sdk", "octo/gate", "octo/tools"):
+        site.github.add_repository(name, INSTALLATION)
+        site.github.set_permission(name, READER, "read")
+    return site
 
 
 def new_session(

@@ -22,6 +22,7 @@ from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from kerrigan.web.pages.runners import health_view, isolation_line, resource_values, vcpu_seconds
 from tests.conftest import FakeClock
+from tests.integration.github.conftest import INSTALLATION
 from tests.integration.pages.conftest import ADMIN, OWNER, READER, Site, needs_chromium, on_sqlite_only
 
 GIB = 1 << 30
@@ -99,6 +100,7 @@ def section(page: str, host: str) -> str:
 async def test_a_registered_host_shows_its_resources_claims_cpu_sets_and_health(
     site: Site, browser: Callable[..., Any], clock: FakeClock
 ) -> None:
+    site.github.add_repository("octo/sdk", INSTALLATION, private=False)  # its use is shown to all
     reader = await browser(READER)
     headers = await runner(
         site, reader.http, "lab-a-01", {"modalix-bluebox": "present", "usb-probe": "present"}

@@ -7,7 +7,14 @@ someone wrote in between. Without that, writes to one row are serialised (the ro
 database can) and the later one wins.
 """
 
-from kerrigan.store.inventory.reads import get_device, get_pool, host_devices, list_devices, list_pools
+from kerrigan.store.inventory.reads import (
+    get_device,
+    get_pool,
+    host_devices,
+    list_devices,
+    list_pools,
+    pool_owners,
+)
 from kerrigan.store.inventory.rows import (
     ConflictError,
     NotFoundError,
@@ -48,6 +55,7 @@ __all__ = [
     "list_devices",
     "list_pools",
     "load_inventory",
+    "pool_owners",
     "save_device",
     "save_pool",
     "set_state",

@@ -35,6 +35,12 @@ async def list_pools(session: AsyncSession) -> list[StoredPool]:
     return [StoredPool(pool_of(row), row.version, counts.get(row.pk, 0), row.updated_at) for row in rows]
 
 
+async def pool_owners(session: AsyncSession) -> frozenset[str]:
+    """The owners of every pool, lower-cased (GitHub logins ignore case)."""
+    lists = (await session.scalars(select(PoolRow.owners))).all()
+    return frozenset(str(login).lower() for owners in lists for login in owners or ())
+
+
 async def get_device(session: AsyncSession, device_id: str, *, lock: bool = False) -> StoredDevice:
     """One device with its pool, or :class:`NotFoundError`; ``lock`` as for :func:`get_pool`."""
     return stored_device(await device_row(session, device_id, lock=lock))

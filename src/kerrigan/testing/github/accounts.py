@@ -168,7 +168,8 @@ def repository_body(github: GitHubStandIn, full_name: str) -> dict[str, Any]:
         "name": name,
         "full_name": full_name,
         "owner": user_body(owner, kind="Organization"),
-        "private": True,
+        "private": known.private if known is not None else False,  # a fork it does not hold: public
+        "visibility": "private" if known is not None and known.private else "public",
         "html_url": f"{HTML_URL}/{full_name}",
         "description": None,
         "fork": known is None,

@@ -134,6 +134,8 @@ async def create_access_token(github: GitHubStandIn, request: web.Request) -> we
         raise GitHubError(404, "Not Found")
     if github.installation_apps.get(installation, github.app_id) != app_id:
         raise GitHubError(404, "Not Found")  # another App's installation
+    if installation in github.suspended:
+        raise GitHubError(403, "This installation has been suspended")
     raw = await request.read()  # read once already by the middleware; aiohttp keeps it
     body: Any = json.loads(raw) if raw else {}
     if not isinstance(body, dict):

@@ -23,11 +23,12 @@ def node_id(kind: str, number: int) -> str:
 
 @dataclass
 class FakeRepository:
-    """A repository: files per commit, pull requests and collaborators' permissions."""
+    """A repository: whether it is private, files per commit, pull requests and collaborators' permissions."""
 
     full_name: str
     id: int
     installation_id: int
+    private: bool = True
     commits: dict[str, dict[str, bytes]] = field(default_factory=dict)
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     permissions: dict[str, str] = field(default_factory=dict)

@@ -1,5 +1,5 @@
-"""Pull requests (one, and those of a commit), a collaborator's permission on a repository, and the App's
-installation on a repository."""
+"""A repository, its pull requests (one, and those of a commit), a collaborator's permission on it, and the
+App's installation on it."""
 
 from __future__ import annotations
 
@@ -139,6 +139,12 @@ async def permission(github: GitHubStandIn, request: web.Request) -> web.Respons
     return web.json_response({"permission": legacy, "role_name": role, "user": user})
 
 
+async def repository(github: GitHubStandIn, request: web.Request) -> web.Response:
+    """``GET /repos/{owner}/{repo}``: the repository, to a token that may see it."""
+    repo = authorized_repository(github, request)
+    return web.json_response(repository_body(github, repo.full_name))
+
+
 async def repository_installation(github: GitHubStandIn, request: web.Request) -> web.Response:
     """``GET /repos/{owner}/{repo}/installation``: the installation of the App whose JWT asks (names in any
     case, as GitHub matches them); 404 when the App is not installed there."""
@@ -150,7 +156,8 @@ async def repository_installation(github: GitHubStandIn, request: web.Request) -
 
 
 def add_routes(router: web.UrlDispatcher, github: GitHubStandIn) -> None:
-    """Pulls, permissions and a repository's installation."""
+    """Repositories, pulls, permissions and a repository's installation."""
+    router.add_get("/repos/{owner}/{repo}", partial(repository, github))
     router.add_get("/repos/{owner}/{repo}/commits/{commit_sha}/pulls", partial(pulls_for_commit, github))
     router.add_get("/repos/{owner}/{repo}/pulls/{pull_number}", partial(pull, github))
     router.add_get("/repos/{owner}/{repo}/collaborators/{username}/permission", partial(permission, github))

@@ -16,7 +16,17 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kerrigan.testing.github import artifacts, auth, checks, contents, issues, limits, manifests, repositories
+from kerrigan.testing.github import (
+    artifacts,
+    auth,
+    checks,
+    contents,
+    issues,
+    limits,
+    manifests,
+    organizations,
+    repositories,
+)
 from kerrigan.testing.github.artifacts import FakeArtifact, zip_of
 from kerrigan.testing.github.auth import generate_app_key, installation_of
 from kerrigan.testing.github.errors import GitHubError, error_response
@@ -34,6 +44,7 @@ APP_PERMISSIONS: Final = {
     "checks": "write",
     "contents": "read",
     "issues": "write",
+    "members": "read",
     "merge_queues": "read",
     "metadata": "read",
     "pull_requests": "read",
@@ -68,6 +79,9 @@ class GitHubStandIn:
         self.app_permissions: dict[str, str] = dict(APP_PERMISSIONS)
         self.installations: dict[int, str] = {}  # installation id -> account
         self.installation_apps: dict[int, str] = {}  # installation id -> App id, where not this App's
+        self.installation_kinds: dict[int, str] = {}  # installation id -> "User" (else an Organization)
+        self.suspended: set[int] = set()  # installations suspended: they mint no tokens
+        self.members: dict[str, set[str]] = {}  # organization -> its members' logins (lower-cased)
         # The App manifest flow: Apps created from manifests (by id) and the codes that convert into them.
         self.created_apps: dict[str, CreatedApp] = {}
         self.manifest_codes: dict[str, tuple[str, datetime]] = {}  # code -> (App id, expiry)
@@ -98,15 +112,28 @@ class GitHubStandIn:
 
     # -- set-up ------------------------------------------------------------------------------------
 
-    def add_installation(self, installation_id: int, account: str, *, app_id: str | None = None) -> None:
-        """An installation of the App (or of ``app_id``, one created from a manifest) on ``account``."""
+    def add_installation(
+        self, installation_id: int, account: str, *, app_id: str | None = None, kind: str = "Organization"
+    ) -> None:
+        """An installation of the App (or of ``app_id``, one created from a manifest) on ``account``, an
+        organization unless ``kind`` is ``"User"``."""
         self.installations[installation_id] = account
         if app_id is not None and app_id != self.app_id:
             self.installation_apps[installation_id] = app_id
+        if kind != "Organization":
+            self.installation_kinds[installation_id] = kind
 
-    def add_repository(self, full_name: str, installation_id: int) -> FakeRepository:
-        """A repository the installation covers."""
-        repo = FakeRepository(full_name, next(self.ids), installation_id)
+    def add_member(self, org: str, *logins: str) -> None:
+        """Make ``logins`` members of the organization ``org``."""
+        self.members.setdefault(org.lower(), set()).update(login.lower() for login in logins)
+
+    def remove_member(self, org: str, login: str) -> None:
+        """``login`` leaves the organization ``org``."""
+        self.members.get(org.lower(), set()).discard(login.lower())
+
+    def add_repository(self, full_name: str, installation_id: int, *, private: bool = True) -> FakeRepository:
+        """A repository the installation covers (private unless said otherwise)."""
+        repo = FakeRepository(full_name, next(self.ids), installation_id, private=private)
         self.repositories[full_name] = repo
         return repo
 
@@ -226,7 +253,17 @@ class GitHubStandIn:
     async def start(self, port: int = 0) -> None:
         """Listen on 127.0.0.1 (a free port unless one is given)."""
         app = web.Application(middlewares=[self._middleware])
-        for concern in (artifacts, auth, contents, checks, issues, limits, manifests, repositories):
+        for concern in (
+            artifacts,
+            auth,
+            contents,
+            checks,
+            issues,
+            limits,
+            manifests,
+            organizations,
+            repositories,
+        ):
             concern.add_routes(app.router, self)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -5,7 +5,8 @@ Who may cancel from the web (the API and the session page): System Admins, and t
 session uses, that is a pool one of its jobs' devices is in or one its tasks were eligible on when it was
 resolved (as LAVA lets device owners cancel). The web does not keep a signed-in user's GitHub token, so it
 cannot ask GitHub who writes to the repository; a repository's writers cancel from GitHub (the check run's
-*Cancel* action, ``/kerrigan cancel``).
+*Cancel* action, ``/kerrigan cancel``). A session of a repository the caller may not read
+(:mod:`kerrigan.web.reading`) is not there for them: 404.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kerrigan.store.sessions import get_session
 from kerrigan.web import short_ids
 from kerrigan.web.auth import forbidden, signed_in
 from kerrigan.web.errors import ApiError
+from kerrigan.web.reading import read_access
 from kerrigan.web.state import DATABASE, writing
 
 routes = web.RouteTableDef()
@@ -75,11 +77,20 @@ async def cancel_from_web(request: web.Request, principal: Principal, session_id
     """Cancel ``session_id`` as ``principal``: 404 when there is no such session, 403 when they may not,
     else what :func:`~kerrigan.store.cancel.cancel_session` did (an ended session is left alone)."""
     database = request.config_dict[DATABASE]
+    missing = ApiError(404, "not_found", f"there is no session {session_id!r}")
+    async with database.sessions() as db:
+        try:
+            repository = (await get_session(db, session_id)).repository
+        except NotFoundError:
+            raise missing from None
+    # Asked before the write (GitHub may take a while): a session of a repository they cannot read is
+    # not there for them.
+    await read_access(request, principal).check(repository, missing)
     async with writing(request) as db:
         try:
             session = await get_session(db, session_id)
         except NotFoundError:
-            raise ApiError(404, "not_found", f"there is no session {session_id!r}") from None
+            raise missing from None
         if not await web_may_cancel(db, principal, session):
             raise forbidden(
                 principal, f"cancel session {session_id}: System Admins and the owners of its pools may"
@@ -88,7 +99,7 @@ async def cancel_from_web(request: web.Request, principal: Principal, session_id
             db, session_id, database.clock(), by=principal.login, reason=f"cancelled by {principal.login}"
         )
     if done is None:  # it went between the read and the cancel
-        raise ApiError(404, "not_found", f"there is no session {session_id!r}")
+        raise missing
     return done
 
 

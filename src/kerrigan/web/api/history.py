@@ -2,6 +2,10 @@
 and attempts, ``/jobs/{id}`` (with the files it uploaded), ``/jobs/{id}/output`` (the raw log),
 ``/jobs/{id}/files/{file}`` (one uploaded file) and ``/devices/{id}/jobs``.
 
+Each answers only what the caller may read (:mod:`kerrigan.web.reading`): a list leaves out the sessions
+and jobs of repositories the caller may not read on GitHub, and one of them read by its id is a 404, the
+same as one that does not exist.
+
 A list answers ``{"items": [...], "next_cursor": "..." | null}``. A cursor is opaque to clients and bound to
 the filters it was made for: sent with other filters, it is refused (400 naming ``cursor``) rather than
 silently paging a different list. An unknown query parameter is a 400 naming it.
@@ -13,7 +17,7 @@ import hashlib
 import json
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -42,6 +46,7 @@ from kerrigan.web.api.cursors import binding, make_cursor, not_ours, read_cursor
 from kerrigan.web.auth import reader
 from kerrigan.web.downloads import send_job_file
 from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.reading import read_access
 from kerrigan.web.state import DATABASE
 
 routes = web.RouteTableDef()
@@ -240,11 +245,14 @@ def _job_id(request: web.Request) -> int:
 async def sessions_index(request: web.Request) -> web.Response:
     """Sessions newest first, by ``repository``, ``branch``, ``workflow``, ``state``, ``conclusion``,
     ``device`` (a job ran there) and ``since``; ``limit`` (1-500, default 50) and ``cursor``."""
-    await reader(request)
+    principal = await reader(request)
     query = read_query(request.query, "sessions", SESSION_FILTERS)
+    filters = replace(
+        query.filters, readable=await read_access(request, principal).all_readable(query.filters.repository)
+    )
     async with request.config_dict[DATABASE].sessions() as session:
         page = await list_sessions(
-            session, query.filters, limit=query.limit, after=query.after, before=query.before
+            session, filters, limit=query.limit, after=query.after, before=query.before
         )
     return web.json_response(
         {"items": [session_json(entry) for entry in page.items], "next_cursor": query.cursor(page.next)}
@@ -254,49 +262,54 @@ async def sessions_index(request: web.Request) -> web.Response:
 @routes.get("/sessions/{session_id}")
 async def session_read(request: web.Request) -> web.Response:
     """One session with its jobs, each attempt its own."""
-    await reader(request)
+    principal = await reader(request)
     session_id = await short_ids.session_id(request, request.match_info["session_id"])
     async with request.config_dict[DATABASE].sessions() as session:
         entry = await session_detail(session, session_id)
         files = await artifacts_of(session, [job.id for job in entry.jobs]) if entry is not None else {}
+    missing = ApiError(404, "not_found", f"no session {session_id[:40]!r}")
     if entry is None:
-        raise ApiError(404, "not_found", f"no session {session_id[:40]!r}")
+        raise missing
+    await read_access(request, principal).check(entry.repository, missing)
     return _read(request, session_json(entry, with_jobs=True, files=files))
 
 
 @routes.get("/jobs/{job_id}")
 async def job_read(request: web.Request) -> web.Response:
     """One job."""
-    await reader(request)
-    job_id = _job_id(request)
+    job = await _readable_job(request)
     async with request.config_dict[DATABASE].sessions() as session:
-        job = await job_detail(session, job_id)
-        files = (await artifacts_of(session, [job_id])).get(job_id, []) if job is not None else []
-    if job is None:
-        raise ApiError(404, "not_found", f"no job {job_id}")
+        files = (await artifacts_of(session, [job.id])).get(job.id, [])
     return _read(request, job_json(job, files))
 
 
 @routes.get("/jobs/{job_id}/files/{file_id}")
 async def job_file(request: web.Request) -> web.StreamResponse:
-    """One file the job uploaded, streamed as an attachment (``application/octet-stream``)."""
-    await reader(request)
-    job_id = _job_id(request)
-    async with request.config_dict[DATABASE].sessions() as session:
-        if await job_detail(session, job_id) is None:
-            raise ApiError(404, "not_found", f"no job {job_id}")
-    return await send_job_file(request, job_id, request.match_info["file_id"])
+    """One file the job uploaded, streamed as an attachment (``application/octet-stream``), to a reader of
+    its repository."""
+    job = await _readable_job(request)
+    return await send_job_file(request, job.id, request.match_info["file_id"])
 
 
 @routes.get("/jobs/{job_id}/output")
 async def job_output(request: web.Request) -> web.StreamResponse:
     """The job's whole stored output as plain text, written chunk by chunk as it is read."""
-    await reader(request)
+    job = await _readable_job(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        return await stream_log(request, session, job.id)
+
+
+async def _readable_job(request: web.Request) -> JobEntry:
+    """The job of the path, when the caller may read its repository; else the 404 of no such job."""
+    principal = await reader(request)
     job_id = _job_id(request)
     async with request.config_dict[DATABASE].sessions() as session:
-        if await job_detail(session, job_id) is None:
-            raise ApiError(404, "not_found", f"no job {job_id}")
-        return await stream_log(request, session, job_id)
+        job = await job_detail(session, job_id)
+    missing = ApiError(404, "not_found", f"no job {job_id}")
+    if job is None:
+        raise missing
+    await read_access(request, principal).check(job.repository, missing)
+    return job
 
 
 async def stream_log(request: web.Request, session: AsyncSession, job_pk: int) -> web.StreamResponse:
@@ -328,16 +341,18 @@ def _timestamps(request: web.Request) -> bool:
 
 @routes.get("/devices/{device_id}/jobs")
 async def device_jobs_index(request: web.Request) -> web.Response:
-    """The jobs a device ran, newest first; ``limit`` and ``cursor`` as ``/sessions``."""
-    await reader(request)
+    """The jobs a device ran, newest first (those of repositories the caller may read); ``limit`` and
+    ``cursor`` as ``/sessions``."""
+    principal = await reader(request)
     device_id = request.match_info["device_id"]
     query = read_query(request.query, f"devices/{device_id}/jobs", ())
     if query.before is not None:
         raise bad_request(
             "a device's jobs page forwards only: start again without the cursor", field="cursor"
         )
+    readable = await read_access(request, principal).all_readable()
     async with request.config_dict[DATABASE].sessions() as session:
-        page = await device_jobs(session, device_id, limit=query.limit, after=query.after)
+        page = await device_jobs(session, device_id, limit=query.limit, after=query.after, readable=readable)
         if not page.items and query.after is None:
             known = await session.scalar(select(DeviceRow.pk).where(DeviceRow.id == device_id))
             if known is None:

@@ -2,8 +2,9 @@
 ``PUT /hosts/{host_id}/state``: pause a host (its devices get no new jobs; running ones finish) or resume it.
 
 Resources are keyed by name, as the server's catalog resolved them (seed 001); ``health`` is the agent's
-own report: underused reservations and per-repository use over the last 24 hours; ``pause`` who paused it,
-why, since and until when.
+own report: underused reservations and per-repository use over the last 24 hours (only the lines of
+repositories the caller may read: :mod:`kerrigan.web.reading`); ``pause`` who paused it, why, since and until
+when.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kerrigan.web import bodies, editing
 from kerrigan.web.api.representations import host_json
 from kerrigan.web.auth import forbidden, reader, signed_in
 from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.reading import read_access
 from kerrigan.web.state import DATABASE, writing
 
 routes = web.RouteTableDef()
@@ -25,22 +27,24 @@ routes = web.RouteTableDef()
 @routes.get("/hosts")
 async def host_index(request: web.Request) -> web.Response:
     """Every runner host."""
-    await reader(request)
+    principal = await reader(request)
     async with request.config_dict[DATABASE].sessions() as session:
         reports = await host_reports(session)
+    reports = await read_access(request, principal).hosts(reports)
     return web.json_response({"hosts": [host_json(report) for report in reports]})
 
 
 @routes.get("/hosts/{host_id}")
 async def host_detail(request: web.Request) -> web.Response:
     """One runner host."""
-    await reader(request)
+    principal = await reader(request)
     host_id = request.match_info["host_id"]
     async with request.config_dict[DATABASE].sessions() as session:
         report = await host_report(session, host_id)
     if report is None:
         raise ApiError(404, "not_found", f"no runner host {host_id!r}")
-    return web.json_response(host_json(report))
+    [shown] = await read_access(request, principal).hosts([report])
+    return web.json_response(host_json(shown))
 
 
 HOST_STATES = ("active", "paused")

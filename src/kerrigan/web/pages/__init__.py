@@ -16,6 +16,7 @@ from aiohttp import web
 from kerrigan.config import Settings
 from kerrigan.core.redirects import local_path
 from kerrigan.web import signin
+from kerrigan.web.membership import who_may_sign_in
 from kerrigan.web.pages import (
     audit,
     devices,
@@ -35,8 +36,11 @@ HERE = Path(__file__).resolve().parent.parent
 
 
 async def login_page(request: web.Request) -> web.Response:
-    """The sign-in page (the only page anonymous users see, unless public read is on)."""
+    """The sign-in page (the only page anonymous users see, unless public read is on); after a sign-in
+    was ended because its login may no longer sign in, it says why, and who may."""
     settings = request.config_dict[SETTINGS]
+    principal = await signin.page_principal(request)  # the hourly check may end the sign-in here
+    refused = (await signin.get_session(request)).pop("refused", None) if principal is None else None
     return await render(
         request,
         "login.html",
@@ -44,6 +48,8 @@ async def login_page(request: web.Request) -> web.Response:
             "configured": signin.sign_in_configured(settings),
             "next": local_path(request.query.get("next"), "/pools"),
             "github_url": settings.github_url,
+            "refused": refused if isinstance(refused, str) else None,
+            "who_may": await who_may_sign_in(request) if isinstance(refused, str) else None,
         },
     )
 

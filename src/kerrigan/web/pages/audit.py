@@ -12,6 +12,7 @@ from aiohttp import web
 
 from kerrigan.store.audit import AuditEntry, list_audit
 from kerrigan.web.pages.rendering import render
+from kerrigan.web.reading import read_access
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
 
@@ -80,7 +81,7 @@ def audit_lines(entries: list[AuditEntry]) -> list[AuditLine]:
 @routes.get("/audit")
 async def audit_page(request: web.Request) -> web.Response:
     """The audit log, newest first; a bad limit is shown next to its field, not a failure."""
-    await page_reader(request)
+    principal = await page_reader(request)
     filters = {name: request.query.get(name, "").strip() for name in ("pool", "device", "actor")}
     limit_text = request.query.get("limit", "").strip() or str(DEFAULT_LIMIT)
     context: dict[str, object] = {
@@ -101,5 +102,5 @@ async def audit_page(request: web.Request) -> web.Response:
             actor=filters["actor"] or None,
             limit=int(limit_text),
         )
-    context["lines"] = audit_lines(entries)
+    context["lines"] = audit_lines(await read_access(request, principal).audit(entries))
     return await render(request, "audit.html", context)

@@ -1,6 +1,7 @@
 """A device's page, ``/devices/{device_id}``: its explicit labels and tags (editable by System Admins and the
 owners of its pool), its implicit labels, its effective labels with where each comes from, its state
-with the reason and the history of state changes from the audit log, and its last 20 jobs.
+with the reason and the history of state changes from the audit log, and its last 20 jobs (a job of a
+repository the reader may not read without its repository, session or task: :mod:`kerrigan.web.reading`).
 
 The forms post, with the CSRF token, below the page, through :mod:`kerrigan.web.editing` (the REST API's
 code: roles, label rules, approved keys, audit log):
@@ -61,6 +62,7 @@ from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.pages.history import duration
 from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
+from kerrigan.web.reading import HIDDEN, hide_job, read_access
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE, SETTINGS
 
@@ -174,7 +176,8 @@ async def _device_page(
         "overrides": {label.key: label.overrides for label in effective if label.overrides is not None},
         "implicit": {**implicit_pool_labels(pool), **implicit_device_labels(device)},
         "history": state_history(audit, device),
-        "recent_jobs": recent.items,
+        "recent_jobs": await read_access(request, principal).shown(recent.items, hide_job),
+        "hidden": HIDDEN,
         "suspects": sorted(s.sentence() for s in found.values() if s.device == device_id),
         "more_jobs": recent.next is not None,
         "health_check": health_check_of(device, pool),

@@ -18,6 +18,7 @@ from aiohttp import web
 from kerrigan.core.explain import EXIT_INVALID, EXIT_OK, Explanation, explain, explanation_json
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.manifest import ManifestResult, parse_manifest
+from kerrigan.core.roles import Principal
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.session_pages import DeviceFacts, known_repositories, latest_session
@@ -32,6 +33,7 @@ from kerrigan.web.pages.sessions import (
     problems,
     task_view,
 )
+from kerrigan.web.reading import read_access
 from kerrigan.web.signin import check_csrf, page_reader
 from kerrigan.web.state import DATABASE
 
@@ -97,9 +99,12 @@ def _form_text(form: Mapping[str, Any], name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-async def _repositories(request: web.Request) -> list[str]:
+async def _repositories(request: web.Request, principal: Principal | None) -> list[str]:
+    """The repositories to pick from: those the reader may read (:mod:`kerrigan.web.reading`)."""
     async with request.config_dict[DATABASE].sessions() as db:
-        return await known_repositories(db)
+        known = await known_repositories(db)
+    readable = await read_access(request, principal).readable(known)
+    return [name for name in known if name in readable]
 
 
 def _explained(
@@ -114,8 +119,8 @@ def _explained(
 @routes.get("/explain")
 async def explain_form(request: web.Request) -> web.Response:
     """The empty form."""
-    await page_reader(request)
-    repositories = await _repositories(request)
+    principal = await page_reader(request)
+    repositories = await _repositories(request, principal)
     chosen = request.query.get("repository", "")
     return await render(
         request,
@@ -135,14 +140,14 @@ async def explain_form(request: web.Request) -> web.Response:
 @routes.post("/explain")
 async def explain_post(request: web.Request) -> web.Response:
     """Resolve the posted manifest against the stored inventory and show the answer under the form."""
-    await page_reader(request)
+    principal = await page_reader(request)
     form = await request.post()
     await check_csrf(request, form)
     manifest = _form_text(form, "manifest").replace("\r\n", "\n")
     repository = _form_text(form, "repository").strip()
     path = _form_text(form, "path").strip() or DEFAULT_PATH
     query = _form_text(form, "q").strip()[:MAX_QUERY]
-    repositories = await _repositories(request)
+    repositories = await _repositories(request, principal)
     field_errors: dict[str, str] = {}
     if len(manifest.encode()) > MAX_BODY:
         field_errors["manifest"] = f"The manifest is over {MAX_BODY} bytes."

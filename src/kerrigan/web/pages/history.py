@@ -2,12 +2,15 @@
 
 ``/sessions`` takes the API's filters (repository, branch, workflow, state, conclusion, device, since) as a
 plain GET form and pages with next and previous links carrying the API's cursors; a bad filter is shown
-next to the form with status 400. ``/devices`` lists every device with its state, the job it runs now, its
-last job and its pass rate over the last 7 days.
+next to the form with status 400. It lists only the sessions of repositories the reader may read
+(:mod:`kerrigan.web.reading`). ``/devices`` lists every device with its state, the job it runs now, its
+last job and its pass rate over the last 7 days (a job of a repository the reader may not read without its
+repository, session or task).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -16,12 +19,13 @@ from aiohttp import web
 from multidict import MultiDict
 
 from kerrigan.core.lifecycle import Conclusion, SessionState
-from kerrigan.store.history import device_summaries, list_sessions
+from kerrigan.store.history import JobEntry, device_summaries, list_sessions
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.suspects import tracker_of
 from kerrigan.web.api.history import SESSION_FILTERS, read_query
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.rendering import render
+from kerrigan.web.reading import HIDDEN, hide_job, read_access
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
 
@@ -57,7 +61,7 @@ def _link(filters: dict[str, str], limit: str, cursor: str | None) -> str | None
 @routes.get("/sessions")
 async def sessions_page(request: web.Request) -> web.Response:
     """Sessions newest first, filtered by the form, paged."""
-    await page_reader(request)
+    principal = await page_reader(request)
     shown = {name: request.query.get(name, "").strip() for name in SESSION_FILTERS}
     limit = request.query.get("limit", "").strip()
     context: dict[str, Any] = {
@@ -71,6 +75,7 @@ async def sessions_page(request: web.Request) -> web.Response:
         "error": None,
         "error_field": None,
         "duration": duration,
+        "unanswered": 0,
     }
     given = MultiDict((name, value.strip()) for name, value in request.query.items())
     try:
@@ -78,10 +83,13 @@ async def sessions_page(request: web.Request) -> web.Response:
     except ApiError as error:
         context["error"], context["error_field"] = error.message, error.field
         return await render(request, "sessions.html", context, status=400)
+    access = read_access(request, principal)
+    filters = replace(query.filters, readable=await access.all_readable(query.filters.repository))
     async with request.config_dict[DATABASE].sessions() as session:
         page = await list_sessions(
-            session, query.filters, limit=query.limit, after=query.after, before=query.before
+            session, filters, limit=query.limit, after=query.after, before=query.before
         )
+    context["unanswered"] = len(access.unanswered(access.answers))
     context["sessions"] = page.items
     context["next_url"] = _link(shown, limit, query.cursor(page.next))
     context["previous_url"] = _link(shown, limit, query.cursor(page.previous, backwards=True))
@@ -92,7 +100,7 @@ async def sessions_page(request: web.Request) -> web.Response:
 async def devices_page(request: web.Request) -> web.Response:
     """Every device: state, health, current job, last job, pass rate over 7 days, and the tasks it is
     suspect for."""
-    await page_reader(request)
+    principal = await page_reader(request)
     database = request.config_dict[DATABASE]
     async with database.sessions() as session:
         devices = await device_summaries(session, database.clock() - PASS_RATE_WINDOW)
@@ -102,4 +110,13 @@ async def devices_page(request: web.Request) -> web.Response:
     for suspect in found.values():
         suspects.setdefault(suspect.device, []).append(suspect.sentence())
     health = {device.id: device.health for device in inventory.devices}
-    return await render(request, "devices.html", {"devices": devices, "suspects": suspects, "health": health})
+    readable = await read_access(request, principal).readable(
+        job.repository for device in devices for job in (device.current, device.last) if job is not None
+    )
+
+    def seen(job: JobEntry | None) -> JobEntry | None:
+        return job if job is None or job.repository in readable else hide_job(job)
+
+    devices = [replace(device, current=seen(device.current), last=seen(device.last)) for device in devices]
+    context = {"devices": devices, "suspects": suspects, "health": health, "hidden": HIDDEN}
+    return await render(request, "devices.html", context)

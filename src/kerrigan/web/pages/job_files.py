@@ -8,14 +8,12 @@ from aiohttp import web
 
 from kerrigan.web.downloads import send_job_file
 from kerrigan.web.pages.sessions import job_of
-from kerrigan.web.signin import page_reader
 
 routes = web.RouteTableDef()
 
 
 @routes.get("/sessions/{session_id}/jobs/{job_id}/files/{file_id}")
 async def job_file(request: web.Request) -> web.StreamResponse:
-    """One uploaded file of the job, streamed."""
-    await page_reader(request)
+    """One uploaded file of the job, streamed (to a reader of its repository: :func:`job_of`)."""
     _, job_pk = await job_of(request)
     return await send_job_file(request, job_pk, request.match_info["file_id"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from aiohttp import web
 
@@ -24,6 +24,7 @@ from kerrigan.store.queue_view import (
 from kerrigan.store.reservations import Reservation
 from kerrigan.web.errors import bad_request
 from kerrigan.web.pages.rendering import render
+from kerrigan.web.reading import HIDDEN, hide_held, read_access
 from kerrigan.web.signin import page_reader
 from kerrigan.web.state import DATABASE
 
@@ -78,11 +79,12 @@ class QueueRow:
     why: str  # what it waits on, in words
     on_job: str | None = None  # the job it is fenced by (a link to its row)
     reservation: bool = False  # a person's reservation (no session page: the row is all there is)
+    hidden: bool = False  # a job of a repository the reader may not read: no repository, session or task
 
     @property
     def href(self) -> str | None:
-        """Its session's page (a reservation has none)."""
-        return None if self.reservation else f"/sessions/{self.session_id}"
+        """Its session's page (a reservation, and a hidden job, has none)."""
+        return None if self.reservation or self.hidden else f"/sessions/{self.session_id}"
 
     @property
     def waited(self) -> str:
@@ -247,10 +249,17 @@ def _limit(text: str | None, default: int, most: int) -> int:
     return int(text)
 
 
+def hide_row(row: QueueRow) -> QueueRow:
+    """A queued job as a reader who may not read its repository sees it: where it is in the queue and
+    what it waits on, nothing of the repository."""
+    return replace(row, repository="", session_id="", task_id=HIDDEN, hidden=True)
+
+
 @routes.get("/queue")
 async def queue_page(request: web.Request) -> web.Response:
-    """The queue in dispatch order, filterable by repository (``?repository=``, ``?limit=`` rows)."""
-    await page_reader(request)
+    """The queue in dispatch order, filterable by repository (``?repository=``, ``?limit=`` rows); the
+    jobs of repositories the reader may not read are shown without their repository, session or task."""
+    principal = await page_reader(request)
     repository = request.query.get("repository", "").strip()
     limit = _limit(request.query.get("limit"), DEFAULT_ROWS, MAX_ROWS)
     database = request.config_dict[DATABASE]
@@ -258,7 +267,9 @@ async def queue_page(request: web.Request) -> web.Response:
     async with database.sessions() as session:
         snapshot = await read_queue(session, now, lock=False)
         held = list(snapshot.held) if snapshot is not None else await holding_jobs(session)
-    rows = queue_rows(snapshot)
+    access = read_access(request, principal)
+    rows = await access.shown(queue_rows(snapshot), hide_row)
+    held = await access.shown(held, hide_held)
     repositories = sorted(({row.repository for row in rows} | {job.repository for job in held}) - {""})
     if repository:
         rows = [row for row in rows if row.repository == repository]
@@ -278,5 +289,6 @@ async def queue_page(request: web.Request) -> web.Response:
             "held": held,
             "repository": repository,
             "repositories": repositories,
+            "hidden": HIDDEN,
         },
     )

@@ -14,7 +14,14 @@ from aiohttp import web
 from kerrigan.core.matrix import shown_name
 from kerrigan.store.inventory import ConflictError, NotFoundError, StaleError
 from kerrigan.web.errors import ApiError
-from kerrigan.web.signin import Forbidden, SignInRequired, csrf_token, page_principal
+from kerrigan.web.signin import (
+    Forbidden,
+    SignInRefused,
+    SignInRequired,
+    csrf_token,
+    page_principal,
+    redirect,
+)
 
 NAVIGATION = (
     ("/pools", "Pools"),
@@ -94,7 +101,11 @@ async def page_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         return await handler(request)
     except SignInRequired:
-        raise web.HTTPFound(f"/login?next={quote(_back_to(request), safe='/?=&')}") from None
+        # Answered, not raised: the session cookie is written (a sign-in that just ended says why).
+        return redirect(f"/login?next={quote(_back_to(request), safe='/?=&')}")
+    except SignInRefused as refused:
+        context = {"login": refused.login, "reason": refused.reason, "who_may": refused.who_may}
+        return await render(request, "signin_refused.html", context, 403)
     except Forbidden as refused:
         return await render(request, "error.html", {"title": "Not allowed", "message": str(refused)}, 403)
     except NotFoundError as missing:

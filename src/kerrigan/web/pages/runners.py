@@ -29,6 +29,7 @@ from kerrigan.web.auth import forbidden
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.queue import GIB, duration
 from kerrigan.web.pages.rendering import render
+from kerrigan.web.reading import HIDDEN, hide_held, read_access
 from kerrigan.web.signin import page_reader, redirect
 from kerrigan.web.state import DATABASE, SETTINGS, writing
 
@@ -325,6 +326,9 @@ async def runners_page(request: web.Request) -> web.Response:
         reports = await host_reports(session)
         inventory = await load_inventory(session)
         held = await holding_jobs(session)
+    access = read_access(request, principal)  # jobs and use of repositories they cannot read: unnamed
+    reports = await access.hosts(reports)
+    held = await access.shown(held, hide_held)
     lease_s = request.config_dict[SETTINGS].runner_lease_s
     hosts = host_views(reports, inventory, held, now, lease_s / HEARTBEATS_PER_LEASE)
     return await render(
@@ -336,6 +340,7 @@ async def runners_page(request: web.Request) -> web.Response:
             "heartbeat_s": lease_s / HEARTBEATS_PER_LEASE,
             "runner_lost": reason_words(RUNNER_LOST),
             "hosts": hosts,
+            "hidden": HIDDEN,
             "online": sum(1 for host in hosts if host.online),
             "may_pause": principal is not None and may_administer(principal),
         },

@@ -45,6 +45,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import JobState, RetryPolicy, describe_attempt, reason_words, retry_cause
 from kerrigan.core.results import ResultsSummary, summarise
 from kerrigan.core.results.summary import headline
+from kerrigan.core.roles import Principal
 from kerrigan.core.runner_fields import MAX_CHUNK_BYTES, size_text
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
@@ -62,6 +63,7 @@ from kerrigan.store.session_pages import (
     page_count,
     session_job_pk,
     session_jobs,
+    session_repository,
 )
 from kerrigan.store.sessions import get_session, queue_position
 from kerrigan.store.short_ids import FULL_LENGTH
@@ -71,6 +73,7 @@ from kerrigan.web.api.history import stream_log
 from kerrigan.web.editing import PostedForm
 from kerrigan.web.errors import ApiError
 from kerrigan.web.pages.rendering import render
+from kerrigan.web.reading import read_access
 from kerrigan.web.signin import page_reader, redirect
 from kerrigan.web.state import DATABASE, SETTINGS
 
@@ -564,12 +567,26 @@ def _refresh(session: Session, query: Mapping[str, str]) -> int | None:
     return REFRESH_S if session.state is not SessionState.COMPLETED else None
 
 
+def _no_session(session_id: str) -> ApiError:
+    return ApiError(404, "not_found", f"There is no session {session_id}.")
+
+
+async def readable_session(request: web.Request, principal: Principal | None, session_id: str) -> None:
+    """The 404 page naming the session, unless it exists and the reader may read its repository
+    (:mod:`kerrigan.web.reading`: one they may not read is not there for them, in the same words)."""
+    async with request.config_dict[DATABASE].sessions() as db:
+        repository = await session_repository(db, session_id)
+    if repository is None:
+        raise _no_session(session_id)
+    await read_access(request, principal).check(repository, _no_session(session_id))
+
+
 async def _session_or_404(db: AsyncSession, session_id: str) -> Session:
-    """The session, or the 404 page naming it."""
+    """The session (its repository checked first by :func:`readable_session`), or the 404 page."""
     try:
         return await get_session(db, session_id)
     except NotFoundError:
-        raise ApiError(404, "not_found", f"There is no session {session_id}.") from None
+        raise _no_session(session_id) from None
 
 
 @routes.get("/sessions/{session_id}")
@@ -579,9 +596,10 @@ async def session_page(request: web.Request) -> web.Response:
     session_id = request.match_info["session_id"]
     if len(session_id) != FULL_LENGTH:  # typed short, as pages and check runs print it: to its own page
         whole = await short_ids.session_id(request, session_id)
-        raise web.HTTPFound(
-            f"/sessions/{whole}" + (f"?{request.query_string}" if request.query_string else "")
-        )
+        await readable_session(request, principal, whole)  # a session it may not read: its 404 here
+        query = f"?{request.query_string}" if request.query_string else ""
+        raise web.HTTPFound(f"/sessions/{whole}{query}")
+    await readable_session(request, principal, session_id)
     query_text = request.query.get("q", "")[:MAX_QUERY]
     only_task = request.query.get("task") or None
     chosen_job = _page_number(request.query.get("job"))
@@ -701,8 +719,9 @@ async def cancel_session_page(request: web.Request) -> web.Response:
 async def job_output(request: web.Request) -> web.Response:
     """A job's output a page at a time (``?page=<n>``, 1 the oldest, the newest by default), each page at
     most ``CHUNKS_PER_PAGE`` chunks, with links to the first, previous, next and last pages."""
-    await page_reader(request)
+    principal = await page_reader(request)
     session_id = request.match_info["session_id"]
+    await readable_session(request, principal, session_id)
     job_pk = _page_number(request.match_info["job_id"])
     database = request.config_dict[DATABASE]
     async with database.sessions() as db:
@@ -737,8 +756,10 @@ async def job_output(request: web.Request) -> web.Response:
 
 
 async def job_of(request: web.Request) -> tuple[str, int]:
-    """The session id and job of the path, 404 when the job is not one of that session's."""
+    """The session id and job of the path, for a reader of its repository (else the session's 404); 404
+    when the job is not one of that session's."""
     session_id = request.match_info["session_id"]
+    await readable_session(request, await page_reader(request), session_id)
     job_pk = _page_number(request.match_info["job_id"])
     async with request.config_dict[DATABASE].sessions() as db:
         found = await session_job_pk(db, session_id, job_pk) if job_pk is not None else None
@@ -752,7 +773,6 @@ async def job_of(request: web.Request) -> tuple[str, int]:
 async def job_raw_log(request: web.Request) -> web.StreamResponse:
     """A job's whole stored output as plain text, written chunk by chunk as it is read (the cut notice
     last, when it was cut): what the REST ``/api/v1/jobs/{id}/output`` serves, for the page's readers."""
-    await page_reader(request)
     _, job_pk = await job_of(request)
     async with request.config_dict[DATABASE].sessions() as db:
         return await stream_log(request, db, job_pk)
@@ -772,7 +792,6 @@ async def job_output_stream(request: web.Request) -> web.StreamResponse:
     (``{"seq", "data", "evicted"}``, its ``id`` the chunk's number), then ``end`` (``{"state", "cut"}``)
     once the job has ended and every chunk was sent. At most ``STREAM_BYTES`` and ``STREAM_S`` a
     connection: then it closes without ``end``, and the browser reconnects from where it was."""
-    await page_reader(request)
     _, job_pk = await job_of(request)
     after = _after(request)
     database = request.config_dict[DATABASE]

@@ -39,6 +39,13 @@ _AMBIGUOUS: Final = {
     "400": _error("ambiguous_id: the short id (a prefix, as pages and check runs print it) begins several")
 }
 _SHORT_ID: Final = "whole, or a unique prefix of at least 4 characters (as pages and check runs print it)"
+# A repository's session, job or output: one of a repository the caller may not read on GitHub is a 404,
+# the same as one that does not exist; GitHub not saying whether they may is a 503.
+_REPOSITORY_READ_ERRORS = {
+    "401": _error("no valid token"),
+    "404": _error("not found, or of a repository the caller may not read on GitHub (the same answer)"),
+    "503": _error("github_unavailable: GitHub did not say whether the caller may read the repository"),
+}
 _WRITE_ERRORS = {
     "400": _error("invalid input: the error names the field and the rule"),
     "401": _error("no valid token"),
@@ -433,7 +440,8 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
             },
             "/sessions": {
                 "get": _op(
-                    "sessions, newest first, filtered; cursor paging",
+                    "sessions, newest first, filtered; cursor paging (those of repositories the caller may "
+                    "read on GitHub)",
                     {"200": _json("SessionList", "a page of sessions"), **_LIST_ERRORS},
                     parameters=[*_SESSION_FILTERS, *_PAGING],
                 ),
@@ -442,7 +450,11 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 "parameters": [{**_path_param("session_id"), "description": _SHORT_ID}],
                 "get": _op(
                     "one session with its jobs, each attempt its own",
-                    {"200": _json("Session", "the session", etag=True), **_READ_ERRORS, **_AMBIGUOUS},
+                    {
+                        "200": _json("Session", "the session", etag=True),
+                        **_REPOSITORY_READ_ERRORS,
+                        **_AMBIGUOUS,
+                    },
                 ),
             },
             "/sessions/{session_id}/cancel": {
@@ -455,7 +467,8 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         **_AMBIGUOUS,
                         "401": _error("no valid token"),
                         "403": _error("the caller may not cancel this repository's sessions"),
-                        "404": _error("not found"),
+                        "404": _error("not found, or of a repository the caller may not read on GitHub"),
+                        "503": _REPOSITORY_READ_ERRORS["503"],
                         "409": _error(
                             "session_ended: the session had already completed; the message says how"
                         ),
@@ -464,7 +477,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
             },
             "/jobs/{job_id}": {
                 "parameters": [_path_param("job_id")],
-                "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_READ_ERRORS}),
+                "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_REPOSITORY_READ_ERRORS}),
             },
             "/jobs/{job_id}/files/{file_id}": {
                 "parameters": [_path_param("job_id"), _path_param("file_id")],
@@ -475,7 +488,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                             "description": "the file's bytes",
                             "content": {"application/octet-stream": {"schema": STRING}},
                         },
-                        **_READ_ERRORS,
+                        **_REPOSITORY_READ_ERRORS,
                     },
                 ),
             },
@@ -497,14 +510,15 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                             "content": {"text/plain; charset=utf-8": {"schema": STRING}},
                         },
                         "400": _error("an unknown parameter, or timestamps neither true nor false"),
-                        **_READ_ERRORS,
+                        **_REPOSITORY_READ_ERRORS,
                     },
                 ),
             },
             "/devices/{device_id}/jobs": {
                 "parameters": [_path_param("device_id")],
                 "get": _op(
-                    "the jobs a device ran, newest first; cursor paging",
+                    "the jobs a device ran, newest first (of repositories the caller may read); cursor "
+                    "paging",
                     {"200": _json("JobList", "a page of jobs"), **_LIST_ERRORS, **_READ_ERRORS},
                     parameters=_PAGING,
                 ),
