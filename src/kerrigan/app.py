@@ -43,15 +43,14 @@ from kerrigan.store.transition_log import log_transition
 from kerrigan.web.api import create_api
 from kerrigan.web.api.secrets import (
     REPOSITORY_FINDER,
-    REPOSITORY_WRITERS,
     RepositoryFinder,
-    RepositoryWriters,
 )
 from kerrigan.web.headers import install_security_headers
 from kerrigan.web.membership import PEOPLE, GitHubAnswers
 from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
 from kerrigan.web.pages import setup_pages
 from kerrigan.web.state import DATABASE, SETTINGS
+from kerrigan.web.writers import REPOSITORY_WRITERS, RepositoryWriters
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""``POST /api/v1/sessions/{id}/cancel``: System Admins and the owners of a pool the session uses cancel;
-an ended session is a 409 saying how it ended, an unknown one a 404, anyone else a 403 changing nothing."""
+"""``POST /api/v1/sessions/{id}/cancel``: System Admins, the repository's writers (as GitHub says) and the
+owners of a pool the session uses cancel; an ended session is a 409 saying how it ended, an unknown one a
+404, anyone else a 403 changing nothing, and GitHub not answering whether the caller writes a 503."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from kerrigan.core.lifecycle import JobState, SessionState
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
+from kerrigan.testing.github import GitHubStandIn
 from tests.integration.api.conftest import ADMIN, ANONYMOUS, OWNER_A, OWNER_B, READER, Api
+from tests.integration.github.conftest import REPO
 
 SESSION = "77777777-7777-7777-7777-777777777777"
 RESOLUTION = {"tasks": [{"id": "smoke", "eligible_pools": ["pool-a"]}, {"id": "boot"}]}
@@ -114,6 +117,29 @@ async def test_anyone_else_is_refused_and_nothing_changes(queued: Api, who: str 
     if status == 403:
         assert reply.body["error"]["code"] == "forbidden"
         assert f"{who} may not cancel session {SESSION}" in reply.body["error"]["message"]
+        assert "the writers of octo/firmware" in reply.body["error"]["message"]
     row, jobs = await stored(queued)
     assert (row.state, row.cancelled_by, row.cancel_reason) == (SessionState.QUEUED, None, None)
-    assert {job.state for job in jobs} == {JobState.QUEUED}
+    # Not ended (the dispatcher may lease one meanwhile: the lab's hosts count as online here).
+    assert {job.state for job in jobs} <= {JobState.QUEUED, JobState.LEASED}
+
+
+@pytest.mark.parametrize("permission", ["write", "maintain", "admin"])
+async def test_a_writer_of_the_repository_cancels_its_session(
+    queued: Api, github: GitHubStandIn, permission: str
+) -> None:
+    github.set_permission(REPO, READER, permission)  # rita owns no pool: her write access is what counts
+    reply = await queued.call("POST", cancel_path(), who=READER)
+    assert reply.status == 200, reply.body
+    row, _ = await stored(queued)
+    assert (row.cancelled_by, row.cancel_reason) == (READER, f"cancelled by {READER}")
+
+
+async def test_github_not_saying_who_writes_is_a_503_that_changes_nothing(
+    queued: Api, github: GitHubStandIn
+) -> None:
+    github.faults.inject("GET", "/collaborators/rita/permission", status=502, times=None)
+    reply = await queued.call("POST", cancel_path(), who=READER)
+    assert (reply.status, reply.body["error"]["code"]) == (503, "github_unavailable")
+    row, _ = await stored(queued)
+    assert row.cancelled_by is None

@@ -1,5 +1,6 @@
-"""The session page's *Cancel* button: shown to System Admins and the owners of a pool the session uses
-while it has not ended, a plain form with the CSRF token; after it, the page says who cancelled."""
+"""The session page's *Cancel* button: shown to System Admins, the repository's writers (as GitHub says) and
+the owners of a pool the session uses while it has not ended, a plain form with the CSRF token; after it,
+the page says who cancelled."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kerrigan.core.lifecycle import JobState, SessionState
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
+from tests.integration.github.conftest import REPO
 from tests.integration.pages.conftest import ADMIN, OTHER_OWNER, OWNER, READER, Site
 
 Open = Callable[..., Any]
@@ -64,6 +66,19 @@ async def test_the_button_cancels_and_the_page_says_who(queued: Site, browser: O
     row, jobs = await stored(queued)
     assert (row.state, row.conclusion, row.cancelled_by) == (SessionState.COMPLETED, "cancelled", login)
     assert [job.state for job in jobs] == [JobState.CANCELLED]
+
+
+async def test_a_writer_of_the_repository_gets_the_button_and_cancels(queued: Site, browser: Open) -> None:
+    queued.github.set_permission(REPO, READER, "write")  # rita owns no pool: her write access is what counts
+    page = await browser(READER)
+    status, text = await page.get(PAGE)
+    assert status == 200
+    assert BUTTON in text
+    status, text = await page.post(CANCEL, {}, csrf_from=PAGE)
+    assert status == 200
+    assert f'Cancelled by <span class="mono">{READER}</span>' in text
+    row, _ = await stored(queued)
+    assert (row.conclusion, row.cancelled_by) == ("cancelled", READER)
 
 
 @pytest.mark.parametrize("login", [READER, OTHER_OWNER])

@@ -1,12 +1,11 @@
 """``POST /api/v1/sessions/{id}/cancel``: cancel a session (queued jobs end at once, running ones are
 stopped by their runners, the check run completes ``cancelled`` naming who).
 
-Who may cancel from the web (the API and the session page): System Admins, and the owners of a pool the
-session uses, that is a pool one of its jobs' devices is in or one its tasks were eligible on when it was
-resolved (as LAVA lets device owners cancel). The web does not keep a signed-in user's GitHub token, so it
-cannot ask GitHub who writes to the repository; a repository's writers cancel from GitHub (the check run's
-*Cancel* action, ``/kerrigan cancel``). A session of a repository the caller may not read
-(:mod:`kerrigan.web.reading`) is not there for them: 404.
+Who may cancel from the web (the API and the session page): System Admins; the repository's writers (write,
+maintain or admin there, as GitHub says: :mod:`kerrigan.web.writers`), as GitHub Actions lets them cancel
+their workflow runs; and the owners of a pool the session uses, that is a pool one of its jobs' devices is
+in or one its tasks were eligible on when it was resolved (as LAVA lets device owners cancel). A session of
+a repository the caller may not read (:mod:`kerrigan.web.reading`) is not there for them: 404.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from kerrigan.web.auth import forbidden, signed_in
 from kerrigan.web.errors import ApiError
 from kerrigan.web.reading import read_access
 from kerrigan.web.state import DATABASE, writing
+from kerrigan.web.writers import WritersUnknownError, github_unavailable, writes_to
 
 routes = web.RouteTableDef()
 
@@ -66,11 +66,20 @@ def may_cancel(principal: Principal, owners: Iterable[str]) -> bool:
     return principal.admin or principal.login.lower() in set(owners)
 
 
-async def web_may_cancel(db: AsyncSession, principal: Principal | None, session: Session) -> bool:
-    """Whether the signed-in ``principal`` (None: nobody is) may cancel ``session`` from the web."""
+async def web_may_cancel(
+    request: web.Request, db: AsyncSession, principal: Principal | None, session: Session
+) -> bool:
+    """Whether the signed-in ``principal`` (None: nobody is) may cancel ``session`` from the web: an admin,
+    an owner of a pool it uses, or a writer of its repository on GitHub. :class:`WritersUnknownError` when
+    only GitHub could say yes and it did not answer."""
     if principal is None:
         return False
-    return principal.admin or may_cancel(principal, await session_owners(db, session))
+    if principal.admin or may_cancel(principal, await session_owners(db, session)):
+        return True
+    if not session.repository:  # the lab's own (a health check): its admins' and owners'
+        return False
+    answer = await writes_to(request, principal, session.installation_id, session.repository)
+    return answer is not None and answer[0]
 
 
 async def cancel_from_web(request: web.Request, principal: Principal, session_id: str) -> Cancelled:
@@ -91,9 +100,15 @@ async def cancel_from_web(request: web.Request, principal: Principal, session_id
             session = await get_session(db, session_id)
         except NotFoundError:
             raise missing from None
-        if not await web_may_cancel(db, principal, session):
+        try:
+            allowed = await web_may_cancel(request, db, principal, session)
+        except WritersUnknownError:
+            raise github_unavailable(principal, session.repository) from None
+        if not allowed:
             raise forbidden(
-                principal, f"cancel session {session_id}: System Admins and the owners of its pools may"
+                principal,
+                f"cancel session {session_id}: System Admins, the writers of {session.repository or 'its'} "
+                "repository and the owners of its pools may",
             )
         done = await cancel_session(
             db, session_id, database.clock(), by=principal.login, reason=f"cancelled by {principal.login}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -36,6 +35,7 @@ from kerrigan.web import bodies
 from kerrigan.web.auth import forbidden, signed_in
 from kerrigan.web.errors import ApiError, bad_request
 from kerrigan.web.state import DATABASE, SETTINGS, writing
+from kerrigan.web.writers import WritersUnknownError, github_unavailable, writes_to
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -43,18 +43,7 @@ routes = web.RouteTableDef()
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 
-AskWriter = Callable[[int, str, str], Awaitable[tuple[bool, str]]]
 """``(installation id, owner/name, login)`` -> whether the login writes to the repository, and its role."""
-
-
-class RepositoryWriters:
-    """How the API asks GitHub whether a login writes to a repository (``ask``); ``None``: it cannot."""
-
-    def __init__(self, ask: AskWriter | None = None) -> None:
-        self.ask = ask
-
-
-REPOSITORY_WRITERS = web.AppKey("repository_writers", RepositoryWriters)
 
 
 class RepositoryFinder:
@@ -100,19 +89,14 @@ async def _repository(request: web.Request, principal: Principal) -> Repository:
         ) from None
     if principal.admin:
         return repository
-    writers = request.config_dict.get(REPOSITORY_WRITERS)
     what = f"manage the secrets of {repository.full_name}"
-    if writers is None or writers.ask is None:
-        raise forbidden(principal, f"{what}: only System Admins may (this server does not ask GitHub)")
     try:
-        may_write, role = await writers.ask(repository.installation_id, repository.full_name, principal.login)
-    except Exception as exc:  # whatever GitHub's client raised (the web cannot name its errors): a 503
-        log.warning("cannot ask GitHub who writes to %s: %s", repository.full_name, type(exc).__name__)
-        raise ApiError(
-            503,
-            "github_unavailable",
-            f"cannot ask GitHub whether {principal.login} writes to {repository.full_name}; try again",
-        ) from None
+        answer = await writes_to(request, principal, repository.installation_id, repository.full_name)
+    except WritersUnknownError:
+        raise github_unavailable(principal, repository.full_name) from None
+    if answer is None:
+        raise forbidden(principal, f"{what}: only System Admins may (this server does not ask GitHub)")
+    may_write, role = answer
     if not may_write:
         raise forbidden(principal, f"{what}: System Admins and its writers may (you have {role})")
     return repository
