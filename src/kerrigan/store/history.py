@@ -21,6 +21,7 @@ from kerrigan.store.jobs import CUT_SEQ
 from kerrigan.store.models import (
     DeviceLeaseRow,
     DeviceRow,
+    HostLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
     JobLogRow,
@@ -474,6 +475,7 @@ async def prune_history(
             await _delete_files(session, job_pks)
             await session.execute(delete(JobResultRow).where(JobResultRow.job_pk.in_(job_pks)))
             await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
+            await session.execute(delete(HostLeaseRow).where(HostLeaseRow.job_pk.in_(job_pks)))
             await session.execute(update(JobRow).where(JobRow.retry_of.in_(job_pks)).values(retry_of=None))
             await session.execute(delete(JobRow).where(JobRow.session_pk.in_(pks)))
             await session.execute(delete(SessionRow).where(SessionRow.pk.in_(pks)))

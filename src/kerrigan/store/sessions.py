@@ -56,6 +56,7 @@ def _session(row: SessionRow, jobs: Iterable[JobRow] = ()) -> Session:
                 tuple(job.results or ()),
                 tuple(job.secrets or ()),
                 dict(job.artifacts or {}),
+                bool(job.boardless),
             )
             for job in jobs
         ),
@@ -126,6 +127,7 @@ async def create_session(
             results=list(job.results),
             secrets=list(job.secrets),
             artifacts=dict(job.artifacts),
+            boardless=job.boardless,
             state=JobState.WAITING if job.needs else JobState.QUEUED,
             detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
         )
