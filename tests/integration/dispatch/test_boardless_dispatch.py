@@ -4,17 +4,20 @@ heartbeats and lost with them; a retry after the host failed goes elsewhere; a b
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import select
 
+from kerrigan.app import create_app
+from kerrigan.config import Settings
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import HostGrant, grant_host_leases, leased_devices, renew_leases
 from kerrigan.store.models import DeviceRow, HostLeaseRow, JobRow, RunnerHostRow
 from kerrigan.store.queue_view import read_queue
+from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from tests.conftest import FakeClock
@@ -282,3 +285,29 @@ async def test_the_queue_shows_where_a_boardless_job_goes_next(db: Database) -> 
     [(job, host)] = snapshot.plan.placed
     assert (job.hosts, host) == (("lab-a-01", "lab-a-02"), "lab-a-01")
     assert snapshot.host_room_after_plan["lab-a-01"] == 2
+
+
+async def test_the_runner_protocol_offers_it_with_no_device_and_renews_its_room(
+    db: Database, aiohttp_client: Callable[..., Any]
+) -> None:
+    await lab(db)
+    async with db.sessions() as session, session.begin():
+        token = await create_runner_token(session, "lab-a-01", db.clock())
+    settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))
+    client = await aiohttp_client(create_app(settings, clock=db.clock))
+    auth = {"Authorization": f"Bearer {token}"}
+    registration = {"protocol": [1], "capabilities": [], "resources": {"vcpus": 16, "max_weight": 28}}
+    assert (await client.post("/api/runner/v1/register", json=registration, headers=auth)).status == 200
+    await queue(db, "cccccccc-cccc-cccc-cccc-cccccccccccc", {"build": LAB_A}, boardless=["build"], vcpus=4)
+    await Dispatcher(db).dispatch_once()
+    build = await job_row(db, "build")
+    assert build.host == "lab-a-01"
+    polled = await (await client.get("/api/runner/v1/poll?wait=0", headers=auth)).json()
+    [offer] = polled["offers"]
+    assert offer["id"] == str(build.pk)
+    assert (offer["device"], offer["board"], offer["labels"], offer["devices"]) == (None, None, {}, [])
+    assert offer["claim"] == {"vcpus": 4}
+    accepted = await client.post(f"/api/runner/v1/jobs/{build.pk}/accept", json={}, headers=auth)
+    assert (await accepted.json())["state"] == "accepted"
+    beat = await (await client.post("/api/runner/v1/heartbeat", json={}, headers=auth)).json()
+    assert (beat["leases_renewed"], beat["jobs"]) == (1, {str(build.pk): "accepted"})
