@@ -590,9 +590,12 @@ class JobProgress:
     results: ResultsSummary | None = None  # the tests of the JUnit XML files its runner sent
     files: tuple[JobFile, ...] = ()  # what it uploaded (artifacts.upload)
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
+    boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
 
     def devices_cell(self) -> str:
-        """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```."""
+        """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```; ``no board``."""
+        if self.boardless:
+            return "no board"
         if self.roles:
             return "<br>".join(f"{_cell(role)} {_code(device)}" for role, device in self.roles)
         return _code(self.device_id) if self.device_id else ""
@@ -604,7 +607,8 @@ class JobProgress:
 
     def attempt_text(self) -> str:
         """``attempt 2 of 3 on modalix-redbox after runner_lost on modalix-bluebox``."""
-        return describe_attempt(self.attempt, self.attempts, self.device_id, self.after)
+        where = self.host if self.boardless else self.device_id
+        return describe_attempt(self.attempt, self.attempts, where, self.after)
 
 
 MAX_FILES_LISTED: Final = 20  # a job's uploaded files linked from the check run; the page lists them all

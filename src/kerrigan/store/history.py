@@ -80,6 +80,7 @@ class JobEntry:
     log_bytes: int
     repository: str = ""
     workflow: str = ""
+    boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ def _job_entry(row: JobRow, session_row: SessionRow) -> JobEntry:
         log_bytes=row.log_bytes,
         repository=session_row.repository,
         workflow=session_row.workflow,
+        boardless=row.boardless,
     )
 
 

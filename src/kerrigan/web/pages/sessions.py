@@ -465,8 +465,8 @@ def _attempt_text(job: JobDetails, jobs: Sequence[JobDetails], resolution: Mappi
         return None
     attempts = RetryPolicy.from_dict(resolution.get("retry")).max_attempts
     before = next((other for other in jobs if other.pk == job.retry_of), None)
-    after = retry_cause(before.reason, before.exit_status, before.device_id) if before else None
-    return describe_attempt(job.attempt, attempts, job.device_id, after)
+    after = retry_cause(before.reason, before.exit_status, before.ran_on) if before else None
+    return describe_attempt(job.attempt, attempts, job.ran_on, after)
 
 
 @dataclass(frozen=True, slots=True)
