@@ -426,10 +426,7 @@ def _host_vcpus(
     it), so a lab whose agents have not connected yet still has its ordinary tasks ready; a larger claim
     waits for the report."""
     if allocatable is None:
-        if claim <= DEFAULT_CLAIM or unreported_fit:
-            return None
-        text = f"runner host {host} has not reported its CPUs"
-        return Reason(ReasonKind.HOST_VCPUS, host, text, text, permanent=False)
+        return None if claim <= DEFAULT_CLAIM or unreported_fit else _unreported(host)
     if claim <= allocatable:
         return None
     text = f"needs {claim} vCPU{'s' if claim != 1 else ''}; runner host {host} has {allocatable} allocatable"
@@ -617,6 +614,11 @@ class HostResolution:
         return line
 
 
+def _unreported(host: str) -> Reason:
+    text = f"runner host {host} has not reported its CPUs"
+    return Reason(ReasonKind.HOST_VCPUS, host, text, text, permanent=False)
+
+
 def host_refused(repository: str, host: str) -> Reason:
     """The reason a runner host gives a boardless job of ``repository`` when none of its pools admits it."""
     return Reason(
@@ -635,13 +637,16 @@ def resolve_hosts(
     *,
     repository: str | None = None,
     vcpus: int | None = None,
-    unreported_fit: bool = False,
 ) -> HostResolution:
     """Match a boardless task's ``requested`` (``kerrigan.host``, or nothing) against every runner host of
-    ``inventory``; ``repository``, ``vcpus`` and ``unreported_fit`` as for :func:`resolve`.
+    ``inventory``; ``repository`` as for :func:`resolve`.
 
     A host drives boards of some pools: when ``repository`` may use none of them, the host refuses it (a
-    host that drives no board refuses nobody).
+    host that drives no board refuses nobody). ``vcpus`` is the task's claim: a host whose agent reported
+    fewer allocatable vCPUs can never run it, and one whose agent has not reported its CPUs yet cannot run
+    it yet, whatever the claim: the job runs on the host itself, and a host no agent has spoken for (one an
+    inventory names, say) would only hold it until its lease ran out. ``None`` checks nothing (``kerrigan
+    explain`` without the hosts' reports).
     """
     book = _ReasonBook()
     hosts = inventory.runner_hosts
@@ -663,9 +668,10 @@ def resolve_hosts(
             found.append(_host_paused(host.id, host.pause))
         if not host.online:
             found.append(_host_offline(host.id))
-        small = _host_vcpus(host.id, vcpus, host.vcpus, unreported_fit) if vcpus is not None else None
-        if small is not None:
-            found.append(small)
+        if vcpus is not None:
+            small = _unreported(host.id) if host.vcpus is None else _host_vcpus(host.id, vcpus, host.vcpus)
+            if small is not None:
+                found.append(small)
         rows.append(tuple(found))
     reasons = tuple(rows)
     eligible = tuple(host.id for host, found in zip(hosts, reasons, strict=True) if not found)

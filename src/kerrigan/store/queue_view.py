@@ -362,10 +362,8 @@ def _queued_job(
     if record.boardless:  # no device: its candidates are runner hosts
         key = f"hosts\0{repository and repository.lower()}\0{record.vcpus}\0{requested_key}"
         if key not in matched:
-            # A host that has not reported its CPUs is left to its agent, as for a device's host.
-            eligible = resolve_hosts(
-                requested, inventory, repository=repository, vcpus=record.vcpus, unreported_fit=True
-            ).eligible
+            # Only hosts whose agents reported their CPUs: the job needs the agent itself.
+            eligible = resolve_hosts(requested, inventory, repository=repository, vcpus=record.vcpus).eligible
             matched[key] = eligible
         hosts = matched[key]
         if avoid:

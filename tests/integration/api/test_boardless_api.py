@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sqlalchemy import select
+
+from kerrigan.store.models import RunnerHostRow
 from tests.conftest import FakeClock
 from tests.integration.api.conftest import Api
 from tests.integration.api.history_rows import Run, add_session
@@ -44,6 +47,9 @@ async def test_a_boardless_job_has_no_device_and_its_runner_host(api: Api, clock
 
 
 async def test_explain_gives_a_boardless_tasks_runner_hosts_as_documented(api: Api) -> None:
+    async with api.db.sessions() as session, session.begin():  # what each host's agent reported
+        for host in (await session.scalars(select(RunnerHostRow))).all():
+            host.resources = {"vcpus": 16, "max_weight": 28}
     document = await openapi(api)
     asked = {"manifest": PIPELINE, "path": ".kerrigan/workflows/p.yml"}
     reply = await api.call("POST", "/explain", json=asked)
@@ -54,3 +60,11 @@ async def test_explain_gives_a_boardless_tasks_runner_hosts_as_documented(api: A
     assert [host["host"] for host in build["hosts"]["rejected"]] == ["lab-a-02"]
     assert build["hints"] == []  # lab-z-99 is one of three: the others exist
     assert "board" not in reply.body["tasks"][1]
+
+
+async def test_explain_says_a_host_no_agent_has_reported_from_cannot_run_it_yet(api: Api) -> None:
+    reply = await api.call("POST", "/explain", json={"manifest": PIPELINE, "path": "p.yml"})
+    build = reply.body["tasks"][0]
+    assert (build["outcome"], build["hosts"]["eligible"]) == ("waiting", [])
+    rejected = {verdict["host"]: verdict["reasons"] for verdict in build["hosts"]["rejected"]}
+    assert rejected["lab-a-01"] == ["runner host lab-a-01 has not reported its CPUs"]

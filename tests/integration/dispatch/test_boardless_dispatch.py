@@ -58,6 +58,15 @@ async def report(db: Database, resources: Mapping[str, dict[str, int]]) -> None:
             row.resources = values
 
 
+AGENT = {"vcpus": 16, "max_weight": 28}
+
+
+async def lab_with_agents(db: Database) -> None:
+    """The lab, its online hosts' agents registered: a boardless job goes only where an agent reported."""
+    await lab(db)
+    await report(db, {"lab-a-01": AGENT, "lab-a-02": AGENT, "lab-b-01": AGENT})
+
+
 async def job_row(db: Database, task_id: str, attempt: int = 1) -> JobRow:
     async with db.sessions() as session:
         row = await session.scalar(select(JobRow).where(JobRow.task_id == task_id, JobRow.attempt == attempt))
@@ -71,7 +80,7 @@ async def host_leases(db: Database) -> dict[int, str]:
 
 
 async def test_a_boardless_job_is_leased_room_on_a_runner_host_and_no_device(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await report(
         db, {"lab-a-01": {"vcpus": 16, "max_weight": 16}, "lab-a-02": {"vcpus": 16, "max_weight": 8}}
     )
@@ -90,7 +99,7 @@ async def test_a_boardless_job_is_leased_room_on_a_runner_host_and_no_device(db:
 
 
 async def test_it_runs_its_life_on_that_host_and_frees_its_room_when_it_ends(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(db, "22222222-2222-2222-2222-222222222222", {"lint": LAB_A}, boardless=["lint"])
     await Dispatcher(db).dispatch_once()
     lint = await job_row(db, "lint")
@@ -117,7 +126,7 @@ async def test_it_runs_its_life_on_that_host_and_frees_its_room_when_it_ends(db:
 
 
 async def test_its_vcpus_count_against_the_hosts_max_weight_while_it_holds_them(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await report(db, {"lab-a-01": {"vcpus": 16, "max_weight": 6}, "lab-a-02": {"vcpus": 16, "max_weight": 6}})
     session_id = "33333333-3333-3333-3333-333333333333"
     await queue(db, session_id, {"a": LAB_A, "b": LAB_A, "c": LAB_A}, boardless=["a", "b", "c"], vcpus=4)
@@ -139,7 +148,7 @@ async def test_its_vcpus_count_against_the_hosts_max_weight_while_it_holds_them(
 
 
 async def test_it_does_not_count_against_its_sessions_max_devkits(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(
         db,
         "55555555-5555-5555-5555-555555555555",
@@ -153,7 +162,7 @@ async def test_it_does_not_count_against_its_sessions_max_devkits(db: Database) 
 
 
 async def test_a_build_then_a_boarded_test_the_board_is_leased_only_for_the_test(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(
         db,
         "66666666-6666-6666-6666-666666666666",
@@ -187,7 +196,7 @@ async def test_a_build_then_a_boarded_test_the_board_is_leased_only_for_the_test
 async def test_heartbeats_renew_its_room_and_silence_loses_it_as_a_devices_lease(
     db: Database, clock: FakeClock
 ) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(db, "77777777-7777-7777-7777-777777777777", {"build": LAB_A}, boardless=["build"])
     dispatcher = Dispatcher(db)
     await dispatcher.dispatch_once()
@@ -219,7 +228,7 @@ async def test_heartbeats_renew_its_room_and_silence_loses_it_as_a_devices_lease
 async def test_a_retry_after_an_infrastructure_failure_avoids_the_host_it_failed_on(
     db: Database, clock: FakeClock
 ) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(db, "88888888-8888-8888-8888-888888888888", {"build": LAB_A}, boardless=["build"])
     dispatcher = Dispatcher(db)
     await dispatcher.dispatch_once()
@@ -246,7 +255,7 @@ async def test_a_retry_after_an_infrastructure_failure_avoids_the_host_it_failed
 
 
 async def test_a_boardless_jobs_failure_counts_against_no_device(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(db, "99999999-9999-9999-9999-999999999999", {"build": LAB_A}, boardless=["build"])
     await Dispatcher(db).dispatch_once()
     build = await job_row(db, "build")
@@ -262,7 +271,7 @@ async def test_a_boardless_jobs_failure_counts_against_no_device(db: Database) -
 
 
 async def test_a_job_is_leased_room_once_however_many_dispatchers_try(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await queue(db, "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", {"build": LAB_A}, boardless=["build"])
     build = await job_row(db, "build")
     grant = HostGrant(build.pk, "lab-a-01", "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa")
@@ -276,7 +285,7 @@ async def test_a_job_is_leased_room_once_however_many_dispatchers_try(db: Databa
 
 
 async def test_the_queue_shows_where_a_boardless_job_goes_next(db: Database) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     await report(db, {"lab-a-01": {"vcpus": 16, "max_weight": 6}, "lab-a-02": {"vcpus": 16, "max_weight": 2}})
     await queue(db, "bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb", {"build": LAB_A}, boardless=["build"], vcpus=4)
     async with db.sessions() as session:
@@ -290,7 +299,7 @@ async def test_the_queue_shows_where_a_boardless_job_goes_next(db: Database) -> 
 async def test_the_runner_protocol_offers_it_with_no_device_and_renews_its_room(
     db: Database, aiohttp_client: Callable[..., Any]
 ) -> None:
-    await lab(db)
+    await lab_with_agents(db)
     async with db.sessions() as session, session.begin():
         token = await create_runner_token(session, "lab-a-01", db.clock())
     settings = Settings(database_url=db.engine.url.render_as_string(hide_password=False))

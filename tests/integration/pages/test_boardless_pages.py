@@ -14,7 +14,7 @@ from sqlalchemy import select
 from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, Waiting, WaitKind
 from kerrigan.core.manifest import Priority
 from kerrigan.store.leases import QueuedJobRecord
-from kerrigan.store.models import JobRow
+from kerrigan.store.models import JobRow, RunnerHostRow
 from kerrigan.store.queue_view import QueueSnapshot
 from kerrigan.testing.waiting import wait_until
 from kerrigan.web.pages.queue import queue_rows
@@ -41,6 +41,9 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 async def test_the_session_queue_and_runners_pages_show_the_build_on_its_host_with_no_board(
     site: Site, browser: Callable[..., Any]
 ) -> None:
+    async with site.database.sessions() as db, db.begin():  # what each host's agent reported
+        for host in (await db.scalars(select(RunnerHostRow))).all():
+            host.resources = {"vcpus": 16, "max_weight": 28}
     site.github.add_commit(REPO, OTHER_SHA, {".kerrigan/workflows/pipeline.yml": PIPELINE})
     await deliver(site, "push", push_payload(OTHER_SHA))
     session = await reported_session(site, "pipeline")

@@ -87,12 +87,15 @@ def test_no_host_that_can_ever_run_it_is_unschedulable_and_a_busy_lab_waits() ->
     assert resolve_hosts(NOTHING, Inventory(), vcpus=2).outcome is Outcome.UNSCHEDULABLE
 
 
-def test_a_host_that_has_not_reported_its_cpus_waits_for_a_claim_over_the_default() -> None:
-    inventory = lab(RunnerHost("lab-a-01"))
-    assert texts(inventory, vcpus=8) == {"lab-a-01": ["runner host lab-a-01 has not reported its CPUs"]}
-    assert resolve_hosts(NOTHING, inventory, vcpus=8).outcome is Outcome.WAITING
-    assert resolve_hosts(NOTHING, inventory, vcpus=2).eligible == ("lab-a-01",)
-    assert resolve_hosts(NOTHING, inventory, vcpus=8, unreported_fit=True).eligible == ("lab-a-01",)
+def test_a_host_whose_agent_has_not_reported_its_cpus_is_not_yet_whatever_the_claim() -> None:
+    # A job that holds no board runs on the host itself: one no agent has spoken for (a host only an
+    # inventory names) would hold it until its lease ran out.
+    inventory = lab(RunnerHost("lab-a-01"), RunnerHost("lab-a-02", vcpus=4))
+    for claim in (1, 2, 8):
+        assert texts(inventory, vcpus=claim)["lab-a-01"] == ["runner host lab-a-01 has not reported its CPUs"]
+    assert resolve_hosts(NOTHING, inventory, vcpus=2).eligible == ("lab-a-02",)
+    assert resolve_hosts(NOTHING, lab(RunnerHost("lab-a-01")), vcpus=2).outcome is Outcome.WAITING
+    assert resolve_hosts(NOTHING, inventory).eligible == ("lab-a-01", "lab-a-02")  # no claim checked
 
 
 def test_a_host_whose_every_board_is_in_pools_the_repository_may_not_use_refuses_it() -> None:
