@@ -320,3 +320,31 @@ async def test_the_runner_protocol_offers_it_with_no_device_and_renews_its_room(
     assert (await accepted.json())["state"] == "accepted"
     beat = await (await client.post("/api/runner/v1/heartbeat", json={}, headers=auth)).json()
     assert (beat["leases_renewed"], beat["jobs"]) == (1, {str(build.pk): "accepted"})
+
+
+async def test_its_host_is_asked_to_cancel_or_withdraw_it_and_no_other_host_is(db: Database) -> None:
+    await lab_with_agents(db)
+    await queue(db, "dddddddd-dddd-dddd-dddd-dddddddddddd", {"build": LAB_A}, boardless=["build"])
+    await queue(db, "eeeeeeee-eeee-eeee-eeee-eeeeeeeeeeee", {"lint": LAB_A}, boardless=["lint"])
+    await Dispatcher(db).dispatch_once()
+    build, lint = await job_row(db, "build"), await job_row(db, "lint")
+    assert build.host is not None
+    assert lint.host is not None
+    other = "lab-a-02" if build.host == "lab-a-01" else "lab-a-01"
+    async with db.sessions() as session, session.begin():
+        for job in (build, lint):
+            assert job.host is not None
+            await jobs.accept(session, str(job.pk), job.host, db.clock())
+        await jobs.start(session, str(build.pk), build.host, db.clock())
+        await jobs.request_cancel(session, "dddddddd-dddd-dddd-dddd-dddddddddddd", db.clock())
+        # lint waits on its host for CPUs past its queue-wait budget: withdrawn, asked of its host only.
+        waited = {str(lint.pk): 10**9}
+        not_lints = next(host for host in ("lab-a-01", "lab-a-02", "lab-b-01") if host != lint.host)
+        assert await jobs.observe_runner_waits(session, not_lints, waited, db.clock()) == []
+        assert await jobs.observe_runner_waits(session, lint.host, waited, db.clock()) == [str(lint.pk)]
+    async with db.sessions() as session:
+        asked = await jobs.runner_requests(session, build.host)
+        assert str(build.pk) in asked.cancel
+        elsewhere = await jobs.runner_requests(session, other)
+        assert str(build.pk) not in elsewhere.cancel
+        assert str(lint.pk) in (await jobs.runner_requests(session, lint.host)).withdraw
