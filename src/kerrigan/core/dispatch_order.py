@@ -270,6 +270,14 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
         lines.setdefault(job.repository, []).append(job)
         if job.boardless:
             boardless_left += 1
+    # ... while some host has room for one: those with vCPUs left, and any host not reporting max_weight
+    # (room for anything) that a boardless job may use. Jobs of one task share their hosts' tuple.
+    roomy = {host for host, left in weight.items() if left > 0}
+    unbounded = boardless_left > 0 and any(
+        host not in weight
+        for hosts_of in {id(job.hosts): job.hosts for job in queue if job.boardless}.values()
+        for host in hosts_of
+    )
     assignments: list[tuple[QueuedJob, str]] = []
     placed: list[tuple[QueuedJob, str]] = []
     started: list[str] = []  # ids of the jobs that start, in the order they were decided
@@ -339,40 +347,51 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
         # still hold the host it lacks vCPUs on.
         return None, (reserved and kept_from(head, by_hosts_only=True)) or Waiting(WaitKind.CAPACITY)
 
+    # Per candidate list of boardless jobs (jobs of one task share its tuple): a heap of (-room, place,
+    # host) over the hosts that report max_weight, the others in order, and the job the first held host
+    # met is held for. Room only shrinks in a round, so an entry is at most stale upwards: checked at the
+    # top, it is pushed back with the room left. A held host is kept for a job already decided: dropped.
+    by_hosts: dict[int, tuple[list[tuple[int, int, str]], tuple[str, ...], list[str]]] = {}
+
     def place_on_host(head: QueuedJob) -> Waiting | None:
         """Place a boardless job on the candidate host with the most room (one not reporting, last), or
         say why it waits; past its grace, blocked for vCPUs, it holds the candidate with the most room."""
         if not head.hosts:
             return _ON_HOST
-        best: str | None = None
-        best_room = -1
-        unreported: str | None = None
-        fenced_by: str | None = None
-        for host in head.hosts:
-            holder = held.get(host)
-            if holder is not None and holder != head.id:
-                fenced_by = fenced_by or holder
-                continue
-            left = weight.get(host)
-            if left is None:
-                unreported = unreported or host
-            elif left >= head.vcpus and left > best_room:
-                best, best_room = host, left
-        chosen = best or unreported
+        found = by_hosts.get(id(head.hosts))
+        if found is None:
+            candidates = enumerate(head.hosts)
+            reported = [(-weight[host], place, host) for place, host in candidates if host in weight]
+            heapq.heapify(reported)
+            unreported = tuple(host for host in head.hosts if host not in weight)
+            found = by_hosts[id(head.hosts)] = (reported, unreported, [])
+        reported, unreported, fenced_by = found
+        while reported:
+            recorded, place, host = reported[0]
+            if host in held:
+                fenced_by.append(held[host])
+                heapq.heappop(reported)
+            elif -recorded != weight[host]:
+                heapq.heapreplace(reported, (-weight[host], place, host))
+            else:
+                break
+        best = reported[0][2] if reported and -reported[0][0] >= head.vcpus else None
+        chosen = best or next((host for host in unreported if host not in held), None)
         if chosen is not None:
             placed.append((head, chosen))
             started.append(head.id)
             if chosen in weight:
                 weight[chosen] -= head.vcpus
+                if weight[chosen] <= 0:
+                    roomy.discard(chosen)
             last[head.repository] = now
             return None
-        roomy = [host for host in head.hosts if host in weight and host not in held]
-        if roomy and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
-            hold(max(roomy, key=weight.__getitem__), head.id)
-        if not roomy and fenced_by is not None:
-            if fenced_by not in fences:
-                fences[fenced_by] = Waiting(WaitKind.FENCED, fenced_by)
-            return fences[fenced_by]
+        if reported and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
+            hold(reported[0][2], head.id)  # the one with the most room left
+        if not reported and fenced_by:
+            if fenced_by[0] not in fences:
+                fences[fenced_by[0]] = Waiting(WaitKind.FENCED, fenced_by[0])
+            return fences[fenced_by[0]]
         return _NO_ROOM
 
     def place_gang(head: QueuedJob) -> None:
@@ -404,6 +423,8 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
             room[head.session_id] = room.get(head.session_id, 0) - len(head.roles)
             if fit.host in weight:
                 weight[fit.host] -= head.vcpus  # one claim on the one host, however many devices
+                if weight[fit.host] <= 0:
+                    roomy.discard(fit.host)
             last[head.repository] = now
             return
         kind, on = _GANG_KINDS[fit.blocker or Blocker.DEVICE], fit.fenced_by
@@ -436,7 +457,7 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     heap = [entry(line[0]) for line in lines.values()]
     heapq.heapify(heap)
     gate, background = Priority.GATE, Priority.BACKGROUND
-    while heap and (free or boardless_left):
+    while heap and (free or (boardless_left and (roomy or unbounded))):
         head = heapq.heappop(heap)[-1]
         if head.boardless:
             boardless_left -= 1
@@ -463,6 +484,8 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 host = hosts.get(device)
                 if host is not None and host in weight:
                     weight[host] -= head.vcpus
+                    if weight[host] <= 0:
+                        roomy.discard(host)
                 last[head.repository] = now
             else:
                 waiting[head.id] = why
@@ -492,13 +515,15 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 heapq.heappush(heap, newer)
     # No device left free: whoever was not reached waits on a device (or its own session, or a device kept
     # for another job). Those are the rest of each line, past the jobs already decided; no need to rank
-    # them one by one. With nothing free, what is still unassigned is exactly what is kept. (No boardless
-    # job is among them: the loop goes on until each is decided.)
+    # them one by one. With nothing free, what is still unassigned is exactly what is kept. A boardless
+    # job among them found every host full: it waits for room (or for a host, having none to use).
     kept = unassigned if reserved else None
     for repository, line in lines.items():
         for job in line[decided[repository] :]:
             left = room.get(job.session_id, 0)
-            if left <= 0 or (job.roles and left < len(job.roles)):
+            if job.boardless:
+                waiting[job.id] = _NO_ROOM if job.hosts else _ON_HOST
+            elif left <= 0 or (job.roles and left < len(job.roles)):
                 waiting[job.id] = own_session(job.session_id)
             elif kept and not kept.isdisjoint(job.candidates):
                 waiting[job.id] = set_aside_for(job)

@@ -161,3 +161,31 @@ def test_each_job_placed_leaves_less_room_for_the_next() -> None:
     result = plan(jobs, host_room={"lab-a-01": 10})
     assert placed(result) == [("b0", "lab-a-01"), ("b1", "lab-a-01")]
     assert {result.waiting[f"b{n}"].kind for n in (2, 3)} == {WaitKind.CAPACITY}
+
+
+def test_once_every_host_is_full_the_rest_wait_for_room_or_for_a_host() -> None:
+    # One repository's line: once lab-a-01 has no room left the round ends, and the jobs it did not reach
+    # are decided all at once, as those behind a busy device are.
+    jobs = [boardless(f"b{n}", vcpus=4, waited=10.0 - n) for n in range(4)]
+    jobs.append(boardless("nowhere", hosts=(), waited=1.0))
+    result = plan(jobs, host_room={"lab-a-01": 8})
+    assert placed(result) == [("b0", "lab-a-01"), ("b1", "lab-a-01")]
+    assert {job: result.waiting[job].kind for job in ("b2", "b3", "nowhere")} == {
+        "b2": WaitKind.CAPACITY,
+        "b3": WaitKind.CAPACITY,
+        "nowhere": WaitKind.HOST,
+    }
+    assert [result.position(job) for job in ("b2", "b3", "nowhere")] == [1, 2, 3]
+
+
+def test_a_held_host_is_passed_over_for_the_next_with_room() -> None:
+    blocked = boarded("big", candidates=("d1",), vcpus=8, waited=BACKFILL_GRACE_S + 1)
+    builds = [
+        boardless(f"b{n}", hosts=("lab-a-01", "lab-b-01"), waited=1.0 - n / 10, repository=f"octo/{n}")
+        for n in range(3)
+    ]
+    result = plan([blocked, *builds], free=["d1"], host_room={"lab-a-01": 6, "lab-b-01": 4})
+    # lab-a-01 is held for big (its device is free, its room too small): the builds go to lab-b-01 while
+    # it has room, though lab-a-01 has more, then wait for room.
+    assert placed(result) == [("b0", "lab-b-01"), ("b1", "lab-b-01")]
+    assert result.waiting["b2"].kind is WaitKind.CAPACITY
