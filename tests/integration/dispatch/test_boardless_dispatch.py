@@ -20,6 +20,7 @@ from kerrigan.store.queue_view import read_queue
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
+from kerrigan.testing.waiting import wait_until
 from tests.conftest import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab
 
@@ -308,8 +309,13 @@ async def test_the_runner_protocol_offers_it_with_no_device_and_renews_its_room(
     registration = {"protocol": [1], "capabilities": [], "resources": {"vcpus": 16, "max_weight": 28}}
     assert (await client.post("/api/runner/v1/register", json=registration, headers=auth)).status == 200
     await queue(db, "cccccccc-cccc-cccc-cccc-cccccccccccc", {"build": LAB_A}, boardless=["build"], vcpus=4)
-    await Dispatcher(db).dispatch_once()
-    build = await job_row(db, "build")
+
+    async def leased() -> JobRow | None:  # by this round or the app's own dispatcher's, whichever takes it
+        await Dispatcher(db).dispatch_once()
+        row = await job_row(db, "build")
+        return row if row.state == "leased" else None
+
+    build = await wait_until(leased)
     assert build.host == "lab-a-01"
     polled = await (await client.get("/api/runner/v1/poll?wait=0", headers=auth)).json()
     [offer] = polled["offers"]
