@@ -16,7 +16,7 @@ from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import HostGrant, grant_host_leases, leased_devices, renew_leases
 from kerrigan.store.models import DeviceRow, HostLeaseRow, JobRow, RunnerHostRow
-from kerrigan.store.queue_view import read_queue
+from kerrigan.store.queue_view import read_queue, waiting_for_device
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
@@ -354,3 +354,16 @@ async def test_its_host_is_asked_to_cancel_or_withdraw_it_and_no_other_host_is(d
         elsewhere = await jobs.runner_requests(session, other)
         assert str(build.pk) not in elsewhere.cancel
         assert str(lint.pk) in (await jobs.runner_requests(session, lint.host)).withdraw
+
+
+async def test_a_queued_boardless_job_waits_for_no_device_a_person_holds(db: Database) -> None:
+    # A reservation is extended only while no queued job could take its board: a build on the board's
+    # host is not such a job.
+    await lab_with_agents(db)
+    on_bluebox_host = {"labels": {"kerrigan.host": ["lab-a-01"]}, "tags": []}
+    await queue(db, "ffffffff-ffff-ffff-ffff-ffffffffffff", {"build": on_bluebox_host}, boardless=["build"])
+    async with db.sessions() as session:
+        assert await waiting_for_device(session, "modalix-bluebox") == 0
+    await queue(db, "f0f0f0f0-f0f0-f0f0-f0f0-f0f0f0f0f0f0", {"smoke": on_bluebox_host}, boardless=[])
+    async with db.sessions() as session:
+        assert await waiting_for_device(session, "modalix-bluebox") == 1
