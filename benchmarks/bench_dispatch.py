@@ -11,6 +11,11 @@ a ``peer``, each matching 12 devices over 3 runner hosts), 2,000 devices on 100 
 timed against the same queue with each gang replaced by a single-device job (its ``dut`` candidates).
 Target: at most 25 ms per decision with gangs.
 
+Boardless jobs (issue 26): the same lab and queue with 1,000 of the 10,000 jobs a build with ``board: none``
+whose candidates are every one of the 100 runner hosts (a task that names no ``kerrigan.host``), placed on
+the host with the most room whether or not a device is free; timed against the queue with each such job a
+single-device job instead. Target: at most 25 ms per decision with them.
+
 End to end, :meth:`kerrigan.dispatch.dispatcher.Dispatcher.dispatch_once` runs against a real SQLite
 database file and, when ``KERRIGAN_TEST_POSTGRES_URL`` (or ``--postgres``) names a server, against a
 PostgreSQL database of its own, created and dropped here. The same 10,000 jobs (2,500 four-task sessions
@@ -158,6 +163,51 @@ def bench_gang_decision(*, quick: bool) -> None:
             met = gangs_ms <= GANG_TARGET_MS
             print(
                 f"{'met ' if met else 'MISSED'} a dispatch decision with gangs in at most {GANG_TARGET_MS} ms"
+            )
+
+
+def bench_boardless_decision(*, quick: bool) -> None:
+    """Time ``plan_dispatch`` with boardless jobs in the queue (every host a candidate), against the same
+    queue with each of them a single-device job."""
+    jobs_count, builds, repeat = (1_000, 100, 3) if quick else (10_000, 1_000, 21)
+    _, singles_only, hosts = gang_queue(jobs_count, 0, 2_000)
+    every_host = tuple(sorted(set(hosts.values())))
+    rng = random.Random(13)
+    build_at = set(rng.sample(range(jobs_count), builds))
+    with_builds = [
+        dataclasses.replace(job, candidates=(), hosts=every_host, boardless=True) if n in build_at else job
+        for n, job in enumerate(singles_only)
+    ]
+    room = {job.session_id: 2 for job in with_builds}
+    host_room = {host: rng.randint(2, 28) for host in every_host}
+    for free_count in (20, 200):
+        free = set(rng.sample(sorted(hosts), free_count))
+
+        def decide(queue: list[QueuedJob], free: set[str] = free) -> DispatchPlan:
+            return plan_dispatch(
+                queue,
+                now=700.0,
+                free_devices=free,
+                session_room=room,
+                last_dispatch={},
+                device_hosts=hosts,
+                host_room=host_room,
+            )
+
+        plan = decide(with_builds)
+        singles_ms = median_ms(lambda: decide(singles_only), repeat)
+        builds_ms = median_ms(lambda: decide(with_builds), repeat)
+        print(
+            f"{jobs_count} jobs ({builds} boardless, each of {HOSTS} hosts a candidate), "
+            f"{free_count} free devices: decision {builds_ms:.1f} ms "
+            f"(single-device jobs only: {singles_ms:.1f} ms, {builds_ms / singles_ms:.2f}x), "
+            f"{len(plan.placed)} boardless placed"
+        )
+        if not quick:
+            met = builds_ms <= GANG_TARGET_MS
+            print(
+                f"{'met ' if met else 'MISSED'} a dispatch decision with boardless jobs in at most "
+                f"{GANG_TARGET_MS} ms"
             )
 
 
@@ -343,6 +393,7 @@ def main() -> None:
     args = parser.parse_args()
     bench_decision(quick=args.quick)
     bench_gang_decision(quick=args.quick)
+    bench_boardless_decision(quick=args.quick)
     bench_end_to_end(quick=args.quick, postgres=args.postgres)
 
 

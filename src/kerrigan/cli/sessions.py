@@ -109,7 +109,7 @@ def _sessions_show(args: argparse.Namespace) -> int:
                     str(job["attempt"]) + (f" (retry of {job['retry_of']})" if job.get("retry_of") else ""),
                     str(job["state"]),
                     str(job.get("failure_class") or ""),
-                    str(job.get("device") or ""),
+                    "no board" if job.get("boardless") else str(job.get("device") or ""),
                     str(job.get("host") or ""),
                     "" if job.get("exit_status") is None else str(job["exit_status"]),
                     str(job.get("started_at") or ""),

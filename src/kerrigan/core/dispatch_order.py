@@ -31,6 +31,14 @@ is held for it, as for a single head. Set-aside devices are not leased, so the n
 them again, and the next device of its own to free goes to it before any younger job. A host keeps idle
 at most one device fewer than a gang has roles, for one gang at a time.
 
+A job with ``board: none`` (``boardless``) holds no device: it stands in the same order and is placed on
+one of its candidate runner ``hosts`` that has room for its vCPUs under ``max_weight`` (the one with the most
+room left; a host that has not reported its ``max_weight`` last, for its agent to refuse what it cannot
+fit), whether or not any device is free. It does not count against its session's ``max_devkits``. Its vCPUs
+count against the host's room like any job's; a host held for a blocked head takes no boardless job either.
+Blocked for vCPUs past its grace (none for a gate), it holds the one candidate host with the most room left,
+as a blocked head does. A boardless job with no candidate host waits on a host (``HOST``).
+
 Everything here is a pure function of the queue, the free devices and the time, which is passed in.
 """
 
@@ -62,7 +70,8 @@ class QueuedJob:
     sorts before "9").
 
     A gang job names its ``roles``, each with its own candidates; its ``candidates`` are then every role's
-    candidates together (left empty, they are filled in), and ``vcpus`` its claim on the one host.
+    candidates together (left empty, they are filled in), and ``vcpus`` its claim on the one host. A
+    ``boardless`` job (``board: none``) takes no device: its candidates are runner ``hosts``, in id order.
     """
 
     id: str
@@ -75,6 +84,8 @@ class QueuedJob:
     arrival: int = 0
     roles: tuple[Role, ...] = ()
     reservation: bool = False  # a person's reservation: after gate work, before the rest
+    hosts: tuple[str, ...] = ()  # a boardless job's candidate runner hosts
+    boardless: bool = False
 
     def __post_init__(self) -> None:
         if not self.roles:
@@ -107,6 +118,7 @@ class WaitKind(enum.StrEnum):
     FENCED = "fenced"  # a device is free, but it (or its host) is kept for a blocked older head or gate
     GANG = "gang"  # a gang: every role has a free device, but no one runner host has one for each
     OWN_SESSION = "own_session"  # its session holds max_devkits devices: the queue-wait clock pauses
+    HOST = "host"  # a boardless job: no runner host it may run on is online and not paused now
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,13 +157,15 @@ class DispatchPlan:
     """Jobs to start now with their devices, in dispatch order, and why each other job waits.
 
     ``assignments`` has one pair per device: a gang job appears once for each of its roles, in role
-    order and next to each other, and ``gangs`` says which role each of its devices plays.
+    order and next to each other, and ``gangs`` says which role each of its devices plays. ``placed``
+    pairs each boardless job that starts with its runner host.
     """
 
     assignments: tuple[tuple[QueuedJob, str], ...]
     waiting: Mapping[str, Waiting]
     order: Sequence[str] = field(default=())  # every job id in the order it stands in the queue
     gangs: Mapping[str, GangPlacement] = field(default_factory=dict)  # by job id
+    placed: tuple[tuple[QueuedJob, str], ...] = ()
 
     def roles_assigned(self) -> Iterator[tuple[QueuedJob, str, str | None]]:
         """Each assignment with the role its device plays (None for a job of one device)."""
@@ -208,6 +222,8 @@ def order_heads(
 _arrival: Final = attrgetter("ready_at", "arrival", "id")
 _FOR_ROOM: Final = frozenset({WaitKind.CAPACITY, WaitKind.FENCED})
 _ON_DEVICE: Final = Waiting(WaitKind.DEVICE)  # frozen, so one instance serves every job that waits so
+_ON_HOST: Final = Waiting(WaitKind.HOST)
+_NO_ROOM: Final = Waiting(WaitKind.CAPACITY)
 _GANG_KINDS: Final = {
     Blocker.DEVICE: WaitKind.DEVICE,
     Blocker.SPLIT: WaitKind.GANG,
@@ -237,7 +253,7 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     holds); ``last_dispatch`` when each repository last had a job dispatched; ``device_hosts`` which
     runner host drives each device and ``host_room`` how many vCPUs each host has left under its
     ``max_weight`` (a host not listed has room for anything). A gang job's devices must all be on one
-    host that ``device_hosts`` names.
+    host that ``device_hosts`` names. Boardless jobs are placed on hosts, not devices (``placed``).
     """
     free = set(free_devices)
     unassigned = set(free)  # ``free`` and ``reserved``: one look tells most jobs they wait on a device
@@ -249,9 +265,22 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     # filter of this list and so comes out sorted without being sorted again.
     queue = sorted(jobs, key=_arrival)
     lines: dict[str, list[QueuedJob]] = {}
+    boardless_left = 0  # boardless jobs not decided yet: they need no free device, so the round goes on
     for job in queue:
         lines.setdefault(job.repository, []).append(job)
+        if job.boardless:
+            boardless_left += 1
+    # ... while some host has room for one: those with vCPUs left, and any host not reporting max_weight
+    # (room for anything) that a boardless job may use. Jobs of one task share their hosts' tuple.
+    roomy = {host for host, left in weight.items() if left > 0}
+    unbounded = boardless_left > 0 and any(
+        host not in weight
+        for hosts_of in {id(job.hosts): job.hosts for job in queue if job.boardless}.values()
+        for host in hosts_of
+    )
     assignments: list[tuple[QueuedJob, str]] = []
+    placed: list[tuple[QueuedJob, str]] = []
+    started: list[str] = []  # ids of the jobs that start, in the order they were decided
     gangs: dict[str, GangPlacement] = {}
     waiting: dict[str, Waiting] = {}
     held: dict[str, str] = {}  # runner host -> the blocked head it is held for
@@ -318,6 +347,53 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
         # still hold the host it lacks vCPUs on.
         return None, (reserved and kept_from(head, by_hosts_only=True)) or Waiting(WaitKind.CAPACITY)
 
+    # Per candidate list of boardless jobs (jobs of one task share its tuple): a heap of (-room, place,
+    # host) over the hosts that report max_weight, the others in order, and the job the first held host
+    # met is held for. Room only shrinks in a round, so an entry is at most stale upwards: checked at the
+    # top, it is pushed back with the room left. A held host is kept for a job already decided: dropped.
+    by_hosts: dict[int, tuple[list[tuple[int, int, str]], tuple[str, ...], list[str]]] = {}
+
+    def place_on_host(head: QueuedJob) -> Waiting | None:
+        """Place a boardless job on the candidate host with the most room (one not reporting, last), or
+        say why it waits; past its grace, blocked for vCPUs, it holds the candidate with the most room."""
+        if not head.hosts:
+            return _ON_HOST
+        found = by_hosts.get(id(head.hosts))
+        if found is None:
+            candidates = enumerate(head.hosts)
+            reported = [(-weight[host], place, host) for place, host in candidates if host in weight]
+            heapq.heapify(reported)
+            unreported = tuple(host for host in head.hosts if host not in weight)
+            found = by_hosts[id(head.hosts)] = (reported, unreported, [])
+        reported, unreported, fenced_by = found
+        while reported:
+            recorded, place, host = reported[0]
+            if host in held:
+                fenced_by.append(held[host])
+                heapq.heappop(reported)
+            elif -recorded != weight[host]:
+                heapq.heapreplace(reported, (-weight[host], place, host))
+            else:
+                break
+        best = reported[0][2] if reported and -reported[0][0] >= head.vcpus else None
+        chosen = best or next((host for host in unreported if host not in held), None)
+        if chosen is not None:
+            placed.append((head, chosen))
+            started.append(head.id)
+            if chosen in weight:
+                weight[chosen] -= head.vcpus
+                if weight[chosen] <= 0:
+                    roomy.discard(chosen)
+            last[head.repository] = now
+            return None
+        if reported and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
+            hold(reported[0][2], head.id)  # the one with the most room left
+        if not reported and fenced_by:
+            if fenced_by[0] not in fences:
+                fences[fenced_by[0]] = Waiting(WaitKind.FENCED, fenced_by[0])
+            return fences[fenced_by[0]]
+        return _NO_ROOM
+
     def place_gang(head: QueuedJob) -> None:
         """All of a gang's devices on one host, or none and why; past its grace, set aside what it lacks."""
         if unassigned.isdisjoint(head.candidates):
@@ -342,10 +418,13 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 assignments.append((head, device))
                 free.discard(device)
                 unassigned.discard(device)
+            started.append(head.id)
             gangs[head.id] = GangPlacement(fit.host, fit.devices)
             room[head.session_id] = room.get(head.session_id, 0) - len(head.roles)
             if fit.host in weight:
                 weight[fit.host] -= head.vcpus  # one claim on the one host, however many devices
+                if weight[fit.host] <= 0:
+                    roomy.discard(fit.host)
             last[head.repository] = now
             return
         kind, on = _GANG_KINDS[fit.blocker or Blocker.DEVICE], fit.fenced_by
@@ -378,9 +457,14 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     heap = [entry(line[0]) for line in lines.values()]
     heapq.heapify(heap)
     gate, background = Priority.GATE, Priority.BACKGROUND
-    while heap and free:
+    while heap and (free or (boardless_left and (roomy or unbounded))):
         head = heapq.heappop(heap)[-1]
-        if head.roles:
+        if head.boardless:
+            boardless_left -= 1
+            why = place_on_host(head)
+            if why is not None:
+                waiting[head.id] = why
+        elif head.roles:
             if room.get(head.session_id, 0) < len(head.roles):
                 waiting[head.id] = own_session(head.session_id)
             else:
@@ -393,12 +477,15 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
             device, why = verdict(head)
             if device is not None:
                 assignments.append((head, device))
+                started.append(head.id)
                 free.discard(device)
                 unassigned.discard(device)
                 room[head.session_id] = room.get(head.session_id, 0) - 1
                 host = hosts.get(device)
                 if host is not None and host in weight:
                     weight[host] -= head.vcpus
+                    if weight[host] <= 0:
+                        roomy.discard(host)
                 last[head.repository] = now
             else:
                 waiting[head.id] = why
@@ -428,21 +515,23 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
                 heapq.heappush(heap, newer)
     # No device left free: whoever was not reached waits on a device (or its own session, or a device kept
     # for another job). Those are the rest of each line, past the jobs already decided; no need to rank
-    # them one by one. With nothing free, what is still unassigned is exactly what is kept.
+    # them one by one. With nothing free, what is still unassigned is exactly what is kept. A boardless
+    # job among them found every host full: it waits for room (or for a host, having none to use).
     kept = unassigned if reserved else None
     for repository, line in lines.items():
         for job in line[decided[repository] :]:
             left = room.get(job.session_id, 0)
-            if left <= 0 or (job.roles and left < len(job.roles)):
+            if job.boardless:
+                waiting[job.id] = _NO_ROOM if job.hosts else _ON_HOST
+            elif left <= 0 or (job.roles and left < len(job.roles)):
                 waiting[job.id] = own_session(job.session_id)
             elif kept and not kept.isdisjoint(job.candidates):
                 waiting[job.id] = set_aside_for(job)
             else:
                 waiting[job.id] = _none_free(job) if job.roles else _ON_DEVICE
 
-    started = list(dict.fromkeys(job.id for job, _ in assignments))  # a gang once, not once per device
     order = QueueOrder(started, queue, waiting, now=now, last_dispatch=last)
-    return DispatchPlan(tuple(assignments), waiting, order, gangs)
+    return DispatchPlan(tuple(assignments), waiting, order, gangs, tuple(placed))
 
 
 class QueueOrder(Sequence[str]):

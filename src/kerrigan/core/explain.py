@@ -12,7 +12,16 @@ from typing import Final
 from kerrigan.core.gang_explain import GangVerdict, explain_gang
 from kerrigan.core.inventory import Device, Inventory
 from kerrigan.core.manifest import ManifestResult, Task
-from kerrigan.core.matching import DeviceVerdict, Outcome, TaskResolution, resolve
+from kerrigan.core.matching import (
+    DeviceVerdict,
+    HostResolution,
+    Outcome,
+    ReasonCount,
+    TaskResolution,
+    resolve,
+    resolve_hosts,
+)
+from kerrigan.core.requirements import Requirements
 from kerrigan.core.selection import select_devices
 from kerrigan.core.yamlsource import Problem
 
@@ -34,31 +43,48 @@ class TaskExplanation:
 
     A gang task (``devices``) has its ``gang`` verdict, each role resolved; its ``resolution`` and
     ``selected`` are then those of the role that holds it back most (:attr:`GangVerdict.bottleneck`).
+    A task with ``board: none`` has its runner ``hosts`` resolved instead; its ``resolution`` considers no
+    device and it selects none.
     """
 
     task: Task
     resolution: TaskResolution
     selected: Device | None
     gang: GangVerdict | None = None
+    hosts: HostResolution | None = None
 
     @property
     def outcome(self) -> Outcome:
-        """The task's outcome: its resolution's, or for a gang its verdict's."""
+        """The task's outcome: its resolution's, or for a gang its verdict's, or its hosts'."""
+        if self.hosts is not None:
+            return self.hosts.outcome
         return self.gang.outcome if self.gang is not None else self.resolution.outcome
 
+    @property
+    def selected_host(self) -> str | None:
+        """The runner host a task with ``board: none`` would run on now: the first eligible one."""
+        return self.hosts.eligible[0] if self.hosts is not None and self.hosts.eligible else None
+
     def resolutions(self) -> tuple[tuple[str | None, TaskResolution], ...]:
-        """(role, resolution) of each role of a gang, or (None, the task's resolution)."""
+        """(role, resolution) of each role of a gang, or (None, the task's resolution); none for a task
+        that holds no device."""
+        if self.hosts is not None:
+            return ()
         if self.gang is None:
             return ((None, self.resolution),)
         return tuple((role.role, role.resolution) for role in self.gang.roles)
 
     def summary(self) -> str:
-        """One line: ``0/12 devices available: ...``, or each role's for a gang."""
+        """One line: ``0/12 devices available: ...``, each role's for a gang, or the runner hosts' for a
+        task with ``board: none``."""
+        if self.hosts is not None:
+            return self.hosts.summary()
         return self.gang.summary() if self.gang is not None else self.resolution.summary()
 
     def requirements_record(self) -> dict[str, object]:
         """The requirements its jobs are dispatched by, as stored: ``{"labels", "tags"}`` and, for a gang,
-        ``roles``: ``[{"role", "labels", "tags"}, ...]`` in the order written."""
+        ``roles``: ``[{"role", "labels", "tags"}, ...]`` in the order written. A boardless task's are its
+        runner hosts' (``kerrigan.host``, or nothing); its job says it holds no device."""
         record: dict[str, object] = dict(self.resolution.requested.as_dict())
         if self.task.devices:
             record = dict(self.task.requirements.as_dict())
@@ -88,8 +114,12 @@ class Explanation:
         """0 when every task has an eligible device, 1 when some task has none, 2 on invalid input."""
         if self.errors:
             return EXIT_INVALID
-        # A gang's resolution is its scarcest role's: no device there is none for the gang.
-        if any(not t.resolution.eligible or t.outcome is not Outcome.ELIGIBLE for t in self.tasks):
+        # A gang's resolution is its scarcest role's: no device there is none for the gang. A task that
+        # holds no device needs an eligible runner host.
+        if any(
+            t.outcome is not Outcome.ELIGIBLE or (t.hosts is None and not t.resolution.eligible)
+            for t in self.tasks
+        ):
             return EXIT_UNMATCHED
         return EXIT_OK
 
@@ -123,16 +153,24 @@ def explain(
         for task in workflow.tasks
         if task.devices
     }
+    hosts = {
+        task.id: resolve_hosts(task.requirements, inventory, repository=repository, vcpus=vcpus[task.id])
+        for task in workflow.tasks
+        if task.boardless
+    }
     resolutions = [
         gangs[task.id].bottleneck.resolution
         if task.id in gangs
+        else no_devices(task.requirements)
+        if task.id in hosts
         else resolve(task.requirements, inventory, busy, repository=repository, vcpus=vcpus[task.id])
         for task in workflow.tasks
     ]
-    # A gang's devices are its verdict's; the others share what select_devices spreads.
+    # A gang's devices are its verdict's, a boardless task takes none; the others share what
+    # select_devices spreads.
     selected = select_devices(
         [
-            () if task.id in gangs else res.eligible
+            () if task.id in gangs or task.id in hosts else res.eligible
             for task, res in zip(workflow.tasks, resolutions, strict=True)
         ],
         workflow.scheduling.strategy,
@@ -141,14 +179,21 @@ def explain(
     return Explanation(
         manifest,
         tuple(
-            TaskExplanation(task, res, device, None)
-            if task.id not in gangs
-            else TaskExplanation(task, res, gangs[task.id].bottleneck.selected, gangs[task.id])
+            TaskExplanation(task, res, gangs[task.id].bottleneck.selected, gangs[task.id])
+            if task.id in gangs
+            else TaskExplanation(task, res, None, hosts=hosts[task.id])
+            if task.id in hosts
+            else TaskExplanation(task, res, device, None)
             for task, res, device in zip(workflow.tasks, resolutions, selected, strict=True)
         ),
         repository=repository,
         unchecked_pools=unchecked,
     )
+
+
+def no_devices(requested: Requirements) -> TaskResolution:
+    """The device resolution of a task that holds no device: no device considered, none needed."""
+    return TaskResolution(requested, (), (), (), (), (), (), (), ())
 
 
 def invalid_input(manifest: ManifestResult, errors: tuple[Problem, ...]) -> Explanation:
@@ -168,6 +213,19 @@ def _verdict_json(verdict: DeviceVerdict) -> dict[str, object]:
     }
 
 
+def _histogram_json(histogram: tuple[ReasonCount, ...]) -> list[dict[str, object]]:
+    return [
+        {
+            "reason": row.rule,
+            "kind": row.kind.value,
+            "count": row.count,
+            "permanent": row.permanent,
+            "got": dict(row.got),
+        }
+        for row in histogram
+    ]
+
+
 def resolution_json(resolution: TaskResolution) -> dict[str, object]:
     """The matching part of a task's JSON, shared by ``explain`` and the API."""
     return {
@@ -181,16 +239,7 @@ def resolution_json(resolution: TaskResolution) -> dict[str, object]:
         ],
         "eligible_devices": [device.id for device in resolution.eligible],
         "rejected_devices": [_verdict_json(verdict) for verdict in resolution.rejected],
-        "histogram": [
-            {
-                "reason": row.rule,
-                "kind": row.kind.value,
-                "count": row.count,
-                "permanent": row.permanent,
-                "got": dict(row.got),
-            }
-            for row in resolution.histogram
-        ],
+        "histogram": _histogram_json(resolution.histogram),
         "nearest_misses": [_verdict_json(verdict) for verdict in resolution.nearest_misses],
         "hints": [
             {"field": hint.field, "line": hint.line, "message": hint.message} for hint in resolution.hints
@@ -209,6 +258,8 @@ def explanation_json(
         body["selected"] = [item.selected.id] if item.selected else []
         if item.gang is not None:
             body.update(_gang_json(item.gang))
+        if item.hosts is not None:
+            body.update(_hosts_json(item.hosts, item.selected_host))
         if descriptions:
             body["descriptions"] = {
                 key: descriptions[key] for key in item.task.requirements.labels if key in descriptions
@@ -248,6 +299,34 @@ def _gang_json(gang: GangVerdict) -> dict[str, object]:
             "hosts": list(gang.hosts[:MAX_GANG_HOSTS_SHOWN]),
             "host_count": len(gang.hosts),
             "never": gang.never,
+        },
+    }
+
+
+BOARD_NONE: Final = "none"
+
+
+def _hosts_json(hosts: HostResolution, selected: str | None) -> dict[str, object]:
+    """A boardless task's additions (``board: none``): its outcome and summary are its runner hosts', its
+    hints theirs, and ``hosts`` says which could run it and why each other could not."""
+    return {
+        "board": BOARD_NONE,
+        "outcome": hosts.outcome.value,
+        "summary": hosts.summary(),
+        "hints": [{"field": hint.field, "line": hint.line, "message": hint.message} for hint in hosts.hints],
+        "hosts": {
+            "total": hosts.total_hosts,
+            "eligible": list(hosts.eligible),
+            "rejected": [
+                {
+                    "host": verdict.host,
+                    "reasons": [reason.text for reason in verdict.reasons],
+                    "never": verdict.never,
+                }
+                for verdict in hosts.rejected
+            ],
+            "histogram": _histogram_json(hosts.histogram),
+            "selected": selected,
         },
     }
 
@@ -329,9 +408,46 @@ def _rejected_text(res: TaskResolution) -> list[str]:
 
 
 def _task_text(item: TaskExplanation, descriptions: Mapping[str, str]) -> list[str]:
+    if item.hosts is not None:
+        return _hosts_text(item, item.hosts)
     if item.gang is not None:
         return _gang_text(item, item.gang, descriptions)
     return _resolution_text(item, descriptions)
+
+
+HOST_OUTCOME_TEXT: Final[Mapping[Outcome, str]] = {
+    Outcome.ELIGIBLE: "eligible",
+    Outcome.WAITING: "waiting: runner hosts that could run it are offline, paused or not yet reporting",
+    Outcome.UNSCHEDULABLE: "unschedulable: no runner host can ever run it",
+}
+
+
+def _hosts_text(item: TaskExplanation, hosts: HostResolution) -> list[str]:
+    """A task with ``board: none``: the runner hosts it may run on, and why each other may not."""
+    labels = hosts.requested.as_dict()["labels"]
+    assert isinstance(labels, dict)
+    out = [
+        f"task {item.task.id}: {HOST_OUTCOME_TEXT[hosts.outcome]} "
+        f"({len(hosts.eligible)} of {hosts.total_hosts} runner hosts; board: none, it holds no device)",
+        f"  requested hosts   {_labels_text(labels) if labels else '(any)'}",
+        f"  selected host     {item.selected_host or '(none)'}",
+    ]
+    if hosts.eligible:
+        out.append(f"  eligible hosts    {_device_list(list(hosts.eligible))}")
+    if hosts.rejected:
+        out.append(f"  rejected hosts    {len(hosts.rejected)}, by reason:")
+        by_rule: dict[str, list[str]] = {}
+        for verdict in hosts.rejected:
+            for reason in verdict.reasons:
+                by_rule.setdefault(reason.rule, []).append(verdict.host)
+        width = len(str(hosts.histogram[0].count))
+        for row in hosts.histogram:
+            out.append(f"    {row.count:>{width}}  {row.rule}  [{'never' if row.permanent else 'not yet'}]")
+            out.append(f"    {'':>{width}}    {_device_list(by_rule[row.rule])}")
+    if hosts.hints:
+        out.append("  hints")
+        out += [f"    line {hint.line}, {hint.field}: {hint.message}" for hint in hosts.hints]
+    return out
 
 
 def _gang_text(item: TaskExplanation, gang: GangVerdict, descriptions: Mapping[str, str]) -> list[str]:

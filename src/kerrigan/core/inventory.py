@@ -390,6 +390,24 @@ class Inventory:
         return {device.id: device for device in self.devices}
 
     @cached_property
+    def runner_hosts(self) -> tuple[RunnerHost, ...]:
+        """Every runner host in id order: those listed, and each device's host that is not (online, not
+        reported: as matching takes it)."""
+        listed = {host.id: host for host in self.hosts}
+        for device in self.devices:
+            if device.host not in listed:
+                listed[device.host] = RunnerHost(device.host)
+        return tuple(listed[host] for host in sorted(listed))
+
+    @cached_property
+    def host_pools(self) -> dict[str, frozenset[str]]:
+        """The pools of each runner host's devices, by host (a host that drives none is not in it)."""
+        pools: dict[str, set[str]] = {}
+        for device in self.devices:
+            pools.setdefault(device.host, set()).add(device.pool_id)
+        return {host: frozenset(ids) for host, ids in pools.items()}
+
+    @cached_property
     def index(self) -> InventoryIndex:
         """The columns matching works on, built once per snapshot."""
         return InventoryIndex(self)

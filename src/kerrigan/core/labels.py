@@ -37,6 +37,8 @@ IMPLICIT_DEVICE_KEYS: Final = (
     "kerrigan.host",
 )
 IMPLICIT_KEYS: Final = IMPLICIT_POOL_KEYS + IMPLICIT_DEVICE_KEYS
+HOST_KEY: Final = "kerrigan.host"
+"""A device's runner host; also the one label a runner host has (what a task with ``board: none`` asks)."""
 
 
 def _any_case(text: str) -> str:

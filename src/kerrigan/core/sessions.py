@@ -36,6 +36,7 @@ class Job:
     results: tuple[str, ...] = ()  # globs of the JUnit XML files the runner sends after the command
     secrets: tuple[str, ...] = ()  # names of the repository secrets handed to it at acceptance
     artifacts: Mapping[str, Any] = field(default_factory=dict)  # {"download": [...], "upload": [...]}
+    boardless: bool = False  # ``board: none``: it holds no device, only room on a runner host
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ without locking anything); then it writes the leases and the queue-wait clocks. 
 leases at once: a round that granted any tells the lease listeners of this process
 (:func:`listen_for_leases`; the runner protocol's waiting long polls) which hosts got them. People's
 reservations (:mod:`kerrigan.store.reservations`) wait in the same plan, after gate work; a granted one
-leases its device to the person until it ends, and is offered to no runner. A lease whose
+leases its device to the person until it ends, and is offered to no runner. A job that holds no device
+(``board: none``) is leased room on the runner host the plan placed it on, a host lease. A lease whose
 host stopped sending heartbeats expires: a job that never started goes back to the queue once, any other
 fails ``runner_lost``.
 """
@@ -35,9 +36,11 @@ from kerrigan.store.health_checks import SCAN_INTERVAL, queue_due_checks
 from kerrigan.store.inventory import end_due_maintenance
 from kerrigan.store.leases import (
     Grant,
+    HostGrant,
     QueuedJobRecord,
     expired_leases,
     extend_all_leases,
+    grant_host_leases,
     grant_leases,
     release_lease,
 )
@@ -80,6 +83,7 @@ class Round:
     lost: tuple[int, ...] = ()
     withdrawn: tuple[int, ...] = ()  # queued jobs whose queue-wait budget ran out
     reserved: tuple[Reservation, ...] = ()  # people's reservations granted a device
+    placed: tuple[HostGrant, ...] = ()  # boardless jobs granted room on a runner host
 
 
 class Dispatcher:
@@ -165,7 +169,8 @@ class Dispatcher:
                 else:
                     await move_job(session, job, JobState.FAILED, now, reason=RUNNER_LOST)
                 settle.append(job.session_pk)
-                log.warning("job %s lost its runner (device %s); %s", job_pk, device_id, job.state)
+                held = f"device {device_id}" if device_id is not None else f"no board, host {job.host}"
+                log.warning("job %s lost its runner (%s); %s", job_pk, held, job.state)
             await settle_sessions(session, settle, now)
         return tuple(dict.fromkeys(job for _, job in lost))  # a gang's job once, not once per device
 
@@ -190,6 +195,12 @@ class Dispatcher:
                 if not job.reservation
             ]
             granted = await grant_leases(session, grants, now, self.lease_ttl)
+            placed = await grant_host_leases(
+                session,
+                [HostGrant(int(job.id), host, job.session_id) for job, host in plan.placed],
+                now,
+                self.lease_ttl,
+            )
             # People's reservations: their devices are leased to them until they end, not offered.
             reserved = await grant_reservations(
                 session,
@@ -200,29 +211,33 @@ class Dispatcher:
                 ],
                 now,
             )
-            withdrawn = await _spend_queue_wait(session, snapshot.records, plan, granted, now)
-        if granted or reserved:  # a reserved device's host is asked for its settings for the person
-            leased_hosts = frozenset(grant.host for grant in granted) | frozenset(
-                reservation.host for reservation in reserved if reservation.host is not None
+            leased = {grant.job_pk for grant in granted} | {grant.job_pk for grant in placed}
+            withdrawn = await _spend_queue_wait(session, snapshot.records, plan, leased, now)
+        if granted or reserved or placed:  # a reserved device's host is asked for its settings for the person
+            leased_hosts = (
+                frozenset(grant.host for grant in granted)
+                | frozenset(reservation.host for reservation in reserved if reservation.host is not None)
+                | frozenset(grant.host for grant in placed)
             )
             for callback in list(_lease_listeners.get(self.database.signals, ())):
                 callback(leased_hosts)
-        return Round(tuple(granted), plan, withdrawn=tuple(withdrawn), reserved=tuple(reserved))
+        return Round(
+            tuple(granted), plan, withdrawn=tuple(withdrawn), reserved=tuple(reserved), placed=tuple(placed)
+        )
 
 
 async def _spend_queue_wait(
     session: AsyncSession,
     queued: Sequence[QueuedJobRecord],
     plan: DispatchPlan,
-    granted: list[Grant],
+    leased: set[int],
     now: datetime,
 ) -> list[int]:
     """Run or pause each waiting job's queue-wait clock for what it waits on; end those out of budget.
 
-    A job given a device stops its clock: what it spent travels with its offer. Only changes are written,
-    so a long queue costs a write per job only when its blocker changes.
+    A job given a device (or room on a host) stops its clock: what it spent travels with its offer. Only
+    changes are written, so a long queue costs a write per job only when its blocker changes.
     """
-    leased = {grant.job_pk for grant in granted}
     ended: list[int] = []
     changed: list[dict[str, Any]] = []
     at = now.timestamp()

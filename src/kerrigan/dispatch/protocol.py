@@ -74,7 +74,8 @@ def _offer_json(
     offer: jobs.Offer, devices: Mapping[str, StoredDevice], capabilities: frozenset[str]
 ) -> dict[str, Any]:
     extra = {"gate": offer.priority == "gate"} if "gate_jobs" in capabilities else {}
-    device = devices.get(offer.device_id)
+    # A job that holds no device (board: none) is offered with none: "device" and "board" are null.
+    device = devices.get(offer.device_id) if offer.device_id is not None else None
     return extra | {
         "id": offer.job_id,
         "session": offer.session_id,

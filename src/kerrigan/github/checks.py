@@ -21,7 +21,7 @@ from kerrigan.core.lifecycle import (
     reason_words,
 )
 from kerrigan.core.manifest import ManifestResult
-from kerrigan.core.matching import Outcome, TaskResolution
+from kerrigan.core.matching import HostResolution, Outcome, TaskResolution
 from kerrigan.core.matrix import shown_name
 from kerrigan.core.results import ResultsSummary
 from kerrigan.core.runner_fields import cut_of, size_text
@@ -161,17 +161,26 @@ def _header(name: str, context: SessionContext) -> str:
 
 
 MAX_HOSTS_SHOWN: Final = 10  # of a gang's runner hosts with a device for every role
+MAX_REJECTED_HOSTS_SHOWN: Final = 50  # of a boardless task's rejected runner hosts; the page has them all
 _OUTCOME_WORDS: Final = {
     Outcome.ELIGIBLE: "ready: waiting for dispatch",
     Outcome.WAITING: "waiting: matching devices are busy or offline",
     Outcome.UNSCHEDULABLE: "unschedulable: no device can ever match",
+}
+_HOST_OUTCOME_WORDS: Final = {
+    Outcome.ELIGIBLE: "ready: waiting for dispatch (no board)",
+    Outcome.WAITING: "waiting: matching runner hosts are offline or paused",
+    Outcome.UNSCHEDULABLE: "unschedulable: no runner host can ever run it",
 }
 
 
 def _overview(tasks: Sequence[TaskExplanation]) -> str:
     lines = ["| task | outcome | devices available | selected |", "|---|---|---|---|"]
     for item in tasks:
-        if item.gang is not None:  # a role per line of the cell
+        if item.hosts is not None:  # no device: the runner hosts it may run on
+            available = f"{len(item.hosts.eligible)} of {item.hosts.total_hosts} runner hosts (no board)"
+            selected = f"host {_code(item.selected_host)}" if item.selected_host else ""
+        elif item.gang is not None:  # a role per line of the cell
             roles = item.gang.roles
             available = "<br>".join(
                 f"{_code(r.role)}: {len(r.resolution.eligible)} of {r.resolution.total_devices}"
@@ -189,11 +198,50 @@ def _overview(tasks: Sequence[TaskExplanation]) -> str:
 
 
 def _outcome_words(item: TaskExplanation) -> str:
+    if item.hosts is not None:
+        return _HOST_OUTCOME_WORDS[item.outcome]
     never = item.gang.never if item.gang is not None else None
     return f"unschedulable: {never}" if never else _OUTCOME_WORDS[item.outcome]
 
 
+def _hosts_section(item: TaskExplanation, hosts: HostResolution) -> str:
+    """A task with ``board: none``: the runner hosts it may run on, and why each other may not."""
+    requested = hosts.requested.as_dict()["labels"]
+    assert isinstance(requested, dict)
+    out = [
+        f"### Task {_code(item.task.id)}: {_outcome_words(item)}",
+        "",
+        "No board: it holds no device and runs on a runner host, its vCPUs claimed there.",
+        "",
+        f"- **Requested runner hosts:** {_labels(requested) if requested else 'any'}",
+    ]
+    if item.selected_host:
+        out.append(f"- **Selected:** runner host {_code(item.selected_host)}")
+    out.append(f"- **{_cell(hosts.summary())}**")
+    if hosts.histogram:
+        out += ["", "| runner hosts | reason | |", "|---:|---|---|"]
+        for row in hosts.histogram:
+            out.append(f"| {row.count} | {_cell(row.rule)} | {'never' if row.permanent else 'not yet'} |")
+    rejected = hosts.rejected
+    if rejected:
+        out += ["", "**Rejected runner hosts:**", ""]
+        out += [
+            f"- {_code(v.host)}: {_cell('; '.join(r.text for r in v.reasons))}"
+            for v in rejected[:MAX_REJECTED_HOSTS_SHOWN]
+        ]
+        if len(rejected) > MAX_REJECTED_HOSTS_SHOWN:
+            out.append(f"- and {len(rejected) - MAX_REJECTED_HOSTS_SHOWN} more on the session page")
+    if hosts.hints:
+        out += [
+            "",
+            *(f"> line {hint.line}, {_code(hint.field)}: {_cell(hint.message)}" for hint in hosts.hints),
+        ]
+    return "\n".join(out) + "\n"
+
+
 def _task_section(item: TaskExplanation) -> str:
+    if item.hosts is not None:
+        return _hosts_section(item, item.hosts)
     if item.gang is None:
         title = f"### Task {_code(item.task.id)}: {_outcome_words(item)}"
         return "\n".join([title, "", *_resolution_lines(item.resolution, item.selected)]) + "\n"
@@ -361,8 +409,10 @@ def hint_annotations(file: str, tasks: Iterable[TaskExplanation]) -> list[dict[s
             "message": f"{hint.field}: {hint.message}",
         }
         for item in tasks
-        for _, res in item.resolutions()
-        for hint in res.hints
+        for hints in (
+            [res.hints for _, res in item.resolutions()] + ([item.hosts.hints] if item.hosts else [])
+        )
+        for hint in hints
     ]
 
 
@@ -463,9 +513,12 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
     never = [item.task.id for item in tasks if item.outcome is Outcome.UNSCHEDULABLE]
     if never:
         split = {item.task.id for item in tasks if item.gang is not None and item.gang.never}
+        boardless = {item.task.id for item in tasks if item.hosts is not None}
         what = (
             "No runner host holds a device for every role of"
             if split.issuperset(never)
+            else "No runner host can ever run"
+            if boardless.issuperset(never)
             else "No device can ever run"
         )
         title = f"{what} {', '.join(never[:3])}" + (", ..." if len(never) > 3 else "")
@@ -480,10 +533,12 @@ def resolution_body(explanation: Explanation, context: SessionContext) -> CheckR
         )
     waiting = sum(1 for item in tasks if item.outcome is Outcome.WAITING)
     position = f", queue position {context.queue_position}" if context.queue_position else ""
+    on_hosts = all(item.hosts is not None for item in tasks if item.outcome is Outcome.WAITING)
+    what = "offline or paused runner hosts" if on_hosts else "busy or offline devices"
     if waiting == len(tasks) == 1:
-        title = f"Queued: the task waits for busy or offline devices{position}"
+        title = f"Queued: the task waits for {what}{position}"
     elif waiting:
-        title = f"Queued: {waiting} of {len(tasks)} tasks wait for busy or offline devices{position}"
+        title = f"Queued: {waiting} of {len(tasks)} tasks wait for {what}{position}"
     else:
         ready = "1 task" if len(tasks) == 1 else f"{len(tasks)} tasks"
         title = f"Queued: {ready} ready to start on free devices{position}"
@@ -539,9 +594,12 @@ class JobProgress:
     results: ResultsSummary | None = None  # the tests of the JUnit XML files its runner sent
     files: tuple[JobFile, ...] = ()  # what it uploaded (artifacts.upload)
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
+    boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
 
     def devices_cell(self) -> str:
-        """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```."""
+        """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```; ``no board``."""
+        if self.boardless:
+            return "no board"
         if self.roles:
             return "<br>".join(f"{_cell(role)} {_code(device)}" for role, device in self.roles)
         return _code(self.device_id) if self.device_id else ""
@@ -553,7 +611,8 @@ class JobProgress:
 
     def attempt_text(self) -> str:
         """``attempt 2 of 3 on modalix-redbox after runner_lost on modalix-bluebox``."""
-        return describe_attempt(self.attempt, self.attempts, self.device_id, self.after)
+        where = self.host if self.boardless else self.device_id
+        return describe_attempt(self.attempt, self.attempts, where, self.after)
 
 
 MAX_FILES_LISTED: Final = 20  # a job's uploaded files linked from the check run; the page lists them all

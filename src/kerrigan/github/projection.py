@@ -43,7 +43,10 @@ def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
     for job in view.jobs:
         record = job.record
         before = records.get(record.retry_of) if record.retry_of is not None else None
-        after = retry_cause(before.reason, before.exit_status, before.device_id) if before else None
+        after = None
+        if before is not None:  # where it ran: its device, or its runner host without a board
+            ran_on = before.host if before.boardless else before.device_id
+            after = retry_cause(before.reason, before.exit_status, ran_on)
         progress.append(
             JobProgress(
                 record.task_id,
@@ -67,6 +70,7 @@ def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
                     for file in job.files
                 ),
                 record.roles,
+                record.boardless,
             )
         )
     return progress

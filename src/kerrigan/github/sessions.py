@@ -324,6 +324,7 @@ def _new_session(
                 results=task.results,
                 secrets=task.secrets,
                 artifacts=task.artifacts.as_dict() if task.artifacts else {},
+                boardless=task.boardless,
             )
             for task in workflow.tasks
         )

@@ -215,7 +215,8 @@ class HostState:
         """The devices file's settings for the job: its device's ``env`` (``secret_env`` with ``secret``)
         under their own names, and each gang role's under ``KERRIGAN_DEVICE_<ROLE>_``."""
         settings = self.presence.secret_env if secret else self.presence.env
-        found = dict(settings(str(record.offer.get("device", ""))))
+        device = record.offer.get("device")  # None for a job with board: none: no device, no settings
+        found = dict(settings(str(device))) if device is not None else {}
         for role, device in gang_roles(record.offer):
             found.update(
                 {f"KERRIGAN_DEVICE_{role.upper()}_{name}": v for name, v in settings(device).items()}

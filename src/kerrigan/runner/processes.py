@@ -2,7 +2,8 @@
 
 The command runs as ``/bin/sh -c`` under :mod:`kerrigan.runner.launch` in its own process group; its
 environment is the agent's own without any ``KERRIGAN_*`` setting, plus the job's and its device's settings
-from the devices file (:mod:`kerrigan.runner.devices_file`). Where the host allows it
+from the devices file (:mod:`kerrigan.runner.devices_file`); a job that holds no device (``board: none``:
+its offer's ``device`` is null) gets no device variable at all. Where the host allows it
 (:mod:`kerrigan.runner.isolation`) it runs as the job's own user with a private ``/tmp`` in the job's own
 cgroup, which is emptied (everything in it killed) and removed before the job's end is reported, so nothing
 of a job holds its device when the next one gets it.
@@ -68,12 +69,17 @@ def job_environment(
             "KERRIGAN_JOB_ID": str(offer.get("id", "")),
             "KERRIGAN_SESSION_ID": str(offer.get("session", "")),
             "KERRIGAN_TASK_ID": str(offer.get("task", "")),
-            "KERRIGAN_DEVICE_ID": str(offer.get("device", "")),
-            "KERRIGAN_DEVICE_BOARD": str(offer.get("board") or ""),
-            "KERRIGAN_DEVICE_LABELS": json.dumps(offer.get("labels") or {}, sort_keys=True),
             "KERRIGAN_CPUS": format_cpu_list(cpus),
         }
     )
+    if offer.get("device") is not None:  # a job with board: none holds no device: none of these
+        env.update(
+            {
+                "KERRIGAN_DEVICE_ID": str(offer["device"]),
+                "KERRIGAN_DEVICE_BOARD": str(offer.get("board") or ""),
+                "KERRIGAN_DEVICE_LABELS": json.dumps(offer.get("labels") or {}, sort_keys=True),
+            }
+        )
     env.update(gang_environment(offer))
     if github.get("token"):
         env["GITHUB_TOKEN"] = str(github["token"])

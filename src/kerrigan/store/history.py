@@ -21,6 +21,7 @@ from kerrigan.store.jobs import CUT_SEQ
 from kerrigan.store.models import (
     DeviceLeaseRow,
     DeviceRow,
+    HostLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
     JobLogRow,
@@ -81,6 +82,7 @@ class JobEntry:
     log_bytes: int
     repository: str = ""
     workflow: str = ""
+    boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,7 @@ def _job_entry(row: JobRow, session_row: SessionRow) -> JobEntry:
         log_bytes=row.log_bytes,
         repository=session_row.repository,
         workflow=session_row.workflow,
+        boardless=row.boardless,
     )
 
 
@@ -486,6 +489,7 @@ async def prune_history(
             await _delete_files(session, job_pks)
             await session.execute(delete(JobResultRow).where(JobResultRow.job_pk.in_(job_pks)))
             await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
+            await session.execute(delete(HostLeaseRow).where(HostLeaseRow.job_pk.in_(job_pks)))
             await session.execute(update(JobRow).where(JobRow.retry_of.in_(job_pks)).values(retry_of=None))
             await session.execute(delete(JobRow).where(JobRow.session_pk.in_(pks)))
             await session.execute(delete(SessionRow).where(SessionRow.pk.in_(pks)))

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, literal, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Subquery
 
 from kerrigan.core.device_status import refusal_hold
 from kerrigan.core.lifecycle import (
@@ -28,7 +29,7 @@ from kerrigan.core.lifecycle import (
 from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, cut_notice, fitting
 from kerrigan.store.audit import KERRIGAN_ACTOR
-from kerrigan.store.models import DeviceLeaseRow, JobLogRow, JobRow, SessionRow
+from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobLogRow, JobRow, SessionRow
 from kerrigan.store.runners import hold_after_refusal
 from kerrigan.store.signals import Topic, mark
 from kerrigan.store.transitions import move_job, settle_session
@@ -54,12 +55,12 @@ class LogGapError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """A job offered to a runner host."""
+    """A job offered to a runner host; ``device_id`` is None for a job that holds no device."""
 
     job_id: str
     session_id: str
     task_id: str
-    device_id: str
+    device_id: str | None
     repository: str
     head_sha: str
     command: str | None
@@ -89,17 +90,33 @@ class Transition:
 
 # A job's lease of its first device: one row a job, gang or not (a gang holds a lease per role).
 FIRST_LEASE: Final = and_(DeviceLeaseRow.job_pk == JobRow.pk, DeviceLeaseRow.device_id == JobRow.device_id)
+# A job that holds no device holds room on a runner host: one row a job.
+ROOM_LEASE: Final = HostLeaseRow.job_pk == JobRow.pk
+
+
+def _held_by(host: str) -> Subquery:
+    """The ids of the jobs ``host`` holds a lease for: of their first device, or of room on it."""
+    return union_all(
+        select(JobRow.pk).join(DeviceLeaseRow, FIRST_LEASE).where(DeviceLeaseRow.host == host),
+        select(HostLeaseRow.job_pk).where(HostLeaseRow.host == host),
+    ).subquery()
 
 
 async def offers(session: AsyncSession, host: str) -> list[Offer]:
-    """Jobs leased to devices of ``host`` and not yet accepted."""
-    rows = await session.execute(
+    """Jobs leased to devices of ``host`` (or room on it, without a board) and not yet accepted."""
+    boarded = await session.execute(
         select(JobRow, SessionRow, DeviceLeaseRow.device_id)
         .join(DeviceLeaseRow, FIRST_LEASE)
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(DeviceLeaseRow.host == host, JobRow.state == JobState.LEASED)
-        .order_by(JobRow.pk)
     )
+    boardless = await session.execute(
+        select(JobRow, SessionRow, literal(None))
+        .join(HostLeaseRow, ROOM_LEASE)
+        .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+        .where(HostLeaseRow.host == host, JobRow.state == JobState.LEASED)
+    )
+    rows = sorted([*boarded.all(), *boardless.all()], key=lambda row: row[0].pk)
     return [
         Offer(
             str(job.pk),
@@ -137,13 +154,11 @@ class RunnerRequests:
 
 async def runner_requests(session: AsyncSession, host: str) -> RunnerRequests:
     """Jobs of ``host`` to cancel (any not ended) and to withdraw (accepted, not started)."""
+    held = _held_by(host)
     rows = await session.execute(
         select(JobRow.pk, JobRow.state, JobRow.cancel_requested_at, JobRow.withdraw_requested_at)
-        .join(DeviceLeaseRow, FIRST_LEASE)
-        .where(
-            DeviceLeaseRow.host == host,
-            or_(JobRow.cancel_requested_at.is_not(None), JobRow.withdraw_requested_at.is_not(None)),
-        )
+        .join(held, held.c.pk == JobRow.pk)
+        .where(or_(JobRow.cancel_requested_at.is_not(None), JobRow.withdraw_requested_at.is_not(None)))
         .order_by(JobRow.pk)
     )
     cancel, withdraw = [], []
@@ -164,12 +179,13 @@ async def observe_runner_waits(
     for job_id, waited_ms in waiting.items():
         if not (job_id.isascii() and job_id.isdigit()):
             continue
+        if await lease_holder(session, int(job_id)) != host:
+            continue
         found = (
             await session.execute(
                 select(JobRow, SessionRow.queue_wait_limit_s)
                 .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-                .join(DeviceLeaseRow, FIRST_LEASE)
-                .where(JobRow.pk == int(job_id), DeviceLeaseRow.host == host)
+                .where(JobRow.pk == int(job_id))
             )
         ).first()
         if found is None:
@@ -184,13 +200,23 @@ async def observe_runner_waits(
     return asked
 
 
+async def lease_holder(session: AsyncSession, job_pk: int) -> str | None:
+    """The runner host holding the job's lease (of its devices, or of room on the host), if any."""
+    return await session.scalar(
+        union_all(
+            select(DeviceLeaseRow.host).where(DeviceLeaseRow.job_pk == job_pk),
+            select(HostLeaseRow.host).where(HostLeaseRow.job_pk == job_pk),
+        ).limit(1)
+    )
+
+
 async def owned_job(session: AsyncSession, job_id: str, host: str) -> JobRow:
     """The job ``job_id`` (locked) when ``host`` holds it, or ran it and it ended; else NotYoursError."""
     numeric = job_id.isascii() and job_id.isdigit()
     job = await session.get(JobRow, int(job_id), with_for_update=True) if numeric else None
     if job is None:
         raise NotYoursError(f"no job {job_id}")
-    holder = await session.scalar(select(DeviceLeaseRow.host).where(DeviceLeaseRow.job_pk == job.pk))
+    holder = await lease_holder(session, job.pk)
     # A job in hand is its lease holder's; an ended one answers the host that ran it (a repeated call).
     # A job sent back to the queue is nobody's: a late call from the host that had it changes nothing.
     owner = holder if holder is not None else (job.host if job.state in ENDED else None)
@@ -215,10 +241,11 @@ async def job_repository(session: AsyncSession, job_id: str) -> tuple[int | None
 
 async def held_jobs(session: AsyncSession, host: str) -> dict[str, str]:
     """Jobs a runner host holds as the server sees them (accepted or running), with their states."""
+    held = _held_by(host)
     rows = await session.execute(
         select(JobRow.pk, JobRow.state)
-        .join(DeviceLeaseRow, FIRST_LEASE)
-        .where(DeviceLeaseRow.host == host, JobRow.state.in_([JobState.ACCEPTED, JobState.RUNNING]))
+        .join(held, held.c.pk == JobRow.pk)
+        .where(JobRow.state.in_([JobState.ACCEPTED, JobState.RUNNING]))
     )
     return {str(pk): str(state) for pk, state in rows}
 
@@ -454,6 +481,7 @@ class JobRecord:
     attempt: int = 1
     retry_of: int | None = None  # the attempt this one retries
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
+    boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
 
 
 def roles_of(devices: list[dict[str, str]] | None) -> tuple[tuple[str, str], ...]:
@@ -481,6 +509,7 @@ async def session_job_records(session: AsyncSession, session_pk: int) -> list[Jo
             row.attempt,
             row.retry_of,
             roles_of(row.devices),
+            bool(row.boardless),
         )
         for row in rows
     ]

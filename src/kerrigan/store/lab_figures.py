@@ -27,6 +27,7 @@ from kerrigan.store.models import DeviceRow, JobRow, PoolRow, ReservationRow, Ru
 from kerrigan.store.queue_view import requirements_of_mapping
 
 NO_POOL = ""  # the pool label of queued jobs no device of the lab can ever take
+NO_BOARD = "(no board)"  # the pool label of queued jobs that take no device (board: none); no pool's id
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,22 +168,36 @@ async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequi
         )
     ).one()
     groups: Counter[str] = Counter()
+    boardless = 0  # they wait on runner hosts, not on any pool's devices
     requirements_text = JobRow.requirements.cast(Text)
     checking = SessionRow.health_check_device.is_not(None)
-    for requirements, vcpus, repository, health_check, count in await session.execute(
-        select(requirements_text, JobRow.vcpus, SessionRow.repository, checking, func.count(JobRow.pk))
+    for requirements, vcpus, repository, health_check, no_board, count in await session.execute(
+        select(
+            requirements_text,
+            JobRow.vcpus,
+            SessionRow.repository,
+            checking,
+            JobRow.boardless,
+            func.count(JobRow.pk),
+        )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(
             JobRow.state == JobState.QUEUED,
             SessionRow.awaiting_approval.is_(False),
             SessionRow.state != SessionState.COMPLETED,
         )
-        .group_by(requirements_text, JobRow.vcpus, SessionRow.repository, checking)
+        .group_by(requirements_text, JobRow.vcpus, SessionRow.repository, checking, JobRow.boardless)
     ):
-        groups[_group_key(requirements, int(vcpus), repository, bool(health_check))] += int(count)
+        if no_board:
+            boardless += int(count)
+        else:
+            groups[_group_key(requirements, int(vcpus), repository, bool(health_check))] += int(count)
+    queue = await pools.pools(session, groups)
+    if boardless:
+        queue[NO_BOARD] = boardless
     return LabFigures(
         now,
-        queue=await pools.pools(session, groups),
+        queue=queue,
         devices=devices,
         hosts=hosts,
         checkruns_pending=int(pending),

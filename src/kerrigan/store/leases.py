@@ -4,6 +4,9 @@ A lease row is keyed by the device, so a second lease of a device cannot be inse
 (or ``kerrigan serve`` replica) tries. Dispatchers take the queued jobs they plan for with ``FOR UPDATE SKIP
 LOCKED`` (PostgreSQL), so two of them never plan for the same job; a job is moved from ``queued`` to
 ``leased`` only if it is still queued, and a lease whose job was taken meanwhile is not kept.
+
+A job that holds no device (``board: none``) holds room on a runner host instead: a host lease, keyed by
+the job, renewed by the host's heartbeats and expired as a device's lease is.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import JobState, SessionState
 from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S
-from kerrigan.store.models import DeviceLeaseRow, JobRow, SessionRow
+from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobRow, SessionRow
 from kerrigan.store.signals import JobMoved, note
 
 
@@ -44,6 +47,7 @@ class QueuedJobRecord:
     queue_wait_observed_at: datetime | None = None  # None while the clock is paused
     requirements_text: str | None = None  # the requirements as stored: equal texts, equal requirements
     health_check: bool = False  # a device's health check: it may run on a device whose health is bad
+    boardless: bool = False  # ``board: none``: placed on a runner host, holding no device
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,15 @@ class Grant:
     host: str
     session_id: str
     role: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HostGrant:
+    """Room on a runner host to lease to a job that holds no device (``board: none``)."""
+
+    job_pk: int
+    host: str
+    session_id: str
 
 
 def _dialect(session: AsyncSession) -> str:
@@ -88,6 +101,7 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             JobRow.queue_wait_s,
             JobRow.queue_wait_observed_at,
             SessionRow.health_check_device,
+            JobRow.boardless,
         )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(
@@ -116,6 +130,7 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             queue_wait_observed_at,
             requirements,
             health_check_device is not None,
+            bool(boardless),
         )
         for (
             pk,
@@ -131,6 +146,7 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
             queue_wait_s,
             queue_wait_observed_at,
             health_check_device,
+            boardless,
         ) in (await session.execute(query)).all()
     ]
 
@@ -253,32 +269,94 @@ async def grant_leases(
     return granted
 
 
+async def grant_host_leases(
+    session: AsyncSession, grants: Sequence[HostGrant], now: datetime, ttl: timedelta
+) -> list[HostGrant]:
+    """Lease room on runner hosts to boardless jobs; the grants that took (a job no longer queued, or
+    leased already, gets none). Runs in the caller's transaction, a few statements per thousand grants;
+    the leases first, as :func:`grant_leases` does."""
+    insert = postgresql_insert if _dialect(session) == "postgresql" else sqlite_insert
+    granted: list[HostGrant] = []
+    for start in range(0, len(grants), GRANT_BATCH):
+        batch = grants[start : start + GRANT_BATCH]
+        statement = (
+            insert(HostLeaseRow)
+            .values(
+                [
+                    {
+                        "job_pk": grant.job_pk,
+                        "session_id": grant.session_id,
+                        "host": grant.host,
+                        "granted_at": now,
+                        "expires_at": now + ttl,
+                    }
+                    for grant in batch
+                ]
+            )
+            .on_conflict_do_nothing()  # a job leased already keeps its lease
+            .returning(HostLeaseRow.job_pk)
+        )
+        inserted = {int(job) for job in (await session.scalars(statement)).all()}
+        if not inserted:
+            continue
+        still_queued = set(
+            (
+                await session.scalars(
+                    select(JobRow.pk).where(JobRow.pk.in_(inserted), JobRow.state == JobState.QUEUED)
+                )
+            ).all()
+        )
+        dropped = inserted - still_queued
+        if dropped:
+            await session.execute(delete(HostLeaseRow).where(HostLeaseRow.job_pk.in_(dropped)))
+        kept = [grant for grant in batch if grant.job_pk in still_queued]
+        if kept:
+            jobs = cast(Table, JobRow.__table__)
+            await session.execute(
+                update(jobs)
+                .where(jobs.c.pk == bindparam("job"))
+                .values(state=JobState.LEASED, device_id=None, host=bindparam("lease_host"), devices=[]),
+                [{"job": grant.job_pk, "lease_host": grant.host} for grant in kept],
+            )
+        granted += kept
+    return granted
+
+
 async def leased_devices(session: AsyncSession) -> set[str]:
     """Every device under a lease now."""
     return set((await session.scalars(select(DeviceLeaseRow.device_id))).all())
 
 
-async def release_lease(session: AsyncSession, device_id: str, job_pk: int) -> None:
+async def release_lease(session: AsyncSession, device_id: str | None, job_pk: int) -> None:
     """Free a device of a lease its job no longer holds (that job's lease only: another replica may have
-    leased the device afresh meanwhile, to a job or a person)."""
+    leased the device afresh meanwhile, to a job or a person); ``None``: the job's room on a runner host."""
+    if device_id is None:
+        await session.execute(delete(HostLeaseRow).where(HostLeaseRow.job_pk == job_pk))
+        return
     await session.execute(
         delete(DeviceLeaseRow).where(DeviceLeaseRow.device_id == device_id, DeviceLeaseRow.job_pk == job_pk)
     )
 
 
 async def release_job_leases(session: AsyncSession, job_pk: int) -> None:
-    """Free every device a job holds (it ended, or went back to the queue): one, or each of a gang's."""
+    """Free every device a job holds (it ended, or went back to the queue): one, or each of a gang's; or
+    the room on a runner host a boardless job holds."""
     await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk == job_pk))
+    await session.execute(delete(HostLeaseRow).where(HostLeaseRow.job_pk == job_pk))
 
 
 async def renew_leases(session: AsyncSession, host: str, now: datetime, ttl: timedelta) -> int:
-    """A runner host's heartbeat keeps its jobs' leases alive; how many it holds."""
+    """A runner host's heartbeat keeps its jobs' leases alive (devices' and boardless jobs' room); how
+    many it holds."""
     renewed = await session.execute(
         update(DeviceLeaseRow)
         .where(DeviceLeaseRow.host == host, DeviceLeaseRow.job_pk.is_not(None))  # a reservation keeps its end
         .values(expires_at=now + ttl)
     )
-    return int(renewed.rowcount)  # type: ignore[attr-defined]
+    rooms = await session.execute(
+        update(HostLeaseRow).where(HostLeaseRow.host == host).values(expires_at=now + ttl)
+    )
+    return int(renewed.rowcount) + int(rooms.rowcount)  # type: ignore[attr-defined]
 
 
 async def extend_all_leases(session: AsyncSession, now: datetime, ttl: timedelta) -> int:
@@ -287,15 +365,21 @@ async def extend_all_leases(session: AsyncSession, now: datetime, ttl: timedelta
     extended = await session.execute(
         update(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.is_not(None)).values(expires_at=now + ttl)
     )
-    return int(extended.rowcount)  # type: ignore[attr-defined]
+    rooms = await session.execute(update(HostLeaseRow).values(expires_at=now + ttl))
+    return int(extended.rowcount) + int(rooms.rowcount)  # type: ignore[attr-defined]
 
 
-async def expired_leases(session: AsyncSession, now: datetime) -> list[tuple[str, int]]:
+async def expired_leases(session: AsyncSession, now: datetime) -> list[tuple[str | None, int]]:
     """(device, job) of jobs' leases whose runner host stopped renewing them (a reservation's lease ends
-    with the reservation: :mod:`kerrigan.store.reservations`)."""
+    with the reservation: :mod:`kerrigan.store.reservations`); (None, job) of a boardless job's room on a
+    host."""
     rows = await session.execute(
         select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk).where(
             DeviceLeaseRow.expires_at < now, DeviceLeaseRow.job_pk.is_not(None)
         )
     )
-    return [(device_id, int(job_pk)) for device_id, job_pk in rows if job_pk is not None]
+    lost: list[tuple[str | None, int]] = [
+        (device_id, int(job_pk)) for device_id, job_pk in rows if job_pk is not None
+    ]
+    rooms = await session.scalars(select(HostLeaseRow.job_pk).where(HostLeaseRow.expires_at < now))
+    return lost + [(None, int(job_pk)) for job_pk in rooms]

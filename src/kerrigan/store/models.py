@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     true,
 )
 from sqlalchemy.engine import Dialect
@@ -345,6 +346,11 @@ class JobRow(Base):
     # A gang job's devices, in role order: [{"role", "device"}], set when they are leased (and kept once
     # it ends, as ``device_id`` is); ``device_id`` is the first role's. Empty for a job of one device.
     devices: Mapped[list[dict[str, str]]] = mapped_column(JSON, default=list, server_default="[]")
+    # ``board: none``: it holds no device, only room on a runner host (``host``, under a HostLeaseRow).
+    boardless: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Runner hosts this attempt of a boardless job must not be leased: where earlier attempts failed for
+    # the infrastructure (as ``avoid_devices`` for a job that holds a device).
+    avoid_hosts: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
 
 
 class JobResultRow(Base):
@@ -421,6 +427,19 @@ class DeviceLeaseRow(Base):
     granted_at: Mapped[datetime] = mapped_column(Timestamp)
     expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
     role: Mapped[str | None] = mapped_column(String(63))
+
+
+class HostLeaseRow(Base):
+    """Room on a runner host held by a job that holds no device (``board: none``): its vCPUs there, until
+    it ends. Renewed by the host's heartbeats and expired as a device's lease is; one a job."""
+
+    __tablename__ = "host_leases"
+
+    job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(36), index=True)
+    host: Mapped[str] = mapped_column(NAME, index=True)
+    granted_at: Mapped[datetime] = mapped_column(Timestamp)
+    expires_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
 
 
 class ReservationRow(Base):

@@ -26,18 +26,19 @@ from kerrigan.core.gang import Role
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.manifest import Priority
-from kerrigan.core.matching import resolve
+from kerrigan.core.matching import resolve, resolve_hosts
 from kerrigan.core.queue_wait import QueueWait
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.leases import QueuedJobRecord, leased_devices, queued_jobs
-from kerrigan.store.models import DeviceLeaseRow, JobRow, RunnerHostRow, SessionRow
+from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobRow, RunnerHostRow, SessionRow
 from kerrigan.store.reservations import Reservation, waiting_reservations
 
 
 @dataclass(frozen=True, slots=True)
 class HeldJob:
-    """A job holding a device now: leased (offered), accepted or running on its runner host."""
+    """A job holding a device now (or, with ``board: none``, room on its runner host): leased (offered),
+    accepted or running on its runner host."""
 
     pk: int
     session_id: str
@@ -50,11 +51,12 @@ class HeldJob:
     cpus: str | None  # the CPU set its runner pinned it to, once it started
     started_at: datetime | None
     devices: tuple[tuple[str, str], ...] = ()  # a gang's (role, device), in role order
+    boardless: bool = False  # ``board: none``: it holds no device, only its vCPUs on ``host``
 
     @property
     def device_count(self) -> int:
-        """Devices it holds: one per role of a gang, else one."""
-        return len(self.devices) or 1
+        """Devices it holds: one per role of a gang, none without a board, else one."""
+        return 0 if self.boardless else len(self.devices) or 1
 
 
 @dataclass(frozen=True)  # no slots: cached properties live on the instance
@@ -64,9 +66,9 @@ class QueueSnapshot:
     ``records`` are the queued jobs oldest first; ``planned`` those the plan considered, by row number (a
     job with no requirements recorded is not planned). ``free_devices``,
     ``session_room`` and ``host_room`` are what the plan started from. ``avoided`` are, by row number, the
-    devices a retry is kept off (its task failed there); a retry whose every matching device is avoided
-    may take any of them again (the failure may have passed: a network, a restarted host), rather than
-    keep its check run waiting until its queue-wait budget ends it.
+    devices a retry is kept off (its task failed there), and for a boardless job the runner hosts; a retry
+    whose every match is avoided may take any of them again (the failure may have passed: a network, a
+    restarted host), rather than keep its check run waiting until its queue-wait budget ends it.
     """
 
     now: datetime
@@ -89,6 +91,9 @@ class QueueSnapshot:
         for job, device in self.plan.assignments:
             host = self.device_hosts.get(device)
             if host is not None and host in room:
+                room[host] -= job.vcpus
+        for job, host in self.plan.placed:
+            if host in room:
                 room[host] -= job.vcpus
         return room
 
@@ -219,7 +224,7 @@ async def waiting_for_device(session: AsyncSession, device_id: str) -> int:
     asked: list[tuple[Mapping[str, Any], str | None, bool]] = [
         (record.requirements, record.repository, record.health_check)
         for record in await queued_jobs(session, lock=False)
-        if record.requirements is not None
+        if record.requirements is not None and not record.boardless  # that takes no device
     ]
     asked += [(r.requirements, None, False) for r in await waiting_reservations(session)]
     count = 0
@@ -235,11 +240,14 @@ async def waiting_for_device(session: AsyncSession, device_id: str) -> int:
 
 
 async def _avoided(session: AsyncSession, queued: set[int]) -> dict[int, tuple[str, ...]]:
-    """The devices each queued retry must not be leased; only retries (attempt 2 on) avoid any."""
+    """The devices each queued retry must not be leased (the runner hosts, for a boardless one); only
+    retries (attempt 2 on) avoid any."""
     rows = await session.execute(
-        select(JobRow.pk, JobRow.avoid_devices).where(JobRow.state == JobState.QUEUED, JobRow.attempt > 1)
+        select(JobRow.pk, JobRow.avoid_devices, JobRow.avoid_hosts).where(
+            JobRow.state == JobState.QUEUED, JobRow.attempt > 1
+        )
     )
-    return {pk: tuple(avoid) for pk, avoid in rows if pk in queued and avoid}
+    return {pk: tuple(devices or hosts) for pk, devices, hosts in rows if pk in queued and (devices or hosts)}
 
 
 async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
@@ -257,6 +265,7 @@ async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
             JobRow.cpus,
             JobRow.started_at,
             JobRow.devices,
+            JobRow.boardless,
         )
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(JobRow.state.in_(HOLDING_A_DEVICE))
@@ -264,19 +273,20 @@ async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
     )
     return [
         HeldJob(
-            pk,
-            session_id,
-            repository,
-            task,
-            state,
-            device,
-            host,
-            int(vcpus),
-            cpus,
-            started,
-            tuple((str(d["role"]), str(d["device"])) for d in devices or ()),
+            row.pk,
+            row.id,
+            row.repository,
+            row.task_id,
+            row.state,
+            row.device_id,
+            row.host,
+            int(row.vcpus),
+            row.cpus,
+            row.started_at,
+            tuple((str(d["role"]), str(d["device"])) for d in row.devices or ()),
+            bool(row.boardless),
         )
-        for pk, session_id, repository, task, state, device, host, vcpus, cpus, started, devices in rows
+        for row in rows
     ]
 
 
@@ -345,6 +355,31 @@ def _queued_job(
             candidates = tuple(device for device in candidates if device not in avoid) or candidates
         return candidates
 
+    try:
+        priority = Priority(record.priority)
+    except ValueError:
+        priority = Priority.NORMAL
+    if record.boardless:  # no device: its candidates are runner hosts
+        key = f"hosts\0{repository and repository.lower()}\0{record.vcpus}\0{requested_key}"
+        if key not in matched:
+            # Only hosts whose agents reported their CPUs: the job needs the agent itself.
+            eligible = resolve_hosts(requested, inventory, repository=repository, vcpus=record.vcpus).eligible
+            matched[key] = eligible
+        hosts = matched[key]
+        if avoid:
+            hosts = tuple(host for host in hosts if host not in avoid) or hosts
+        return QueuedJob(
+            str(record.pk),
+            record.repository,
+            record.session_id,
+            priority,
+            ready,
+            (),
+            record.vcpus,
+            arrival=record.pk,
+            hosts=hosts,
+            boardless=True,
+        )
     roles: tuple[Role, ...] = ()
     if "roles" in record.requirements:  # a gang: each role matched on its own
         parsed_roles = _parsed_roles(record.requirements_text) if record.requirements_text else None
@@ -354,10 +389,6 @@ def _queued_job(
         candidates: tuple[str, ...] = ()
     else:
         candidates = matching(requested, requested_key)
-    try:
-        priority = Priority(record.priority)
-    except ValueError:
-        priority = Priority.NORMAL
     return QueuedJob(
         str(record.pk),
         record.repository,
@@ -383,10 +414,16 @@ async def _host_room(session: AsyncSession, used: Mapping[str, int]) -> dict[str
 
 
 async def _last_dispatch(session: AsyncSession) -> dict[str, float]:
-    """When each repository last had a device leased to one of its jobs (from the leases' grant times)."""
-    rows = await session.execute(
-        select(SessionRow.repository, func.max(DeviceLeaseRow.granted_at))
-        .join(SessionRow, DeviceLeaseRow.session_id == SessionRow.id)
-        .group_by(SessionRow.repository)
-    )
-    return {repository: granted.timestamp() for repository, granted in rows if granted is not None}
+    """When each repository last had a device (or a runner host's room) leased to one of its jobs (from the
+    leases' grant times)."""
+    last: dict[str, float] = {}
+    for lease in (DeviceLeaseRow, HostLeaseRow):
+        rows = await session.execute(
+            select(SessionRow.repository, func.max(lease.granted_at))
+            .join(SessionRow, lease.session_id == SessionRow.id)
+            .group_by(SessionRow.repository)
+        )
+        for repository, granted in rows:
+            if granted is not None:
+                last[repository] = max(last.get(repository, granted.timestamp()), granted.timestamp())
+    return last

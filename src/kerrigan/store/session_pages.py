@@ -65,6 +65,12 @@ class JobDetails:
     attempt: int = 1
     retry_of: int | None = None  # the job this attempt retries
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
+    boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
+
+    @property
+    def ran_on(self) -> str | None:
+        """Where it runs: its device, or its runner host for a job that holds no device."""
+        return self.host if self.boardless else self.device_id
 
 
 async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetails]:
@@ -119,6 +125,7 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
             attempt=row.attempt,
             retry_of=row.retry_of,
             roles=roles_of(row.devices),
+            boardless=row.boardless,
         )
         for row in rows
     ]

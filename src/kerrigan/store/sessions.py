@@ -66,6 +66,7 @@ def _session(
                 tuple(job.results or ()),
                 tuple(job.secrets or ()),
                 dict(job.artifacts or {}),
+                bool(job.boardless),
             )
             for job in jobs
         ),
@@ -137,6 +138,7 @@ async def create_session(
             results=list(job.results),
             secrets=list(job.secrets),
             artifacts=dict(job.artifacts),
+            boardless=job.boardless,
             state=JobState.WAITING if job.needs else JobState.QUEUED,
             detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
         )

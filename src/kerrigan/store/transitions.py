@@ -66,8 +66,12 @@ async def move_job(
     """Move ``job`` to ``to`` (the caller holds its row); the session is settled by :func:`settle_session`."""
     before = JobState(job.state)
     check_transition(before, to)
-    if before in HOLDING_A_DEVICE and to not in HOLDING_A_DEVICE and job.device_id is not None:
-        await release_job_leases(session, job.pk)  # every device of a gang
+    if (
+        before in HOLDING_A_DEVICE
+        and to not in HOLDING_A_DEVICE
+        and (job.device_id is not None or job.boardless)
+    ):
+        await release_job_leases(session, job.pk)  # every device of a gang, or a boardless job's room
         mark(session, Topic.DISPATCH)
     job.state = to
     if before is not to:
@@ -202,7 +206,8 @@ async def retry_failed(
 ) -> list[JobRow]:
     """Give each failed job of ``row`` that its session's retry policy allows another attempt: it becomes
     ``retried`` and a new job of the same task is queued, avoiding the devices where this task failed.
-    A session being cancelled, or a health check, retries nothing. The new jobs."""
+    A boardless job's new attempt avoids the runner hosts where it failed instead. A session being
+    cancelled, or a health check, retries nothing. The new jobs."""
     if row.cancel_reason is not None or row.health_check_device is not None:
         return []
     policy = RetryPolicy.from_dict((row.resolution or {}).get(RETRY_POLICY_KEY))
@@ -221,6 +226,8 @@ async def retry_failed(
         await move_job(session, job, JobState.RETRIED, at)
         held = [str(d["device"]) for d in job.devices or ()] or ([job.device_id] if job.device_id else [])
         avoid = list(dict.fromkeys([*(job.avoid_devices or []), *held]))  # each of a gang's devices
+        ran_on = [job.host] if job.boardless and job.host else []
+        avoid_hosts = list(dict.fromkeys([*(job.avoid_hosts or []), *ran_on]))
         added.append(
             JobRow(
                 session_pk=job.session_pk,
@@ -233,6 +240,8 @@ async def retry_failed(
                 attempt=job.attempt + 1,
                 retry_of=job.pk,
                 avoid_devices=avoid,
+                avoid_hosts=avoid_hosts,
+                boardless=job.boardless,
                 env=dict(job.env or {}),
                 needs=list(job.needs or []),
                 results=list(job.results or []),

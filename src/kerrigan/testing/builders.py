@@ -77,10 +77,13 @@ def session(
     resolution: Mapping[str, object] | None = None,
     vcpus: int = 2,
     at: datetime | None = None,
+    boardless: Iterable[str] = (),
+    needs: Mapping[str, Iterable[str]] | None = None,
 ) -> Session:
     """A queued push session with one job per task. A ``resolution`` shaped as the explain JSON (``tasks``
     with ``requested``, and ``scheduling``) also sets what the store keeps typed: each job's requirements
-    and the session's ``max_devkits``, ``strategy`` and ``queue_wait_limit_s``."""
+    and the session's ``max_devkits``, ``strategy`` and ``queue_wait_limit_s``. The tasks named in
+    ``boardless`` hold no device (``board: none``); ``needs`` gives tasks the tasks they need."""
     resolved = dict(resolution or {})
     requested: dict[str, Mapping[str, Any]] = {}
     for task in resolved.get("tasks", ()):  # type: ignore[attr-defined]
@@ -106,7 +109,15 @@ def session(
         created_at=at or datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
         resolution=resolved,
         jobs=tuple(
-            Job(task, command="./run.sh", vcpus=vcpus, requirements=requested.get(task)) for task in tasks
+            Job(
+                task,
+                command="./run.sh",
+                vcpus=vcpus,
+                requirements=requested.get(task),
+                needs=tuple((needs or {}).get(task, ())),
+                boardless=task in set(boardless),
+            )
+            for task in tasks
         ),
         **typed,
     )

@@ -27,6 +27,7 @@ class Run:
     exit_status: int | None = 0
     failure_class: str | None = None
     requirements: dict[str, Any] | None = None  # as the session's resolution recorded them
+    boardless: bool = False  # board: none: no device, yet it ran on ``host``
 
 
 async def add_session(
@@ -67,6 +68,7 @@ async def add_session(
     for run in runs:
         started = at + timedelta(seconds=10)
         ended = run.state in {"succeeded", "failed", "timed_out", "cancelled", "retried"}
+        ran = run.device is not None or run.boardless  # it ran somewhere
         job = JobRow(
             session_pk=row.pk,
             task_id=run.task,
@@ -74,9 +76,10 @@ async def add_session(
             state=run.state,
             exit_status=run.exit_status if ended else None,
             created_at=at,
-            started_at=started if run.device else None,
-            finished_at=started + timedelta(seconds=50) if ended and run.device else None,
-            host=run.host if run.device else None,
+            started_at=started if ran else None,
+            finished_at=started + timedelta(seconds=50) if ended and ran else None,
+            host=run.host if ran else None,
+            boardless=run.boardless,
             attempt=run.attempt,
             retry_of=previous if run.attempt > 1 else None,
             failure_class=run.failure_class,

@@ -200,7 +200,7 @@ async def test_filtering_by_repository_keeps_each_jobs_place_in_the_whole_queue(
     assert (job, kind) == (jobs["pcie-small"], "fenced")
     assert text.startswith("3 ")
     assert '<option value="octo/tools" selected>' in page
-    assert "No job holds a device for octo/tools" in page
+    assert "No job holds a device or a runner host's room for octo/tools" in page
 
 
 async def test_reading_the_queue_for_the_page_writes_nothing(

@@ -10,7 +10,7 @@ from sqlalchemy import select, update
 
 from kerrigan.store.check_runs import claim_due, shown
 from kerrigan.store.database import Database
-from kerrigan.store.lab_figures import NO_POOL, LabFigures, PoolsOfRequirements, read_figures
+from kerrigan.store.lab_figures import NO_BOARD, NO_POOL, LabFigures, PoolsOfRequirements, read_figures
 from kerrigan.store.models import DeviceRow, PoolRow, RunnerHostRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.store.transitions import record_version
@@ -172,3 +172,13 @@ async def test_the_pools_a_queued_job_waits_on_follow_what_the_runner_hosts_repo
     async with lab_db.sessions() as session, session.begin():
         await session.execute(update(RunnerHostRow).values(resources={"vcpus": 4}))
     assert (await figures(lab_db, pools)).queue == {NO_POOL: 1}  # 64 vCPUs fit on no host that reported
+
+
+async def test_queued_jobs_that_hold_no_board_wait_on_no_pool_but_their_own_label(lab_db: Database) -> None:
+    # A build with board: none waits on runner hosts: no pool's gauge counts it, nor the pool of jobs
+    # no device can ever take.
+    resolution = {"tasks": [{"id": "build", "requested": {"labels": {"kerrigan.host": ["lab-a-01"]}}}]}
+    async with lab_db.sessions() as session, session.begin():
+        new = builders.session(str(uuid.uuid4()), ["build"], resolution=resolution, boardless=["build"])
+        await create_session(session, new, lab_db.clock())
+    assert (await figures(lab_db)).queue == {NO_BOARD: 1}

@@ -157,3 +157,30 @@ async def test_a_suspect_gets_its_health_check_and_once_it_passes_is_trusted_unt
     clock.advance(31)
     await dispatcher.expire()
     assert await health() == "bad"
+
+
+async def test_runs_of_a_boardless_task_count_for_no_device_and_as_no_peer(
+    db: Database, clock: FakeClock
+) -> None:
+    # Builds that ran without a board (board: none) on runner hosts: however many fail, no device is
+    # suspect, and they do not water down the peers of a device that fails.
+    for n in range(10):
+        await ran(db, "redbox", failed=n < 8)
+    for n in range(52):
+        await ran(db, PEERS[n % len(PEERS)], failed=n == 0)
+    for _ in range(40):
+        session_id = await ran(db, "redbox", failed=True)
+        async with db.sessions() as session, session.begin():
+            pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+            await session.execute(
+                update(JobRow)
+                .where(JobRow.session_pk == pk)
+                .values(device_id=None, host="lab-a-01", boardless=True)
+            )
+    async with db.sessions() as session:
+        found = await SuspectTracker().suspects(session, db.clock())
+    key = task_key("octo/firmware", "w", "boot")
+    assert list(found) == [(key, "redbox")]
+    assert found[key, "redbox"].sentence() == (
+        "redbox failed 8 of 10 runs of this task in 7 days; its 5 peers failed 1 of 52"
+    )

@@ -201,8 +201,8 @@ ERRORS = [
         "name: w\non: push\ntasks:\n  - id: t\n    run: x\n    colour: red\n",
         6,
         "tasks[0].colour",
-        "unknown key 'colour'; expected one of: artifacts, devices, env, id, matrix, needs, requirements, "
-        "results, run, secrets, timeout_s, type, vcpus",
+        "unknown key 'colour'; expected one of: artifacts, board, devices, env, id, matrix, needs, "
+        "requirements, results, run, secrets, timeout_s, type, vcpus",
         id="unknown-key-without-suggestion",
     ),
     pytest.param(

@@ -119,7 +119,8 @@ class Task:
     own, and ``env`` the workflow's with the task's laid over it, both with the combination's values in.
     ``needs`` names tasks as written: every job of each must succeed first; ``results`` are globs of
     the JUnit XML files the command writes. A task with ``devices`` (a gang) takes one device per role;
-    its ``requirements`` are then what every role shares.
+    its ``requirements`` are then what every role shares. A ``boardless`` task (``board: none``) holds no
+    device: it runs on a runner host, and its ``requirements`` name only ``kerrigan.host``.
     """
 
     id: str
@@ -137,6 +138,7 @@ class Task:
     artifacts: Artifacts = field(default_factory=Artifacts)
     devices: tuple[DeviceRole, ...] = ()  # a gang's roles: several devices at once, on one runner host
     secret_origins: tuple[Origin, ...] = ()  # where each of ``secrets`` is written, in the same order
+    boardless: bool = False  # ``board: none``: no device, a runner host (its vCPUs still claimed)
 
     @property
     def task_id(self) -> str:

@@ -1,5 +1,9 @@
 """The manifest's ``tasks``: each task's id, command, claims, requirements (the session's refined by its
-own), ``env``, ``needs`` and ``matrix``; a task with a matrix becomes one :class:`Task` per combination."""
+own), ``env``, ``needs`` and ``matrix``; a task with a matrix becomes one :class:`Task` per combination.
+
+A task with ``board: none`` holds no device: it runs on a runner host. Its requirements may name only
+``kerrigan.host`` (the runner hosts it may run on, one of, as labels work); of the session's it takes only
+that key, for the session's other labels and tags describe boards."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Final
 
 import yaml
 
-from kerrigan.core.labels import is_valid_name
+from kerrigan.core.labels import HOST_KEY, is_valid_name
 from kerrigan.core.manifest.artifacts import Artifacts, read_artifacts
 from kerrigan.core.manifest.devices import RoleEntry, read_roles
 from kerrigan.core.manifest.environment import read_env
@@ -53,7 +57,9 @@ TASK_KEYS: Final = (
     "secrets",
     "artifacts",
     "devices",
+    "board",
 )
+BOARD_NONE: Final = "none"  # the one value ``board`` takes
 MAX_SECRETS: Final = 100  # a repository holds at most as many
 
 
@@ -147,6 +153,7 @@ def _task(
     roles: tuple[RoleEntry, ...] = ()
     if "devices" in config:
         roles = read_roles(r, config["devices"][1], field + ".devices") or ()
+    boardless = "board" in config and _board(r, config, field + ".board")
     keys = matrix.keys if matrix is not None else None
     env = dict(workflow_env)
     if "env" in config:
@@ -157,7 +164,14 @@ def _task(
     for combination in expand(matrix):
         own = config.get("requirements")
         read = _job_requirements(
-            r, own and own[1], field, session, roles=roles, keys=keys, combination=combination
+            r,
+            own and own[1],
+            field,
+            session,
+            roles=roles,
+            keys=keys,
+            combination=combination,
+            boardless=boardless,
         )
         if read is None:
             return task_id, needs, []
@@ -180,6 +194,7 @@ def _task(
                 artifacts,
                 devices,
                 secret_origins,
+                boardless,
             )
         )
     return task_id, needs, jobs
@@ -200,6 +215,37 @@ def _claims(r: SourceReader, config: Entries, field: str) -> tuple[int, int]:
             r.integer(config["timeout_s"][1], field + ".timeout_s", minimum=1, maximum=maximum) or timeout_s
         )
     return vcpus, timeout_s
+
+
+def _board(r: SourceReader, config: Entries, field: str) -> bool:
+    """``board: none``: whether the task holds no device (False, the problem recorded, for anything else,
+    and for a task that also names ``devices``)."""
+    node = config["board"][1]
+    what = "the task holds no device and runs on a runner host"
+    if is_null(node):
+        r.error(node, field, f"needs a value: none ({what}), or leave it out")
+        return False
+    text = r.string(node, field)
+    if text == BOARD_NONE and "devices" in config:
+        r.error(
+            node,
+            field,
+            "a task with board: none holds no device, so it cannot also name devices (a gang); "
+            "leave one of them out",
+        )
+    if text is None or text == BOARD_NONE:
+        return text is not None
+    if text.lower() == BOARD_NONE:
+        r.error(node, field, f"{quote(text)} is not a value of board: write none, in lower case")
+        return False
+    board = text if is_valid_name(text) else "BOARD"
+    r.error(
+        node,
+        field,
+        f"{quote(text)} is not a value of board: the only one is none ({what}); to ask for a board, "
+        f"write requirements: {{labels: {{kerrigan.board: {board}}}}}",
+    )
+    return False
 
 
 def _secrets(r: SourceReader, node: yaml.Node, field: str) -> dict[str, Origin]:
@@ -241,10 +287,22 @@ def _job_requirements(
     roles: tuple[RoleEntry, ...],
     keys: tuple[str, ...] | None,
     combination: Combination,
+    boardless: bool = False,
 ) -> tuple[Requirements, tuple[DeviceRole, ...]] | None:
     """A job's requirements and, for a gang, each role's (the role's own over the task's); None when
-    there is a problem (recorded in ``r``)."""
-    requirements = _requirements(r, own, field + ".requirements", session, keys=keys, combination=combination)
+    there is a problem (recorded in ``r``). A boardless job's are its runner hosts': ``kerrigan.host``
+    alone, the session's value of it refined by its own."""
+    if boardless:
+        session = Requirements({HOST_KEY: session.labels[HOST_KEY]} if HOST_KEY in session.labels else {})
+    requirements = _requirements(
+        r,
+        own,
+        field + ".requirements",
+        session,
+        keys=keys,
+        combination=combination,
+        hosts_only=boardless,
+    )
     if requirements is None:
         return None
     devices = []
@@ -264,20 +322,41 @@ def _requirements(
     *,
     keys: tuple[str, ...] | None,
     combination: Combination,
+    hosts_only: bool = False,
 ) -> Requirements | None:
     """The requirements block at ``node`` (None: none) over ``session`` (the session's for a task's own,
     the task's for a role's), with the combination's values in (each problem recorded once, however many
-    combinations share it); None when there is a problem."""
+    combinations share it); None when there is a problem. With ``hosts_only`` (a task with ``board:
+    none``) a label other than ``kerrigan.host``, and any tag, is a problem on its line."""
     own = Requirements()
     reader = SourceReader(r.file)
     if node is not None:
         own = read_requirements(reader, node, field, _render(reader, keys, combination))
+    if hosts_only:
+        _device_asks(reader, own)
     requirements, conflicts = refine(session, own)
     for conflict in conflicts:
         task_origin = conflict.task.origins[0]
         reader.error_at(task_origin.line, task_origin.field, conflict.message())
     _merge(r, reader.errors)
     return None if reader.errors else requirements
+
+
+NO_DEVICE: Final = (
+    "is a device's, and a task with board: none holds no device: its requirements may name only "
+    f"{HOST_KEY} (the runner hosts it may run on)"
+)
+
+
+def _device_asks(reader: SourceReader, own: Requirements) -> None:
+    """Record each label but ``kerrigan.host``, and each tag, of a boardless task's own: a device's."""
+    for key, requirement in own.labels.items():
+        if key != HOST_KEY:
+            origin = requirement.origins[0]
+            reader.error_at(origin.line, origin.field, f"label {key!r} {NO_DEVICE}")
+    for tag in own.tags:
+        if tag.origin is not None:
+            reader.error_at(tag.origin.line, tag.origin.field, f"tag {tag.tag!r} {NO_DEVICE}")
 
 
 def _render(reader: SourceReader, keys: tuple[str, ...] | None, combination: Combination) -> Render:

@@ -172,6 +172,7 @@ def job_json(job: JobEntry, files: list[ArtifactInfo] | None = None) -> dict[str
         "detail": job.detail,
         "device": job.device_id,
         "host": job.host,
+        "boardless": job.boardless,
         "exit_status": job.exit_status,
         "created_at": _time(job.created_at),
         "started_at": _time(job.started_at),

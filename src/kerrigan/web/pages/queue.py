@@ -75,7 +75,7 @@ class QueueRow:
     queue_wait_spent_s: float
     queue_wait_limit_s: float
     queue_wait_running: bool
-    kind: str  # next | device | capacity | fenced | own_session | unplanned: the row's colour
+    kind: str  # next | device | capacity | fenced | own_session | host | unplanned: the row's colour
     why: str  # what it waits on, in words
     on_job: str | None = None  # the job it is fenced by (a link to its row)
     reservation: bool = False  # a person's reservation (no session page: the row is all there is)
@@ -109,6 +109,8 @@ def _why(
     snapshot: QueueSnapshot, record: QueuedJobRecord, job: QueuedJob, waiting: Waiting, free_left: set[str]
 ) -> tuple[str, str | None]:
     """What a waiting job waits on, in words, and the job it is fenced by."""
+    if job.boardless:
+        return _why_boardless(snapshot, job, waiting)
     if waiting.kind is WaitKind.FENCED:
         return f"fenced by job {waiting.on}: its device's runner host is held for that job", waiting.on
     if waiting.kind is WaitKind.OWN_SESSION:
@@ -145,6 +147,17 @@ def _why(
     return f"device busy: {_names(job.candidates)}", None
 
 
+def _why_boardless(snapshot: QueueSnapshot, job: QueuedJob, waiting: Waiting) -> tuple[str, str | None]:
+    """What a job that holds no device (``board: none``) waits on: a runner host, never a device."""
+    if waiting.kind is WaitKind.FENCED:
+        return f"fenced by job {waiting.on}: the runner hosts it may use are held for that job", waiting.on
+    if waiting.kind is WaitKind.CAPACITY:
+        room = snapshot.host_room_after_plan
+        left = ", ".join(f"{host} has {room.get(host, 0)} vCPUs left under max_weight" for host in job.hosts)
+        return f"host capacity (no board): it claims {job.vcpus} vCPUs; {left}", None
+    return "no board: no runner host it may run on is online and not paused now", None
+
+
 def queue_rows(snapshot: QueueSnapshot | None) -> list[QueueRow]:
     """Every queued job in the order the dispatcher takes them: those it leases devices to on the next
     round, then the waiting ones by position, then jobs it cannot plan for."""
@@ -153,6 +166,7 @@ def queue_rows(snapshot: QueueSnapshot | None) -> list[QueueRow]:
     now = snapshot.now.timestamp()
     records = {record.pk: record for record in snapshot.records}
     assigned = {job.id: device for job, device in snapshot.plan.assignments}
+    placed = {job.id: host for job, host in snapshot.plan.placed}
     free_left = set(snapshot.free_devices) - set(assigned.values())
     rows = []
 
@@ -187,6 +201,10 @@ def queue_rows(snapshot: QueueSnapshot | None) -> list[QueueRow]:
         if job_id in assigned:
             device = assigned[job_id]
             why = f"device {device} on {snapshot.device_hosts[device]} is free: leased on the next round"
+            rows.append(row(record, job.priority.value, "next", why))
+            continue
+        if job_id in placed:
+            why = f"runner host {placed[job_id]} has room: leased on the next round (no board)"
             rows.append(row(record, job.priority.value, "next", why))
             continue
         waiting = snapshot.plan.waiting[job_id]

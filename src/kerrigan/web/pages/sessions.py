@@ -97,6 +97,11 @@ OUTCOME_WORDS: Final = {
     "waiting": "waiting: matching devices are busy or offline",
     "unschedulable": "unschedulable: no device can ever match",
 }
+HOST_OUTCOME_WORDS: Final = {  # a task with board: none
+    "eligible": "schedulable: eligible runner hosts exist (no board)",
+    "waiting": "waiting: matching runner hosts are offline or paused",
+    "unschedulable": "unschedulable: no runner host can ever run it",
+}
 
 
 # -- the resolution, as the pages show it ------------------------------------------------------------
@@ -128,6 +133,20 @@ class VerdictView:
         """Whether ``needle`` (lowercase) is in the row's text, as the in-page filter reads it."""
         texts = (self.device, self.pool, self.when, *(reason.text for reason in self.reasons))
         return any(needle in text.lower() for text in texts)
+
+
+@dataclass(frozen=True, slots=True)
+class HostVerdictView:
+    """A runner host a task with ``board: none`` may not run on, with every reason."""
+
+    host: str
+    reasons: tuple[ReasonView, ...]
+    never: bool
+
+    @property
+    def when(self) -> str:
+        """``never`` or ``not yet``, in words."""
+        return "never" if self.never else "not yet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,10 +214,19 @@ class TaskView:
     gang_hosts: tuple[str, ...] = ()
     gang_host_count: int = 0
     gang_never: str | None = None
+    # A task with board: none: the runner hosts it may run on, the one it would run on now, and each other
+    # host with every reason; ``histogram`` is then the hosts'.
+    boardless: bool = False
+    hosts_total: int = 0
+    hosts_eligible: tuple[str, ...] = ()
+    host_selected: str | None = None
+    hosts_rejected: tuple[HostVerdictView, ...] = ()
 
     @property
     def outcome_words(self) -> str:
         """The outcome in words."""
+        if self.boardless:
+            return HOST_OUTCOME_WORDS.get(self.outcome, self.outcome)
         if self.gang_never:
             return f"unschedulable: {self.gang_never}"
         return OUTCOME_WORDS.get(self.outcome, self.outcome)
@@ -274,6 +302,18 @@ def task_view(
     rejected = tuple(_verdict(verdict, transient) for verdict in _list(raw.get("rejected_devices")))
     needle = query.strip().lower()
     gang = _dict(raw.get("gang"))
+    hosts = _dict(raw.get("hosts"))
+    if raw.get("board") == "none":
+        histogram = tuple(
+            HistogramRow(
+                str(row.get("reason", "")),
+                str(row.get("kind", "")),
+                _int(row.get("count")) or 0,
+                bool(row.get("permanent")),
+                (),
+            )
+            for row in map(_dict, _list(hosts.get("histogram")))
+        )
     roles = tuple(
         replace(
             task_view({**role, "id": raw.get("id", ""), "line": None}, facts, query),
@@ -311,7 +351,20 @@ def task_view(
         gang_hosts=tuple(str(host) for host in _list(gang.get("hosts"))),
         gang_host_count=_int(gang.get("host_count")) or 0,
         gang_never=str(gang["never"]) if gang.get("never") else None,
+        boardless=raw.get("board") == "none",
+        hosts_total=_int(hosts.get("total")) or 0,
+        hosts_eligible=tuple(str(host) for host in _list(hosts.get("eligible"))),
+        host_selected=str(hosts["selected"]) if hosts.get("selected") else None,
+        hosts_rejected=tuple(_host_verdict(verdict) for verdict in _list(hosts.get("rejected"))),
     )
+
+
+def _host_verdict(raw: Any) -> HostVerdictView:
+    body = _dict(raw)
+    never = bool(body.get("never"))
+    # The host's reasons are one host's: a verdict that can clear by itself has none that cannot.
+    reasons = tuple(ReasonView(str(text), never) for text in _list(body.get("reasons")))
+    return HostVerdictView(str(body.get("host", "")), reasons, never)
 
 
 REJECTED_SHOWN: Final = 1000  # rows of rejected devices a task shows; the filter reaches the others
@@ -416,8 +469,8 @@ def _attempt_text(job: JobDetails, jobs: Sequence[JobDetails], resolution: Mappi
         return None
     attempts = RetryPolicy.from_dict(resolution.get("retry")).max_attempts
     before = next((other for other in jobs if other.pk == job.retry_of), None)
-    after = retry_cause(before.reason, before.exit_status, before.device_id) if before else None
-    return describe_attempt(job.attempt, attempts, job.device_id, after)
+    after = retry_cause(before.reason, before.exit_status, before.ran_on) if before else None
+    return describe_attempt(job.attempt, attempts, job.ran_on, after)
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,19 @@ _HEALTH_CHECK = {
     "additionalProperties": False,
 }
 
+_HISTOGRAM: Final = {
+    "type": "array",
+    "items": _object(
+        {
+            "reason": STRING,
+            "kind": STRING,
+            "count": {"type": "integer"},
+            "permanent": {"type": "boolean"},
+            "got": {"type": "object", "additionalProperties": {"type": "integer"}},
+        }
+    ),
+}
+
 SCHEMAS: Final[dict[str, Any]] = {
     "Error": _object({"error": _ERROR}),
     "ReservationRefused": _object(
@@ -486,6 +499,10 @@ SCHEMAS: Final[dict[str, Any]] = {
             "detail": _NULLABLE_STRING,
             "device": _NULLABLE_STRING,
             "host": _NULLABLE_STRING,
+            "boardless": {
+                "type": "boolean",
+                "description": "board: none: it holds no device (device stays null); host is where it runs",
+            },
             "exit_status": {"type": ["integer", "null"]},
             "created_at": _TIME,
             "started_at": _NULLABLE_TIME,
@@ -512,6 +529,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "detail",
             "device",
             "host",
+            "boardless",
             "exit_status",
             "created_at",
             "started_at",
@@ -617,18 +635,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "rejected_pools": {"type": "array", "items": _object({"pool": STRING, "reasons": _STRINGS})},
             "eligible_devices": _STRINGS,
             "rejected_devices": {"type": "array", "items": ref("DeviceVerdict")},
-            "histogram": {
-                "type": "array",
-                "items": _object(
-                    {
-                        "reason": STRING,
-                        "kind": STRING,
-                        "count": {"type": "integer"},
-                        "permanent": {"type": "boolean"},
-                        "got": {"type": "object", "additionalProperties": {"type": "integer"}},
-                    }
-                ),
-            },
+            "histogram": _HISTOGRAM,
             "nearest_misses": {"type": "array", "items": ref("DeviceVerdict")},
             "hints": {
                 "type": "array",
@@ -636,6 +643,24 @@ SCHEMAS: Final[dict[str, Any]] = {
             },
             "selected": _STRINGS,
             "descriptions": _LABEL_MAP,
+            "board": {
+                "enum": ["none"],
+                "description": "board: none: the task holds no device; its outcome, summary and hints are "
+                "its runner hosts' (hosts), and the device fields are empty",
+            },
+            "hosts": _object(
+                {
+                    "total": {"type": "integer", "minimum": 0},
+                    "eligible": _STRINGS,
+                    "rejected": {
+                        "type": "array",
+                        "items": _object({"host": STRING, "reasons": _STRINGS, "never": {"type": "boolean"}}),
+                    },
+                    "histogram": _HISTOGRAM,
+                    "selected": {**_NULLABLE_STRING, "description": "the runner host it would run on now"},
+                },
+                required=["total", "eligible", "rejected", "histogram", "selected"],
+            ),
         },
         required=[
             "id",
