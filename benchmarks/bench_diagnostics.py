@@ -90,7 +90,8 @@ async def store(database: Database, document: dict[str, Any]) -> int:
         {"status": "completed", "conclusion": "failure", "output": {"title": "", "summary": ""}}
     )
     async with database.sessions() as db, db.begin():
-        await create_session(db, builders.session(SESSION), at)
+        # The lab's own (no repository): a reader without a GitHub App to ask may read it.
+        await create_session(db, builders.session(SESSION, repository=""), at)
         await resolve_session(
             db,
             SESSION,

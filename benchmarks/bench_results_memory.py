@@ -117,6 +117,7 @@ async def run(files: int, shapes: list[str]) -> None:
                 files=repository,
                 webhook_secret=SECRET,
                 environment={"KERRIGAN_PUBLIC_READ": "1"},  # the session page, without signing in
+                github_arguments=["--public"],  # of a public repository: anyone may read its sessions
             ) as served:
                 port = int(served.base.rsplit(":", 1)[1])
                 await take_the_job(served.base, token, port, database, files, shapes)

@@ -22,6 +22,7 @@ async def serve(arguments: list[str]) -> None:
     parser.add_argument("--public-key", type=Path, required=True, help="the App's public key (PEM file)")
     parser.add_argument("--repository", default="octo/firmware")
     parser.add_argument("--installation", type=int, default=1)
+    parser.add_argument("--public", action="store_true", help="the repository is public (default: private)")
     parser.add_argument("--workflows", type=Path, help="a folder of manifests served at every commit")
     parser.add_argument(
         "--files", type=Path, help="a folder whose files (all of them, by relative path) are every commit's"
@@ -36,7 +37,7 @@ async def serve(arguments: list[str]) -> None:
     args = parser.parse_args(arguments)
     stand_in = GitHubStandIn(args.app_id, public_key=args.public_key.read_text(encoding="utf-8"))
     stand_in.add_installation(args.installation, args.repository.split("/")[0])
-    stand_in.add_repository(args.repository, args.installation)
+    stand_in.add_repository(args.repository, args.installation, private=not args.public)
     files: dict[str, str | bytes] = {}
     if args.files:
         files |= {
