@@ -84,7 +84,7 @@ async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
     try:
         async with serve_with_github(
             tmp_path, database_url=url, repository=REPO, workflows=None, files=files, webhook_secret=SECRET,
-            environment=env,
+            environment=env, github_arguments=["--public"],  # a public repository's pages: anyone's
         ) as server:  # fmt: skip
             yield Lab(server.base, server.github_url, database, tmp_path, env, tokens)
     finally:
