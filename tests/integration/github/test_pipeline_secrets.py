@@ -18,7 +18,14 @@ from kerrigan.store.installations import add_repositories, find_repository, upse
 from kerrigan.store.models import JobLogRow, JobResultRow
 from kerrigan.store.secrets import Keyring, delete_secret, set_secret
 from kerrigan.testing.github import GitHubStandIn
-from tests.integration.github.conftest import REPO, Harness, StartApp, push_payload, settings_for
+from tests.integration.github.conftest import (
+    INSTALLATION,
+    REPO,
+    Harness,
+    StartApp,
+    push_payload,
+    settings_for,
+)
 from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
 from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
 
@@ -58,7 +65,7 @@ async def harness(lab_db: Database, github: GitHubStandIn, start_app: StartApp) 
     """The harness with KERRIGAN_SECRETS_KEY set and octo/firmware installed."""
     client = await start_app(settings_for(lab_db, github, secrets_keys=(KEY,)))
     async with lab_db.sessions() as session, session.begin():
-        installation = await upsert_installation(session, 77, "octo", lab_db.clock())
+        installation = await upsert_installation(session, INSTALLATION, "octo", lab_db.clock())
         await add_repositories(session, installation, [(4242, REPO)])
     return Harness(client, github, lab_db)
 
@@ -188,10 +195,11 @@ def strings_in(value: Any) -> list[str]:
 async def test_secrets_written_as_xml_encodes_them_are_masked_once_the_file_is_parsed(
     lab_db: Database, github: GitHubStandIn, start_app: StartApp, agents: AgentFactory
 ) -> None:
+    github.repositories[REPO].private = False  # the page is read without signing in: a public repository's
     client = await start_app(settings_for(lab_db, github, secrets_keys=(KEY,), public_read=True))
     harness = Harness(client, github, lab_db)
     async with lab_db.sessions() as session, session.begin():
-        installation = await upsert_installation(session, 77, "octo", lab_db.clock())
+        installation = await upsert_installation(session, INSTALLATION, "octo", lab_db.clock())
         await add_repositories(session, installation, [(4242, REPO)])
         repository = await find_repository(session, REPO)
         for name, value in (("LAB_VPN_KEY", VALUE), ("LAB_PASS", PASS)):
