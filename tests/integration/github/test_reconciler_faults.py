@@ -43,9 +43,9 @@ from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import find_sessions
 from kerrigan.store.transitions import VISIBLE, move_job, settle_session
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.waiting import wait_until
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import (
     FORK_SHA,
     INSTALLATION,

@@ -9,7 +9,7 @@ from datetime import timedelta
 from kerrigan.core.inventory import DeviceState
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import set_state
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.github.conftest import Harness
 from tests.integration.github.test_runner_agent import (
