@@ -13,8 +13,7 @@ from kerrigan.runner import reporting
 from kerrigan.store.artifacts import artifact_data, artifacts_of
 from kerrigan.store.jobs import output
 from tests.integration.github.conftest import PUBLIC_URL, Harness
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import AgentFactory, completed, job_rows, start_both
 
 PIPELINE = """\
 name: pipeline
