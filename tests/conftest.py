@@ -24,6 +24,15 @@ from kerrigan.store.models import Base
 from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github.schema import ENVIRONMENT_VARIABLE, RELATIVE_PATH, find_description
 
+# Modules the tests share that are not test files: pytest rewrites their asserts too, so that one failing
+# there says what it compared, as it did in the test module it came from.
+pytest.register_assert_rewrite(
+    "tests.integration.github.direct_repository",
+    "tests.integration.github.reconciler.rig",
+    "tests.integration.runner.agents",
+    "tests.unit.runner.metrics_scrape",
+)
+
 POSTGRES_ENV = "KERRIGAN_TEST_POSTGRES_URL"
 E2E = Path(__file__).resolve().parent / "e2e"
 BROWSER_FIXTURES = frozenset({"chromium", "tab"})

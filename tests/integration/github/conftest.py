@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from sqlalchemy import select
 
@@ -236,3 +238,31 @@ def push_payload(sha: str = SHA, ref: str = "refs/heads/main", **extra: Any) -> 
     if payload["head_commit"] is not None:
         payload["head_commit"]["id"] = sha
     return payload
+
+
+MAINTAINER = "octocat"
+CONTRIBUTOR = "mona"
+
+
+def comment(body: str, *, number: int = 7, login: str = MAINTAINER, **changes: Any) -> dict[str, Any]:
+    """``fixtures/webhooks/issue_comment-retry.json`` with another body, pull request or commenter."""
+    payload = webhook("issue_comment-retry")
+    payload["comment"]["body"] = body
+    payload["issue"]["number"] = number
+    for user in (payload["sender"], payload["comment"]["user"]):
+        user["login"] = login
+    return payload | changes
+
+
+def runs_per_workflow(harness: Harness) -> Counter[str]:
+    return Counter(run["name"].removeprefix("kerrigan / ") for run in harness.github.check_runs.values())
+
+
+@pytest.fixture
+async def pull(harness: Harness) -> Harness:
+    """Pull request #7 from a branch of the repository: hil-smoke queued, org-class failed."""
+    harness.github.add_pull(REPO, 7, head_sha=SHA, head_ref="uart-loopback")
+    await harness.deliver("pull_request", webhook("pull_request-opened"))
+    await harness.settle()
+    assert runs_per_workflow(harness) == {"hil-smoke": 1, "org-class": 1}
+    return harness

@@ -3,10 +3,8 @@ commit, and the headers of every request (the sign-in flow's too)."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,12 +18,11 @@ from kerrigan.github.checks import CheckRunBody
 from kerrigan.github.client import (
     GitHubClient,
     GitHubUnreachable,
-    InstallationTokens,
     acting_for,
     answer_of,
     paid_for,
 )
-from kerrigan.github.repository import COMMENT_LIMIT, Repository
+from kerrigan.github.repository import COMMENT_LIMIT
 from kerrigan.store.database import Database
 from kerrigan.testing.clock import FakeTime
 from kerrigan.testing.github import GitHubStandIn
@@ -41,6 +38,7 @@ from tests.integration.github.conftest import (
     push_payload,
     settings_for,
 )
+from tests.integration.github.direct_repository import Direct, direct_to
 
 TOKENS = "/access_tokens"
 SECONDARY = {
@@ -69,30 +67,6 @@ async def test_installation_token_with_less_than_five_minutes_left_is_replaced(b
     tokens = bare_harness.requests("POST", TOKENS)
     assert len(tokens) > 1
     assert all(request.status == 201 for request in tokens)
-
-
-@dataclass
-class Direct:
-    """A Repository of ``octo/firmware`` talking to the stand-in, without the rest of Kerrigan."""
-
-    repo: Repository
-    client: GitHubClient
-    github: GitHubStandIn
-    clock: FakeTime
-
-    def requests(self, method: str, path_end: str) -> list[Any]:
-        return [r for r in self.github.requests if r.method == method and r.path.endswith(path_end)]
-
-
-@contextlib.asynccontextmanager
-async def direct_to(github: GitHubStandIn) -> AsyncIterator[Direct]:
-    """A client, tokens and Repository of ``octo/firmware`` on ``github``, on a fake clock."""
-    clock = FakeTime()
-    async with aiohttp.ClientSession() as http:
-        client = GitHubClient(http, base_url=github.url, sleeper=clock.sleep, clock=clock)
-        assert github.private_key is not None
-        tokens = InstallationTokens(client, github.app_id, github.private_key)
-        yield Direct(Repository(client, tokens, INSTALLATION, REPO), client, github, clock)
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from typing import Any
 
 from kerrigan.core.gang import NO_HOST_FOR_EVERY_ROLE
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_pipelines import job_output
-from tests.integration.runner.agents import AgentFactory, completed, job_rows, tokens
+from tests.integration.runner.agents import AgentFactory, completed, job_output, job_rows, tokens
 
 GANG = """\
 name: pair

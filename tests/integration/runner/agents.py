@@ -1,6 +1,6 @@
 """Real runner agents against the harness's server, in the test's event loop: the ``agents`` fixture's
 factory (tests/integration/conftest.py), starting an agent per runner host of the lab, waiting for a check
-run, and the commits and job rows the agent tests look at."""
+run, the commits the agents run, and the job rows and output the tests look at."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 
 from kerrigan.runner.agent import Agent
+from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from tests.integration.github.conftest import Harness, manifest_files
@@ -36,6 +37,11 @@ async def tokens(harness: Harness, *hosts: str) -> dict[str, str]:
 async def job_rows(harness: Harness) -> list[JobRow]:
     async with harness.database.sessions() as session:
         return list((await session.scalars(select(JobRow).order_by(JobRow.pk))).all())
+
+
+async def job_output(harness: Harness, job_pk: int) -> str:
+    async with harness.database.sessions() as session:
+        return "".join(data for _, data in await output(session, job_pk))
 
 
 async def start_both(harness: Harness, agents: AgentFactory, **overrides: Any) -> list[Agent]:
@@ -77,3 +83,35 @@ def big_claim_commit(vcpus: int) -> dict[str, str]:
         "    requirements: {tags: [uart-debug]}\n"
     )
     return {".kerrigan/workflows/big.yml": manifest, "scripts/smoke.sh": SMOKE}
+
+
+# The results workflow: a job that fails, leaving JUnit results (a failure on its line, a skip), a broken
+# file and a link out of its workspace.
+RESULTS = """\
+name: results
+on: {push: {branches: [main]}}
+scheduling:
+  labels: {form_factor: som, sdk: "2.2.0"}
+tasks:
+  - id: hil
+    run: ./scripts/hil.sh
+    vcpus: 1
+    results: ["results/*.xml", "missing/*.xml"]
+"""
+HIL = """\
+#!/bin/sh
+mkdir -p results
+cat > results/uart.xml <<XML
+<?xml version="1.0"?>
+<testsuite name="uart">
+  <testcase classname="tests.test_uart" name="test_baud" time="0.5"/>
+  <testcase classname="tests.test_uart" name="test_echo" time="1.25">
+    <failure message="assert 'x' == 'y'">$PWD/tests/test_uart.py:42: AssertionError</failure>
+  </testcase>
+  <testcase classname="tests.test_uart" name="test_dma"><skipped message="no DMA here"/></testcase>
+</testsuite>
+XML
+printf '<testsuite><testcase name="cut"' > results/broken.xml
+ln -s /etc/passwd results/passwd.xml
+exit 1
+"""

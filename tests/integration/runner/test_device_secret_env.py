@@ -12,8 +12,7 @@ from sqlalchemy import select
 
 from kerrigan.runner.devices_file import load_devices_file
 from kerrigan.store.models import JobLogRow, JobResultRow
-from tests.integration.github.conftest import FORK_SHA, REPO, Harness, webhook
-from tests.integration.github.test_comments import MAINTAINER, comment
+from tests.integration.github.conftest import FORK_SHA, MAINTAINER, REPO, Harness, comment, webhook
 from tests.integration.runner.agents import (
     AgentFactory,
     completed,

@@ -41,7 +41,7 @@ from tests.integration.runner.agents import (
     start_both,
     tokens,
 )
-from tests.unit.runner.test_topology import write_sysfs
+from tests.unit.runner.sysfs import write_sysfs
 
 
 async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_both_outputs(
