@@ -12,7 +12,6 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,17 @@ from sqlalchemy.engine import make_url
 from kerrigan.store import inventory_imports  # noqa: F401 -- its table is emptied with the others
 from kerrigan.store.database import Database, create_engine, upgrade
 from kerrigan.store.models import Base
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github.schema import ENVIRONMENT_VARIABLE, RELATIVE_PATH, find_description
+
+# Modules the tests share that are not test files: pytest rewrites their asserts too, so that one failing
+# there says what it compared, as it did in the test module it came from.
+pytest.register_assert_rewrite(
+    "tests.integration.github.direct_repository",
+    "tests.integration.github.reconciler.rig",
+    "tests.integration.runner.agents",
+    "tests.unit.runner.metrics_scrape",
+)
 
 POSTGRES_ENV = "KERRIGAN_TEST_POSTGRES_URL"
 E2E = Path(__file__).resolve().parent / "e2e"
@@ -46,19 +55,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         if absent and item.get_closest_marker("github_description"):
             item.add_marker(pytest.mark.skip(reason=DESCRIPTION_ABSENT))
-
-
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self.now = start or datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 async def _migrate(url: str) -> None:

@@ -11,43 +11,32 @@ test. The check run ends ``failure`` with the failing test as an annotation on i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
-from kerrigan.core.inventory import Inventory
-from kerrigan.core.inventory_diff import diff_inventories
-from kerrigan.core.inventory_file import parse_inventory
 from kerrigan.store.artifacts import artifact_data, artifacts_of
-from kerrigan.store.audit import Change
-from kerrigan.store.database import Database, upgrade
 from kerrigan.store.installations import repositories
-from kerrigan.store.inventory import apply_diff
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
-from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import signed_headers
-from kerrigan.testing.job_users import spare_job_users
-from kerrigan.testing.processes import serve_with_github
+from kerrigan.testing.process_lab import (
+    REPOSITORY,
+    ProcessLab,
+    deliver,
+    finished_check_run,
+    process_lab,
+    runner_agent,
+)
+from tests.e2e.workflow_run import ROOT, RUN, RUN_ID, SHA
 
-ROOT = Path(__file__).resolve().parents[2]
-SECRET = "e2e-webhook-secret"
-REPO = "octo/firmware"
-RUN = json.loads((ROOT / "fixtures/webhooks/workflow_run-completed.json").read_text(encoding="utf-8"))
-RUN_ID = int(RUN["workflow_run"]["id"])
-SHA = str(RUN["workflow_run"]["head_sha"])
 INSTALLATION = json.loads((ROOT / "fixtures/webhooks/installation-created.json").read_text(encoding="utf-8"))
 VPN_KEY = "vpn-5f1c2a9e7d3b"
 
@@ -104,102 +93,26 @@ exit 1
 TEST_UART = "def test_baud():\n    pass\n" + "\n" * 38 + "def test_echo():\n    assert echo() == 64\n"
 
 
-@dataclass
-class Lab:
-    base: str
-    github_url: str
-    database: Database
-    folder: Path
-    env: dict[str, str]
-    tokens: dict[str, str]
-
-
-async def _inventory(database: Database, text: str = INVENTORY) -> dict[str, str]:
-    """Migrate the database, store the lab ``text`` describes; each of its runner hosts' tokens."""
-    await upgrade(database.engine)
-    inventory = parse_inventory(text, "inventory.yml").inventory
-    assert inventory is not None
-    async with database.sessions() as session, session.begin():
-        await apply_diff(
-            session, inventory, diff_inventories(Inventory(), inventory), Change("e2e", database.clock())
-        )
-        return {
-            host.id: await create_runner_token(session, host.id, database.clock()) for host in inventory.hosts
-        }
-
-
-def _repository(folder: Path) -> Path:
-    files = folder / "repository"
-    for path, text in {
-        ".kerrigan/workflows/hil.yml": MANIFEST,
-        "ci/hil.sh": HIL,
-        "tests/test_uart.py": TEST_UART,
-    }.items():
-        (files / path).parent.mkdir(parents=True, exist_ok=True)
-        (files / path).write_text(text, encoding="utf-8")
-    image = folder / "firmware-image"
+@pytest.fixture
+async def lab(tmp_path: Path) -> AsyncIterator[ProcessLab]:
+    image = tmp_path / "firmware-image"
     image.mkdir()
     (image / "image.bin").write_text("fw-2.2.0-rc1", encoding="utf-8")
-    return files
+    async with process_lab(
+        tmp_path,
+        inventory=INVENTORY,
+        files={".kerrigan/workflows/hil.yml": MANIFEST, "ci/hil.sh": HIL, "tests/test_uart.py": TEST_UART},
+        environment={"KERRIGAN_SECRETS_KEY": Fernet.generate_key().decode()},
+        github_arguments=["--artifact", f"{RUN_ID}:firmware-image:{image}"],
+    ) as started:
+        yield started
 
 
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
-    database = Database.connect(url)
-    tokens = await _inventory(database)
-    env = {"KERRIGAN_SECRETS_KEY": Fernet.generate_key().decode(), "KERRIGAN_DATABASE_URL": url}
-    files = _repository(tmp_path)
-    try:
-        async with serve_with_github(
-            tmp_path,
-            database_url=url,
-            repository=REPO,
-            workflows=None,
-            files=files,
-            webhook_secret=SECRET,
-            environment=env,
-            github_arguments=["--artifact", f"{RUN_ID}:firmware-image:{tmp_path / 'firmware-image'}"],
-        ) as server:
-            yield Lab(server.base, server.github_url, database, tmp_path, env, tokens)
-    finally:
-        await database.close()
-
-
-@contextlib.asynccontextmanager
-async def agent(lab: Lab, host: str, *options: str) -> AsyncIterator[asyncio.subprocess.Process]:
-    log = (lab.folder / f"{host}.log").open("wb")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kerrigan.cli",
-        "runner",
-        *("--server", lab.base, "--host-id", host, "--work-dir", str(lab.folder / host)),
-        *("--free-space-floor-bytes", "0", "--systemd-scope", "never"),
-        *("--job-users", str(spare_job_users())),  # each agent its own: two run on this machine at once
-        *options,
-        env={**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.tokens[host]},
-        stdout=log,
-        stderr=log,
-    )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 10)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        log.close()
-
-
-async def set_secret(lab: Lab) -> None:
+async def set_secret(lab: ProcessLab) -> None:
     """``kerrigan secrets set octo/firmware LAB_VPN_KEY``, the value on standard input."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("-m", "kerrigan.cli", "secrets", "set", REPO, "LAB_VPN_KEY"),
+        *("-m", "kerrigan.cli", "secrets", "set", REPOSITORY, "LAB_VPN_KEY"),
         env={**os.environ, **lab.env},
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -210,51 +123,26 @@ async def set_secret(lab: Lab) -> None:
     assert VPN_KEY not in out.decode() + err.decode()
 
 
-async def deliver(lab: Lab, event: str, payload: dict[str, Any]) -> None:
-    body = json.dumps(payload).encode()
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(
-            f"{lab.base}/webhooks/github", data=body, headers=signed_headers(SECRET, event, body)
-        ) as answer,
-    ):
-        assert answer.status == 202
-
-
-async def installed(lab: Lab, timeout: float = 30) -> None:
+async def installed(lab: ProcessLab, timeout: float = 30) -> None:
     """The App is installed on the repository (its ``installation`` event), as before ``secrets set``."""
     await deliver(lab, "installation", INSTALLATION)
     deadline = time.monotonic() + timeout
     while True:
         async with lab.database.sessions() as db:
-            if REPO in {name for name, _ in await repositories(db)}:
+            if REPOSITORY in {name for name, _ in await repositories(db)}:
                 return
         assert time.monotonic() < deadline, "the installation event was not processed"
         await asyncio.sleep(0.1)
 
 
-async def finished_check_run(lab: Lab, timeout: float = 90) -> dict[str, Any]:
-    """The stand-in's check run of the session at SHA once it is completed, with every annotation."""
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession() as http:
-        while True:
-            async with http.get(f"{lab.github_url}/_check-runs") as response:
-                runs = [run for run in await response.json() if run["head_sha"] == SHA]
-            if runs and runs[0]["status"] == "completed":
-                found: dict[str, Any] = runs[0]
-                return found
-            assert time.monotonic() < deadline, f"no completed check run after {timeout} s: {runs}"
-            await asyncio.sleep(0.2)
-
-
 async def test_a_two_board_gang_flashes_the_runs_artifact_masks_its_secret_and_reports_its_tests(
-    lab: Lab,
+    lab: ProcessLab,
 ) -> None:
     await installed(lab)
     await set_secret(lab)
-    async with agent(lab, "rig-01"), agent(lab, "rig-02"):
+    async with runner_agent(lab, "rig-01", graceful=True), runner_agent(lab, "rig-02", graceful=True):
         await deliver(lab, "workflow_run", RUN)
-        check_run = await finished_check_run(lab)
+        check_run = await finished_check_run(lab, SHA)
     assert check_run["conclusion"] == "failure"
     annotations = check_run["output"]["annotations"]
     failures = [a for a in annotations if a["annotation_level"] == "failure"]
@@ -265,7 +153,7 @@ async def test_a_two_board_gang_flashes_the_runs_artifact_masks_its_secret_and_r
     assert VPN_KEY not in json.dumps(check_run)
 
     async with lab.database.sessions() as db:
-        [session] = await find_sessions(db, REPO, head_sha=SHA)
+        [session] = await find_sessions(db, REPOSITORY, head_sha=SHA)
         [job] = (await db.scalars(select(JobRow))).all()
         text = "".join(data for _, data in await output(db, job.pk))
         [log] = (await artifacts_of(db, [job.pk]))[job.pk]

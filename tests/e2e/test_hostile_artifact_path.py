@@ -28,22 +28,11 @@ from sqlalchemy import select
 
 import kerrigan.runner.launch
 from kerrigan.runner.isolation.probe import IsolationUnavailableError, agent_key, choose, read_host_facts
-from kerrigan.store.database import Database
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
 from kerrigan.testing.job_users import spare_job_users
-from kerrigan.testing.processes import serve_with_github
-from tests.e2e.test_hil_pipeline_processes import (
-    REPO,
-    RUN,
-    RUN_ID,
-    SECRET,
-    Lab,
-    _inventory,
-    agent,
-    deliver,
-    finished_check_run,
-)
+from kerrigan.testing.process_lab import ProcessLab, deliver, finished_check_run, process_lab, runner_agent
+from tests.e2e.workflow_run import RUN, RUN_ID, SHA
 
 INVENTORY: Final = """
 hosts:
@@ -107,7 +96,7 @@ def hostile_artifact(folder: Path, original: bytes) -> Path:
 
 
 @pytest.fixture
-async def lab(tmp_path: Path, launcher: bytes) -> AsyncIterator[Lab]:
+async def lab(tmp_path: Path, launcher: bytes) -> AsyncIterator[ProcessLab]:
     if os.geteuid() != 0:
         pytest.skip("the agent runs jobs apart only as root; this test runs as a user")
     key = agent_key(tmp_path / "rig-01")
@@ -115,32 +104,18 @@ async def lab(tmp_path: Path, launcher: bytes) -> AsyncIterator[Lab]:
         choose(read_host_facts(key), "require", spare_job_users(), "never", key)
     except IsolationUnavailableError as err:
         pytest.skip(f"this machine cannot isolate jobs: {err}")
-    url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
-    database = Database.connect(url)
-    tokens = await _inventory(database, INVENTORY)
-    env = {"KERRIGAN_SECRETS_KEY": Fernet.generate_key().decode(), "KERRIGAN_DATABASE_URL": url}
-    files = tmp_path / "repository"
-    for path, text in {".kerrigan/workflows/flash.yml": MANIFEST, "ci/flash.sh": FLASH}.items():
-        (files / path).parent.mkdir(parents=True, exist_ok=True)
-        (files / path).write_text(text, encoding="utf-8")
     image = hostile_artifact(tmp_path, launcher)
-    try:
-        async with serve_with_github(
-            tmp_path,
-            database_url=url,
-            repository=REPO,
-            workflows=None,
-            files=files,
-            webhook_secret=SECRET,
-            environment=env,
-            github_arguments=["--artifact", f"{RUN_ID}:firmware-image:{image}"],
-        ) as server:
-            yield Lab(server.base, server.github_url, database, tmp_path, env, tokens)
-    finally:
-        await database.close()
+    async with process_lab(
+        tmp_path,
+        inventory=INVENTORY,
+        files={".kerrigan/workflows/flash.yml": MANIFEST, "ci/flash.sh": FLASH},
+        environment={"KERRIGAN_SECRETS_KEY": Fernet.generate_key().decode()},
+        github_arguments=["--artifact", f"{RUN_ID}:firmware-image:{image}"],
+    ) as started:
+        yield started
 
 
-async def queued_job(lab: Lab, timeout: float = 60) -> JobRow:
+async def queued_job(lab: ProcessLab, timeout: float = 60) -> JobRow:
     """The session's job, once the workflow run made it (no agent is online yet: it waits)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
@@ -154,7 +129,7 @@ async def queued_job(lab: Lab, timeout: float = 60) -> JobRow:
 
 
 async def test_a_stored_artifact_path_out_of_the_workspace_fails_the_job_and_writes_nothing_outside(
-    lab: Lab, launcher: bytes
+    lab: ProcessLab, launcher: bytes
 ) -> None:
     before = digest(LAUNCHER)
     workspace = lab.folder / "rig-01" / "workspaces" / "octo-firmware--flash"
@@ -167,8 +142,8 @@ async def test_a_stored_artifact_path_out_of_the_workspace_fails_the_job_and_wri
         assert row is not None
         row.artifacts = {"download": [{"name": "firmware-image", "path": climb}], "upload": []}
 
-    async with agent(lab, "rig-01", "--isolation", "require"):
-        check_run = await finished_check_run(lab)
+    async with runner_agent(lab, "rig-01", "--isolation", "require", graceful=True):
+        check_run = await finished_check_run(lab, SHA)
 
     async with lab.database.sessions() as db:
         row = await db.get(JobRow, job.pk)

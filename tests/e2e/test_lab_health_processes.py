@@ -30,40 +30,39 @@ from kerrigan.store.audit import Change
 from kerrigan.store.health_checks import queue_check
 from kerrigan.store.inventory import get_device, load_inventory, save_device, set_state
 from kerrigan.store.runners import set_pause
-from tests.e2e.test_runner_lost_retry import Lab, check_runs, lab, runner  # noqa: F401 -- the fixture
-from tests.e2e.test_runner_processes import jobs_of, push, session_at
+from kerrigan.testing.process_lab import ProcessLab, check_runs, jobs_of, push, runner_agent, session_at
 
 
-async def test_a_paused_host_drains_and_its_pause_is_explained(lab: Lab) -> None:  # noqa: F811
-    db = lab.database
-    async with runner(lab, "rig-01"), runner(lab, "rig-02"):
+async def test_a_paused_host_drains_and_its_pause_is_explained(rigs: ProcessLab) -> None:
+    db = rigs.database
+    async with runner_agent(rigs, "rig-01"), runner_agent(rigs, "rig-02"):
         first = "e" * 40
-        await push(lab, first)
+        await push(rigs, first)
         deadline = time.monotonic() + 60
-        while not any(row.host == "rig-01" and row.state == "running" for row in await jobs_of(lab)):
+        while not any(row.host == "rig-01" and row.state == "running" for row in await jobs_of(rigs)):
             assert time.monotonic() < deadline, "no job ran on rig-01"
             await asyncio.sleep(0.1)
         now = datetime.now(UTC)
         async with db.sessions() as session, session.begin():
             pause = HostPause("kernel upgrade", "octocat", now)
             assert await set_pause(session, "rig-01", pause, Change("octocat", now)) is not None
-        [held] = [row for row in await jobs_of(lab) if row.host == "rig-01" and row.state == "running"]
+        [held] = [row for row in await jobs_of(rigs) if row.host == "rig-01" and row.state == "running"]
         second = "f" * 40
-        await push(lab, second)
-        await session_at(lab, second, timeout=60, done=False)
+        await push(rigs, second)
+        await session_at(rigs, second, timeout=60, done=False)
         deadline = time.monotonic() + 60
         while True:
-            runs = await check_runs(lab.served, second)
+            runs = await check_runs(rigs, second)
             text = " ".join(str(run["output"]) for run in runs)
             if "runner host rig-01 paused by octocat: kernel upgrade" in text:
                 break
             assert time.monotonic() < deadline, text[:2000]
             await asyncio.sleep(0.5)
-        rows = await jobs_of(lab)
+        rows = await jobs_of(rigs)
         newest = max(row.session_pk for row in rows)
         assert "rig-01" not in {row.host for row in rows if row.session_pk == newest}
         assert [row.state for row in rows if row.pk == held.pk] == ["running"]  # the pause stopped nothing
-    for record in JobRecords(lab.folder / "rig-01").load_all():  # the killed agent's hanging job is ours
+    for record in JobRecords(rigs.folder / "rig-01").load_all():  # the killed agent's hanging job is ours
         if record.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(record.pid, signal.SIGKILL)
@@ -71,8 +70,8 @@ async def test_a_paused_host_drains_and_its_pause_is_explained(lab: Lab) -> None
             empty(record.cgroup)
 
 
-async def test_an_owners_maintenance_reaches_the_check_run(lab: Lab) -> None:  # noqa: F811
-    db = lab.database
+async def test_an_owners_maintenance_reaches_the_check_run(rigs: ProcessLab) -> None:
+    db = rigs.database
     now = datetime.now(UTC)
     until = now + timedelta(hours=2)
     async with db.sessions() as session, session.begin():
@@ -85,16 +84,16 @@ async def test_an_owners_maintenance_reaches_the_check_run(lab: Lab) -> None:  #
                 until=until,
                 change=Change("octocat", now),
             )
-    async with runner(lab, "rig-01"), runner(lab, "rig-02"):
+    async with runner_agent(rigs, "rig-01"), runner_agent(rigs, "rig-02"):
         sha = "a1" * 20
-        await push(lab, sha)
+        await push(rigs, sha)
         deadline = time.monotonic() + 60
         expected = (
             f"device in maintenance since {now:%Y-%m-%d %H:%M} by octocat until {until:%Y-%m-%d %H:%M}: "
             "reflashing the bootloader"
         )
         while True:
-            runs = await check_runs(lab.served, sha)
+            runs = await check_runs(rigs, sha)
             text = " ".join(str(run["output"]) for run in runs)
             if expected in text:
                 break
@@ -105,9 +104,9 @@ async def test_an_owners_maintenance_reaches_the_check_run(lab: Lab) -> None:  #
 
 
 async def test_a_failing_health_check_takes_a_board_out_and_a_passing_one_brings_it_back(
-    lab: Lab,  # noqa: F811
+    rigs: ProcessLab,
 ) -> None:
-    db = lab.database
+    db = rigs.database
 
     async def check(command: str) -> None:
         now = datetime.now(UTC)
@@ -133,7 +132,7 @@ async def test_a_failing_health_check_takes_a_board_out_and_a_passing_one_brings
             inventory = await load_inventory(session)
         return [device.id for device in resolve(Requirements(), inventory).eligible]
 
-    async with runner(lab, "rig-01"), runner(lab, "rig-02"):
+    async with runner_agent(rigs, "rig-01"), runner_agent(rigs, "rig-02"):
         await check("false")
         bad = await health_becomes("bad")
         assert bad.health.reason == "health check failed"

@@ -23,13 +23,10 @@ import aiohttp
 import pytest
 from sqlalchemy import select
 
-from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow
 from kerrigan.testing.github import push_payload
-from kerrigan.testing.processes import serve_with_github
-from tests.e2e.test_hil_pipeline_processes import SECRET, Lab, agent, deliver
+from kerrigan.testing.process_lab import REPOSITORY, ProcessLab, deliver, process_lab, runner_agent
 
-REPO = "octo/firmware"
 SHA = "c" * 40
 INVENTORY = """
 hosts:
@@ -70,28 +67,18 @@ SLOW = '#!/bin/sh\necho "on $KERRIGAN_DEVICE_ID"\nsleep 12\n'
 
 
 @pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
-    from tests.e2e import test_hil_pipeline_processes as pipeline
-
-    url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
-    database = Database.connect(url)
-    tokens = await pipeline._inventory(database, INVENTORY)  # the rig above, not the pipeline's
-    files = tmp_path / "repository"
-    for path, text in {".kerrigan/workflows/bench.yml": MANIFEST, "ci/slow.sh": SLOW}.items():
-        (files / path).parent.mkdir(parents=True, exist_ok=True)
-        (files / path).write_text(text, encoding="utf-8")
-    env = {"KERRIGAN_DATABASE_URL": url, "KERRIGAN_PUBLIC_READ": "1"}  # pages without signing in
-    try:
-        async with serve_with_github(
-            tmp_path, database_url=url, repository=REPO, workflows=None, files=files, webhook_secret=SECRET,
-            environment=env, github_arguments=["--public"],  # a public repository's pages: anyone's
-        ) as server:  # fmt: skip
-            yield Lab(server.base, server.github_url, database, tmp_path, env, tokens)
-    finally:
-        await database.close()
+async def lab(tmp_path: Path) -> AsyncIterator[ProcessLab]:
+    async with process_lab(
+        tmp_path,
+        inventory=INVENTORY,
+        files={".kerrigan/workflows/bench.yml": MANIFEST, "ci/slow.sh": SLOW},
+        environment={"KERRIGAN_PUBLIC_READ": "1"},  # pages without signing in
+        github_arguments=["--public"],  # of a public repository: anyone's under the read rule
+    ) as started:
+        yield started
 
 
-async def kerrigan(lab: Lab, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+async def kerrigan(lab: ProcessLab, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "kerrigan.cli", *args,
         env={**os.environ, **lab.env, **(env or {})},
@@ -102,7 +89,7 @@ async def kerrigan(lab: Lab, *args: str, env: dict[str, str] | None = None) -> t
     return process.returncode, out.decode(), err.decode()
 
 
-async def jobs(lab: Lab) -> dict[str, JobRow]:
+async def jobs(lab: ProcessLab) -> dict[str, JobRow]:
     async with lab.database.sessions() as db:
         return {row.task_id: row for row in (await db.scalars(select(JobRow))).all()}
 
@@ -115,13 +102,15 @@ async def until(what: str, check: Any, timeout: float = 60) -> Any:
     return found
 
 
-async def test_ci_works_around_a_reserved_board_and_takes_it_the_moment_it_is_released(lab: Lab) -> None:
+async def test_ci_works_around_a_reserved_board_and_takes_it_the_moment_it_is_released(
+    lab: ProcessLab,
+) -> None:
     status, token, err = await kerrigan(lab, "tokens", "create", "--login", "octocat")
     assert status == 0, err
     person = {"KERRIGAN_URL": lab.base, "KERRIGAN_TOKEN": token.strip()}
     devices = lab.folder / "devices.yml"
     devices.write_text(DEVICES, encoding="utf-8")
-    async with agent(lab, "rig-01", "--devices-file", str(devices)):
+    async with runner_agent(lab, "rig-01", "--devices-file", str(devices), graceful=True):
         status, out, err = await kerrigan(
             lab, "reserve", "--device", "board-a", "--for", "1h", "--note", "UART bring-up", env=person
         )
@@ -134,7 +123,7 @@ async def test_ci_works_around_a_reserved_board_and_takes_it_the_moment_it_is_re
         assert "    POWER_OUTLET=pdu-3:7\n" in out
         assert "hunter2" not in out
 
-        await deliver(lab, "push", push_payload(REPO, SHA))
+        await deliver(lab, "push", push_payload(REPOSITORY, SHA))
 
         async def one_running() -> dict[str, JobRow] | None:
             found = await jobs(lab)

@@ -13,169 +13,21 @@ import asyncio
 import contextlib
 import os
 import signal
-import sys
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import aiohttp
-import pytest
-
-from kerrigan.core.inventory import Inventory
-from kerrigan.core.inventory_diff import diff_inventories
-from kerrigan.core.inventory_file import parse_inventory
-from kerrigan.github.client import app_jwt
 from kerrigan.runner.isolation.cgroups import empty
 from kerrigan.runner.records import JobRecords
-from kerrigan.store.audit import Change
-from kerrigan.store.database import Database, upgrade
-from kerrigan.store.inventory import apply_diff
-from kerrigan.store.runners import create_runner_token
-from kerrigan.testing.job_users import spare_job_users
-from kerrigan.testing.processes import Served, serve_with_github
-from tests.e2e.test_runner_processes import REPO, SECRET, jobs_of, push, session_at
-
-LEASE_S = 4
-HOSTS = ("rig-01", "rig-02")
-
-INVENTORY = """
-hosts:
-  - id: rig-01
-  - id: rig-02
-pools:
-  - id: bench
-    name: Bench rig
-    owners: [octocat]
-    labels: {sdk: "2.2.0"}
-    devices:
-      - {id: board-a, board: modalix, target_type: devkit, os_type: linux, host: rig-01}
-      - {id: board-b, board: modalix, target_type: devkit, os_type: linux, host: rig-02}
-"""
-
-MANIFEST = """
-name: bench
-on: {push: {branches: [main]}}
-scheduling:
-  max_devkits: 2
-  labels: {sdk: "2.2.0"}
-tasks:
-  - id: flash
-    run: ./scripts/task.sh
-    vcpus: 1
-  - id: smoke
-    run: ./scripts/task.sh
-    vcpus: 1
-"""
-
-TASK = """#!/bin/sh
-echo "on $KERRIGAN_DEVICE_ID"
-case "$KERRIGAN_DEVICE_ID" in
-  board-a) echo hanging; sleep 300 ;;
-esac
-echo "done"
-"""
+from kerrigan.testing.process_lab import ProcessLab, check_runs, jobs_of, push, runner_agent, session_at
+from tests.e2e.conftest import LEASE_S
 
 
-@dataclass
-class Lab:
-    base: str
-    database: Database
-    folder: Path
-    tokens: dict[str, str]
-    served: Served
-
-
-@pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
-    database = Database.connect(url)
-    await upgrade(database.engine)
-    inventory = parse_inventory(INVENTORY, "inventory.yml").inventory
-    assert inventory is not None
-    async with database.sessions() as session, session.begin():
-        await apply_diff(
-            session, inventory, diff_inventories(Inventory(), inventory), Change("e2e", database.clock())
-        )
-        tokens = {host: await create_runner_token(session, host, database.clock()) for host in HOSTS}
-    files = tmp_path / "repository"
-    (files / ".kerrigan" / "workflows").mkdir(parents=True)
-    (files / "scripts").mkdir()
-    (files / ".kerrigan" / "workflows" / "bench.yml").write_text(MANIFEST, encoding="utf-8")
-    (files / "scripts" / "task.sh").write_text(TASK, encoding="utf-8")
-    try:
-        async with serve_with_github(
-            tmp_path,
-            database_url=url,
-            repository=REPO,
-            workflows=None,
-            files=files,
-            webhook_secret=SECRET,
-            environment={"KERRIGAN_RUNNER_LEASE_S": str(LEASE_S)},
-        ) as server:
-            yield Lab(server.base, database, tmp_path, tokens, server)
-    finally:
-        await database.close()
-
-
-@contextlib.asynccontextmanager
-async def runner(lab: Lab, host: str) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = {**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.tokens[host]}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kerrigan.cli",
-        "runner",
-        "--server",
-        lab.base,
-        "--host-id",
-        host,
-        "--work-dir",
-        str(lab.folder / host),
-        "--free-space-floor-bytes",
-        "0",
-        "--systemd-scope",
-        "never",
-        "--job-users",  # each agent its own: two run on this machine at once
-        str(spare_job_users()),
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
-async def check_runs(served: Served, sha: str) -> list[dict[str, Any]]:
-    """The check runs the stand-in holds at ``sha``, asked through GitHub's API as the App."""
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    jwt = app_jwt(served.app_id, served.private_key, time.time())
-    async with aiohttp.ClientSession(headers=headers) as http:
-        async with http.post(
-            f"{served.github_url}/app/installations/1/access_tokens",
-            headers={"Authorization": f"Bearer {jwt}"},
-        ) as minted:
-            assert minted.status == 201, await minted.text()
-            token = (await minted.json())["token"]
-        async with http.get(
-            f"{served.github_url}/repos/{REPO}/commits/{sha}/check-runs",
-            headers={"Authorization": f"Bearer {token}"},
-        ) as listed:
-            assert listed.status == 200, await listed.text()
-            found: list[dict[str, Any]] = (await listed.json())["check_runs"]
-            return found
-
-
-async def test_a_killed_runners_job_is_retried_on_another_device_to_a_green_check_run(lab: Lab) -> None:
+async def test_a_killed_runners_job_is_retried_on_another_device_to_a_green_check_run(
+    rigs: ProcessLab,
+) -> None:
     sha = "c" * 40
-    async with runner(lab, "rig-01") as doomed, runner(lab, "rig-02"):
-        await push(lab, sha)
-        records = JobRecords(lab.folder / "rig-01")
+    async with runner_agent(rigs, "rig-01") as doomed, runner_agent(rigs, "rig-02"):
+        await push(rigs, sha)
+        records = JobRecords(rigs.folder / "rig-01")
         deadline = time.monotonic() + 60
         while not (hung := [r for r in records.load_all() if r.state == "running" and r.pid is not None]):
             assert time.monotonic() < deadline, "no job started on board-a"
@@ -183,14 +35,14 @@ async def test_a_killed_runners_job_is_retried_on_another_device_to_a_green_chec
         await asyncio.sleep(0.5)  # it has printed "hanging" and sleeps
         doomed.kill()
         await doomed.wait()
-        finished = await session_at(lab, sha, timeout=LEASE_S + 60)
+        finished = await session_at(rigs, sha, timeout=LEASE_S + 60)
     for record in hung:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(record.pid, signal.SIGKILL)  # the agent is gone: what it ran is ours to end
         empty(record.cgroup)
     assert finished.conclusion is not None
     assert finished.conclusion.value == "success"
-    rows = await jobs_of(lab)
+    rows = await jobs_of(rigs)
     [lost] = [row for row in rows if row.state == "retried"]
     assert (lost.reason, lost.failure_class, lost.device_id) == ("runner_lost", "infrastructure", "board-a")
     [again] = [row for row in rows if row.retry_of == lost.pk]
@@ -201,7 +53,7 @@ async def test_a_killed_runners_job_is_retried_on_another_device_to_a_green_chec
         "board-b",
     )
     # What GitHub shows: one check run, green, its summary naming the lost attempt and the one that passed.
-    [run] = await check_runs(lab.served, sha)
+    [run] = await check_runs(rigs, sha)
     assert (run["status"], run["conclusion"]) == ("completed", "success")
     summary = run["output"]["summary"]
     assert "runner_lost" in summary

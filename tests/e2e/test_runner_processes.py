@@ -10,38 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
 import pytest
-from sqlalchemy import select
 
-from kerrigan.core.inventory import Inventory
-from kerrigan.core.inventory_diff import diff_inventories
-from kerrigan.core.inventory_file import parse_inventory
-from kerrigan.core.sessions import Session
 from kerrigan.runner.isolation.cgroups import empty
 from kerrigan.runner.records import JobRecord, JobRecords
-from kerrigan.store.audit import Change
-from kerrigan.store.database import Database, upgrade
-from kerrigan.store.inventory import apply_diff
 from kerrigan.store.jobs import output
-from kerrigan.store.models import JobRow
-from kerrigan.store.runners import create_runner_token
-from kerrigan.store.sessions import find_sessions
-from kerrigan.testing.github import push_payload, signed_headers
-from kerrigan.testing.job_users import spare_job_users
-from kerrigan.testing.processes import serve_with_github
+from kerrigan.testing.process_lab import ProcessLab, jobs_of, process_lab, push, runner_agent, session_at
 
-SECRET = "e2e-secret"
-REPO = "octo/firmware"
 LEASE_S = 4
 
 INVENTORY = """
@@ -88,80 +69,22 @@ echo "smoke on $KERRIGAN_DEVICE_ID at $GITHUB_SHA"
 """
 
 
-@dataclass
-class Lab:
-    base: str
-    database: Database
-    folder: Path
-    token: str
-
-
 @pytest.fixture
-async def lab(tmp_path: Path) -> AsyncIterator[Lab]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'kerrigan.db'}"
-    database = Database.connect(url)
-    await upgrade(database.engine)
-    inventory = parse_inventory(INVENTORY, "inventory.yml").inventory
-    assert inventory is not None
-    async with database.sessions() as session, session.begin():
-        await apply_diff(
-            session, inventory, diff_inventories(Inventory(), inventory), Change("e2e", database.clock())
-        )
-        token = await create_runner_token(session, "rig-01", database.clock())
-    files = tmp_path / "repository"
-    (files / ".kerrigan" / "workflows").mkdir(parents=True)
-    (files / "scripts").mkdir()
-    (files / ".kerrigan" / "workflows" / "bench.yml").write_text(MANIFEST, encoding="utf-8")
-    (files / "scripts" / "flash.sh").write_text(FLASH, encoding="utf-8")
-    (files / "scripts" / "smoke.sh").write_text(SMOKE, encoding="utf-8")
-    try:
-        async with serve_with_github(
-            tmp_path,
-            database_url=url,
-            repository=REPO,
-            workflows=None,
-            files=files,
-            webhook_secret=SECRET,
-            environment={"KERRIGAN_RUNNER_LEASE_S": str(LEASE_S)},
-        ) as server:
-            yield Lab(server.base, database, tmp_path, token)
-    finally:
-        await database.close()
+async def lab(tmp_path: Path) -> AsyncIterator[ProcessLab]:
+    async with process_lab(
+        tmp_path,
+        inventory=INVENTORY,
+        files={
+            ".kerrigan/workflows/bench.yml": MANIFEST,
+            "scripts/flash.sh": FLASH,
+            "scripts/smoke.sh": SMOKE,
+        },
+        environment={"KERRIGAN_RUNNER_LEASE_S": str(LEASE_S)},
+    ) as started:
+        yield started
 
 
-@contextlib.asynccontextmanager
-async def runner(lab: Lab) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = {**os.environ, "KERRIGAN_RUNNER_TOKEN": lab.token}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kerrigan.cli",
-        "runner",
-        "--server",
-        lab.base,
-        "--host-id",
-        "rig-01",
-        "--work-dir",
-        str(lab.folder / "rig-01"),
-        "--free-space-floor-bytes",
-        "0",
-        "--systemd-scope",
-        "never",
-        "--job-users",  # its own: another agent on this machine may hold the default range
-        str(spare_job_users()),
-        env=env,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
-def hanging_job(lab: Lab) -> JobRecord | None:
+def hanging_job(lab: ProcessLab) -> JobRecord | None:
     """The running flash job of a b-commit, from the runner's records, once its command has started."""
     for record in JobRecords(lab.folder / "rig-01").load_all():
         if (
@@ -178,38 +101,10 @@ def hanging_job(lab: Lab) -> JobRecord | None:
     return None
 
 
-async def push(lab: Lab, sha: str) -> None:
-    body = json.dumps(push_payload(REPO, sha)).encode()
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(
-            f"{lab.base}/webhooks/github", data=body, headers=signed_headers(SECRET, "push", body)
-        ) as response,
-    ):
-        assert response.status == 202
-
-
-async def session_at(lab: Lab, sha: str, timeout: float, done: bool = True) -> Session:
-    deadline = time.monotonic() + timeout
-    while True:
-        async with lab.database.sessions() as db:
-            found = await find_sessions(db, REPO, head_sha=sha)
-        if found and (not done or found[0].conclusion is not None):
-            return found[0]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {'finished ' if done else ''}session at {sha[:7]} after {timeout} s")
-        await asyncio.sleep(0.1)
-
-
-async def jobs_of(lab: Lab) -> list[JobRow]:
-    async with lab.database.sessions() as db:
-        return list((await db.scalars(select(JobRow).order_by(JobRow.pk))).all())
-
-
 async def test_a_push_runs_on_a_runner_process_and_a_killed_runner_ends_the_check_run_runner_lost(
-    lab: Lab,
+    lab: ProcessLab,
 ) -> None:
-    async with runner(lab) as agent:
+    async with runner_agent(lab, "rig-01") as agent:
         first = "a" * 40
         await push(lab, first)
         finished = await session_at(lab, first, timeout=60)

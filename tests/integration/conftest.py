@@ -1,18 +1,29 @@
-"""Fixtures shared by the integration tests: the GitHub stand-in and a database holding the lab."""
+"""Fixtures shared by the integration tests: the GitHub stand-in, a database holding the lab, Kerrigan and the
+stand-in on loopback (the harness, tests/integration/github/conftest.py) and real runner agents against it
+(tests/integration/runner/agents.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import jwt
 import pytest
+from aiohttp.test_utils import TestClient
 
+from kerrigan.app import create_app
+from kerrigan.config import Settings
+from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.inventory import Inventory
+from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn, generate_app_key
+from kerrigan.testing.job_users import spare_job_users
 from tests.integration.github.conftest import (
     FORK_SHA,
     INSTALLATION,
@@ -20,10 +31,14 @@ from tests.integration.github.conftest import (
     REPO,
     SHA,
     SMOKE_SHA,
+    Harness,
+    StartApp,
     lab,
     manifest_files,
+    settings_for,
     store_inventory,
 )
+from tests.integration.runner.agents import AgentFactory
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +65,65 @@ async def lab_db(db: Database) -> Database:
     """The database with the lab inventory stored."""
     await store_inventory(db, Inventory(), lab())
     return db
+
+
+@pytest.fixture
+def start_app(db: Database, aiohttp_client: Callable[..., Any]) -> StartApp:
+    """Start a Kerrigan with the given settings on the test's database (closed at the end of the test)."""
+
+    async def start(settings: Settings) -> TestClient:  # type: ignore[type-arg]
+        client: TestClient = await aiohttp_client(create_app(settings, clock=db.clock))  # type: ignore[type-arg]
+        return client
+
+    return start
+
+
+@pytest.fixture
+async def harness(lab_db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
+    """The pair, with the lab inventory stored."""
+    client = await start_app(settings_for(lab_db, github))
+    return Harness(client, github, lab_db)
+
+
+@pytest.fixture
+async def bare_harness(db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
+    """The pair on an empty inventory (quicker to set up), for tests where what the lab holds does not matter:
+    every task is then unschedulable."""
+    client = await start_app(settings_for(db, github))
+    return Harness(client, github, db)
+
+
+@pytest.fixture
+async def agents(harness: Harness, tmp_path: Path) -> AsyncIterator[AgentFactory]:
+    """Start an agent for a runner host (stopped at the end of the test)."""
+    tasks: list[asyncio.Task[None]] = []
+    async with aiohttp.ClientSession() as http:
+        made: list[Agent] = []
+
+        def start(host: str, token: str, **overrides: Any) -> Agent:
+            settings = AgentSettings(
+                server_url=str(harness.client.make_url("")),
+                token=token,
+                host_id=host,
+                work_dir=tmp_path / host,
+                disk=overrides.pop("disk", DiskPolicy(0)),
+                heartbeat_s=0.2,
+                kill_grace_s=overrides.pop("kill_grace_s", 2.0),
+                systemd_scope="never",
+                job_users=overrides.pop("job_users", None) or spare_job_users(),  # each agent its own
+                **overrides,
+            )
+            agent = Agent(settings, http)
+            made.append(agent)
+            tasks.append(asyncio.create_task(agent.run()))
+            return agent
+
+        yield start
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 # -- For the stand-in's own tests (tests/integration/github/test_standin*.py) --------------------------------

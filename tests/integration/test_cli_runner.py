@@ -15,7 +15,7 @@ import pytest
 from kerrigan.runner.isolation.users import UserRange
 from kerrigan.testing.job_users import spare_job_users
 from tests.integration.test_cli_explain import kerrigan
-from tests.unit.runner.test_topology import SNAPSHOTS, needs_snapshots, write_sysfs
+from tests.unit.runner.sysfs import SNAPSHOTS, needs_snapshots, write_sysfs
 
 
 def test_topology_prints_what_the_agent_reads_and_where_each_claim_goes(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ from kerrigan.core.inventory import Inventory
 from kerrigan.store.audit import list_audit
 from kerrigan.store.database import Database
 from kerrigan.store.runners import create_runner_token, host_report, record_report
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.waiting import wait_until
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import lab, store_inventory
 
 sqlite_only = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

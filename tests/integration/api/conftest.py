@@ -31,9 +31,9 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import create_device, create_pool, load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.web.state import DATABASE
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import REPO
 
 ADMIN = "alice"

@@ -17,8 +17,8 @@ import pytest
 from aiohttp import web
 
 from kerrigan.core.lifecycle import SessionState
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.processes import free_port
-from tests.conftest import FakeClock
 from tests.integration.api.conftest import READER, Api
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.test_cli_explain import ROOT

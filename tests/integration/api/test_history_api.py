@@ -13,8 +13,8 @@ from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.history import Position
 from kerrigan.store.jobs import CUT_SEQ
 from kerrigan.store.models import JobLogRow
+from kerrigan.testing.clock import FakeClock
 from kerrigan.web.api.history import SESSION_FILTERS, read_query
-from tests.conftest import FakeClock
 from tests.integration.api.conftest import ANONYMOUS, OWNER_A, READER, Api
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.api.test_errors_and_openapi import openapi, validate

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.conftest import ADMIN, OWNER_A, READER, Api
 
 MANIFEST = """\

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from kerrigan.store.artifacts import append_chunk, begin_upload, finish_upload, not_kept
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.conftest import READER, Api
 from tests.integration.api.history_rows import Run, add_session
 

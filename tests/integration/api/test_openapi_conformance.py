@@ -34,9 +34,9 @@ from schemathesis.specs.openapi.checks import (
 
 from kerrigan.app import create_app
 from kerrigan.config import Settings
+from kerrigan.testing.clock import FakeClock
 from kerrigan.web.api.openapi import document
 from kerrigan.web.state import DATABASE
-from tests.conftest import FakeClock
 from tests.integration.api.conftest import ADMIN, seed_lab
 
 EXAMPLES = 8  # per operation: 43 operations make a few hundred requests

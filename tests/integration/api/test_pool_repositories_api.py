@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.conftest import ADMIN, OWNER_A, READER, Api
 from tests.integration.api.test_errors_and_openapi import openapi, validate
 

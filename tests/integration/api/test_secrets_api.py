@@ -17,9 +17,9 @@ from kerrigan.store.database import Database
 from kerrigan.store.installations import add_repositories, upsert_installation
 from kerrigan.store.secrets import Keyring, secrets_for
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.clock import FakeClock
 from kerrigan.web.state import DATABASE
 from kerrigan.web.writers import REPOSITORY_WRITERS, RepositoryWriters
-from tests.conftest import FakeClock
 from tests.integration.api.conftest import ADMIN, ANONYMOUS, Api, Reply
 from tests.integration.api.test_errors_and_openapi import assert_error_shape, openapi, validate
 

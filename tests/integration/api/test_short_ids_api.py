@@ -4,7 +4,7 @@ unique prefix names its id; a prefix that begins several is a 400 listing them; 
 from __future__ import annotations
 
 from kerrigan.core.lifecycle import SessionState
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.conftest import ADMIN, READER, Api
 from tests.integration.api.history_rows import Run, add_session
 

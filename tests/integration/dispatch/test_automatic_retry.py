@@ -14,7 +14,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab
 
 SESSION = "12121212-1212-1212-1212-121212121212"

@@ -30,7 +30,7 @@ from kerrigan.store.runners import (
     revoke_runner_token,
     set_pause,
 )
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_automatic_retry import end
 from tests.integration.dispatch.test_dispatcher import lab, queue
 

@@ -20,7 +20,7 @@ from kerrigan.store.leases import leased_devices
 from kerrigan.store.models import JobRow, RunnerHostRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[3]
 SOM_UART = {"labels": {"sdk": ["2.2.0"], "form_factor": ["som"]}, "tags": ["uart-debug"]}

@@ -10,7 +10,7 @@ from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices
 from kerrigan.store.models import DeviceLeaseRow, JobRow
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
 MODALIX = {"labels": {"kerrigan.board": ["modalix"]}, "tags": []}

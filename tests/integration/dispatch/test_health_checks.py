@@ -25,7 +25,7 @@ from kerrigan.store.health_checks import NoHealthCheckError, pending_check, queu
 from kerrigan.store.inventory import end_due_maintenance, get_device, save_device, set_state
 from kerrigan.store.models import DeviceRow, JobRow, SessionRow
 from kerrigan.store.runners import set_pause
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_device_health import BLUEBOX, run_one
 from tests.integration.dispatch.test_dispatcher import lab, queue
 

@@ -21,7 +21,7 @@ from kerrigan.store.models import DeviceLeaseRow, JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
 Client = TestClient  # type: ignore[type-arg]

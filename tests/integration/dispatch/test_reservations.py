@@ -25,7 +25,7 @@ from kerrigan.store.reservations import (
     get_reservation,
     release_reservation,
 )
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_dispatcher import lab, queue
 
 HUBOT = Principal("hubot")

@@ -23,7 +23,7 @@ from kerrigan.store.runners import (
 )
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 REGISTRATION = {
     "protocol": [1, 2],

@@ -4,13 +4,15 @@ The repository ``octo/firmware`` (installation 1) holds the example manifests of
 (all but ``invalid.yml``) at commit :data:`SHA`, the head commit of ``fixtures/webhooks/push.json``, and
 at the head commits of the fork pull request and the merge group of ``fixtures/webhooks``, which are
 written for this repository and installation; :data:`SMOKE_SHA` holds ``hil-smoke.yml`` alone. The
-inventory is ``fixtures/inventory/lab.yml``.
+inventory is ``fixtures/inventory/lab.yml``. The fixtures that start the pair (``start_app``, ``harness``,
+``bare_harness``) are tests/integration/conftest.py's, so that the runner agent's tests share them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from sqlalchemy import select
 
-from kerrigan.app import RECONCILER, WORKER, create_app
+from kerrigan.app import RECONCILER, WORKER
 from kerrigan.config import Settings
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
@@ -229,32 +231,6 @@ def settings_for(db: Database, github: GitHubStandIn, **overrides: Any) -> Setti
 StartApp = Callable[[Settings], Awaitable[TestClient]]  # type: ignore[type-arg]
 
 
-@pytest.fixture
-def start_app(db: Database, aiohttp_client: Callable[..., Any]) -> StartApp:
-    """Start a Kerrigan with the given settings on the test's database (closed at the end of the test)."""
-
-    async def start(settings: Settings) -> TestClient:  # type: ignore[type-arg]
-        client: TestClient = await aiohttp_client(create_app(settings, clock=db.clock))  # type: ignore[type-arg]
-        return client
-
-    return start
-
-
-@pytest.fixture
-async def harness(lab_db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
-    """The pair, with the lab inventory stored."""
-    client = await start_app(settings_for(lab_db, github))
-    return Harness(client, github, lab_db)
-
-
-@pytest.fixture
-async def bare_harness(db: Database, github: GitHubStandIn, start_app: StartApp) -> Harness:
-    """The pair on an empty inventory (quicker to set up), for tests where what the lab holds does not matter:
-    every task is then unschedulable."""
-    client = await start_app(settings_for(db, github))
-    return Harness(client, github, db)
-
-
 def push_payload(sha: str = SHA, ref: str = "refs/heads/main", **extra: Any) -> dict[str, Any]:
     """``fixtures/webhooks/push.json`` for another commit or ref."""
     payload = webhook("push")
@@ -262,3 +238,31 @@ def push_payload(sha: str = SHA, ref: str = "refs/heads/main", **extra: Any) -> 
     if payload["head_commit"] is not None:
         payload["head_commit"]["id"] = sha
     return payload
+
+
+MAINTAINER = "octocat"
+CONTRIBUTOR = "mona"
+
+
+def comment(body: str, *, number: int = 7, login: str = MAINTAINER, **changes: Any) -> dict[str, Any]:
+    """``fixtures/webhooks/issue_comment-retry.json`` with another body, pull request or commenter."""
+    payload = webhook("issue_comment-retry")
+    payload["comment"]["body"] = body
+    payload["issue"]["number"] = number
+    for user in (payload["sender"], payload["comment"]["user"]):
+        user["login"] = login
+    return payload | changes
+
+
+def runs_per_workflow(harness: Harness) -> Counter[str]:
+    return Counter(run["name"].removeprefix("kerrigan / ") for run in harness.github.check_runs.values())
+
+
+@pytest.fixture
+async def pull(harness: Harness) -> Harness:
+    """Pull request #7 from a branch of the repository: hil-smoke queued, org-class failed."""
+    harness.github.add_pull(REPO, 7, head_sha=SHA, head_ref="uart-loopback")
+    await harness.deliver("pull_request", webhook("pull_request-opened"))
+    await harness.settle()
+    assert runs_per_workflow(harness) == {"hil-smoke": 1, "org-class": 1}
+    return harness

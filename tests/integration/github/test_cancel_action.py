@@ -13,7 +13,6 @@ from kerrigan.store.database import Database
 from kerrigan.store.leases import leased_devices
 from kerrigan.store.models import SessionRow
 from kerrigan.testing.github import GitHubStandIn
-from tests.integration.github import test_runner_agent
 from tests.integration.github.conftest import (
     OTHER_SHA,
     Harness,
@@ -22,7 +21,7 @@ from tests.integration.github.conftest import (
     settings_for,
     webhook,
 )
-from tests.integration.github.test_runner_agent import (
+from tests.integration.runner.agents import (
     AgentFactory,
     completed,
     job_rows,
@@ -32,7 +31,6 @@ from tests.integration.github.test_runner_agent import (
 
 SLEEP = "#!/bin/sh\necho started\nsleep 300\n"
 ADMIN = "mona"
-agents = test_runner_agent.agents  # the fixture: a real agent per runner host
 
 
 @pytest.fixture

@@ -6,11 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kerrigan.core.sessions import SessionState
-from tests.integration.github import test_comments
-from tests.integration.github.conftest import SHA, Harness, check_run_name
-from tests.integration.github.test_comments import CONTRIBUTOR, MAINTAINER, comment
-
-pull = test_comments.pull  # the fixture: pull request #7, hil-smoke queued, org-class failed
+from tests.integration.github.conftest import CONTRIBUTOR, MAINTAINER, SHA, Harness, check_run_name, comment
 
 
 async def said(harness: Harness, body: str, login: str = MAINTAINER) -> dict[str, object]:

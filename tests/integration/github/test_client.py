@@ -3,11 +3,8 @@ commit, and the headers of every request (the sign-in flow's too)."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -21,13 +18,13 @@ from kerrigan.github.checks import CheckRunBody
 from kerrigan.github.client import (
     GitHubClient,
     GitHubUnreachable,
-    InstallationTokens,
     acting_for,
     answer_of,
     paid_for,
 )
-from kerrigan.github.repository import COMMENT_LIMIT, Repository
+from kerrigan.github.repository import COMMENT_LIMIT
 from kerrigan.store.database import Database
+from kerrigan.testing.clock import FakeTime
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import (
     INSTALLATION,
@@ -41,6 +38,7 @@ from tests.integration.github.conftest import (
     push_payload,
     settings_for,
 )
+from tests.integration.github.direct_repository import Direct, direct_to
 
 TOKENS = "/access_tokens"
 SECONDARY = {
@@ -69,45 +67,6 @@ async def test_installation_token_with_less_than_five_minutes_left_is_replaced(b
     tokens = bare_harness.requests("POST", TOKENS)
     assert len(tokens) > 1
     assert all(request.status == 201 for request in tokens)
-
-
-@dataclass
-class FakeClock:
-    """The client's clock and sleeper: sleeping moves the clock on at once and is recorded."""
-
-    now: float = field(default_factory=time.time)
-    slept: list[float] = field(default_factory=list)
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
-@dataclass
-class Direct:
-    """A Repository of ``octo/firmware`` talking to the stand-in, without the rest of Kerrigan."""
-
-    repo: Repository
-    client: GitHubClient
-    github: GitHubStandIn
-    clock: FakeClock
-
-    def requests(self, method: str, path_end: str) -> list[Any]:
-        return [r for r in self.github.requests if r.method == method and r.path.endswith(path_end)]
-
-
-@contextlib.asynccontextmanager
-async def direct_to(github: GitHubStandIn) -> AsyncIterator[Direct]:
-    """A client, tokens and Repository of ``octo/firmware`` on ``github``, on a fake clock."""
-    clock = FakeClock()
-    async with aiohttp.ClientSession() as http:
-        client = GitHubClient(http, base_url=github.url, sleeper=clock.sleep, clock=clock)
-        assert github.private_key is not None
-        tokens = InstallationTokens(client, github.app_id, github.private_key)
-        yield Direct(Repository(client, tokens, INSTALLATION, REPO), client, github, clock)
 
 
 @pytest.fixture
@@ -230,7 +189,7 @@ async def test_an_answer_github_will_not_change_is_raised_with_its_body(direct: 
 
 
 async def test_a_read_without_an_answer_is_retried_a_bounded_number_of_times() -> None:
-    clock = FakeClock()
+    clock = FakeTime()
     async with aiohttp.ClientSession() as http:
         client = GitHubClient(
             http, base_url=f"http://127.0.0.1:{closed_port()}", sleeper=clock.sleep, clock=clock
@@ -244,7 +203,7 @@ async def test_a_read_without_an_answer_is_retried_a_bounded_number_of_times() -
 
 
 async def test_a_create_without_an_answer_is_raised_at_once() -> None:
-    clock = FakeClock()
+    clock = FakeTime()
     async with aiohttp.ClientSession() as http:
         client = GitHubClient(
             http, base_url=f"http://127.0.0.1:{closed_port()}", sleeper=clock.sleep, clock=clock

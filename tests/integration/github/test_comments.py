@@ -4,34 +4,24 @@ covers, against a fork that pushes meanwhile: ``test_approve.py``)."""
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from typing import Any
 
 import pytest
 
 from tests.integration.github.conftest import (
+    CONTRIBUTOR,
     FORK_SHA,
+    MAINTAINER,
     REPO,
     SHA,
     Harness,
     check_run_name,
+    comment,
     lab,
+    runs_per_workflow,
     store_inventory,
     webhook,
 )
-
-MAINTAINER = "octocat"
-CONTRIBUTOR = "mona"
-
-
-def comment(body: str, *, number: int = 7, login: str = MAINTAINER, **changes: Any) -> dict[str, Any]:
-    """``fixtures/webhooks/issue_comment-retry.json`` with another body, pull request or commenter."""
-    payload = webhook("issue_comment-retry")
-    payload["comment"]["body"] = body
-    payload["issue"]["number"] = number
-    for user in (payload["sender"], payload["comment"]["user"]):
-        user["login"] = login
-    return payload | changes
 
 
 def _plain_issue() -> dict[str, Any]:
@@ -39,20 +29,6 @@ def _plain_issue() -> dict[str, Any]:
     issue: dict[str, Any] = webhook("issue_comment-retry")["issue"]
     del issue["pull_request"]
     return issue
-
-
-def runs_per_workflow(harness: Harness) -> Counter[str]:
-    return Counter(run["name"].removeprefix("kerrigan / ") for run in harness.github.check_runs.values())
-
-
-@pytest.fixture
-async def pull(harness: Harness) -> Harness:
-    """Pull request #7 from a branch of the repository: hil-smoke queued, org-class failed."""
-    harness.github.add_pull(REPO, 7, head_sha=SHA, head_ref="uart-loopback")
-    await harness.deliver("pull_request", webhook("pull_request-opened"))
-    await harness.settle()
-    assert runs_per_workflow(harness) == {"hil-smoke": 1, "org-class": 1}
-    return harness
 
 
 @pytest.fixture

@@ -31,8 +31,8 @@ from kerrigan.store.deliveries import (
     record_deliveries,
 )
 from kerrigan.store.models import DeliveryRow
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import generate_app_key
-from tests.conftest import FakeClock
 
 PRIVATE_KEY, _ = generate_app_key()
 

@@ -10,10 +10,9 @@ from kerrigan.core.device_status import HostPause
 from kerrigan.store.audit import Change
 from kerrigan.store.runners import set_pause
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_runner_agent import (
+from tests.integration.runner.agents import (
     BOOT,
     AgentFactory,
-    agents,  # noqa: F401 -- the fixture
     completed,
     job_rows,
     markers,
@@ -26,7 +25,7 @@ SLOW = "#!/bin/sh\necho started > started-$KERRIGAN_DEVICE_ID\nsleep 2\necho smo
 
 async def test_a_paused_host_finishes_its_job_and_takes_no_new_one_until_resumed(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     tmp_path: Path,
 ) -> None:
     db = harness.database

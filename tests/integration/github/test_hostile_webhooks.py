@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import signed_headers
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import (
     OTHER_SHA,
     REPO,

@@ -71,7 +71,7 @@ async def test_an_accept_mints_through_githubs_passing_failures(harness: Harness
 
 
 async def test_an_accept_github_refuses_for_good_gets_no_token(harness: Harness) -> None:
-    # The runner then fails the job rather than run stale files (tests/integration/github/test_runner_agent).
+    # The runner then fails the job rather than run stale files (tests/integration/runner/test_runner_agent).
     job, auth = await offered(harness)
     harness.github.faults.inject("POST", TOKENS, status=422, message="Invalid permissions", times=None)
     status, answer = await accept(harness, job, auth)

@@ -8,9 +8,7 @@ from typing import Any
 
 from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_pipelines import HIL, RESULTS
-from tests.integration.github.test_runner_agent import AgentFactory, completed, markers, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import HIL, RESULTS, AgentFactory, completed, markers, start_both
 
 UPDATE = r"/repos/[^/]+/[^/]+/check-runs/\d+$"
 # The job waits for the test: the fault is armed while nothing else is on its way to GitHub.

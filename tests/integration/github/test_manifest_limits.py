@@ -11,15 +11,16 @@ from kerrigan.github import sessions
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import (
     FORK_SHA,
+    MAINTAINER,
     OTHER_SHA,
     REPO,
     Harness,
     check_run_name,
+    comment,
     push_payload,
     webhook,
 )
-from tests.integration.github.test_client import direct_to
-from tests.integration.github.test_comments import MAINTAINER, comment
+from tests.integration.github.direct_repository import direct_to
 from tests.integration.held_calls import HeldCalls
 
 FOLDER = ".kerrigan/workflows"

@@ -19,7 +19,7 @@ from tests.integration.github.conftest import (
     manifest_files,
     push_payload,
 )
-from tests.integration.github.test_client import Direct, direct_to
+from tests.integration.github.direct_repository import Direct, direct_to
 
 FIVE = ("hil-smoke.yml", "legacy.yml", "select-device.yml", "select-pool.yml", "waiting.yml")
 NEXT_SHA = "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432"

@@ -11,8 +11,7 @@ from typing import Any, Final
 
 from kerrigan.store.jobs import output
 from tests.integration.github.conftest import REPO, SHA, Harness, webhook
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import AgentFactory, completed, job_rows, start_both
 
 RUN_ID: Final = 12087000123  # fixtures/webhooks/workflow_run-completed.json
 MANIFEST: Final = """\

@@ -8,9 +8,7 @@ from typing import Any
 
 from kerrigan.core.gang import NO_HOST_FOR_EVERY_ROLE
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_pipelines import job_output
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, tokens
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import AgentFactory, completed, job_output, job_rows, tokens
 
 GANG = """\
 name: pair

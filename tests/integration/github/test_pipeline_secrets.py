@@ -26,8 +26,7 @@ from tests.integration.github.conftest import (
     push_payload,
     settings_for,
 )
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import AgentFactory, completed, job_rows, start_both
 
 KEY: Final = Fernet.generate_key().decode()
 VALUE: Final = "vpn-key-5f2b9c1e7d3a"

@@ -11,10 +11,16 @@ from prometheus_client import REGISTRY
 from kerrigan.core.matrix import shown_name
 from kerrigan.runner import reporting
 from kerrigan.store.artifacts import artifact_data, artifacts_of
-from kerrigan.store.jobs import output
 from tests.integration.github.conftest import PUBLIC_URL, Harness
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import (
+    HIL,
+    RESULTS,
+    AgentFactory,
+    completed,
+    job_output,
+    job_rows,
+    start_both,
+)
 
 PIPELINE = """\
 name: pipeline
@@ -42,11 +48,6 @@ TEST = '#!/bin/sh\necho "sdk $SDK baud $BAUD on $KERRIGAN_DEVICE_ID"\n'
 def pipeline(build_exit: int = 0) -> dict[str, str]:
     build = f'#!/bin/sh\necho "baud $BAUD mode $MODE"\nexit {build_exit}\n'
     return {".kerrigan/workflows/pipeline.yml": PIPELINE, "scripts/build.sh": build, "scripts/test.sh": TEST}
-
-
-async def job_output(harness: Harness, job_pk: int) -> str:
-    async with harness.database.sessions() as session:
-        return "".join(data for _, data in await output(session, job_pk))
 
 
 async def test_env_reaches_the_command_and_a_matrix_task_runs_after_its_need(
@@ -86,36 +87,6 @@ async def test_a_failed_need_skips_its_dependents_and_the_check_run_fails(
         assert f"| `{shown_name(key)}` | skipped (needs build (failed)) |" in final["output"]["summary"]
         assert rows[key].started_at is None
     assert "needs build (failed)" in final["output"]["summary"]
-
-
-RESULTS = """\
-name: results
-on: {push: {branches: [main]}}
-scheduling:
-  labels: {form_factor: som, sdk: "2.2.0"}
-tasks:
-  - id: hil
-    run: ./scripts/hil.sh
-    vcpus: 1
-    results: ["results/*.xml", "missing/*.xml"]
-"""
-HIL = """\
-#!/bin/sh
-mkdir -p results
-cat > results/uart.xml <<XML
-<?xml version="1.0"?>
-<testsuite name="uart">
-  <testcase classname="tests.test_uart" name="test_baud" time="0.5"/>
-  <testcase classname="tests.test_uart" name="test_echo" time="1.25">
-    <failure message="assert 'x' == 'y'">$PWD/tests/test_uart.py:42: AssertionError</failure>
-  </testcase>
-  <testcase classname="tests.test_uart" name="test_dma"><skipped message="no DMA here"/></testcase>
-</testsuite>
-XML
-printf '<testsuite><testcase name="cut"' > results/broken.xml
-ln -s /etc/passwd results/passwd.xml
-exit 1
-"""
 
 
 async def test_junit_results_become_a_table_and_an_annotation_on_the_failing_line(

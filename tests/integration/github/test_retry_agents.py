@@ -8,9 +8,8 @@ from sqlalchemy import select
 
 from kerrigan.store.models import JobRow
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness
-from tests.integration.github.test_runner_agent import (  # the agents fixture, and how to start them
+from tests.integration.runner.agents import (
     AgentFactory,
-    agents,  # noqa: F401
     completed,
     start_both,
 )
@@ -45,7 +44,7 @@ async def jobs(harness: Harness) -> list[JobRow]:
 
 async def test_a_device_fault_is_retried_on_another_device_to_a_green_check_run(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
 ) -> None:
     [run] = await harness.push_commit(commit("none yet"))
     [first] = await jobs(harness)

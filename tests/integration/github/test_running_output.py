@@ -12,8 +12,8 @@ from kerrigan.store.check_runs import OUTPUT_VERSION_EVERY
 from kerrigan.store.leases import leased_devices
 from kerrigan.store.models import SessionRow
 from kerrigan.store.runners import create_runner_token
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.waiting import wait_until
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, push_payload
 
 MANIFEST = (

@@ -12,14 +12,13 @@ from kerrigan.app import METRICS
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.github.conftest import Harness, StartApp, settings_for
-from tests.integration.github.test_runner_agent import (
+from tests.integration.runner.agents import (
     AgentFactory,
     completed,
     job_rows,
     smoke_commit,
     start_both,
 )
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from multidict import CIMultiDictProxy
 
+from kerrigan.testing.clock import FakeTime
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.github.limits import PRIMARY, SECONDARY_CONCURRENCY, SECONDARY_CONTENT
 from tests.integration.conftest import mint_token, token_auth
@@ -21,20 +22,10 @@ LISTING = f"/repos/{REPO}/contents/.kerrigan/workflows"
 SMOKE_FILE = f"{LISTING}/hil-smoke.yml"
 
 
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock(github: GitHubStandIn) -> Clock:
+def clock(github: GitHubStandIn) -> FakeTime:
     """The ``github`` fixture enforcing its limits on a clock the test moves."""
-    moved = Clock()
+    moved = FakeTime(1_800_000_000.0)
     github.limits.enabled = True
     github.limits.clock = moved
     return moved
@@ -75,7 +66,7 @@ async def test_without_limits_answers_carry_no_rate_limit_headers(
 
 
 async def test_every_answer_to_an_installation_token_announces_the_primary_limit(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     await get(api_session, github, installation_token, LISTING)
     _, headers, _ = await get(api_session, github, installation_token, SMOKE_FILE)
@@ -89,7 +80,7 @@ async def test_every_answer_to_an_installation_token_announces_the_primary_limit
 
 
 async def test_a_spent_primary_limit_is_refused_until_the_window_resets(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     github.limits.primary_limit = 2
     statuses = [(await get(api_session, github, installation_token, LISTING))[0] for _ in range(3)]
@@ -107,7 +98,7 @@ async def test_a_spent_primary_limit_is_refused_until_the_window_resets(
 
 
 async def test_the_primary_limit_is_per_installation(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     github.add_installation(2, "mona")
     github.add_repository("mona/firmware", 2)
@@ -119,7 +110,7 @@ async def test_the_primary_limit_is_per_installation(
 
 
 async def test_asking_what_is_left_costs_nothing_and_says_it(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     await get(api_session, github, installation_token, LISTING)
     for _ in range(2):
@@ -140,7 +131,7 @@ async def test_asking_what_is_left_costs_nothing_and_says_it(
 
 
 async def test_more_than_80_content_creating_requests_a_minute_are_refused_with_retry_after(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     statuses = [(await comment(api_session, github, installation_token))[0] for _ in range(80)]
     status, answer = await comment(api_session, github, installation_token)
@@ -156,7 +147,7 @@ async def test_more_than_80_content_creating_requests_a_minute_are_refused_with_
 
 
 async def test_minting_and_revoking_tokens_are_not_content_creating(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     github.limits.content_per_minute = 1
     for _ in range(3):
@@ -169,7 +160,7 @@ async def test_minting_and_revoking_tokens_are_not_content_creating(
 
 
 async def test_a_secondary_limit_may_come_without_retry_after(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     github.limits.content_per_minute = 1
     github.limits.secondary_retry_after = None
@@ -180,7 +171,7 @@ async def test_a_secondary_limit_may_come_without_retry_after(
 
 
 async def test_more_concurrent_requests_than_allowed_are_refused(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     github.limits.concurrent_limit = 2
     held = github.faults.inject("GET", "/contents/", delay_s=2.0, times=2)
@@ -199,7 +190,7 @@ async def test_more_concurrent_requests_than_allowed_are_refused(
 
 
 async def test_a_get_naming_the_current_etag_is_answered_304_without_costing_a_request(
-    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: Clock
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
 ) -> None:
     status, headers, _ = await get(api_session, github, installation_token, LISTING)
     assert (status, headers["ETag"].startswith('W/"')) == (200, True)

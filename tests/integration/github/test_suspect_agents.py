@@ -9,13 +9,12 @@ from datetime import timedelta
 from kerrigan.core.inventory import DeviceState
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import set_state
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_runner_agent import (
+from tests.integration.runner.agents import (
     BOOT,
     AgentFactory,
-    agents,  # noqa: F401 -- the fixture
     completed,
     smoke_commit,
     start_both,
@@ -28,7 +27,7 @@ FAILS_ON_REDBOX = (
 
 async def test_a_failed_check_run_names_the_suspect_board_with_its_numbers(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     clock: FakeClock,
 ) -> None:
     db = harness.database

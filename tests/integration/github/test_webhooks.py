@@ -12,8 +12,8 @@ import pytest
 
 from kerrigan.app import WORKER
 from kerrigan.store.database import Database
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn, signed_headers
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import (
     SECRET,
     SMOKE_SHA,

@@ -13,8 +13,8 @@ import pytest
 from kerrigan.core.inventory import DeviceState
 from kerrigan.store.audit import Change
 from kerrigan.store.inventory import get_device, get_pool, save_device, save_pool
+from kerrigan.testing.clock import FakeClock
 from kerrigan.web.pages.audit import value
-from tests.conftest import FakeClock
 from tests.integration.pages.conftest import OTHER_OWNER, OWNER, READER, Site, needs_chromium, on_sqlite_only
 
 _ROW = re.compile(r"<tbody>(.*?)</tbody>", re.DOTALL)

@@ -18,7 +18,7 @@ import pytest
 
 from kerrigan.store.audit import list_audit
 from kerrigan.store.inventory import get_device
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.pages.conftest import ADMIN, OTHER_OWNER, OWNER, READER, Browser, Site
 from tests.integration.pages.test_pools import field_error, input_value, post_forms, snapshot
 

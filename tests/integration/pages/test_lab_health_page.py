@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from kerrigan.store.lab_health import PoolHealth
 from kerrigan.store.models import DeviceRow, JobRow
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.pages.conftest import READER, Site
 

@@ -27,7 +27,7 @@ from kerrigan.store.models import JobRow, RunnerHostRow
 from kerrigan.store.queue_view import QueueSnapshot, read_queue
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.github.conftest import INSTALLATION
 from tests.integration.pages.conftest import READER, Site, needs_chromium, on_sqlite_only
 

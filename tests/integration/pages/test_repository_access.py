@@ -18,9 +18,9 @@ import pytest
 
 from kerrigan.core.sessions import Session
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.web.reading import HIDDEN
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import REPO
 from tests.integration.pages.conftest import ADMIN, OWNER, READER, Site, StartSite
 from tests.integration.pages.test_session_page import Open, push, reported_session, runner_for, text

@@ -20,8 +20,8 @@ from kerrigan.store.leases import Grant, grant_leases, take_queued_jobs
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
+from kerrigan.testing.clock import FakeClock
 from kerrigan.web.pages.runners import health_view, isolation_line, resource_values, vcpu_seconds
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import INSTALLATION
 from tests.integration.pages.conftest import ADMIN, OWNER, READER, Site, needs_chromium, on_sqlite_only
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 from tests.integration.pages.conftest import READER, Site
 from tests.integration.pages.test_session_page import (
     Open,

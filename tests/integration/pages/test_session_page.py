@@ -20,10 +20,10 @@ from kerrigan.store.database import Database
 from kerrigan.store.models import DeliveryRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.sessions import find_sessions
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import signed_headers
 from kerrigan.testing.waiting import wait_until
 from kerrigan.web.pages.sessions import CHUNKS_PER_PAGE
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import (
     OTHER_SHA,
     REPO,

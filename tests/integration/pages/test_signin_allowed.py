@@ -16,8 +16,8 @@ from sqlalchemy import select
 
 from kerrigan.store.audit import list_audit
 from kerrigan.store.models import SignInRow
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn
-from tests.conftest import FakeClock
 from tests.integration.pages.conftest import ADMIN, OTHER_OWNER, OWNER, READER, Site, StartSite
 
 STRANGER = "mallory"

@@ -16,8 +16,8 @@ from yarl import URL
 from kerrigan.app import create_app
 from kerrigan.store.database import Database
 from kerrigan.store.models import SignInRow
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn
-from tests.conftest import FakeClock
 from tests.integration.github.conftest import settings_for
 from tests.integration.pages.conftest import ADMIN, OWNER, Browser, Site
 

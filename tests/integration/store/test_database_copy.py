@@ -40,7 +40,8 @@ from kerrigan.store.runners import create_runner_token
 from kerrigan.store.secrets import Keyring, secrets_for, set_secret
 from kerrigan.store.signins import create_signin
 from kerrigan.store.tokens import create_token
-from tests.conftest import POSTGRES_ENV, FakeClock, _admin
+from kerrigan.testing.clock import FakeClock
+from tests.conftest import POSTGRES_ENV, _admin
 from tests.integration.api.history_rows import Run, add_session
 from tests.integration.github.conftest import lab, store_inventory
 

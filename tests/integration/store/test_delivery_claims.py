@@ -27,7 +27,7 @@ from kerrigan.store.deliveries import (
     renew_claim,
 )
 from kerrigan.store.models import DeliveryRow
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 LEASE = timedelta(seconds=30)
 

@@ -16,8 +16,8 @@ from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.database import Database
 from kerrigan.store.history import Pruned, prune_history
 from kerrigan.store.models import JobLogRow, JobRow, SessionRow
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.waiting import wait_until
-from tests.conftest import FakeClock
 from tests.integration.api.history_rows import Run, add_session
 
 

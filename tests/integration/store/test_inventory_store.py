@@ -43,7 +43,7 @@ from kerrigan.store.label_keys import delete_label_key, label_keys, put_label_ke
 from kerrigan.store.models import ApiTokenRow, Base
 from kerrigan.store.tokens import create_token, login_for_token, revoke_tokens, token_hash
 from kerrigan.testing.builders import device, pool
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "fixtures" / "inventory" / "lab.yml"

@@ -16,7 +16,7 @@ from kerrigan.store.sessions import create_session
 from kerrigan.store.signals import Fact, JobEnded, JobMoved, JobStarted
 from kerrigan.store.transitions import move_job
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 
 async def test_a_failed_job_given_another_attempt_is_counted_as_ending_once(

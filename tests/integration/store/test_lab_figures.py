@@ -15,7 +15,7 @@ from kerrigan.store.models import DeviceRow, PoolRow, RunnerHostRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.store.transitions import record_version
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 BLUEBOX = {"tasks": [{"id": "boot", "requested": {"labels": {"kerrigan.target_id": ["modalix-bluebox"]}}}]}
 NOWHERE = {"tasks": [{"id": "boot", "requested": {"labels": {"kerrigan.target_id": ["no-such-board"]}}}]}

@@ -16,7 +16,7 @@ from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.store.suspects import SuspectTracker, task_key
 from kerrigan.testing import builders
-from tests.conftest import FakeClock
+from kerrigan.testing.clock import FakeClock
 
 PEERS = ("bluebox", "greenbox", "whitebox", "blackbox", "pinkbox")
 

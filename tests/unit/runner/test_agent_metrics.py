@@ -8,14 +8,12 @@ import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
-from prometheus_client.parser import text_string_to_metric_families
 
 from kerrigan.core.host_capacity import HostLimits
 from kerrigan.runner.agent import Agent, AgentSettings
@@ -23,39 +21,10 @@ from kerrigan.runner.isolation.probe import HostFacts
 from kerrigan.runner.metrics import MetricsAddressError, MetricsServer, agent_registry
 from kerrigan.runner.records import JobRecord
 from kerrigan.testing.waiting import wait_until
-from tests.unit.runner.test_topology import write_sysfs
+from tests.unit.runner.metrics_scrape import scrape
+from tests.unit.runner.sysfs import write_sysfs
 
 NOWHERE = "http://127.0.0.1:9"  # nothing listens on the discard port: registering waits, and goes on waiting
-
-
-@dataclass(frozen=True)
-class Scrape:
-    """One scrape of an agent's ``/metrics``, parsed by the Prometheus client's own parser."""
-
-    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-    def value(self, name: str, **labels: str) -> float:
-        """The sample ``name`` with exactly these labels (KeyError when it is not exposed)."""
-        return self.samples[(name, tuple(sorted(labels.items())))]
-
-    def names(self) -> set[str]:
-        return {name for name, _ in self.samples}
-
-
-async def scrape(http: aiohttp.ClientSession, port: int | None) -> Scrape:
-    """``GET http://127.0.0.1:<port>/metrics``, checked to be the text exposition, parsed."""
-    assert port is not None, "the agent serves no metrics"
-    async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
-        assert response.status == 200
-        # The text exposition (a scraper asking for OpenMetrics by Accept gets that instead).
-        assert response.headers["Content-Type"].startswith("text/plain; version=")
-        text = await response.text()
-    samples = {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-    return Scrape(samples)
 
 
 def settings(tmp_path: Path, **overrides: Any) -> AgentSettings:

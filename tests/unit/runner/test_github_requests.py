@@ -13,21 +13,7 @@ from kerrigan.runner.github_requests import (
     github_headers,
     with_retries,
 )
-
-
-class FakeTime:
-    """A monotonic clock that only moves when the code under test sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from kerrigan.testing.clock import FakeTime
 
 
 class Answers:
@@ -77,10 +63,10 @@ def test_every_request_names_the_api_version_and_the_runner_and_carries_the_toke
 async def test_a_passing_failure_is_sent_again_after_the_wait_githubs_rules_give(
     failure: GitHubRequestError, waited: float
 ) -> None:
-    time = FakeTime()
+    time = FakeTime(0.0)
     request = Answers(failure)
     result = await with_retries(
-        request.send, RetryBudget(300, base_s=0.1), "GET x", clock=time.clock, sleep=time.sleep
+        request.send, RetryBudget(300, base_s=0.1), "GET x", clock=time, sleep=time.sleep
     )
     assert result == "done"
     assert request.sent == 2
@@ -99,20 +85,20 @@ async def test_a_passing_failure_is_sent_again_after_the_wait_githubs_rules_give
     ],
 )
 async def test_a_final_answer_is_raised_at_once(failure: GitHubRequestError) -> None:
-    time = FakeTime()
+    time = FakeTime(0.0)
     request = Answers(failure)
     with pytest.raises(GitHubRequestError) as raised:
-        await with_retries(request.send, RetryBudget(300), "GET x", clock=time.clock, sleep=time.sleep)
+        await with_retries(request.send, RetryBudget(300), "GET x", clock=time, sleep=time.sleep)
     assert raised.value is failure
     assert request.sent == 1
     assert time.slept == []
 
 
 async def test_failures_in_a_row_are_each_waited_out_until_the_request_succeeds() -> None:
-    time = FakeTime()
+    time = FakeTime(0.0)
     request = Answers(answer(502), answer(None), answer(403, {"Retry-After": "1"}, SECONDARY))
     result = await with_retries(
-        request.send, RetryBudget(300, base_s=0.1), "GET x", clock=time.clock, sleep=time.sleep
+        request.send, RetryBudget(300, base_s=0.1), "GET x", clock=time, sleep=time.sleep
     )
     assert result == "done"
     assert request.sent == 4
@@ -122,21 +108,19 @@ async def test_failures_in_a_row_are_each_waited_out_until_the_request_succeeds(
 
 
 async def test_the_request_gives_up_when_the_next_wait_would_overrun_the_budget() -> None:
-    time = FakeTime()
+    time = FakeTime(0.0)
     request = Answers(*(answer(502, message="Bad Gateway") for _ in range(100)))
     with pytest.raises(GitHubRequestError, match=r"^502: Bad Gateway \(gave up after \d+ tries in \d+ s\)$"):
-        await with_retries(
-            request.send, RetryBudget(10, base_s=1.0), "GET x", clock=time.clock, sleep=time.sleep
-        )
+        await with_retries(request.send, RetryBudget(10, base_s=1.0), "GET x", clock=time, sleep=time.sleep)
     assert sum(time.slept) <= 10
     assert 2 <= request.sent < 100
 
 
 async def test_a_budget_of_zero_sends_once() -> None:
-    time = FakeTime()
+    time = FakeTime(0.0)
     request = Answers(answer(502))
     with pytest.raises(GitHubRequestError, match=r"^502$"):
-        await with_retries(request.send, RetryBudget(0), "GET x", clock=time.clock, sleep=time.sleep)
+        await with_retries(request.send, RetryBudget(0), "GET x", clock=time, sleep=time.sleep)
     assert request.sent == 1
 
 

@@ -27,7 +27,7 @@ from kerrigan.runner.isolation.probe import (
 )
 from kerrigan.runner.isolation.users import NoJobUserError, UserRange, allocate, ids_in_use
 from kerrigan.runner.records import JobRecord
-from tests.unit.runner.test_topology import SNAPSHOTS
+from tests.unit.runner.sysfs import SNAPSHOTS
 
 USERS = UserRange(61000, 61183)
 GIB = 1 << 30

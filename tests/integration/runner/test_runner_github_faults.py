@@ -16,9 +16,8 @@ import kerrigan
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.store.jobs import request_cancel
 from tests.integration.github.conftest import OTHER_SHA, REPO, Harness
-from tests.integration.github.test_runner_agent import (
+from tests.integration.runner.agents import (
     AgentFactory,
-    agents,  # noqa: F401 -- the fixture
     big_claim_commit,
     completed,
     job_rows,
@@ -67,7 +66,7 @@ async def refused_by_github(harness: Harness, token: str) -> bool:
 
 async def test_a_download_meeting_a_502_a_dropped_connection_and_a_secondary_limit_still_runs_the_job(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     faults = harness.github.faults
     injected = [
@@ -88,7 +87,7 @@ async def test_a_download_meeting_a_502_a_dropped_connection_and_a_secondary_lim
 
 async def test_a_download_github_answers_404_fails_the_job_at_once(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     harness.github.faults.inject("GET", "/tarball/", status=404, times=None)
     await start_both(harness, agents, **QUICK)
@@ -107,7 +106,7 @@ async def test_a_download_github_answers_404_fails_the_job_at_once(
 
 async def test_every_jobs_token_is_revoked_when_it_ends_and_github_refuses_it_afterwards(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     await start_both(harness, agents, **QUICK)
     [run] = await harness.push_commit(smoke_commit())
@@ -124,7 +123,7 @@ async def test_every_jobs_token_is_revoked_when_it_ends_and_github_refuses_it_af
 
 async def test_every_request_to_github_names_the_api_version_and_the_runner(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     await start_both(harness, agents, **QUICK)
     [run] = await harness.push_commit(smoke_commit())
@@ -143,7 +142,7 @@ async def test_every_request_to_github_names_the_api_version_and_the_runner(
 
 async def test_a_cancelled_jobs_token_is_revoked(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     await start_both(harness, agents, kill_grace_s=0.5, **QUICK)
     hang = "#!/bin/sh\necho started\nsleep 300\n"
@@ -166,7 +165,7 @@ async def test_a_cancelled_jobs_token_is_revoked(
 
 async def test_a_revocation_meeting_a_server_error_is_sent_again(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     fault = harness.github.faults.inject("DELETE", "/installation/token$", status=502)
     await start_both(harness, agents, **QUICK)
@@ -182,7 +181,7 @@ async def test_a_revocation_meeting_a_server_error_is_sent_again(
 
 async def test_a_slow_revocation_does_not_hold_up_the_jobs_end(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811 -- the fixture
+    agents: AgentFactory,
 ) -> None:
     # GitHub takes its time over each revocation: the job's end reaches the server (and the check run)
     # while the revocation still waits for its answer.

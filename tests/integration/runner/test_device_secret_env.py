@@ -12,11 +12,9 @@ from sqlalchemy import select
 
 from kerrigan.runner.devices_file import load_devices_file
 from kerrigan.store.models import JobLogRow, JobResultRow
-from tests.integration.github.conftest import FORK_SHA, REPO, Harness, webhook
-from tests.integration.github.test_comments import MAINTAINER, comment
-from tests.integration.github.test_runner_agent import (  # the agents fixture, and how to start them
+from tests.integration.github.conftest import FORK_SHA, MAINTAINER, REPO, Harness, comment, webhook
+from tests.integration.runner.agents import (
     AgentFactory,
-    agents,  # noqa: F401
     completed,
     tokens,
 )
@@ -83,7 +81,7 @@ async def stored_results(harness: Harness) -> dict[str, Any]:
 
 async def test_a_fork_approved_without_secrets_gets_the_devices_env_but_not_its_secret_env(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     tmp_path: Path,
 ) -> None:
     output = await fork_session_after(harness, agents, tmp_path, "/kerrigan approve")
@@ -99,7 +97,7 @@ async def test_a_fork_approved_without_secrets_gets_the_devices_env_but_not_its_
 
 async def test_a_fork_approved_with_secrets_gets_secret_env_masked_in_its_output_and_results(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     tmp_path: Path,
 ) -> None:
     output = await fork_session_after(harness, agents, tmp_path, "/kerrigan approve secrets")

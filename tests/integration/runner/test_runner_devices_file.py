@@ -11,9 +11,8 @@ import pytest
 from kerrigan.runner.devices_file import load_devices_file
 from kerrigan.store.runners import HostReport, host_report
 from tests.integration.github.conftest import Harness, manifest_files
-from tests.integration.github.test_runner_agent import (  # the agents fixture, and how to start them
+from tests.integration.runner.agents import (
     AgentFactory,
-    agents,  # noqa: F401
     completed,
     tokens,
 )
@@ -32,7 +31,7 @@ def devices_file(tmp_path: Path, text: str) -> Path:
 
 async def test_a_device_whose_path_is_absent_is_missing_and_takes_no_job_until_the_path_appears(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     tmp_path: Path,
 ) -> None:
     tty = tmp_path / "ttyUSB-bluebox"
@@ -76,7 +75,7 @@ async def test_a_device_whose_path_is_absent_is_missing_and_takes_no_job_until_t
 
 async def test_a_device_the_server_does_not_list_for_the_host_is_a_warning_and_never_reported(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -103,7 +102,7 @@ async def test_a_device_the_server_does_not_list_for_the_host_is_a_warning_and_n
 
 async def test_a_job_on_a_device_gets_the_devices_env_from_the_file(
     harness: Harness,
-    agents: AgentFactory,  # noqa: F811
+    agents: AgentFactory,
     tmp_path: Path,
 ) -> None:
     tty = tmp_path / "ttyUSB-bluebox"

@@ -16,8 +16,7 @@ from kerrigan.store.jobs import output
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import Harness, StartApp, settings_for
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, markers, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import AgentFactory, completed, job_rows, markers, start_both
 
 CAP = 1 << 20  # the server's KERRIGAN_OUTPUT_MAX_BYTES here
 

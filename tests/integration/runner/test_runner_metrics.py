@@ -21,7 +21,7 @@ from kerrigan.store.runners import create_runner_token
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import Harness, settings_for
-from tests.unit.runner.test_agent_metrics import Scrape, scrape
+from tests.unit.runner.metrics_scrape import Scrape, scrape
 
 HOST = "lab-a-01"  # modalix-bluebox's host
 

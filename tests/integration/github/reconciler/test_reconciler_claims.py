@@ -1,7 +1,7 @@
 """The reconciler's claims on check runs: two reconcilers never send one check run at once; one whose
 claim was taken over writes nothing, to the database or to GitHub; a stopped one's claim is taken up after
-its lease; nothing is lost across a restart. On SQLite and PostgreSQL (see test_reconciler_faults.py for
-the rig and the watched stand-in)."""
+its lease; nothing is lost across a restart. On SQLite and PostgreSQL (see rig.py for the rig and the
+watched stand-in)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from datetime import timedelta
 from kerrigan.core.lifecycle import JobState
 from kerrigan.store import check_runs
 from kerrigan.store.database import Database
-from tests.integration.github import test_reconciler_faults as faults
-from tests.integration.github.test_reconciler_faults import (
+from tests.integration.github.reconciler.rig import (
     CREATE,
     UPDATE,
     Rig,
@@ -26,9 +25,6 @@ from tests.integration.github.test_reconciler_faults import (
     ticking,
     until,
 )
-
-github = faults.github  # the watched stand-in, and the rig on it
-rig = faults.rig
 
 
 async def test_two_reconcilers_on_one_database_never_send_one_check_run_at_once(rig: Rig) -> None:

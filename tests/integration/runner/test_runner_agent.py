@@ -8,12 +8,11 @@ the scripts and reports; the check run completes with both jobs' output.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,94 +27,21 @@ from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.workspaces import WorkspaceStore
 from kerrigan.store.jobs import output
 from kerrigan.store.models import JobRow
-from kerrigan.store.runners import create_runner_token, host_report
+from kerrigan.store.runners import host_report
 from kerrigan.store.tokens import create_token
-from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.waiting import wait_until
-from tests.integration.github.conftest import OTHER_SHA, REPO, Harness, manifest_files
-from tests.unit.runner.test_topology import write_sysfs
-
-SMOKE = (
-    "#!/bin/sh\n"
-    'echo "smoke on $KERRIGAN_DEVICE_ID ($KERRIGAN_DEVICE_BOARD)"\n'
-    'echo "token ${GITHUB_TOKEN:+set}"\n'
+from tests.integration.github.conftest import OTHER_SHA, REPO, Harness
+from tests.integration.runner.agents import (
+    AgentFactory,
+    big_claim_commit,
+    completed,
+    job_rows,
+    markers,
+    smoke_commit,
+    start_both,
+    tokens,
 )
-BOOT = '#!/bin/sh\necho "boot $GITHUB_REPOSITORY@$GITHUB_SHA cpus $KERRIGAN_CPUS"\nexit 0\n'
-
-AgentFactory = Callable[..., Agent]
-
-
-@pytest.fixture
-async def agents(harness: Harness, tmp_path: Path) -> AsyncIterator[AgentFactory]:
-    """Start an agent for a runner host (stopped at the end of the test)."""
-    tasks: list[asyncio.Task[None]] = []
-    async with aiohttp.ClientSession() as http:
-        made: list[Agent] = []
-
-        def start(host: str, token: str, **overrides: Any) -> Agent:
-            settings = AgentSettings(
-                server_url=str(harness.client.make_url("")),
-                token=token,
-                host_id=host,
-                work_dir=tmp_path / host,
-                disk=overrides.pop("disk", DiskPolicy(0)),
-                heartbeat_s=0.2,
-                kill_grace_s=overrides.pop("kill_grace_s", 2.0),
-                systemd_scope="never",
-                job_users=overrides.pop("job_users", None) or spare_job_users(),  # each agent its own
-                **overrides,
-            )
-            agent = Agent(settings, http)
-            made.append(agent)
-            tasks.append(asyncio.create_task(agent.run()))
-            return agent
-
-        yield start
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def tokens(harness: Harness, *hosts: str) -> dict[str, str]:
-    found = {}
-    async with harness.database.sessions() as session, session.begin():
-        for host in hosts:
-            found[host] = await create_runner_token(session, host, harness.database.clock())
-    return found
-
-
-async def job_rows(harness: Harness) -> list[JobRow]:
-    async with harness.database.sessions() as session:
-        from sqlalchemy import select
-
-        return list((await session.scalars(select(JobRow).order_by(JobRow.pk))).all())
-
-
-async def start_both(harness: Harness, agents: AgentFactory, **overrides: Any) -> list[Agent]:
-    """An agent for each of the lab's runner hosts lab-a-01 and lab-a-02."""
-    hosts = await tokens(harness, "lab-a-01", "lab-a-02")
-    return [agents(host, token, **overrides) for host, token in hosts.items()]
-
-
-async def completed(harness: Harness, run: dict[str, Any], timeout: float = 30) -> None:
-    """Wait until the check run is completed."""
-
-    async def done() -> bool:
-        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
-
-    await harness.wait_until(done, timeout=timeout)
-
-
-def markers(tmp_path: Path, name: str) -> list[Path]:
-    """The files named ``name`` jobs wrote in their workspaces (the one place outside their private /tmp
-    a job user may write and the test may read)."""
-    return sorted(tmp_path.glob(f"*/workspaces/*/{name}"))
-
-
-def smoke_commit(smoke: str = SMOKE, boot: str = BOOT) -> dict[str, str]:
-    return manifest_files("hil-smoke.yml") | {"scripts/smoke.sh": smoke, "scripts/boot.sh": boot}
+from tests.unit.runner.sysfs import write_sysfs
 
 
 async def test_a_push_runs_on_the_agents_and_the_check_run_ends_success_with_both_outputs(
@@ -267,22 +193,6 @@ def test_job_environment_carries_the_offer_and_not_the_agents_settings() -> None
     assert json.loads(env["KERRIGAN_DEVICE_LABELS"]) == {"sdk": "2.2.0"}
     assert env["KERRIGAN_CPUS"] == "2-3"
     assert env["PATH"] == "/bin"
-
-
-def big_claim_commit(vcpus: int) -> dict[str, str]:
-    manifest = (
-        "name: big\n"
-        "on: {push: {branches: [main]}}\n"
-        "scheduling:\n"
-        "  labels: {sdk: '2.2.0', form_factor: som}\n"
-        "  queue_wait_limit_s: 600\n"
-        "tasks:\n"
-        "  - id: build\n"
-        "    run: ./scripts/smoke.sh\n"
-        f"    vcpus: {vcpus}\n"
-        "    requirements: {tags: [uart-debug]}\n"
-    )
-    return {".kerrigan/workflows/big.yml": manifest, "scripts/smoke.sh": SMOKE}
 
 
 async def test_a_claim_no_host_can_fit_fails_at_once_naming_the_hosts_cpus(

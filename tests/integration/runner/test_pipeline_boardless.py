@@ -13,9 +13,7 @@ from kerrigan.store.leases import leased_devices
 from kerrigan.store.models import HostLeaseRow, JobRow
 from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_pipelines import job_output
-from tests.integration.github.test_runner_agent import AgentFactory, completed, job_rows, start_both
-from tests.integration.github.test_runner_agent import agents as agents  # noqa: PLC0414 -- a fixture
+from tests.integration.runner.agents import AgentFactory, completed, job_output, job_rows, start_both
 
 PIPELINE = """\
 name: build-then-test

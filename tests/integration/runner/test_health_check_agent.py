@@ -16,9 +16,7 @@ from kerrigan.store.audit import Change
 from kerrigan.store.inventory import get_device, load_inventory, save_device
 from kerrigan.store.tokens import create_token
 from tests.integration.github.conftest import Harness
-from tests.integration.github.test_runner_agent import AgentFactory, agents, start_both
-
-__all__ = ["agents"]  # the fixture, used by name
+from tests.integration.runner.agents import AgentFactory, start_both
 
 DEVICE = "modalix-bluebox"
 POOL = Requirements({"kerrigan.pool_id": LabelRequirement("kerrigan.pool_id", ("sdk-2-2-som",))})
