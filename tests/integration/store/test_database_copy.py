@@ -29,6 +29,7 @@ from kerrigan.store.label_keys import put_label_key
 from kerrigan.store.models import (
     ApprovalRow,
     DeviceLeaseRow,
+    HostLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
     JobResultRow,
@@ -107,6 +108,18 @@ async def populate(db: Database, clock: FakeClock) -> None:
             holder_settings={"BAUD": "115200"},
         )
         session.add(reservation)
+        build_session, [build_job] = await add_session(  # a job with board: none, on a host's room
+            session, now, state=SessionState.IN_PROGRESS, conclusion=None, runs=(Run(state="running"),)
+        )
+        session.add(
+            HostLeaseRow(
+                job_pk=build_job,
+                session_id=build_session,
+                host="lab-a-02",
+                granted_at=now,
+                expires_at=now + timedelta(minutes=1),
+            )
+        )
         session.add(
             ApprovalRow(
                 comment_id=9_000_000_001,
@@ -213,7 +226,7 @@ async def test_every_table_is_copied_as_it_is_and_new_rows_get_new_keys(
             assert pool.pk > int(
                 await session.scalar(select(func.max(PoolRow.pk)).where(PoolRow.id != "after-copy")) or 0
             )
-            assert await session.scalar(select(func.count()).select_from(SessionRow)) == 5
+            assert await session.scalar(select(func.count()).select_from(SessionRow)) == 6
     finally:
         await copied.close()
 
@@ -314,15 +327,15 @@ async def test_the_command_copies_prints_each_tables_counts_and_says_they_match(
     done = _kerrigan(database_url, tmp_path, "--to", target_url)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "jobs: 7 rows copied, 0 already there" in lines
+    assert "jobs: 8 rows copied, 0 already there" in lines
     assert lines[-1].startswith("copied to sqlite+aiosqlite:///")
     assert lines[-1].endswith("every count matches")
     header = next(line for line in lines if line.startswith("TABLE"))
     assert header.split() == ["TABLE", "SOURCE", "TARGET"]
-    assert any(line.split() == ["jobs", "7", "7"] for line in lines)
+    assert any(line.split() == ["jobs", "8", "8"] for line in lines)
     again = _kerrigan(database_url, tmp_path, "--to", target_url)  # run again: nothing more to do
     assert again.returncode == 0, again.stderr
-    assert "jobs: 0 rows copied, 7 already there" in again.stdout.splitlines()
+    assert "jobs: 0 rows copied, 8 already there" in again.stdout.splitlines()
 
 
 @sqlite_only
