@@ -38,7 +38,7 @@ from kerrigan.store.database import (
     schema_ahead,
     utc_now,
 )
-from kerrigan.store.history import Pruned, prune_history
+from kerrigan.store.retention import Pruned, prune_history
 from kerrigan.store.transition_log import log_transition
 from kerrigan.web.api import create_api
 from kerrigan.web.api.secrets import (
