@@ -22,12 +22,12 @@ from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.dispatch.results import ResultsUpload
 from kerrigan.github.client import answer_of
 from kerrigan.github.delivery_worker import DeliveryWorker
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.installations import RepositoryDiscovery
 from kerrigan.github.people import GitHubPeople
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.routes.comments import may_cancel
-from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import MAX_BODY, WebhookReceiver
 from kerrigan.logs import fresh_log_context
 from kerrigan.store.database import (

@@ -17,8 +17,8 @@ import structlog
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import PayloadError
-from kerrigan.github.sessions import GitHubApp
 from kerrigan.github.webhooks import WebhookReceiver, counted_event, read_payload
 from kerrigan.metrics import WEBHOOK_DELIVERIES
 from kerrigan.store.deliveries import (

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from kerrigan.config import Settings
 from kerrigan.github.delivery_worker import DeliveryWorker
-from kerrigan.github.sessions import GitHubApp
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import (
     ClaimLostError,
