@@ -190,7 +190,7 @@ class DispatchPlan:
 
 
 GATE_TIER, RESERVATION_TIER, AGED_TIER, NEWER_TIER, BACKGROUND_TIER = range(5)
-Rank = tuple[int, float, float, int, str]
+Rank = tuple[int, float, float, int, str, QueuedJob]
 # Read once: an enum member looked up on its class costs as much as the rest of a rank, which a round
 # works out for every job it reaches.
 _GATE: Final = Priority.GATE
@@ -203,7 +203,8 @@ def rank(job: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> Rank
     Its tier first: seed 003's four (gate, heads waiting :data:`AGING_S` or more, newer heads, background)
     with people's reservations between gate work and the rest. Newer heads rotate between repositories: the
     repository's last dispatch, least recent first; every other tier keeps arrival order. Then when it
-    became ready, its arrival and its id, so no two jobs tie.
+    became ready, its arrival and its id, so no two jobs tie; the job itself last (never compared), so a
+    round's heap holds ranks as they are.
     """
     priority = job.priority
     if priority is _GATE:
@@ -215,8 +216,8 @@ def rank(job: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> Rank
     elif now - job.ready_at >= AGING_S:
         tier = AGED_TIER
     else:
-        return (NEWER_TIER, last_dispatch.get(job.repository, NEVER), job.ready_at, job.arrival, job.id)
-    return (tier, job.ready_at, job.ready_at, job.arrival, job.id)
+        return (NEWER_TIER, last_dispatch.get(job.repository, NEVER), job.ready_at, job.arrival, job.id, job)
+    return (tier, job.ready_at, job.ready_at, job.arrival, job.id, job)
 
 
 def order_heads(
@@ -345,7 +346,7 @@ class DispatchRound:
         """Decide every job: the heads in queue order while anything is left to take, then the rest."""
         now, last, lines, decided = self.now, self.last, self.lines, self.decided
         free, unassigned, room, waiting = self.free, self.unassigned, self.room, self.waiting
-        heap = [(*rank(line[0], now, last), line[0]) for line in lines.values()]
+        heap = [rank(line[0], now, last) for line in lines.values()]
         heapq.heapify(heap)
         while heap and (free or (self.boardless_left and (self.roomy or self.unbounded))):
             head = heapq.heappop(heap)[-1]
@@ -368,7 +369,7 @@ class DispatchRound:
             line = lines[head.repository]
             at = decided[head.repository] = decided[head.repository] + 1
             if at < len(line):
-                heapq.heappush(heap, (*rank(line[at], now, last), line[at]))
+                heapq.heappush(heap, rank(line[at], now, last))
         self._unreached()
         order = QueueOrder(self.started, self.queue, waiting, now=now, last_dispatch=last)
         return DispatchPlan(tuple(self.assignments), waiting, order, self.gangs, tuple(self.placed))
@@ -590,7 +591,7 @@ class QueueOrder(Sequence[str]):
     def _ids(self) -> tuple[str, ...]:
         now, last, waiting = self._now, self._last, self._waiting
         ranks = sorted([rank(job, now, last) for job in self._queue if job.id in waiting])
-        return (*self._started, *(ranked[-1] for ranked in ranks))
+        return (*self._started, *(ranked[-1].id for ranked in ranks))
 
     @overload
     def __getitem__(self, index: int) -> str: ...
