@@ -21,13 +21,14 @@ from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.dispatch.protocol import RunnerProtocol
 from kerrigan.dispatch.results import ResultsUpload
 from kerrigan.github.client import answer_of
+from kerrigan.github.delivery_worker import DeliveryWorker
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.installations import RepositoryDiscovery
 from kerrigan.github.people import GitHubPeople
 from kerrigan.github.reconciler import Reconciler
 from kerrigan.github.routes import router
 from kerrigan.github.routes.comments import may_cancel
-from kerrigan.github.sessions import GitHubApp
-from kerrigan.github.webhooks import MAX_BODY, DeliveryWorker, WebhookReceiver
+from kerrigan.github.webhooks import MAX_BODY, WebhookReceiver
 from kerrigan.logs import fresh_log_context
 from kerrigan.store.database import (
     Clock,
@@ -38,7 +39,7 @@ from kerrigan.store.database import (
     schema_ahead,
     utc_now,
 )
-from kerrigan.store.history import Pruned, prune_history
+from kerrigan.store.retention import Pruned, prune_history
 from kerrigan.store.transition_log import log_transition
 from kerrigan.web.api import create_api
 from kerrigan.web.api.secrets import (

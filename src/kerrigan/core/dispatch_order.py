@@ -190,33 +190,41 @@ class DispatchPlan:
 
 
 GATE_TIER, RESERVATION_TIER, AGED_TIER, NEWER_TIER, BACKGROUND_TIER = range(5)
+Rank = tuple[int, float, float, int, str, QueuedJob]
+# Read once: an enum member looked up on its class costs as much as the rest of a rank, which a round
+# works out for every job it reaches.
+_GATE: Final = Priority.GATE
+_BACKGROUND: Final = Priority.BACKGROUND
 
 
-def _tier(job: QueuedJob, now: float) -> int:
-    """Which tier a head stands in: seed 003's four (gate, aged, newer, background) with people's
-    reservations between gate work and the rest."""
-    if job.priority is Priority.GATE:
-        return GATE_TIER
-    if job.reservation:
-        return RESERVATION_TIER
-    if job.priority is Priority.BACKGROUND:
-        return BACKGROUND_TIER
-    return AGED_TIER if now - job.ready_at >= AGING_S else NEWER_TIER
+def rank(job: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> Rank:
+    """Where a job stands in the queue: the queue-order policy, written once.
 
-
-def _rank(head: QueuedJob, now: float, last_dispatch: Mapping[str, float]) -> tuple[float | str, ...]:
-    """Sort key placing a head in its tier (:func:`_tier`); the id last, so no two heads tie."""
-    tier = _tier(head, now)
-    if tier == NEWER_TIER:  # only newer heads rotate between repositories
-        return (tier, last_dispatch.get(head.repository, NEVER), head.ready_at, head.arrival, head.id)
-    return (tier, head.ready_at, head.arrival, head.id)
+    Its tier first: seed 003's four (gate, heads waiting :data:`AGING_S` or more, newer heads, background)
+    with people's reservations between gate work and the rest. Newer heads rotate between repositories: the
+    repository's last dispatch, least recent first; every other tier keeps arrival order. Then when it
+    became ready, its arrival and its id, so no two jobs tie; the job itself last (never compared), so a
+    round's heap holds ranks as they are.
+    """
+    priority = job.priority
+    if priority is _GATE:
+        tier = GATE_TIER
+    elif job.reservation:
+        tier = RESERVATION_TIER
+    elif priority is _BACKGROUND:
+        tier = BACKGROUND_TIER
+    elif now - job.ready_at >= AGING_S:
+        tier = AGED_TIER
+    else:
+        return (NEWER_TIER, last_dispatch.get(job.repository, NEVER), job.ready_at, job.arrival, job.id, job)
+    return (tier, job.ready_at, job.ready_at, job.arrival, job.id, job)
 
 
 def order_heads(
     heads: Iterable[QueuedJob], now: float, last_dispatch: Mapping[str, float]
 ) -> list[QueuedJob]:
     """Heads in the order they are offered devices."""
-    return sorted(heads, key=lambda head: _rank(head, now, last_dispatch))
+    return sorted(heads, key=lambda head: rank(head, now, last_dispatch))
 
 
 _arrival: Final = attrgetter("ready_at", "arrival", "id")
@@ -237,7 +245,7 @@ def _none_free(job: QueuedJob) -> Waiting:
     return Waiting(WaitKind.DEVICE, None, (), job.roles)
 
 
-def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share the round's state
+def plan_dispatch(
     jobs: Sequence[QueuedJob],
     *,
     now: float,
@@ -255,116 +263,242 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
     ``max_weight`` (a host not listed has room for anything). A gang job's devices must all be on one
     host that ``device_hosts`` names. Boardless jobs are placed on hosts, not devices (``placed``).
     """
-    free = set(free_devices)
-    unassigned = set(free)  # ``free`` and ``reserved``: one look tells most jobs they wait on a device
-    room = dict(session_room)
-    last = dict(last_dispatch)
-    hosts = device_hosts or {}
-    weight = dict(host_room or {})
-    # Sorted once by arrival: each repository's line, and later every tier of the queue order, is a
-    # filter of this list and so comes out sorted without being sorted again.
-    queue = sorted(jobs, key=_arrival)
-    lines: dict[str, list[QueuedJob]] = {}
-    boardless_left = 0  # boardless jobs not decided yet: they need no free device, so the round goes on
-    for job in queue:
-        lines.setdefault(job.repository, []).append(job)
-        if job.boardless:
-            boardless_left += 1
-    # ... while some host has room for one: those with vCPUs left, and any host not reporting max_weight
-    # (room for anything) that a boardless job may use. Jobs of one task share their hosts' tuple.
-    roomy = {host for host, left in weight.items() if left > 0}
-    unbounded = boardless_left > 0 and any(
-        host not in weight
-        for hosts_of in {id(job.hosts): job.hosts for job in queue if job.boardless}.values()
-        for host in hosts_of
-    )
-    assignments: list[tuple[QueuedJob, str]] = []
-    placed: list[tuple[QueuedJob, str]] = []
-    started: list[str] = []  # ids of the jobs that start, in the order they were decided
-    gangs: dict[str, GangPlacement] = {}
-    waiting: dict[str, Waiting] = {}
-    held: dict[str, str] = {}  # runner host -> the blocked head it is held for
-    # Free devices no later job may take this round, and the job each is kept for: those of a held host,
-    # and those set aside for a gang past its grace. Out of ``free`` (its holder is decided already), so
-    # the round ends when no device is left that anyone could take, and one look in C passes over them.
-    reserved: dict[str, str] = {}
-    for_gangs: set[str] = set()  # those of them set aside for a gang
-    # The hosts a gang set devices aside on. One gang a host: each host waits for one gang at a time, so a
-    # lab full of old gangs still runs other work.
-    set_aside_on: set[str] = set()
-    on_host: dict[str, list[str]] = {}  # runner host -> its devices, built at the first hold
+    return DispatchRound(
+        jobs,
+        now=now,
+        free_devices=free_devices,
+        session_room=session_room,
+        last_dispatch=last_dispatch,
+        device_hosts=device_hosts,
+        host_room=host_room,
+    ).plan()
 
-    def hold(host: str, job_id: str) -> None:
-        """Keep a host's free devices for a blocked head until the round ends."""
-        if host in held:
+
+class DispatchRound:
+    """One dispatch decision (:func:`plan_dispatch`): the round's state, and the steps that change it.
+
+    Each repository's line holds one job in a heap at a time, its head, ranked by :func:`rank` with the
+    repository's latest dispatch. Popping a head decides it (a device, a host, or why it waits) and puts
+    the next job of its line in. Every job is decided once: O(n log n), not a fresh sort after every grant.
+    The round ends when nothing is left that any job could take; the jobs not reached then wait, each told
+    why without being ranked one by one.
+    """
+
+    def __init__(
+        self,
+        jobs: Sequence[QueuedJob],
+        *,
+        now: float,
+        free_devices: Iterable[str],
+        session_room: Mapping[str, int],
+        last_dispatch: Mapping[str, float],
+        device_hosts: Mapping[str, str] | None = None,
+        host_room: Mapping[str, int] | None = None,
+    ) -> None:
+        self.now = now
+        self.free = set(free_devices)
+        # ``free`` and ``reserved``: one look tells most jobs they wait on a device.
+        self.unassigned = set(self.free)
+        self.room = dict(session_room)  # devices each session may still take
+        self.last = dict(last_dispatch)  # each repository's last dispatch, this round's grants included
+        self.hosts = device_hosts or {}
+        self.weight = dict(host_room or {})  # vCPUs each host that reports max_weight has left
+        # Sorted once by arrival: each repository's line, and later every tier of the queue order, is a
+        # filter of this list and so comes out sorted without being sorted again.
+        self.queue = sorted(jobs, key=_arrival)
+        self.lines: dict[str, list[QueuedJob]] = {}
+        # Boardless jobs not decided yet need no free device, so the round goes on while one is left and
+        # some host has room for it: those with vCPUs left, and any host not reporting max_weight (room for
+        # anything) that a boardless job may use. Jobs of one task share their hosts' tuple.
+        self.boardless_left = 0
+        boardless: dict[int, tuple[str, ...]] = {}
+        for job in self.queue:
+            self.lines.setdefault(job.repository, []).append(job)
+            if job.boardless:
+                self.boardless_left += 1
+                boardless[id(job.hosts)] = job.hosts
+        self.decided = dict.fromkeys(self.lines, 0)  # a line's head is ``line[decided[repository]]``
+        self.roomy = {host for host, left in self.weight.items() if left > 0}
+        self.unbounded = any(host not in self.weight for hosts in boardless.values() for host in hosts)
+        self.assignments: list[tuple[QueuedJob, str]] = []
+        self.placed: list[tuple[QueuedJob, str]] = []
+        self.started: list[str] = []  # ids of the jobs that start, in the order they were decided
+        self.gangs: dict[str, GangPlacement] = {}
+        self.waiting: dict[str, Waiting] = {}
+        self.held: dict[str, str] = {}  # runner host -> the blocked head it is held for
+        # Free devices no later job may take this round, and the job each is kept for: those of a held
+        # host, and those set aside for a gang past its grace. Out of ``free`` (its holder is decided
+        # already), so the round ends when no device is left that anyone could take, and one look in C
+        # passes over them.
+        self.reserved: dict[str, str] = {}
+        self.for_gangs: set[str] = set()  # those of them set aside for a gang
+        # The hosts a gang set devices aside on. One gang a host: each host waits for one gang at a time,
+        # so a lab full of old gangs still runs other work.
+        self.set_aside_on: set[str] = set()
+        self.on_host: dict[str, list[str]] = {}  # runner host -> its devices, built at the first hold
+        self.on_session: dict[str, Waiting] = {}  # one OWN_SESSION verdict per session, shared by its jobs
+        self.fences: dict[str, Waiting] = {}  # one FENCED verdict per job kept for, shared by those it fences
+        # Per candidate list of boardless jobs: a heap of (-room, place, host) over the hosts that report
+        # max_weight, the others in order, and the jobs the held hosts met are held for (see _place_on_host).
+        self.by_hosts: dict[int, tuple[list[tuple[int, int, str]], tuple[str, ...], list[str]]] = {}
+
+    def plan(self) -> DispatchPlan:
+        """Decide every job: the heads in queue order while anything is left to take, then the rest."""
+        now, last, lines, decided = self.now, self.last, self.lines, self.decided
+        free, unassigned, room, waiting = self.free, self.unassigned, self.room, self.waiting
+        heap = [rank(line[0], now, last) for line in lines.values()]
+        heapq.heapify(heap)
+        while heap and (free or (self.boardless_left and (self.roomy or self.unbounded))):
+            head = heapq.heappop(heap)[-1]
+            if head.boardless:
+                self.boardless_left -= 1
+                why = self._place_on_host(head)
+                if why is not None:
+                    waiting[head.id] = why
+            elif head.roles:
+                if room.get(head.session_id, 0) < len(head.roles):
+                    waiting[head.id] = self._own_session(head.session_id)
+                else:
+                    self._place_gang(head)
+            elif room.get(head.session_id, 0) <= 0:
+                waiting[head.id] = self._own_session(head.session_id)
+            elif unassigned.isdisjoint(head.candidates):  # most heads, when few devices are free: in C
+                waiting[head.id] = _ON_DEVICE
+            else:
+                self._place(head)
+            line = lines[head.repository]
+            at = decided[head.repository] = decided[head.repository] + 1
+            if at < len(line):
+                heapq.heappush(heap, rank(line[at], now, last))
+        self._unreached()
+        order = QueueOrder(self.started, self.queue, waiting, now=now, last_dispatch=last)
+        return DispatchPlan(tuple(self.assignments), waiting, order, self.gangs, tuple(self.placed))
+
+    def _unreached(self) -> None:
+        """No device left free: whoever was not reached waits on a device (or its own session, or a device
+        kept for another job). Those are the rest of each line, past the jobs already decided. With nothing
+        free, what is still unassigned is exactly what is kept. A boardless job among them found every host
+        full: it waits for room (or for a host, having none to use)."""
+        kept = self.unassigned if self.reserved else None
+        room, waiting = self.room, self.waiting
+        for repository, line in self.lines.items():
+            for job in line[self.decided[repository] :]:
+                left = room.get(job.session_id, 0)
+                if job.boardless:
+                    waiting[job.id] = _NO_ROOM if job.hosts else _ON_HOST
+                elif left <= 0 or (job.roles and left < len(job.roles)):
+                    waiting[job.id] = self._own_session(job.session_id)
+                elif kept and not kept.isdisjoint(job.candidates):
+                    waiting[job.id] = self._set_aside_for(job)
+                else:
+                    waiting[job.id] = _none_free(job) if job.roles else _ON_DEVICE
+
+    def _start(self, head: QueuedJob, host: str | None) -> None:
+        """``head`` starts (on ``host``, when one drives its devices): its vCPUs leave the host's room."""
+        self.started.append(head.id)
+        self.last[head.repository] = self.now
+        if host is not None and host in self.weight:
+            self.weight[host] -= head.vcpus  # one claim on the one host, however many devices
+            if self.weight[host] <= 0:
+                self.roomy.discard(host)
+
+    def _take(self, head: QueuedJob, device: str) -> None:
+        self.assignments.append((head, device))
+        self.free.discard(device)
+        self.unassigned.discard(device)
+
+    def _place(self, head: QueuedJob) -> None:
+        """A job of one device: the first free candidate whose host has room for its vCPUs, or why not."""
+        device, why = self._verdict(head)
+        if device is not None:
+            self._take(head, device)
+            self.room[head.session_id] = self.room.get(head.session_id, 0) - 1
+            self._start(head, self.hosts.get(device))
             return
-        held[host] = job_id
-        if not on_host:
-            for device, its_host in hosts.items():
-                on_host.setdefault(its_host, []).append(device)
-        for device in on_host.get(host, ()):
-            if device in free:
-                free.discard(device)
-                reserved[device] = job_id
+        self.waiting[head.id] = why
+        # Blocked for vCPUs (a device of its is free; it may also be fenced by a held host): past its grace
+        # it holds the hosts whose free device it lacks room on. Their devices leave ``free``, so a device
+        # no job has room for does not keep the round going to the end.
+        if why.kind in _FOR_ROOM and self._past_grace(head):
+            for candidate in head.candidates:
+                if candidate in self.free and candidate in self.hosts:
+                    self._hold(self.hosts[candidate], head.id)
 
-    on_session: dict[str, Waiting] = {}  # one OWN_SESSION verdict per session, shared by its jobs
+    def _verdict(self, head: QueuedJob) -> tuple[str | None, Waiting]:
+        if self.free.isdisjoint(head.candidates):
+            return None, self._set_aside_for(head)
+        # A held host's devices are out of ``free``: what is left here is for anyone whose claim fits.
+        for device in [device for device in head.candidates if device in self.free]:
+            host = self.hosts.get(device)
+            if host is None or host not in self.weight or self.weight[host] >= head.vcpus:
+                return device, _ON_DEVICE
+        # As before gangs: a held host fences it; a device set aside for a gang does not, for the job may
+        # still hold the host it lacks vCPUs on.
+        return None, (self.reserved and self._kept_from(head, by_hosts_only=True)) or Waiting(
+            WaitKind.CAPACITY
+        )
 
-    def own_session(session_id: str) -> Waiting:
-        if session_id not in on_session:
-            on_session[session_id] = Waiting(WaitKind.OWN_SESSION, session_id)
-        return on_session[session_id]
+    def _past_grace(self, head: QueuedJob) -> bool:
+        """Whether others may no longer backfill past a blocked ``head`` (a gate job: at once)."""
+        return head.gate or self.now - head.ready_at >= BACKFILL_GRACE_S
 
-    fences: dict[str, Waiting] = {}  # one FENCED verdict per job kept for, shared by those it fences
+    def _hold(self, host: str, job_id: str) -> None:
+        """Keep a host's free devices for a blocked head until the round ends."""
+        if host in self.held:
+            return
+        self.held[host] = job_id
+        if not self.on_host:
+            for device, its_host in self.hosts.items():
+                self.on_host.setdefault(its_host, []).append(device)
+        for device in self.on_host.get(host, ()):
+            if device in self.free:
+                self.free.discard(device)
+                self.reserved[device] = job_id
 
-    def kept_from(job: QueuedJob, *, by_hosts_only: bool = False) -> Waiting | None:
+    def _own_session(self, session_id: str) -> Waiting:
+        if session_id not in self.on_session:
+            self.on_session[session_id] = Waiting(WaitKind.OWN_SESSION, session_id)
+        return self.on_session[session_id]
+
+    def _fenced(self, holder: str) -> Waiting:
+        """FENCED by ``holder``: one verdict per job kept for, shared by those it fences."""
+        if holder not in self.fences:
+            self.fences[holder] = Waiting(WaitKind.FENCED, holder)
+        return self.fences[holder]
+
+    def _kept_from(self, job: QueuedJob, *, by_hosts_only: bool = False) -> Waiting | None:
         """FENCED by the first job one of this job's candidates is kept for (only a held host's, if asked)."""
         for device in job.candidates:
-            holder = reserved.get(device)
-            if holder is not None and not (by_hosts_only and device in for_gangs):
-                if holder not in fences:
-                    fences[holder] = Waiting(WaitKind.FENCED, holder)
-                return fences[holder]
+            holder = self.reserved.get(device)
+            if holder is not None and not (by_hosts_only and device in self.for_gangs):
+                return self._fenced(holder)
         return None
 
-    def set_aside_for(job: QueuedJob) -> Waiting:
+    def _set_aside_for(self, job: QueuedJob) -> Waiting:
         """A job some of whose candidates are kept for another job: fenced by the first such job."""
-        fenced = kept_from(job)
+        fenced = self._kept_from(job)
         if fenced is None:
             raise AssertionError(f"job {job.id}: none of its candidates is kept for another job")
         return fenced
 
-    def verdict(head: QueuedJob) -> tuple[str | None, Waiting]:
-        if unassigned.isdisjoint(head.candidates):  # most heads, when few devices are free: checked in C
-            return None, _ON_DEVICE
-        if free.isdisjoint(head.candidates):
-            return None, set_aside_for(head)
-        # A held host's devices are out of ``free``: what is left here is for anyone whose claim fits.
-        for device in [device for device in head.candidates if device in free]:
-            host = hosts.get(device)
-            if host is None or host not in weight or weight[host] >= head.vcpus:
-                return device, _ON_DEVICE
-        # As before gangs: a held host fences it; a device set aside for a gang does not, for the job may
-        # still hold the host it lacks vCPUs on.
-        return None, (reserved and kept_from(head, by_hosts_only=True)) or Waiting(WaitKind.CAPACITY)
-
-    # Per candidate list of boardless jobs (jobs of one task share its tuple): a heap of (-room, place,
-    # host) over the hosts that report max_weight, the others in order, and the job the first held host
-    # met is held for. Room only shrinks in a round, so an entry is at most stale upwards: checked at the
-    # top, it is pushed back with the room left. A held host is kept for a job already decided: dropped.
-    by_hosts: dict[int, tuple[list[tuple[int, int, str]], tuple[str, ...], list[str]]] = {}
-
-    def place_on_host(head: QueuedJob) -> Waiting | None:
+    def _place_on_host(self, head: QueuedJob) -> Waiting | None:
         """Place a boardless job on the candidate host with the most room (one not reporting, last), or
-        say why it waits; past its grace, blocked for vCPUs, it holds the candidate with the most room."""
+        say why it waits; past its grace, blocked for vCPUs, it holds the candidate with the most room.
+
+        Jobs of one task share their hosts' tuple, and with it a heap of (-room, place, host) over those
+        that report max_weight. Room only shrinks in a round, so an entry is at most stale upwards: checked
+        at the top, it is pushed back with the room left. A held host is kept for a job already decided: it
+        is dropped, and the job it is held for noted."""
         if not head.hosts:
             return _ON_HOST
-        found = by_hosts.get(id(head.hosts))
+        weight, held = self.weight, self.held
+        found = self.by_hosts.get(id(head.hosts))
         if found is None:
             candidates = enumerate(head.hosts)
             reported = [(-weight[host], place, host) for place, host in candidates if host in weight]
             heapq.heapify(reported)
             unreported = tuple(host for host in head.hosts if host not in weight)
-            found = by_hosts[id(head.hosts)] = (reported, unreported, [])
+            found = self.by_hosts[id(head.hosts)] = (reported, unreported, [])
         reported, unreported, fenced_by = found
         while reported:
             recorded, place, host = reported[0]
@@ -378,160 +512,54 @@ def plan_dispatch(  # noqa: PLR0915 -- one pass over the heap; its steps share t
         best = reported[0][2] if reported and -reported[0][0] >= head.vcpus else None
         chosen = best or next((host for host in unreported if host not in held), None)
         if chosen is not None:
-            placed.append((head, chosen))
-            started.append(head.id)
-            if chosen in weight:
-                weight[chosen] -= head.vcpus
-                if weight[chosen] <= 0:
-                    roomy.discard(chosen)
-            last[head.repository] = now
+            self.placed.append((head, chosen))
+            self._start(head, chosen)
             return None
-        if reported and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
-            hold(reported[0][2], head.id)  # the one with the most room left
+        if reported and self._past_grace(head):
+            self._hold(reported[0][2], head.id)  # the one with the most room left
         if not reported and fenced_by:
-            if fenced_by[0] not in fences:
-                fences[fenced_by[0]] = Waiting(WaitKind.FENCED, fenced_by[0])
-            return fences[fenced_by[0]]
+            return self._fenced(fenced_by[0])
         return _NO_ROOM
 
-    def place_gang(head: QueuedJob) -> None:
+    def _place_gang(self, head: QueuedJob) -> None:
         """All of a gang's devices on one host, or none and why; past its grace, set aside what it lacks."""
-        if unassigned.isdisjoint(head.candidates):
-            waiting[head.id] = _none_free(head)
+        if self.unassigned.isdisjoint(head.candidates):
+            self.waiting[head.id] = _none_free(head)
             return
-        if free.isdisjoint(head.candidates):
-            waiting[head.id] = set_aside_for(head)
+        if self.free.isdisjoint(head.candidates):
+            self.waiting[head.id] = self._set_aside_for(head)
             return
-        past_grace = head.gate or now - head.ready_at >= BACKFILL_GRACE_S
+        past_grace = self._past_grace(head)
         fit = fit_gang(
             head.id,
             head.roles,
             head.vcpus,
-            free=free,
-            device_hosts=hosts,
-            held=held,
-            host_room=weight,
-            closest_unless=set_aside_on if past_grace else None,
+            free=self.free,
+            device_hosts=self.hosts,
+            held=self.held,
+            host_room=self.weight,
+            closest_unless=self.set_aside_on if past_grace else None,
         )
         if fit.host is not None:
             for _, device in fit.devices:
-                assignments.append((head, device))
-                free.discard(device)
-                unassigned.discard(device)
-            started.append(head.id)
-            gangs[head.id] = GangPlacement(fit.host, fit.devices)
-            room[head.session_id] = room.get(head.session_id, 0) - len(head.roles)
-            if fit.host in weight:
-                weight[fit.host] -= head.vcpus  # one claim on the one host, however many devices
-                if weight[fit.host] <= 0:
-                    roomy.discard(fit.host)
-            last[head.repository] = now
+                self._take(head, device)
+            self.gangs[head.id] = GangPlacement(fit.host, fit.devices)
+            self.room[head.session_id] = self.room.get(head.session_id, 0) - len(head.roles)
+            self._start(head, fit.host)
             return
         kind, on = _GANG_KINDS[fit.blocker or Blocker.DEVICE], fit.fenced_by
-        if kind in (WaitKind.DEVICE, WaitKind.GANG) and not reserved.keys().isdisjoint(head.candidates):
-            kind, on = WaitKind.FENCED, set_aside_for(head).on
-        waiting[head.id] = Waiting(kind, on, fit.counts)
+        if kind in (WaitKind.DEVICE, WaitKind.GANG) and not self.reserved.keys().isdisjoint(head.candidates):
+            kind, on = WaitKind.FENCED, self._set_aside_for(head).on
+        self.waiting[head.id] = Waiting(kind, on, fit.counts)
         if past_grace:
             for host in fit.blocked_hosts:
-                hold(host, head.id)
+                self._hold(host, head.id)
             if not fit.blocked_hosts and fit.closest:
-                set_aside_on.add(hosts[fit.closest[0]])
+                self.set_aside_on.add(self.hosts[fit.closest[0]])
                 for device in fit.closest:
-                    free.discard(device)
-                    reserved[device] = head.id
-                    for_gangs.add(device)
-
-    # Each repository's line holds one job in the heap at a time: its head, ``line[decided[repository]]``.
-    # Popping a head decides it (a device, or why it waits) and puts the next job of its line in, ranked
-    # with the repository's latest dispatch. Every job is decided once: O(n log n), not a fresh sort
-    # after every grant. A round may pop every job (a free device that none of them can take keeps it
-    # going), so the loop is written out: an entry is :func:`_rank` flattened, the same order with
-    # ready_at in place of the last dispatch outside the newer tier, then the job.
-    decided = dict.fromkeys(lines, 0)
-
-    def entry(job: QueuedJob) -> tuple[int, float, float, int, str, QueuedJob]:
-        tier = _tier(job, now)
-        key = last.get(job.repository, NEVER) if tier == NEWER_TIER else job.ready_at
-        return (tier, key, job.ready_at, job.arrival, job.id, job)
-
-    heap = [entry(line[0]) for line in lines.values()]
-    heapq.heapify(heap)
-    gate, background = Priority.GATE, Priority.BACKGROUND
-    while heap and (free or (boardless_left and (roomy or unbounded))):
-        head = heapq.heappop(heap)[-1]
-        if head.boardless:
-            boardless_left -= 1
-            why = place_on_host(head)
-            if why is not None:
-                waiting[head.id] = why
-        elif head.roles:
-            if room.get(head.session_id, 0) < len(head.roles):
-                waiting[head.id] = own_session(head.session_id)
-            else:
-                place_gang(head)
-        elif room.get(head.session_id, 0) <= 0:
-            waiting[head.id] = own_session(head.session_id)
-        elif unassigned.isdisjoint(head.candidates):  # most heads, when few devices are free: checked in C
-            waiting[head.id] = _ON_DEVICE
-        else:
-            device, why = verdict(head)
-            if device is not None:
-                assignments.append((head, device))
-                started.append(head.id)
-                free.discard(device)
-                unassigned.discard(device)
-                room[head.session_id] = room.get(head.session_id, 0) - 1
-                host = hosts.get(device)
-                if host is not None and host in weight:
-                    weight[host] -= head.vcpus
-                    if weight[host] <= 0:
-                        roomy.discard(host)
-                last[head.repository] = now
-            else:
-                waiting[head.id] = why
-                # Blocked for vCPUs (a device of its is free; it may also be fenced by a held host): past
-                # its grace it holds the hosts whose free device it lacks room on. Their devices leave
-                # ``free``, so a device no job has room for does not keep the round going to the end.
-                if why.kind in _FOR_ROOM and (head.gate or now - head.ready_at >= BACKFILL_GRACE_S):
-                    for candidate in head.candidates:
-                        if candidate in free and candidate in hosts:
-                            hold(hosts[candidate], head.id)
-        repository = head.repository
-        line = lines[repository]
-        at = decided[repository] = decided[repository] + 1
-        if at < len(line):
-            job = line[at]
-            # entry(job), inline: this runs once per job
-            if job.priority is gate:
-                heapq.heappush(heap, (GATE_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
-            elif job.reservation:
-                heapq.heappush(heap, (RESERVATION_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
-            elif job.priority is background:
-                heapq.heappush(heap, (BACKGROUND_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
-            elif now - job.ready_at >= AGING_S:
-                heapq.heappush(heap, (AGED_TIER, job.ready_at, job.ready_at, job.arrival, job.id, job))
-            else:
-                newer = (NEWER_TIER, last.get(repository, NEVER), job.ready_at, job.arrival, job.id, job)
-                heapq.heappush(heap, newer)
-    # No device left free: whoever was not reached waits on a device (or its own session, or a device kept
-    # for another job). Those are the rest of each line, past the jobs already decided; no need to rank
-    # them one by one. With nothing free, what is still unassigned is exactly what is kept. A boardless
-    # job among them found every host full: it waits for room (or for a host, having none to use).
-    kept = unassigned if reserved else None
-    for repository, line in lines.items():
-        for job in line[decided[repository] :]:
-            left = room.get(job.session_id, 0)
-            if job.boardless:
-                waiting[job.id] = _NO_ROOM if job.hosts else _ON_HOST
-            elif left <= 0 or (job.roles and left < len(job.roles)):
-                waiting[job.id] = own_session(job.session_id)
-            elif kept and not kept.isdisjoint(job.candidates):
-                waiting[job.id] = set_aside_for(job)
-            else:
-                waiting[job.id] = _none_free(job) if job.roles else _ON_DEVICE
-
-    order = QueueOrder(started, queue, waiting, now=now, last_dispatch=last)
-    return DispatchPlan(tuple(assignments), waiting, order, gangs, tuple(placed))
+                    self.free.discard(device)
+                    self.reserved[device] = head.id
+                    self.for_gangs.add(device)
 
 
 class QueueOrder(Sequence[str]):
@@ -540,9 +568,7 @@ class QueueOrder(Sequence[str]):
 
     Ranked on first use, not when the plan is made: a dispatch round needs only the assignments, and
     ranking every waiting job each round (10,000 of them in ``benchmarks/bench_dispatch.py``) was a third
-    of its time. Nor is it a sort by :func:`_rank`: ``queue`` is in arrival order, so splitting it by tier
-    leaves the gate, aged and background tiers already in their order, and the newer tier needs only a
-    stable sort by its repository's last dispatch.
+    of its time.
     """
 
     def __init__(
@@ -563,12 +589,9 @@ class QueueOrder(Sequence[str]):
 
     @cached_property
     def _ids(self) -> tuple[str, ...]:
-        tiers: tuple[list[QueuedJob], ...] = ([], [], [], [], [])
-        for job in self._queue:
-            if job.id in self._waiting:
-                tiers[_tier(job, self._now)].append(job)
-        tiers[NEWER_TIER].sort(key=lambda job: self._last.get(job.repository, NEVER))
-        return (*self._started, *(job.id for tier in tiers for job in tier))
+        now, last, waiting = self._now, self._last, self._waiting
+        ranks = sorted([rank(job, now, last) for job in self._queue if job.id in waiting])
+        return (*self._started, *(ranked[-1].id for ranked in ranks))
 
     @overload
     def __getitem__(self, index: int) -> str: ...

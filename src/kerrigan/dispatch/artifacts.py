@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from kerrigan.core.job_files import UPLOAD_MAX_BYTES, UPLOAD_MAX_FILES, UPLOAD_MAX_JOB_BYTES
 from kerrigan.core.unpacking import amount
-from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
+from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol
 from kerrigan.dispatch.results import declared_size, workspace_path
 from kerrigan.store import jobs
 from kerrigan.store.artifacts import append_chunk, begin_upload, finish_upload, job_usage, not_kept
@@ -39,40 +39,36 @@ class ArtifactUpload:
 
     def routes(self) -> list[web.RouteDef]:
         """The route, beside the protocol's own."""
-        return [web.post("/api/runner/v1/jobs/{job_id}/artifacts", self.receive)]
+        return [web.post("/api/runner/v1/jobs/{job_id}/artifacts", self.protocol.authenticated(self.receive))]
 
-    async def receive(self, request: web.Request) -> web.Response:
+    async def receive(self, request: web.Request, host: str) -> web.Response:
         """Keep one uploaded file (or the note that it was not kept); what became of it."""
         database = self.database
+        job_id = self.protocol.job_id_of(request)
+        path = workspace_path(request.query.get("path"))
+        size = declared_size(request.query.get("size"))
+        if size is None:
+            raise ProtocolError(400, "invalid", "size is the file's size in bytes", "size")
+        skipped = request.query.get("skipped") == "1"  # the agent found it over a limit
         try:
-            host = await self.protocol.host_of(request)
-            job_id = self.protocol.job_id_of(request)
-            path = workspace_path(request.query.get("path"))
-            size = declared_size(request.query.get("size"))
-            if size is None:
-                raise ProtocolError(400, "invalid", "size is the file's size in bytes", "size")
-            skipped = request.query.get("skipped") == "1"  # the agent found it over a limit
-            try:
-                async with database.writing(), database.sessions() as session, session.begin():
-                    artifact_pk = await begin_upload(session, job_id, host, path, database.clock())
-                    usage = await job_usage(session, int(job_id), excluding=path)
-                    refusal = _over(size, usage.files, usage.bytes, skipped=skipped)
-                    if refusal is not None:
-                        await not_kept(session, artifact_pk, size, refusal)
-            except jobs.NotYoursError as exc:
-                raise ProtocolError(404, "not_found", str(exc)) from None
-            except IntegrityError:  # the same path sent twice at once: one of them goes on
-                raise ProtocolError(409, "conflict", f"{path} is being uploaded already", "path") from None
-            if refusal is not None:
-                return web.json_response({"path": path, "kept": False, "note": refusal})
-            try:
-                digest = await self._receive(request, artifact_pk, size)
-            except (aiohttp.ClientPayloadError, ConnectionError) as err:  # the runner went away mid-file
-                async with database.writing(), database.sessions() as session, session.begin():
-                    await not_kept(session, artifact_pk, size, "not kept: the upload was cut off")
-                raise ProtocolError(400, "incomplete", f"the upload was cut off: {err}", "size") from None
-        except ProtocolError as exc:
-            return error_response(exc)
+            async with database.writing(), database.sessions() as session, session.begin():
+                artifact_pk = await begin_upload(session, job_id, host, path, database.clock())
+                usage = await job_usage(session, int(job_id), excluding=path)
+                refusal = _over(size, usage.files, usage.bytes, skipped=skipped)
+                if refusal is not None:
+                    await not_kept(session, artifact_pk, size, refusal)
+        except jobs.NotYoursError as exc:
+            raise ProtocolError(404, "not_found", str(exc)) from None
+        except IntegrityError:  # the same path sent twice at once: one of them goes on
+            raise ProtocolError(409, "conflict", f"{path} is being uploaded already", "path") from None
+        if refusal is not None:
+            return web.json_response({"path": path, "kept": False, "note": refusal})
+        try:
+            digest = await self._receive(request, artifact_pk, size)
+        except (aiohttp.ClientPayloadError, ConnectionError) as err:  # the runner went away mid-file
+            async with database.writing(), database.sessions() as session, session.begin():
+                await not_kept(session, artifact_pk, size, "not kept: the upload was cut off")
+            raise ProtocolError(400, "incomplete", f"the upload was cut off: {err}", "size") from None
         return web.json_response({"path": path, "kept": True, "size": size, "sha256": digest})
 
     async def _receive(self, request: web.Request, artifact_pk: int, size: int) -> str:

@@ -41,7 +41,7 @@ from kerrigan.core.results import (
     results_masker,
 )
 from kerrigan.core.runner_fields import MAX_RESOURCE
-from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol, error_response
+from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol
 from kerrigan.store import jobs
 from kerrigan.store.results import result_count, store_results
 from kerrigan.store.secrets import SecretsKeyError, given_secrets
@@ -70,46 +70,42 @@ class ResultsUpload:
 
     def routes(self) -> list[web.RouteDef]:
         """The route, beside the protocol's own."""
-        return [web.post("/api/runner/v1/jobs/{job_id}/results", self.receive)]
+        return [web.post("/api/runner/v1/jobs/{job_id}/results", self.protocol.authenticated(self.receive))]
 
-    async def receive(self, request: web.Request) -> web.Response:
+    async def receive(self, request: web.Request, host: str) -> web.Response:
         """Parse and keep one results file; its counts and problems."""
+        job_id = self.protocol.job_id_of(request)
+        path = workspace_path(request.query.get("path"))
+        size = declared_size(request.query.get("size"))
+        workspace = request.query.get("workspace", "")
+        if len(workspace) > MAX_WORKSPACE or not is_printable(workspace):
+            raise ProtocolError(400, "invalid", "workspace is an absolute folder", "workspace")
         try:
-            host = await self.protocol.host_of(request)
-            job_id = self.protocol.job_id_of(request)
-            path = workspace_path(request.query.get("path"))
-            size = declared_size(request.query.get("size"))
-            workspace = request.query.get("workspace", "")
-            if len(workspace) > MAX_WORKSPACE or not is_printable(workspace):
-                raise ProtocolError(400, "invalid", "workspace is an absolute folder", "workspace")
-            try:
-                masker, unreadable = await self._masker(job_id, host), None
-            except (SecretsKeyError, SecretRefusedError) as exc:
-                masker, unreadable = None, str(exc)
-            except jobs.NotYoursError as exc:
-                raise ProtocolError(404, "not_found", str(exc)) from None
-            if masker is not None:
-                path = masker.mask_all(path.encode()).decode()
-            if request.query.get("withheld") == "1":  # its body, if any, is not read
-                report = _withheld(path)
-            else:
-                parser = JUnitParser(path, limits=LIMITS, locator=Locator(workspace), masker=masker)
-                async with self._parsing:
-                    received = await _parse(request, parser)
-                    report = await asyncio.to_thread(parser.report, max(size or 0, received))
-                if unreadable is not None:
-                    report = _counted_only(report, unreadable)
-            try:
-                async with self.database.writing(), self.database.sessions() as session, session.begin():
-                    if await result_count(session, job_id, excluding=path) >= MAX_FILES:
-                        raise ProtocolError(
-                            409, "too_many", f"a job keeps at most {MAX_FILES} results files", "path"
-                        )
-                    await store_results(session, job_id, host, report, self.database.clock())
-            except jobs.NotYoursError as exc:
-                raise ProtocolError(404, "not_found", str(exc)) from None
-        except ProtocolError as exc:
-            return error_response(exc)
+            masker, unreadable = await self._masker(job_id, host), None
+        except (SecretsKeyError, SecretRefusedError) as exc:
+            masker, unreadable = None, str(exc)
+        except jobs.NotYoursError as exc:
+            raise ProtocolError(404, "not_found", str(exc)) from None
+        if masker is not None:
+            path = masker.mask_all(path.encode()).decode()
+        if request.query.get("withheld") == "1":  # its body, if any, is not read
+            report = _withheld(path)
+        else:
+            parser = JUnitParser(path, limits=LIMITS, locator=Locator(workspace), masker=masker)
+            async with self._parsing:
+                received = await _parse(request, parser)
+                report = await asyncio.to_thread(parser.report, max(size or 0, received))
+            if unreadable is not None:
+                report = _counted_only(report, unreadable)
+        try:
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
+                if await result_count(session, job_id, excluding=path) >= MAX_FILES:
+                    raise ProtocolError(
+                        409, "too_many", f"a job keeps at most {MAX_FILES} results files", "path"
+                    )
+                await store_results(session, job_id, host, report, self.database.clock())
+        except jobs.NotYoursError as exc:
+            raise ProtocolError(404, "not_found", str(exc)) from None
         counts = report.counts
         return web.json_response(
             {

@@ -27,7 +27,7 @@ from kerrigan.core.inventory import RepositoryGlobError, validate_repository
 from kerrigan.core.sign_in import AccountKind, Installation
 from kerrigan.github.budget import APP
 from kerrigan.github.client import acting_for
-from kerrigan.github.sessions import GitHubApp
+from kerrigan.github.github_app import GitHubApp
 
 T = TypeVar("T")
 

@@ -39,9 +39,9 @@ from kerrigan.core.github_retry import retry_after
 from kerrigan.core.sessions import SessionState
 from kerrigan.github.checks import CheckRunBody, check_run_name
 from kerrigan.github.client import GitHubAnswer, answer_of, paid_for
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.projection import render, render_short
 from kerrigan.github.repository import Repository
-from kerrigan.github.sessions import GitHubApp
 from kerrigan.store import check_runs
 from kerrigan.store.check_runs import Claim, Projection
 from kerrigan.store.signals import Topic

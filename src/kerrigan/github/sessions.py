@@ -19,12 +19,9 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
 
-import aiohttp
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.config import Settings
 from kerrigan.core.explain import Explanation, explain, explanation_json
 from kerrigan.core.forks import for_fork
 from kerrigan.core.inventory import Inventory
@@ -32,7 +29,6 @@ from kerrigan.core.lifecycle import resolution_outcome
 from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
 from kerrigan.core.manifest.secret_names import unset_secrets
 from kerrigan.core.matching import Outcome
-from kerrigan.core.runner_protocol import JobCredentials
 from kerrigan.core.sessions import Job, Session, SessionState, never_scheduled_reason
 from kerrigan.core.triggers import EVENT_NAMES, Event, priority_for, runs_on
 from kerrigan.core.yamlsource import Problem
@@ -42,11 +38,10 @@ from kerrigan.github.checks import (
     invalid_manifest_body,
     resolution_body,
 )
-from kerrigan.github.client import GitHubClient, InstallationTokens
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.repository import ManifestFile, Repository
 from kerrigan.store.approvals import Approval, record_approval
 from kerrigan.store.cancel import cancel_session
-from kerrigan.store.database import Database
 from kerrigan.store.deliveries import check_fence
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
@@ -62,43 +57,6 @@ from kerrigan.store.transitions import RETRY_POLICY_KEY
 
 log = logging.getLogger(__name__)
 MAX_WORKFLOW_NAME = 100  # a manifest's name is at most this long; a file path standing in for it is cut
-
-
-@dataclass(frozen=True)
-class GitHubApp:
-    """What handling an event needs: the database, the settings and an authenticated GitHub client."""
-
-    database: Database
-    settings: Settings
-    client: GitHubClient
-    tokens: InstallationTokens
-
-    @classmethod
-    def connect(cls, database: Database, settings: Settings, http: aiohttp.ClientSession) -> GitHubApp:
-        """The app for ``settings`` (which must carry the App id and private key)."""
-        if settings.github_app_id is None or settings.github_private_key is None:
-            raise ValueError("KERRIGAN_GITHUB_APP_ID and a private key are needed to talk to GitHub")
-        client = GitHubClient(http, base_url=settings.github_api_url)
-        tokens = InstallationTokens(client, settings.github_app_id, settings.github_private_key)
-        return cls(database, settings, client, tokens)
-
-    def repository(self, installation_id: int, full_name: str) -> Repository:
-        """The calls for one repository, as its installation."""
-        return Repository(self.client, self.tokens, installation_id, full_name)
-
-    async def job_credentials(self, installation_id: int, full_name: str) -> JobCredentials:
-        """A token a runner fetches one repository with: read-only, that repository only, short-lived."""
-        data = await self.tokens.scoped_token(installation_id, full_name, JOB_TOKEN_PERMISSIONS)
-        return JobCredentials(
-            str(data["token"]), str(data.get("expires_at", "")), self.settings.github_api_url
-        )
-
-    def details_url(self, session_id: str) -> str:
-        """The session page a check run links to."""
-        return f"{self.settings.public_url}/sessions/{session_id}"
-
-
-JOB_TOKEN_PERMISSIONS: Final = {"contents": "read", "actions": "read"}
 
 
 @dataclass(frozen=True, slots=True)

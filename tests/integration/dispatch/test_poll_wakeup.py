@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import kerrigan.dispatch.protocol as protocol_module
+import kerrigan.dispatch.protocol.polls as protocol_module
 from kerrigan.app import create_app
 from kerrigan.config import Settings
 from kerrigan.dispatch.dispatcher import Dispatcher, listen_for_leases

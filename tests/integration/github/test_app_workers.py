@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from kerrigan import app as application
 from kerrigan.app import RECONCILER, WORKER
 from kerrigan.config import ConfigError, Settings
+from kerrigan.github.delivery_worker import DeliveryWorker
 from kerrigan.github.routes import router
-from kerrigan.github.webhooks import DeliveryWorker
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.waiting import wait_until

@@ -20,8 +20,8 @@ from gidgethub.sansio import Event
 from sqlalchemy import select
 
 from kerrigan.config import Settings
-from kerrigan.github.sessions import GitHubApp
-from kerrigan.github.webhooks import DeliveryWorker
+from kerrigan.github.delivery_worker import DeliveryWorker
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import (
     ClaimLostError,

@@ -14,8 +14,8 @@ from kerrigan.app import create_app, prune_once
 from kerrigan.config import ConfigError, Settings
 from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.database import Database
-from kerrigan.store.history import Pruned, prune_history
 from kerrigan.store.models import JobLogRow, JobRow, SessionRow
+from kerrigan.store.retention import Pruned, prune_history
 from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.waiting import wait_until
 from tests.integration.api.history_rows import Run, add_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kerrigan.github.webhooks import DeliveryWorker
+from kerrigan.github.delivery_worker import DeliveryWorker
 
 
 class LookingWorker(DeliveryWorker):

@@ -14,11 +14,12 @@ from gidgethub.sansio import Event
 
 from kerrigan.core.sessions import Session
 from kerrigan.github.checks import CANCEL_ACTION, RETRY_ACTION, workflow_of
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import Repository
 from kerrigan.github.routes.comments import LOGIN, may_cancel
 from kerrigan.github.routes.payloads import installation_id, repository_name
-from kerrigan.github.sessions import GitHubApp, retry
+from kerrigan.github.sessions import retry
 from kerrigan.store.cancel import cancel_session
 from kerrigan.store.deliveries import check_fence
 from kerrigan.store.sessions import find_sessions, latest_per_workflow

@@ -27,10 +27,11 @@ from kerrigan.core.approvals import (
     read_approve,
 )
 from kerrigan.core.sessions import Session, SessionState
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import COMMENT_LIMIT, Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
-from kerrigan.github.sessions import GitHubApp, approve, retry, still_never_scheduled
+from kerrigan.github.sessions import approve, retry, still_never_scheduled
 from kerrigan.store.approvals import Approval, find_approval
 from kerrigan.store.cancel import cancel_session
 from kerrigan.store.deliveries import check_fence

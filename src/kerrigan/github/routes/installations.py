@@ -5,8 +5,8 @@ from __future__ import annotations
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import Payload
-from kerrigan.github.sessions import GitHubApp
 from kerrigan.store.installations import (
     add_repositories,
     delete_installation,

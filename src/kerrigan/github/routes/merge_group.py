@@ -6,9 +6,10 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.triggers import MergeGroup, branch_of
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import Payload
 from kerrigan.github.routes.payloads import installation_id, repository_name
-from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
+from kerrigan.github.sessions import Trigger, start_workflows
 
 router = Router()
 

@@ -8,9 +8,10 @@ from gidgethub.sansio import Event
 
 from kerrigan.core.forks import fork_branch
 from kerrigan.core.triggers import PullRequest
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import Payload
 from kerrigan.github.routes.payloads import fork_owner, installation_id, repository_name
-from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
+from kerrigan.github.sessions import Trigger, start_workflows
 
 router = Router()
 

@@ -8,9 +8,10 @@ from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.triggers import Push, branch_of
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.payload import Payload
 from kerrigan.github.routes.payloads import installation_id, repository_name
-from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
+from kerrigan.github.sessions import Trigger, start_workflows
 
 log = logging.getLogger(__name__)
 router = Router()

@@ -32,8 +32,9 @@ from kerrigan.core.lifecycle import ENDED, JobState
 from kerrigan.core.sessions import Session
 from kerrigan.github.budget import Budget
 from kerrigan.github.client import GitHubClient, InstallationTokens
+from kerrigan.github.github_app import GitHubApp
 from kerrigan.github.reconciler import Reconciler
-from kerrigan.github.sessions import GitHubApp, Trigger, start_workflows
+from kerrigan.github.sessions import Trigger, start_workflows
 from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow, SessionRow

@@ -1,0 +1,196 @@
+"""What a runner host says of a job it was offered: accept (with its token and secrets), refuse, start,
+withdrawn, its output, and its end.
+
+Each call is a transition of the store's (the job's session and check run follow in the same transaction).
+"Already decided" is an answer: a repeated call gets the state it left, with ``changed`` false. A job's
+output is stored up to ``output_max_bytes`` (``KERRIGAN_OUTPUT_MAX_BYTES``); the answer to the chunk that
+crosses it, and to every later one, carries ``"output_cut": true`` so the runner stops sending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.lifecycle import TransitionError
+from kerrigan.dispatch.protocol.credentials import JobTokens, MintFailedError
+from kerrigan.dispatch.protocol.requests import (
+    Chunk,
+    Finish,
+    ProtocolError,
+    Refusal,
+    Start,
+    job_id_of,
+    read,
+)
+from kerrigan.store import jobs
+from kerrigan.store.check_runs import output_arrived
+from kerrigan.store.database import Database
+from kerrigan.store.runners import host_report
+from kerrigan.store.secrets import JobSecrets, hand_secrets
+
+Change = Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
+
+
+class JobCalls:
+    """The calls on ``/jobs/{job_id}/``, for a host whose token was checked."""
+
+    def __init__(
+        self,
+        database: Database,
+        tokens: JobTokens,
+        *,
+        output_max_bytes: int,
+        secrets_keys: tuple[str, ...],
+    ) -> None:
+        self.database = database
+        self.tokens = tokens
+        self.output_max_bytes = output_max_bytes
+        self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
+
+    async def _apply(self, job_id: str, host: str, change: Change) -> jobs.Transition:
+        """Apply ``change`` to the job in one transaction; a job that ended has its token forgotten."""
+        try:
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
+                done = await change(session, job_id, host)
+        except jobs.NotYoursError as exc:
+            raise ProtocolError(404, "not_found", str(exc)) from None
+        except TransitionError as exc:
+            raise ProtocolError(409, "invalid_transition", str(exc)) from None
+        if done.state in jobs.ENDED:
+            self.tokens.forget(job_id)
+        return done
+
+    async def _transition(self, job_id: str, host: str, change: Change) -> web.Response:
+        """Apply ``change``; the answer is the state it left the job in."""
+        return web.json_response(_answer(job_id, await self._apply(job_id, host, change)))
+
+    async def accept(self, request: web.Request, host: str) -> web.Response:
+        """The runner takes an offered job; the answer carries the token to fetch its repository with and
+        the secrets the job names (``secrets``; ``secrets_withheld`` names those a fork's session does not
+        get). A secret that cannot be handed ends the job before it starts (the answer says so)."""
+        job_id = job_id_of(request)
+        handed: list[JobSecrets] = []
+
+        async def change(session: AsyncSession, job_id: str, host: str) -> jobs.Transition:
+            at = self.database.clock()
+            done = await jobs.accept(session, job_id, host, at)
+            if done.state not in (jobs.JobState.ACCEPTED, jobs.JobState.RUNNING):
+                return done
+            secrets = await hand_secrets(session, job_id, host, at, keys=self.secrets_keys)
+            if secrets.refused:
+                return jobs.Transition(jobs.JobState.REFUSED_BEFORE_START, changed=True)
+            handed.append(secrets)
+            return done
+
+        done = await self._apply(job_id, host, change)
+        answer = _answer(job_id, done)
+        if done.state is jobs.JobState.ACCEPTED:
+            try:
+                credentials = await self.tokens.of(job_id)
+            except MintFailedError as exc:
+                raise ProtocolError(503, "github_unavailable", str(exc)) from None
+            answer["github"] = credentials.as_dict() if credentials else None
+        if handed and (handed[0].values or handed[0].withheld):
+            answer |= {"secrets": dict(handed[0].values), "secrets_withheld": list(handed[0].withheld)}
+        return web.json_response(answer)
+
+    async def refuse(self, request: web.Request, host: str) -> web.Response:
+        """The runner cannot take the job, with a typed reason."""
+        job_id = job_id_of(request)
+        sent = await read(request, Refusal)
+        clock = self.database.clock
+        return await self._transition(
+            job_id,
+            host,
+            lambda session, job, host: jobs.refuse(
+                session, job, host, clock(), reason=sent.reason, detail=sent.detail, retry=sent.retry
+            ),
+        )
+
+    async def start(self, request: web.Request, host: str) -> web.Response:
+        """The job's command started; ``{"cpus": "2-3"}`` names the CPUs it is pinned to."""
+        job_id = job_id_of(request)
+        sent = await read(request, Start)
+        clock = self.database.clock
+        return await self._transition(
+            job_id, host, lambda session, job, host: jobs.start(session, job, host, clock(), sent.cpus)
+        )
+
+    async def withdrawn(self, request: web.Request, host: str) -> web.Response:
+        """The runner withdrew a job it had not started, as asked: it ends ``queue_wait_exceeded``."""
+        job_id = job_id_of(request)
+        clock = self.database.clock
+        return await self._transition(
+            job_id, host, lambda session, job, host: jobs.withdrawn(session, job, host, clock())
+        )
+
+    async def finish(self, request: web.Request, host: str) -> web.Response:
+        """The job ended with an exit status (and accounting, when the runner has it)."""
+        job_id = job_id_of(request)
+        sent = await read(request, Finish)
+        clock = self.database.clock
+        return await self._transition(
+            job_id,
+            host,
+            lambda session, job, host: jobs.finish(
+                session,
+                job,
+                host,
+                clock(),
+                exit_status=sent.exit_status,
+                accounting=sent.accounting,
+                outcome=sent.outcome,
+            ),
+        )
+
+    async def output(self, request: web.Request, host: str) -> web.Response:
+        """A numbered chunk of the job's output; a repeat is acknowledged, a gap answered with 409."""
+        job_id = job_id_of(request)
+        chunk = await read(request, Chunk)
+        if chunk.truncated_before_seq is not None:
+            async with self.database.sessions() as session:
+                known = await host_report(session, host)
+            if known is None or "log_pages" not in known.capabilities:
+                raise ProtocolError(
+                    400,
+                    "not_negotiated",
+                    "truncated_before_seq needs the log_pages capability, announced at registration",
+                    "truncated_before_seq",
+                )
+        try:
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
+                appended = await jobs.append_output(
+                    session,
+                    job_id,
+                    host,
+                    seq=chunk.seq,
+                    byte_offset=chunk.offset,
+                    data=chunk.data,
+                    truncated_before_seq=chunk.truncated_before_seq,
+                    max_bytes=self.output_max_bytes,
+                    at=self.database.clock(),
+                )
+                if appended.next_seq == chunk.seq + 1:  # this chunk is stored: its check run may show it
+                    await output_arrived(session, int(job_id), self.database.clock())
+        except jobs.NotYoursError as exc:
+            raise ProtocolError(404, "not_found", str(exc)) from None
+        except jobs.LogGapError as exc:
+            return web.json_response(
+                {
+                    "error": {"code": "gap", "message": str(exc), "field": "seq"},
+                    "next_seq": exc.expected_seq,
+                },
+                status=409,
+            )
+        if appended.cut:  # the runner stops sending: nothing more of this job's output is stored
+            return web.json_response({"next_seq": appended.next_seq, "output_cut": True})
+        return web.json_response({"next_seq": appended.next_seq})
+
+
+def _answer(job_id: str, done: jobs.Transition) -> dict[str, Any]:
+    # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
+    return {"job": job_id, "state": done.state.value, "changed": done.changed}
