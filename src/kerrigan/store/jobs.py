@@ -7,8 +7,8 @@ so the runner re-sends from there.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Subquery
 
 from kerrigan.core.device_status import refusal_hold
+from kerrigan.core.job_spec import JobSpec
 from kerrigan.core.lifecycle import (
     ENDED,
     NOT_STARTED,
@@ -26,9 +27,10 @@ from kerrigan.core.lifecycle import (
     TransitionError,
     ended_by_runner,
 )
-from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S
+from kerrigan.core.manifest import DEFAULT_QUEUE_WAIT_LIMIT_S, Priority
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, cut_notice, fitting
 from kerrigan.store.audit import KERRIGAN_ACTOR
+from kerrigan.store.job_specs import spec_of
 from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobLogRow, JobRow, SessionRow
 from kerrigan.store.runners import hold_after_refusal
 from kerrigan.store.signals import Topic, mark
@@ -55,26 +57,20 @@ class LogGapError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """A job offered to a runner host; ``device_id`` is None for a job that holds no device."""
+    """A job offered to a runner host: what it is asked to do (``spec``) and the facts of its dispatch;
+    ``device_id`` is None for a job that holds no device."""
 
     job_id: str
     session_id: str
-    task_id: str
+    spec: JobSpec
     device_id: str | None
     repository: str
     head_sha: str
-    command: str | None
-    vcpus: int
-    timeout_s: int | None
     installation_id: int | None = None
     workflow_run_id: int | None = None
     queue_wait_s: float = 0.0
     queue_wait_limit_s: float = float(DEFAULT_QUEUE_WAIT_LIMIT_S)
-    priority: str = "normal"
-    env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for the job
-    results: tuple[str, ...] = ()  # the manifest's results globs
-    secrets: tuple[str, ...] = ()  # the names of the secrets its accept hands out
-    artifacts: Mapping[str, Any] = field(default_factory=dict)  # the manifest's artifacts
+    priority: Priority = Priority.NORMAL
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device), in role order; device_id the first
     # Whether the job may have secrets: a fork's session only when approved with `/kerrigan approve secrets`.
     secrets_allowed: bool = True
@@ -121,24 +117,17 @@ async def offers(session: AsyncSession, host: str) -> list[Offer]:
         Offer(
             str(job.pk),
             run.id,
-            job.task_id,
+            spec_of(job),
             device,
             run.repository,
             run.head_sha,
-            job.command,
-            job.vcpus,
-            job.timeout_s,
-            run.installation_id,
-            run.workflow_run_id,
-            job.queue_wait_s,
-            run.queue_wait_limit_s,
-            run.priority,
-            dict(job.env or {}),
-            tuple(job.results or ()),
-            tuple(job.secrets or ()),
-            dict(job.artifacts or {}),
-            roles_of(job.devices),
-            run.secrets_allowed,
+            installation_id=run.installation_id,
+            workflow_run_id=run.workflow_run_id,
+            queue_wait_s=job.queue_wait_s,
+            queue_wait_limit_s=run.queue_wait_limit_s,
+            priority=run.priority,
+            roles=roles_of(job.devices),
+            secrets_allowed=run.secrets_allowed,
         )
         for job, run, device in rows
     ]
@@ -254,7 +243,7 @@ async def accept(session: AsyncSession, job_id: str, host: str, at: datetime) ->
     """The runner takes the job."""
     job = await owned_job(session, job_id, host)
     if job.state != JobState.LEASED:
-        return Transition(JobState(job.state), changed=False)
+        return Transition(job.state, changed=False)
     await move_job(session, job, JobState.ACCEPTED, at)
     job.host = host
     return Transition(JobState.ACCEPTED, changed=True)
@@ -277,7 +266,7 @@ async def refuse(
     """
     job = await owned_job(session, job_id, host)
     if job.state != JobState.LEASED:
-        return Transition(JobState(job.state), changed=False)
+        return Transition(job.state, changed=False)
     if reason in REQUEUE_REASONS and retry:
         await move_job(session, job, JobState.QUEUED, at, reason=reason, detail=detail)
         hold = refusal_hold(reason, detail, at, KERRIGAN_ACTOR)
@@ -296,7 +285,7 @@ async def start(
     """The job's command started (pinned to ``cpus``, a kernel CPU list, when the runner pins)."""
     job = await owned_job(session, job_id, host)
     if job.state not in NOT_STARTED:
-        return Transition(JobState(job.state), changed=False)
+        return Transition(job.state, changed=False)
     # A start that crosses a withdrawal request wins: only the runner's answer decides (seed 003).
     await move_job(session, job, JobState.RUNNING, at)
     job.started_at, job.host, job.cpus = at, host, cpus
@@ -308,7 +297,7 @@ async def withdrawn(session: AsyncSession, job_id: str, host: str, at: datetime)
     """The runner withdrew a job it had not started: its queue-wait budget ran out."""
     job = await owned_job(session, job_id, host)
     if job.state not in NOT_STARTED:
-        return Transition(JobState(job.state), changed=False)
+        return Transition(job.state, changed=False)
     await move_job(session, job, JobState.REFUSED_BEFORE_START, at, reason=QUEUE_WAIT_EXCEEDED)
     await settle_session(session, job.session_pk, at)
     return Transition(JobState.REFUSED_BEFORE_START, changed=True)
@@ -444,7 +433,7 @@ async def finish(
     """
     job = await owned_job(session, job_id, host)
     if job.state in ENDED:
-        return Transition(JobState(job.state), changed=False)
+        return Transition(job.state, changed=False)
     state, reason = ended_by_runner(exit_status, outcome, started=job.started_at is not None)
     if job.state == JobState.LEASED:  # only a lost lease ends a job its host never took
         raise TransitionError("job", job.state, state.value)
@@ -470,7 +459,7 @@ class JobRecord:
 
     pk: int
     task_id: str
-    state: str
+    state: JobState
     device_id: str | None
     host: str | None
     exit_status: int | None
