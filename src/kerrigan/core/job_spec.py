@@ -2,7 +2,7 @@
 into a retry and offers to a runner host.
 
 A task key the manifest gains touches :class:`JobSpec`, :func:`spec_of_task` and the store's mapping of
-it to columns (``kerrigan.store.jobs.specs``), nothing else.
+it to columns (:mod:`kerrigan.store.job_specs`), nothing else.
 """
 
 from __future__ import annotations

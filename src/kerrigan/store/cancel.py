@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import Conclusion, SessionState, check_session_transition
-from kerrigan.store.jobs import request_cancel
+from kerrigan.store.jobs.lifecycle import request_cancel
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import SessionConcluded, note
 from kerrigan.store.transitions import record_version, session_moved

@@ -19,7 +19,7 @@ from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
-from kerrigan.store.jobs import CUT_SEQ
+from kerrigan.store.jobs.output import CUT_SEQ
 from kerrigan.store.models import (
     DeviceLeaseRow,
     DeviceRow,

@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.sessions import Conclusion, SessionState
-from kerrigan.store.jobs import CUT_SEQ, roles_of
+from kerrigan.store.jobs.output import CUT_SEQ
+from kerrigan.store.jobs.records import roles_of
 from kerrigan.store.models import (
     DeviceRow,
     InstallationRow,

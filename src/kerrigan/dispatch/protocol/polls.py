@@ -21,9 +21,9 @@ from kerrigan.core.manifest import Priority
 from kerrigan.core.runner_protocol import POLL_TIMEOUT_S
 from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.dispatch.protocol.requests import ProtocolError
-from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
+from kerrigan.store.jobs.offers import Offer, RunnerRequests, offers, runner_requests
 from kerrigan.store.reservations import settings_wanted
 from kerrigan.store.runners import host_report
 from kerrigan.store.signals import Topic
@@ -90,10 +90,10 @@ class Polls:
             while True:
                 woken.clear()  # before reading: a lease made meanwhile means read again at once
                 async with self.database.sessions() as session:
-                    found = await jobs.offers(session, host)
-                    requests = await jobs.runner_requests(session, host)
+                    found = await offers(session, host)
+                    requests = await runner_requests(session, host)
                     if "withdraw" not in capabilities:
-                        requests = jobs.RunnerRequests(cancel=requests.cancel)
+                        requests = RunnerRequests(cancel=requests.cancel)
                     if "holder_settings" in capabilities:
                         wanted = await settings_wanted(session, host)
                 if found or requests.cancel or requests.withdraw or wanted:
@@ -125,7 +125,7 @@ class Polls:
 
 
 def _offer_json(
-    offer: jobs.Offer, devices: Mapping[str, StoredDevice], capabilities: frozenset[str]
+    offer: Offer, devices: Mapping[str, StoredDevice], capabilities: frozenset[str]
 ) -> dict[str, Any]:
     extra = {"gate": offer.priority is Priority.GATE} if "gate_jobs" in capabilities else {}
     # A job that holds no device (board: none) is offered with none: "device" and "board" are null.
