@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kerrigan.core.job_spec import JobSpec
 from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
-from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Strategy
+from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Priority, Strategy
 from kerrigan.core.matching import Outcome
 
 __all__ = ["RETRYABLE", "Conclusion", "Job", "Session", "SessionState"]
@@ -19,24 +20,19 @@ RETRYABLE = frozenset({Conclusion.FAILURE, Conclusion.CANCELLED, Conclusion.TIME
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One task of a session."""
+    """One task of a session: what it is asked to do (``spec``), and where it stands."""
 
-    task_id: str
+    spec: JobSpec
     device_id: str | None = None
     state: JobState = JobState.QUEUED
     exit_status: int | None = None
-    command: str | None = None
-    vcpus: int = 2
-    timeout_s: int | None = None
     failure_class: FailureClass | None = None
     attempt: int = 1
-    requirements: Mapping[str, Any] | None = None  # {"labels": {key: [values]}, "tags": [...]}
-    env: Mapping[str, str] = field(default_factory=dict)  # the manifest's env for this job
-    needs: tuple[str, ...] = ()  # tasks (ids as written) whose every job must succeed first
-    results: tuple[str, ...] = ()  # globs of the JUnit XML files the runner sends after the command
-    secrets: tuple[str, ...] = ()  # names of the repository secrets handed to it at acceptance
-    artifacts: Mapping[str, Any] = field(default_factory=dict)  # {"download": [...], "upload": [...]}
-    boardless: bool = False  # ``board: none``: it holds no device, only room on a runner host
+
+    @property
+    def task_id(self) -> str:
+        """The job's key: its task's id (with its matrix combination)."""
+        return self.spec.task_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +46,7 @@ class Session:
     workflow: str
     manifest_path: str
     event: str
-    priority: str
+    priority: Priority
     state: SessionState
     created_at: datetime
     head_branch: str | None = None

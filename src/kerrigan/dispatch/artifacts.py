@@ -21,8 +21,8 @@ from kerrigan.core.job_files import UPLOAD_MAX_BYTES, UPLOAD_MAX_FILES, UPLOAD_M
 from kerrigan.core.unpacking import amount
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol
 from kerrigan.dispatch.results import declared_size, workspace_path
-from kerrigan.store import jobs
 from kerrigan.store.artifacts import append_chunk, begin_upload, finish_upload, job_usage, not_kept
+from kerrigan.store.jobs.holders import NotYoursError
 
 MAX_FILE_BYTES: Final = UPLOAD_MAX_BYTES
 MAX_JOB_BYTES: Final = UPLOAD_MAX_JOB_BYTES
@@ -57,7 +57,7 @@ class ArtifactUpload:
                 refusal = _over(size, usage.files, usage.bytes, skipped=skipped)
                 if refusal is not None:
                     await not_kept(session, artifact_pk, size, refusal)
-        except jobs.NotYoursError as exc:
+        except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         except IntegrityError:  # the same path sent twice at once: one of them goes on
             raise ProtocolError(409, "conflict", f"{path} is being uploaded already", "path") from None

@@ -42,7 +42,7 @@ from kerrigan.core.results import (
 )
 from kerrigan.core.runner_fields import MAX_RESOURCE
 from kerrigan.dispatch.protocol import ProtocolError, RunnerProtocol
-from kerrigan.store import jobs
+from kerrigan.store.jobs.holders import NotYoursError
 from kerrigan.store.results import result_count, store_results
 from kerrigan.store.secrets import SecretsKeyError, given_secrets
 
@@ -84,7 +84,7 @@ class ResultsUpload:
             masker, unreadable = await self._masker(job_id, host), None
         except (SecretsKeyError, SecretRefusedError) as exc:
             masker, unreadable = None, str(exc)
-        except jobs.NotYoursError as exc:
+        except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         if masker is not None:
             path = masker.mask_all(path.encode()).decode()
@@ -104,7 +104,7 @@ class ResultsUpload:
                         409, "too_many", f"a job keeps at most {MAX_FILES} results files", "path"
                     )
                 await store_results(session, job_id, host, report, self.database.clock())
-        except jobs.NotYoursError as exc:
+        except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         counts = report.counts
         return web.json_response(

@@ -25,8 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.explain import Explanation, explain, explanation_json
 from kerrigan.core.forks import for_fork
 from kerrigan.core.inventory import Inventory
+from kerrigan.core.job_spec import spec_of_task
 from kerrigan.core.lifecycle import resolution_outcome
-from kerrigan.core.manifest import CancelInProgress, ManifestResult, parse_manifest
+from kerrigan.core.manifest import CancelInProgress, ManifestResult, Priority, parse_manifest
 from kerrigan.core.manifest.secret_names import unset_secrets
 from kerrigan.core.matching import Outcome
 from kerrigan.core.sessions import Job, Session, SessionState, never_scheduled_reason
@@ -240,12 +241,10 @@ def _new_session(
 ) -> Session:
     name = (manifest.name or file.path)[:MAX_WORKFLOW_NAME]
     workflow = manifest.workflow
-    priority = "normal"
+    priority = Priority.NORMAL
     scheduling = {}
     if workflow is not None:
-        priority = (
-            priority_for(workflow, trigger.event).value if trigger.event else workflow.scheduling.priority
-        )
+        priority = priority_for(workflow, trigger.event) if trigger.event else workflow.scheduling.priority
         chosen = workflow.scheduling
         scheduling = {
             "strategy": chosen.strategy,
@@ -271,23 +270,7 @@ def _new_session(
         secrets_allowed=trigger.secrets_allowed and not trigger.awaiting_approval,
         delivery_id=trigger.delivery_id,
         workflow_run_id=trigger.workflow_run_id,
-        jobs=tuple(
-            Job(
-                task.id,
-                command=task.run,
-                vcpus=task.vcpus,
-                timeout_s=task.timeout_s,
-                env=dict(task.env),
-                needs=task.needs,
-                results=task.results,
-                secrets=task.secrets,
-                artifacts=task.artifacts.as_dict() if task.artifacts else {},
-                boardless=task.boardless,
-            )
-            for task in workflow.tasks
-        )
-        if workflow
-        else (),
+        jobs=tuple(Job(spec_of_task(task)) for task in workflow.tasks) if workflow else (),
         **scheduling,  # type: ignore[arg-type]
     )
 

@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.store.database import Database
-from kerrigan.store.jobs import owned_job
+from kerrigan.store.jobs.holders import owned_job
 from kerrigan.store.models import JobArtifactChunkRow, JobArtifactRow
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import Conclusion, SessionState, check_session_transition
-from kerrigan.store.jobs import request_cancel
+from kerrigan.store.jobs.lifecycle import request_cancel
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import SessionConcluded, note
 from kerrigan.store.transitions import record_version, session_moved
@@ -28,7 +28,7 @@ class Cancelled:
 
     changed: bool
     state: SessionState
-    conclusion: str | None
+    conclusion: Conclusion | None
     ended: tuple[int, ...] = ()
     stopping: int = 0
 
@@ -42,7 +42,7 @@ async def cancel_session(
     row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id).with_for_update())
     if row is None:
         return None
-    state = SessionState(row.state)
+    state = row.state
     if state is SessionState.COMPLETED:
         return Cancelled(False, state, row.conclusion)
     asked_before = row.cancel_reason is not None
@@ -53,13 +53,13 @@ async def cancel_session(
     if not jobs:
         # Nothing was ever queued (a fork's session awaiting approval): it ends here.
         check_session_transition(state, SessionState.COMPLETED)
-        row.state, row.conclusion = SessionState.COMPLETED, Conclusion.CANCELLED.value
+        row.state, row.conclusion = SessionState.COMPLETED, Conclusion.CANCELLED
         session_moved(session, row, state)
-        note(session, SessionConcluded(row.conclusion))
+        note(session, SessionConcluded(Conclusion.CANCELLED))
         row.updated_at = at
         record_version(session, row, at)
     elif not ended and not asked_before:
         row.updated_at = at
         record_version(session, row, at)  # the check run says the cancel was asked while jobs stop
     stopping = sum(1 for job in jobs if job.cancel_requested_at is not None and job.finished_at is None)
-    return Cancelled(not asked_before, SessionState(row.state), row.conclusion, tuple(ended), stopping)
+    return Cancelled(not asked_before, row.state, row.conclusion, tuple(ended), stopping)

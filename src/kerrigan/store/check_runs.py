@@ -29,7 +29,8 @@ from kerrigan.core.flaky import Suspect
 from kerrigan.core.results import JUnitReport
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
-from kerrigan.store.jobs import JobRecord, output_tails, session_job_records
+from kerrigan.store.jobs.output import output_tails
+from kerrigan.store.jobs.records import JobRecord, session_job_records
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.results import results_of
 from kerrigan.store.sessions import get_session

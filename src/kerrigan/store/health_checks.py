@@ -101,7 +101,7 @@ class LastCheck:
 
     job_pk: int
     session_id: str
-    state: str
+    state: JobState
     created_at: datetime
 
 
@@ -116,7 +116,7 @@ async def last_check_job(session: AsyncSession, device_id: str) -> LastCheck | N
             .limit(1)
         )
     ).first()
-    return LastCheck(int(found[0]), str(found[1]), str(found[2]), found[3]) if found is not None else None
+    return LastCheck(int(found[0]), str(found[1]), found[2], found[3]) if found is not None else None
 
 
 async def queue_check(
@@ -176,8 +176,8 @@ async def checked_device(session: AsyncSession, session_pk: int) -> str | None:
     return await session.scalar(select(SessionRow.health_check_device).where(SessionRow.pk == session_pk))
 
 
-def _health_words(health: str, reason: str) -> str:
-    return f"{health}: {reason}" if reason else health
+def _health_words(health: Health, reason: str) -> str:
+    return f"{health.value}: {reason}" if reason else health.value
 
 
 async def set_health(
@@ -194,11 +194,11 @@ async def set_health(
     log, as ``device`` ``ID`` field ``health``, ``good`` -> ``bad: <why>``. Every change of a device's health
     goes through here."""
     before = _health_words(row.health, row.health_reason)
-    changed = row.health != health.value
-    row.health, row.health_reason, row.health_at, row.health_job_pk = health.value, reason, at, job_pk
+    changed = row.health is not health
+    row.health, row.health_reason, row.health_at, row.health_job_pk = health, reason, at, job_pk
     if changed:
         pool_id = await session.scalar(select(PoolRow.id).where(PoolRow.pk == row.pool_pk))
-        after = _health_words(health.value, reason)
+        after = _health_words(health, reason)
         await record(
             session,
             Change(actor, at),

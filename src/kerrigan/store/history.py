@@ -17,8 +17,9 @@ from sqlalchemy import ColumnElement, and_, case, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute, aliased
 
-from kerrigan.core.lifecycle import SessionState
-from kerrigan.store.jobs import CUT_SEQ
+from kerrigan.core.inventory import DeviceState
+from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
+from kerrigan.store.jobs.output import CUT_SEQ
 from kerrigan.store.models import (
     DeviceLeaseRow,
     DeviceRow,
@@ -41,8 +42,8 @@ class SessionFilters:
     repository: str | None = None
     branch: str | None = None
     workflow: str | None = None
-    state: str | None = None
-    conclusion: str | None = None
+    state: SessionState | None = None
+    conclusion: Conclusion | None = None
     device: str | None = None
     since: datetime | None = None
     # The repositories the reader may see (``""``: the lab's own health checks); None: every one.
@@ -64,10 +65,10 @@ class JobEntry:
     id: int
     session_id: str
     task_id: str
-    state: str
+    state: JobState
     attempt: int
     retry_of: int | None
-    failure_class: str | None
+    failure_class: FailureClass | None
     reason: str | None
     detail: str | None
     device_id: str | None
@@ -92,8 +93,8 @@ class SessionEntry:
     workflow: str
     head_sha: str
     event: str
-    state: str
-    conclusion: str | None
+    state: SessionState
+    conclusion: Conclusion | None
     cancelled_by: str | None
     cancel_reason: str | None
     created_at: datetime
@@ -169,7 +170,7 @@ def _session_entry(row: SessionRow, jobs: Sequence[JobRow], with_jobs: bool = Fa
         workflow=row.workflow,
         head_sha=row.head_sha,
         event=row.event,
-        state=row.state.value,
+        state=row.state,
         conclusion=row.conclusion,
         cancelled_by=row.cancelled_by,
         cancel_reason=row.cancel_reason,
@@ -354,7 +355,7 @@ class DeviceSummary:
     id: str
     pool_id: str
     host: str
-    state: str
+    state: DeviceState
     state_reason: str
     current: JobEntry | None
     last: JobEntry | None
@@ -369,7 +370,7 @@ class DeviceSummary:
 
 
 # A retried attempt failed on its device (the retry ran elsewhere): it counts against that device.
-_ENDED_COUNTED = ("succeeded", "failed", "timed_out", "retried")
+_ENDED_COUNTED = (JobState.SUCCEEDED, JobState.FAILED, JobState.TIMED_OUT, JobState.RETRIED)
 
 
 async def device_summaries(session: AsyncSession, since: datetime) -> list[DeviceSummary]:
@@ -393,7 +394,9 @@ async def device_summaries(session: AsyncSession, since: datetime) -> list[Devic
         current[device_id] = _job_entry(job, owner)
     counts: dict[str, tuple[int, int]] = {}
     tallies = await session.execute(
-        select(JobRow.device_id, func.count(), func.sum(case((JobRow.state == "succeeded", 1), else_=0)))
+        select(
+            JobRow.device_id, func.count(), func.sum(case((JobRow.state == JobState.SUCCEEDED, 1), else_=0))
+        )
         # By device and creation time, so each device's window is a range of ix_jobs_device_id_created_at
         # rather than a scan of every job ever run.
         .where(
@@ -434,7 +437,7 @@ async def device_summaries(session: AsyncSession, since: datetime) -> list[Devic
                 id=device.id,
                 pool_id=str(pool_id),
                 host=device.host,
-                state=device.state.value,
+                state=device.state,
                 state_reason=device.state_reason,
                 current=current.get(device.id),
                 last=last.get(device.id),

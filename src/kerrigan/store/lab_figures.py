@@ -18,9 +18,11 @@ from datetime import datetime
 from sqlalchemy import Text, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.inventory import Inventory
+from kerrigan.core.device_status import Health
+from kerrigan.core.inventory import DeviceState, Inventory
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.matching import resolve
+from kerrigan.core.reservations import ReservationState
 from kerrigan.core.sessions import SessionState
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.models import DeviceRow, JobRow, PoolRow, ReservationRow, RunnerHostRow, SessionRow
@@ -45,11 +47,13 @@ class LabFigures:
 
     read_at: datetime
     queue: Mapping[str, int] = field(default_factory=dict)  # queued jobs by the pools they wait on
-    devices: Mapping[tuple[str, str, str], int] = field(default_factory=dict)  # (pool, state, health)
+    devices: Mapping[tuple[str, DeviceState, Health], int] = field(
+        default_factory=dict
+    )  # (pool, state, health)
     hosts: tuple[HostFigure, ...] = ()
     checkruns_pending: int = 0
     checkruns_unshown_since: datetime | None = None  # the oldest version GitHub does not show yet
-    reservations: Mapping[str, int] = field(default_factory=dict)  # people's, waiting and active
+    reservations: Mapping[ReservationState, int] = field(default_factory=dict)  # people's, waiting and active
 
 
 class PoolsOfRequirements:
@@ -139,7 +143,7 @@ def _eligible_pools(inventory: Inventory, key: str) -> tuple[str, ...]:
 async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequirements) -> LabFigures:
     """The lab's gauges now."""
     devices = {
-        (pool, str(getattr(state, "value", state)), health): int(count)
+        (pool, state, health): int(count)
         for pool, state, health, count in await session.execute(
             select(PoolRow.id, DeviceRow.state, DeviceRow.health, func.count(DeviceRow.pk))
             .join(PoolRow, DeviceRow.pool_pk == PoolRow.pk)
@@ -203,10 +207,10 @@ async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequi
         checkruns_pending=int(pending),
         checkruns_unshown_since=since,
         reservations={
-            str(state): int(count)
+            state: int(count)
             for state, count in await session.execute(
                 select(ReservationRow.state, func.count())
-                .where(ReservationRow.state != "ended")
+                .where(ReservationRow.state != ReservationState.ENDED)
                 .group_by(ReservationRow.state)
             )
         },

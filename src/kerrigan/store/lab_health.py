@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory import Device
+from kerrigan.core.lifecycle import JobState
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.models import DeviceRow, JobRow, SessionRow
 
@@ -48,7 +49,7 @@ class CheckRun:
     device_id: str
     job_pk: int
     session_id: str
-    state: str
+    state: JobState
     finished_at: datetime
 
 
@@ -65,7 +66,7 @@ async def health_checks(session: AsyncSession, now: datetime) -> list[CheckRun]:
         .order_by(JobRow.finished_at.desc(), JobRow.pk.desc())
     )
     return [
-        CheckRun(str(device), int(pk), str(session_id), str(state), finished_at)
+        CheckRun(str(device), int(pk), str(session_id), state, finished_at)
         for device, pk, session_id, state, finished_at in rows
         if finished_at is not None
     ]

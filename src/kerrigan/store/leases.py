@@ -24,7 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.lifecycle import JobState, SessionState
-from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S
+from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Priority
 from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobRow, SessionRow
 from kerrigan.store.signals import JobMoved, note
 
@@ -37,7 +37,7 @@ class QueuedJobRecord:
     task_id: str
     session_id: str
     repository: str
-    priority: str
+    priority: Priority
     vcpus: int
     ready_at: datetime | None
     requirements: Mapping[str, Any] | None = None  # {"labels": {key: [values]}, "tags": [...]}
@@ -263,7 +263,7 @@ async def grant_leases(
             )
             for job, grant in first.items():
                 task, repository = named[job]
-                moved = JobMoved(job, task, grant.session_id, repository, "queued", "leased")
+                moved = JobMoved(job, task, grant.session_id, repository, JobState.QUEUED, JobState.LEASED)
                 note(session, moved)
         granted += kept
     return granted

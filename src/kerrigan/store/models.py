@@ -32,8 +32,11 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from kerrigan.core.device_status import Health
 from kerrigan.core.inventory import DeviceState
-from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Strategy
+from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState
+from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Priority, Strategy
+from kerrigan.core.reservations import EndReason, ReservationState
 from kerrigan.core.sessions import SessionState
 
 NAMING_CONVENTION = {
@@ -71,6 +74,19 @@ Timestamp = UTCDateTime()
 
 def _values(enum_type: type[enum.Enum]) -> list[str]:
     return [str(member.value) for member in enum_type]
+
+
+def by_value(enum_type: type[enum.Enum], name: str, length: int) -> Enum:
+    """A column of ``enum_type`` stored by its values in a VARCHAR of ``length``, checked by the database
+    (a CHECK constraint named ``name``), handed back as members."""
+    return Enum(
+        enum_type,
+        name=name,
+        native_enum=False,
+        values_callable=_values,
+        create_constraint=True,
+        length=length,
+    )
 
 
 class Base(DeclarativeBase):
@@ -144,21 +160,16 @@ class DeviceRow(Base):
     os_type: Mapped[str] = mapped_column(String(63))
     host: Mapped[str] = mapped_column(NAME, index=True)
     state: Mapped[DeviceState] = mapped_column(
-        Enum(
-            DeviceState,
-            name="device_state",
-            native_enum=False,
-            values_callable=_values,
-            create_constraint=True,
-            length=16,
-        ),
+        by_value(DeviceState, "device_state", 16),
         default=DeviceState.AVAILABLE,
     )
     state_reason: Mapped[str] = mapped_column(String(500), default="")
     state_changed_at: Mapped[datetime] = mapped_column(Timestamp)
     state_by: Mapped[str] = mapped_column(String(100), default="", server_default="")
     state_until: Mapped[datetime | None] = mapped_column(Timestamp)  # maintenance ends by itself then
-    health: Mapped[str] = mapped_column(String(16), default="unknown", server_default="unknown")
+    health: Mapped[Health] = mapped_column(
+        by_value(Health, "device_health", 16), default=Health.UNKNOWN, server_default=Health.UNKNOWN.value
+    )
     health_reason: Mapped[str] = mapped_column(String(500), default="", server_default="")
     health_at: Mapped[datetime | None] = mapped_column(Timestamp)
     health_job_pk: Mapped[int | None] = mapped_column(Integer)  # the health-check job that decided it
@@ -229,19 +240,12 @@ class SessionRow(Base):
     workflow: Mapped[str] = mapped_column(String(100))
     manifest_path: Mapped[str] = mapped_column(String(500))
     event: Mapped[str] = mapped_column(String(40))
-    priority: Mapped[str] = mapped_column(String(16))
+    priority: Mapped[Priority] = mapped_column(by_value(Priority, "session_priority", 16))
     state: Mapped[SessionState] = mapped_column(
-        Enum(
-            SessionState,
-            name="session_state",
-            native_enum=False,
-            values_callable=_values,
-            create_constraint=True,
-            length=16,
-        ),
+        by_value(SessionState, "session_state", 16),
         default=SessionState.QUEUED,
     )
-    conclusion: Mapped[str | None] = mapped_column(String(32))
+    conclusion: Mapped[Conclusion | None] = mapped_column(by_value(Conclusion, "session_conclusion", 32))
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     resolution: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
@@ -258,7 +262,9 @@ class SessionRow(Base):
     delivery_id: Mapped[str | None] = mapped_column(String(64))
     workflow_run_id: Mapped[int | None] = mapped_column(BigInteger)
     # The manifest's scheduling block, typed: what dispatch reads (never parsed back out of ``resolution``).
-    strategy: Mapped[str] = mapped_column(String(16), default=Strategy.SPREAD.value)
+    strategy: Mapped[Strategy] = mapped_column(
+        by_value(Strategy, "session_strategy", 16), default=Strategy.SPREAD
+    )
     max_devkits: Mapped[int] = mapped_column(Integer, default=DEFAULT_MAX_DEVKITS)
     queue_wait_limit_s: Mapped[float] = mapped_column(Float, default=float(DEFAULT_QUEUE_WAIT_LIMIT_S))
     # The check run as a projection of this row: ``version`` counts the changes GitHub should show,
@@ -306,7 +312,7 @@ class JobRow(Base):
     session_pk: Mapped[int] = mapped_column(ForeignKey("sessions.pk", ondelete="CASCADE"), index=True)
     task_id: Mapped[str] = mapped_column(NAME)
     device_id: Mapped[str | None] = mapped_column(NAME)
-    state: Mapped[str] = mapped_column(String(32), default="queued")
+    state: Mapped[JobState] = mapped_column(by_value(JobState, "job_state", 32), default=JobState.QUEUED)
     exit_status: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     started_at: Mapped[datetime | None] = mapped_column(Timestamp)
@@ -326,7 +332,9 @@ class JobRow(Base):
     queue_wait_observed_at: Mapped[datetime | None] = mapped_column(Timestamp)
     withdraw_requested_at: Mapped[datetime | None] = mapped_column(Timestamp)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    failure_class: Mapped[str | None] = mapped_column(String(32))
+    failure_class: Mapped[FailureClass | None] = mapped_column(
+        by_value(FailureClass, "job_failure_class", 32)
+    )
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     retry_of: Mapped[int | None] = mapped_column(ForeignKey("jobs.pk", ondelete="SET NULL"))
     # The task's requirements, resolved when the session was: {"labels": {key: [values]}, "tags": [...]}.
@@ -456,7 +464,9 @@ class ReservationRow(Base):
     duration_s: Mapped[int] = mapped_column(Integer)
     wait_s: Mapped[int] = mapped_column(Integer, default=0)
     note: Mapped[str] = mapped_column(String(200), default="")
-    state: Mapped[str] = mapped_column(String(16), index=True)  # waiting | active | ended
+    state: Mapped[ReservationState] = mapped_column(
+        by_value(ReservationState, "reservation_state", 16), index=True
+    )
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     wait_until: Mapped[datetime | None] = mapped_column(Timestamp)
     granted_at: Mapped[datetime | None] = mapped_column(Timestamp)
@@ -464,7 +474,7 @@ class ReservationRow(Base):
     device_id: Mapped[str | None] = mapped_column(NAME, index=True)  # the device granted
     host: Mapped[str | None] = mapped_column(NAME)
     ended_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    end_reason: Mapped[str | None] = mapped_column(String(32))
+    end_reason: Mapped[EndReason | None] = mapped_column(by_value(EndReason, "reservation_end_reason", 32))
     ended_by: Mapped[str | None] = mapped_column(String(100))
     # While it is active: the private settings its runner host's devices file gives the device, as the
     # host reported them for its person (None: not reported); erased when it ends.

@@ -44,7 +44,7 @@ class HeldJob:
     session_id: str
     repository: str
     task_id: str
-    state: str
+    state: JobState
     device_id: str | None
     host: str | None
     vcpus: int
@@ -356,7 +356,7 @@ def _queued_job(
         return candidates
 
     try:
-        priority = Priority(record.priority)
+        priority = record.priority
     except ValueError:
         priority = Priority.NORMAL
     if record.boardless:  # no device: its candidates are runner hosts

@@ -76,7 +76,7 @@ class Reservation:
     device_id: str | None
     host: str | None
     ended_at: datetime | None
-    end_reason: str | None
+    end_reason: EndReason | None
     ended_by: str | None
     pk: int = 0  # its row number: of two asked at one moment, the first stands first
     # Active: the devices-file settings its runner host reported for its person (None: not reported).
@@ -92,7 +92,7 @@ def _reservation(row: ReservationRow) -> Reservation:
     return Reservation(
         row.id,
         row.login,
-        ReservationState(row.state),
+        row.state,
         dict(row.requirements),
         row.device,
         row.duration_s,

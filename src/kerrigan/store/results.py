@@ -18,7 +18,7 @@ from kerrigan.core.lifecycle import ENDED
 from kerrigan.core.results import JUnitReport
 from kerrigan.core.results.stored import report_from_json, report_json
 from kerrigan.core.results.summary import listed_first
-from kerrigan.store.jobs import owned_job
+from kerrigan.store.jobs.holders import owned_job
 from kerrigan.store.models import JobResultRow
 from kerrigan.store.signals import ResultsReceived, note
 from kerrigan.store.transitions import settle_session

@@ -26,7 +26,7 @@ from kerrigan.core.variable_names import name_problem
 from kerrigan.store.audit import Change, record
 from kerrigan.store.installations import Repository, find_repository
 from kerrigan.store.inventory import ConflictError, NotFoundError
-from kerrigan.store.jobs import owned_job
+from kerrigan.store.jobs.holders import owned_job
 from kerrigan.store.models import JobRow, SecretRow, SessionRow
 from kerrigan.store.transitions import move_job, settle_session
 

@@ -17,8 +17,11 @@ from typing import Any, Final
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.inventory import DeviceState
+from kerrigan.core.lifecycle import JobState
 from kerrigan.core.sessions import Conclusion, SessionState
-from kerrigan.store.jobs import CUT_SEQ, roles_of
+from kerrigan.store.jobs.output import CUT_SEQ
+from kerrigan.store.jobs.records import roles_of
 from kerrigan.store.models import (
     DeviceRow,
     InstallationRow,
@@ -42,7 +45,7 @@ class JobDetails:
 
     pk: int
     task_id: str
-    state: str
+    state: JobState
     device_id: str | None
     host: str | None
     cpus: str | None
@@ -243,7 +246,7 @@ class OutputSince:
 
     chunks: tuple[OutputChunk, ...]
     ended: bool
-    state: str
+    state: str  # the job's JobState; "" when the job is gone
     cut: str | None
 
 
@@ -301,7 +304,7 @@ class DeviceFacts:
     pool: str
     host: str
     board: str
-    state: str
+    state: DeviceState
 
 
 async def device_facts(session: AsyncSession, device_ids: Iterable[str]) -> dict[str, DeviceFacts]:
@@ -315,7 +318,7 @@ async def device_facts(session: AsyncSession, device_ids: Iterable[str]) -> dict
             .where(DeviceRow.id.in_(ids[start : start + _IN_CLAUSE]))
         )
         for device_id, pool_id, host, board, state in rows:
-            found[device_id] = DeviceFacts(device_id, pool_id, host, board, str(state.value))
+            found[device_id] = DeviceFacts(device_id, pool_id, host, board, state)
     return found
 
 
@@ -354,7 +357,7 @@ async def latest_session(session: AsyncSession, repository: str, workflow: str) 
     return SessionBrief(
         row.id,
         row.head_sha,
-        SessionState(row.state),
-        Conclusion(row.conclusion) if row.conclusion else None,
+        row.state,
+        row.conclusion,
         row.created_at,
     )

@@ -16,10 +16,10 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.diagnostics_store import compact, expand
-from kerrigan.core.lifecycle import FailureClass, JobState, SessionOutcome, check_session_transition
-from kerrigan.core.manifest import Strategy
-from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
+from kerrigan.core.lifecycle import JobState, SessionOutcome, check_session_transition
+from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
+from kerrigan.store.job_specs import spec_columns, spec_of
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import SessionConcluded, Topic, mark, note
 from kerrigan.store.transitions import move_job, record_version, session_moved
@@ -38,39 +38,29 @@ def _session(
         manifest_path=row.manifest_path,
         event=row.event,
         priority=row.priority,
-        state=SessionState(row.state),
+        state=row.state,
         created_at=row.created_at,
         head_branch=row.head_branch,
         pull_request=row.pull_request,
         awaiting_approval=row.awaiting_approval,
         fork_owner=row.fork_owner,
-        conclusion=Conclusion(row.conclusion) if row.conclusion else None,
+        conclusion=row.conclusion,
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
         workflow_run_id=row.workflow_run_id,
         resolution=dict(resolution) if resolution is not None else expand(row.resolution or {}),
         jobs=tuple(
             Job(
-                job.task_id,
-                job.device_id,
-                JobState(job.state),
-                job.exit_status,
-                job.command,
-                job.vcpus,
-                job.timeout_s,
-                FailureClass(job.failure_class) if job.failure_class else None,
-                job.attempt,
-                job.requirements,
-                dict(job.env or {}),
-                tuple(job.needs or ()),
-                tuple(job.results or ()),
-                tuple(job.secrets or ()),
-                dict(job.artifacts or {}),
-                bool(job.boardless),
+                spec_of(job),
+                device_id=job.device_id,
+                state=job.state,
+                exit_status=job.exit_status,
+                failure_class=job.failure_class,
+                attempt=job.attempt,
             )
             for job in jobs
         ),
-        strategy=Strategy(row.strategy),
+        strategy=row.strategy,
         max_devkits=row.max_devkits,
         queue_wait_limit_s=row.queue_wait_limit_s,
         version=row.version,
@@ -104,14 +94,14 @@ async def create_session(
         event=new.event,
         priority=new.priority,
         state=new.state,
-        conclusion=new.conclusion.value if new.conclusion else None,
+        conclusion=new.conclusion,
         pull_request=new.pull_request,
         awaiting_approval=new.awaiting_approval,
         fork_owner=new.fork_owner,
         delivery_id=new.delivery_id,
         workflow_run_id=new.workflow_run_id,
         resolution=compact(new.resolution),
-        strategy=new.strategy.value,
+        strategy=new.strategy,
         max_devkits=new.max_devkits,
         queue_wait_limit_s=new.queue_wait_limit_s,
         created_at=at,
@@ -122,25 +112,15 @@ async def create_session(
     session.add(row)
     await session.flush()
     if new.state is SessionState.COMPLETED and new.conclusion is not None:
-        note(session, SessionConcluded(new.conclusion.value))  # decided at once: manifest errors, none to run
+        note(session, SessionConcluded(new.conclusion))  # decided at once: manifest errors, none to run
     jobs = [
         JobRow(
             session_pk=row.pk,
-            task_id=job.task_id,
             device_id=job.device_id,
             created_at=at,
-            command=job.command,
-            vcpus=job.vcpus,
-            timeout_s=job.timeout_s,
-            requirements=dict(job.requirements) if job.requirements is not None else None,
-            env=dict(job.env),
-            needs=list(job.needs),
-            results=list(job.results),
-            secrets=list(job.secrets),
-            artifacts=dict(job.artifacts),
-            boardless=job.boardless,
-            state=JobState.WAITING if job.needs else JobState.QUEUED,
-            detail=f"needs {', '.join(job.needs)}"[:500] if job.needs else None,
+            state=JobState.WAITING if job.spec.needs else JobState.QUEUED,
+            detail=f"needs {', '.join(job.spec.needs)}"[:500] if job.spec.needs else None,
+            **spec_columns(job.spec),
         )
         for job in new.jobs
     ]
@@ -200,10 +180,10 @@ async def resolve_session(
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
     ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
     row = await _row(session, session_id)
-    before = SessionState(row.state)
+    before = row.state
     check_session_transition(before, outcome.state)
     row.state = outcome.state
-    row.conclusion = outcome.conclusion.value if outcome.conclusion else None
+    row.conclusion = outcome.conclusion
     session_moved(session, row, before)
     if outcome.state is SessionState.COMPLETED and row.conclusion is not None:
         note(session, SessionConcluded(row.conclusion))

@@ -21,6 +21,8 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
+
 _MARKS: Final = "kerrigan.signals"
 _FACTS: Final = "kerrigan.facts"
 
@@ -45,8 +47,8 @@ class JobEnded:
     """A job ended in ``state``; it held ``devices`` (every one of a gang; none if it never got one) for
     ``ran_s`` (0 if it never started)."""
 
-    state: str
-    failure_class: str | None
+    state: JobState
+    failure_class: FailureClass | None
     devices: tuple[str, ...]
     ran_s: float
 
@@ -55,7 +57,7 @@ class JobEnded:
 class SessionConcluded:
     """A session completed with ``conclusion``."""
 
-    conclusion: str
+    conclusion: Conclusion
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +78,8 @@ class JobMoved:
     task_id: str
     session_id: str
     repository: str
-    before: str
-    after: str
+    before: JobState
+    after: JobState
     reason: str | None = None
 
 
@@ -87,9 +89,9 @@ class SessionMoved:
 
     session_id: str
     repository: str
-    before: str
-    after: str
-    conclusion: str | None = None
+    before: SessionState
+    after: SessionState
+    conclusion: Conclusion | None = None
 
 
 Fact = JobStarted | JobEnded | SessionConcluded | ResultsReceived | JobMoved | SessionMoved

@@ -19,13 +19,14 @@ from sqlalchemy import case, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.flaky import WINDOW_DAYS, FailureStats, Suspect
+from kerrigan.core.lifecycle import JobState
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import Signals
 
 REFRESH_S: Final = 30.0
 EPOCH: Final = date(1970, 1, 1)
-PASSED: Final = frozenset({"succeeded"})
-FAILED: Final = frozenset({"failed", "retried", "timed_out"})
+PASSED: Final = frozenset({JobState.SUCCEEDED})
+FAILED: Final = frozenset({JobState.FAILED, JobState.RETRIED, JobState.TIMED_OUT})
 _OVERLAP: Final = timedelta(seconds=5)  # jobs that end in the same instant as the last look are read again
 
 

@@ -19,7 +19,6 @@ from kerrigan.core.health_checks import HEALTH_CHECK_TASK
 from kerrigan.core.lifecycle import (
     ENDED,
     HOLDING_A_DEVICE,
-    FailureClass,
     JobFacts,
     JobState,
     RetryPolicy,
@@ -34,6 +33,7 @@ from kerrigan.core.matrix import task_of
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
 from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
+from kerrigan.store.job_specs import spec_columns, spec_of
 from kerrigan.store.leases import release_job_leases
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.signals import (
@@ -64,7 +64,7 @@ async def move_job(
     exit_status: int | None = None,
 ) -> None:
     """Move ``job`` to ``to`` (the caller holds its row); the session is settled by :func:`settle_session`."""
-    before = JobState(job.state)
+    before = job.state
     check_transition(before, to)
     if (
         before in HOLDING_A_DEVICE
@@ -77,7 +77,7 @@ async def move_job(
     if before is not to:
         owner = await session.get(SessionRow, job.session_pk)  # in the session already, as a rule
         session_id, repository = (owner.id, owner.repository) if owner is not None else ("", "")
-        note(session, JobMoved(job.pk, job.task_id, session_id, repository, before.value, to.value, reason))
+        note(session, JobMoved(job.pk, job.task_id, session_id, repository, before, to, reason))
     if reason is not None:
         job.reason = reason
     if detail is not None:
@@ -93,10 +93,10 @@ async def move_job(
     if to in ENDED:
         job.finished_at = at
         klass = failure_class(to, job.reason, job.exit_status)
-        job.failure_class = klass.value if klass is not None else None
+        job.failure_class = klass
         if before not in ENDED:  # failed -> retried is the same run, counted when it failed
             ran_s = (at - job.started_at).total_seconds() if job.started_at is not None else 0.0
-            note(session, JobEnded(to.value, job.failure_class, held_devices(job), max(0.0, ran_s)))
+            note(session, JobEnded(to, klass, held_devices(job), max(0.0, ran_s)))
         checked = await checked_device(session, job.session_pk) if job.task_id == HEALTH_CHECK_TASK else None
         if checked is not None:
             await record_check_end(session, checked, job, to, at)  # never counted as a device's failure
@@ -115,9 +115,9 @@ def held_devices(job: JobRow) -> tuple[str, ...]:
 
 def session_moved(session: AsyncSession, row: SessionRow, before: SessionState) -> None:
     """Tell the fact listeners (the log) once the transaction commits that ``row`` left ``before``."""
-    after = SessionState(row.state)
+    after = row.state
     if after is not before:
-        note(session, SessionMoved(row.id, row.repository, before.value, after.value, row.conclusion))
+        note(session, SessionMoved(row.id, row.repository, before, after, row.conclusion))
 
 
 def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None:
@@ -147,9 +147,9 @@ async def locked_session(session: AsyncSession, session_pk: int) -> SessionRow:
 def job_facts(job: JobRow) -> JobFacts:
     """What the session rule needs of a stored job."""
     return JobFacts(
-        JobState(job.state),
+        job.state,
         started=job.started_at is not None,
-        failure_class=FailureClass(job.failure_class) if job.failure_class else None,
+        failure_class=job.failure_class,
     )
 
 
@@ -160,14 +160,14 @@ async def settle_session(
     changed or ``news`` says a job moved in a way the check run shows."""
     row = await locked_session(session, session_pk)
     jobs = list((await session.scalars(select(JobRow).where(JobRow.session_pk == session_pk))).all())
-    before = SessionState(row.state)
+    before = row.state
     if before is SessionState.COMPLETED or not jobs:
         return row  # decided already (its jobs' ends, or its resolution, completed it)
     jobs += await retry_failed(session, row, jobs, at)
     news = await release_waiting(session, jobs, at) or news
     outcome = session_outcome([job_facts(job) for job in jobs])
     check_session_transition(before, outcome.state)
-    conclusion = outcome.conclusion.value if outcome.conclusion else None
+    conclusion = outcome.conclusion
     changed = (outcome.state, conclusion) != (before, row.conclusion)
     row.state, row.conclusion = outcome.state, conclusion
     session_moved(session, row, before)
@@ -215,9 +215,9 @@ async def retry_failed(
     for job in jobs:
         if job.state != JobState.FAILED:
             continue
-        klass = FailureClass(job.failure_class) if job.failure_class else None
+        klass = job.failure_class
         earlier = [
-            FailureClass(other.failure_class) if other.failure_class else None
+            other.failure_class
             for other in jobs
             if other.task_id == job.task_id and other.state == JobState.RETRIED
         ]
@@ -231,22 +231,12 @@ async def retry_failed(
         added.append(
             JobRow(
                 session_pk=job.session_pk,
-                task_id=job.task_id,
                 created_at=at,
-                command=job.command,
-                vcpus=job.vcpus,
-                timeout_s=job.timeout_s,
-                requirements=dict(job.requirements) if job.requirements is not None else None,
                 attempt=job.attempt + 1,
                 retry_of=job.pk,
                 avoid_devices=avoid,
                 avoid_hosts=avoid_hosts,
-                boardless=job.boardless,
-                env=dict(job.env or {}),
-                needs=list(job.needs or []),
-                results=list(job.results or []),
-                secrets=list(job.secrets or []),
-                artifacts=dict(job.artifacts or {}),
+                **spec_columns(spec_of(job)),
             )
         )
     if added:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Pool
-from kerrigan.core.manifest import Strategy
+from kerrigan.core.job_spec import JobSpec
+from kerrigan.core.manifest import Priority, Strategy
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
 from kerrigan.core.sessions import Job, Session, SessionState
 
@@ -104,18 +105,20 @@ def session(
         workflow="w",
         manifest_path=".kerrigan/workflows/w.yml",
         event="push",
-        priority="normal",
+        priority=Priority.NORMAL,
         state=SessionState.QUEUED,
         created_at=at or datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
         resolution=resolved,
         jobs=tuple(
             Job(
-                task,
-                command="./run.sh",
-                vcpus=vcpus,
-                requirements=requested.get(task),
-                needs=tuple((needs or {}).get(task, ())),
-                boardless=task in set(boardless),
+                JobSpec(
+                    task,
+                    command="./run.sh",
+                    vcpus=vcpus,
+                    requirements=requested.get(task),
+                    needs=tuple((needs or {}).get(task, ())),
+                    boardless=task in set(boardless),
+                )
             )
             for task in tasks
         ),

@@ -24,6 +24,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from kerrigan.core.reservations import ReservationState
 from kerrigan.metrics import DEVICE_BUSY, JOBS, QUEUE_WAIT, SESSIONS, TESTS
 from kerrigan.store.database import Database
 from kerrigan.store.lab_figures import LabFigures, PoolsOfRequirements, read_figures
@@ -83,8 +84,8 @@ class LabFiguresCollector(Collector):
         devices = GaugeMetricFamily(
             "kerrigan_devices", "Devices by pool, state and health.", labels=["pool", "state", "health"]
         )
-        for (pool, state, health), count in sorted(figures.devices.items()):
-            devices.add_metric([pool, state, health], count)
+        for (pool, device_state, health), count in sorted(figures.devices.items()):
+            devices.add_metric([pool, device_state.value, health.value], count)
         yield devices
         hosts = GaugeMetricFamily("kerrigan_runner_hosts", "Runner hosts by state.", labels=["state"])
         by_state = dict.fromkeys(HOST_STATES, 0)
@@ -108,8 +109,8 @@ class LabFiguresCollector(Collector):
             "People's reservations: waiting for a device, or active (holding one).",
             labels=["state"],
         )
-        for state in ("waiting", "active"):
-            reservations.add_metric([state], figures.reservations.get(state, 0))
+        for held in (ReservationState.WAITING, ReservationState.ACTIVE):
+            reservations.add_metric([held.value], figures.reservations.get(held, 0))
         yield reservations
         pending = GaugeMetricFamily(
             "kerrigan_checkrun_pending", "Sessions whose newest state GitHub's check run does not show yet."

@@ -95,7 +95,7 @@ async def test_a_boardless_job_is_leased_room_on_a_runner_host_and_no_device(db:
     async with db.sessions() as session:
         assert await leased_devices(session) == set()  # no board is held
         [offer] = await jobs.offers(session, "lab-a-01")
-        assert (offer.job_id, offer.device_id, offer.vcpus) == (str(build.pk), None, 8)
+        assert (offer.job_id, offer.device_id, offer.spec.vcpus) == (str(build.pk), None, 8)
         assert await jobs.offers(session, "lab-a-02") == []
 
 

@@ -13,8 +13,8 @@ from cachetools import TTLCache
 
 from kerrigan.core.github_retry import retry_after
 from kerrigan.core.runner_protocol import JobCredentials
-from kerrigan.store import jobs
 from kerrigan.store.database import Database
+from kerrigan.store.jobs.holders import job_repository
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class JobTokens:
         if cached is not None:
             return cached[1]
         async with self.database.sessions() as session:
-            found = await jobs.job_repository(session, job_id)
+            found = await job_repository(session, job_id)
         if found is None:
             return None
         installation_id, repository = found

@@ -18,9 +18,9 @@ from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.resources import Skipped, initial_values, update_values
 from kerrigan.core.runner_protocol import POLL_TIMEOUT_S, NoCommonVersionError, negotiate, server_catalog
 from kerrigan.dispatch.protocol.requests import Heartbeat, ProtocolError, Registration, read
-from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import host_devices
+from kerrigan.store.jobs.offers import held_jobs, observe_runner_waits
 from kerrigan.store.leases import renew_leases
 from kerrigan.store.runners import HostReport, host_report, record_report
 from kerrigan.store.signals import Topic, mark
@@ -100,8 +100,8 @@ class HostReports:
                 session, host, now, resources=resources, device_states=devices, health=sent.health
             )
             renewed = await renew_leases(session, host, now, timedelta(seconds=self.lease_ttl_s))
-            await jobs.observe_runner_waits(session, host, dict(sent.waiting), now)
-            held = await jobs.held_jobs(session, host)
+            await observe_runner_waits(session, host, dict(sent.waiting), now)
+            held = await held_jobs(session, host)
         # The jobs the server holds this host to (accepted or running): the agent reconciles against them.
         return web.json_response(_answer(report, skipped) | {"leases_renewed": renewed, "jobs": held})
 

@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.lifecycle import TransitionError
+from kerrigan.core.lifecycle import ENDED, JobState, TransitionError
 from kerrigan.dispatch.protocol.credentials import JobTokens, MintFailedError
 from kerrigan.dispatch.protocol.requests import (
     Chunk,
@@ -26,13 +26,15 @@ from kerrigan.dispatch.protocol.requests import (
     job_id_of,
     read,
 )
-from kerrigan.store import jobs
 from kerrigan.store.check_runs import output_arrived
 from kerrigan.store.database import Database
+from kerrigan.store.jobs import lifecycle
+from kerrigan.store.jobs.holders import NotYoursError
+from kerrigan.store.jobs.output import LogGapError, append_output
 from kerrigan.store.runners import host_report
 from kerrigan.store.secrets import JobSecrets, hand_secrets
 
-Change = Callable[[AsyncSession, str, str], Awaitable[jobs.Transition]]
+Change = Callable[[AsyncSession, str, str], Awaitable[lifecycle.Transition]]
 
 
 class JobCalls:
@@ -51,16 +53,16 @@ class JobCalls:
         self.output_max_bytes = output_max_bytes
         self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
 
-    async def _apply(self, job_id: str, host: str, change: Change) -> jobs.Transition:
+    async def _apply(self, job_id: str, host: str, change: Change) -> lifecycle.Transition:
         """Apply ``change`` to the job in one transaction; a job that ended has its token forgotten."""
         try:
             async with self.database.writing(), self.database.sessions() as session, session.begin():
                 done = await change(session, job_id, host)
-        except jobs.NotYoursError as exc:
+        except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         except TransitionError as exc:
             raise ProtocolError(409, "invalid_transition", str(exc)) from None
-        if done.state in jobs.ENDED:
+        if done.state in ENDED:
             self.tokens.forget(job_id)
         return done
 
@@ -75,20 +77,20 @@ class JobCalls:
         job_id = job_id_of(request)
         handed: list[JobSecrets] = []
 
-        async def change(session: AsyncSession, job_id: str, host: str) -> jobs.Transition:
+        async def change(session: AsyncSession, job_id: str, host: str) -> lifecycle.Transition:
             at = self.database.clock()
-            done = await jobs.accept(session, job_id, host, at)
-            if done.state not in (jobs.JobState.ACCEPTED, jobs.JobState.RUNNING):
+            done = await lifecycle.accept(session, job_id, host, at)
+            if done.state not in (JobState.ACCEPTED, JobState.RUNNING):
                 return done
             secrets = await hand_secrets(session, job_id, host, at, keys=self.secrets_keys)
             if secrets.refused:
-                return jobs.Transition(jobs.JobState.REFUSED_BEFORE_START, changed=True)
+                return lifecycle.Transition(JobState.REFUSED_BEFORE_START, changed=True)
             handed.append(secrets)
             return done
 
         done = await self._apply(job_id, host, change)
         answer = _answer(job_id, done)
-        if done.state is jobs.JobState.ACCEPTED:
+        if done.state is JobState.ACCEPTED:
             try:
                 credentials = await self.tokens.of(job_id)
             except MintFailedError as exc:
@@ -106,7 +108,7 @@ class JobCalls:
         return await self._transition(
             job_id,
             host,
-            lambda session, job, host: jobs.refuse(
+            lambda session, job, host: lifecycle.refuse(
                 session, job, host, clock(), reason=sent.reason, detail=sent.detail, retry=sent.retry
             ),
         )
@@ -117,7 +119,7 @@ class JobCalls:
         sent = await read(request, Start)
         clock = self.database.clock
         return await self._transition(
-            job_id, host, lambda session, job, host: jobs.start(session, job, host, clock(), sent.cpus)
+            job_id, host, lambda session, job, host: lifecycle.start(session, job, host, clock(), sent.cpus)
         )
 
     async def withdrawn(self, request: web.Request, host: str) -> web.Response:
@@ -125,7 +127,7 @@ class JobCalls:
         job_id = job_id_of(request)
         clock = self.database.clock
         return await self._transition(
-            job_id, host, lambda session, job, host: jobs.withdrawn(session, job, host, clock())
+            job_id, host, lambda session, job, host: lifecycle.withdrawn(session, job, host, clock())
         )
 
     async def finish(self, request: web.Request, host: str) -> web.Response:
@@ -136,7 +138,7 @@ class JobCalls:
         return await self._transition(
             job_id,
             host,
-            lambda session, job, host: jobs.finish(
+            lambda session, job, host: lifecycle.finish(
                 session,
                 job,
                 host,
@@ -163,7 +165,7 @@ class JobCalls:
                 )
         try:
             async with self.database.writing(), self.database.sessions() as session, session.begin():
-                appended = await jobs.append_output(
+                appended = await append_output(
                     session,
                     job_id,
                     host,
@@ -176,9 +178,9 @@ class JobCalls:
                 )
                 if appended.next_seq == chunk.seq + 1:  # this chunk is stored: its check run may show it
                     await output_arrived(session, int(job_id), self.database.clock())
-        except jobs.NotYoursError as exc:
+        except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
-        except jobs.LogGapError as exc:
+        except LogGapError as exc:
             return web.json_response(
                 {
                     "error": {"code": "gap", "message": str(exc), "field": "seq"},
@@ -191,6 +193,6 @@ class JobCalls:
         return web.json_response({"next_seq": appended.next_seq})
 
 
-def _answer(job_id: str, done: jobs.Transition) -> dict[str, Any]:
+def _answer(job_id: str, done: lifecycle.Transition) -> dict[str, Any]:
     # "Already decided" is an answer: a repeated call gets the state it left, with changed false.
     return {"job": job_id, "state": done.state.value, "changed": done.changed}

@@ -17,12 +17,13 @@ from typing import Any
 from aiohttp import web
 
 from kerrigan.core.inventory import effective_target_labels
+from kerrigan.core.manifest import Priority
 from kerrigan.core.runner_protocol import POLL_TIMEOUT_S
 from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.dispatch.protocol.requests import ProtocolError
-from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import StoredDevice, host_devices
+from kerrigan.store.jobs.offers import Offer, RunnerRequests, offers, runner_requests
 from kerrigan.store.reservations import settings_wanted
 from kerrigan.store.runners import host_report
 from kerrigan.store.signals import Topic
@@ -89,10 +90,10 @@ class Polls:
             while True:
                 woken.clear()  # before reading: a lease made meanwhile means read again at once
                 async with self.database.sessions() as session:
-                    found = await jobs.offers(session, host)
-                    requests = await jobs.runner_requests(session, host)
+                    found = await offers(session, host)
+                    requests = await runner_requests(session, host)
                     if "withdraw" not in capabilities:
-                        requests = jobs.RunnerRequests(cancel=requests.cancel)
+                        requests = RunnerRequests(cancel=requests.cancel)
                     if "holder_settings" in capabilities:
                         wanted = await settings_wanted(session, host)
                 if found or requests.cancel or requests.withdraw or wanted:
@@ -124,30 +125,30 @@ class Polls:
 
 
 def _offer_json(
-    offer: jobs.Offer, devices: Mapping[str, StoredDevice], capabilities: frozenset[str]
+    offer: Offer, devices: Mapping[str, StoredDevice], capabilities: frozenset[str]
 ) -> dict[str, Any]:
-    extra = {"gate": offer.priority == "gate"} if "gate_jobs" in capabilities else {}
+    extra = {"gate": offer.priority is Priority.GATE} if "gate_jobs" in capabilities else {}
     # A job that holds no device (board: none) is offered with none: "device" and "board" are null.
     device = devices.get(offer.device_id) if offer.device_id is not None else None
     return extra | {
         "id": offer.job_id,
         "session": offer.session_id,
-        "task": offer.task_id,
+        "task": offer.spec.task_id,
         "device": offer.device_id,
         "board": device.device.board if device else None,
         "labels": effective_target_labels(device.device, device.pool) if device else {},
         "repository": offer.repository,
         "sha": offer.head_sha,
         "workflow_run_id": offer.workflow_run_id,
-        "command": offer.command,
-        "env": dict(offer.env),
-        "results": list(offer.results),
-        "secrets": list(offer.secrets),  # names: the values come with the accept
+        "command": offer.spec.command,
+        "env": dict(offer.spec.env),
+        "results": list(offer.spec.results),
+        "secrets": list(offer.spec.secrets),  # names: the values come with the accept
         # Whether the job may have secrets: the devices file's secret_env goes only to those that may.
         "secrets_allowed": offer.secrets_allowed,
-        "artifacts": dict(offer.artifacts),
-        "claim": {"vcpus": offer.vcpus},
-        "timeout_s": offer.timeout_s,
+        "artifacts": dict(offer.spec.artifacts),
+        "claim": {"vcpus": offer.spec.vcpus},
+        "timeout_s": offer.spec.timeout_s,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
         # A gang's devices by role (its first is "device" above); empty for a job of one device.
         "devices": [_role_json(role, devices.get(device_id), device_id) for role, device_id in offer.roles],

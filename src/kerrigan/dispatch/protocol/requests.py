@@ -20,7 +20,7 @@ from aiohttp import web
 from kerrigan.core import runner_fields as fields
 from kerrigan.core.cpus import parse_cpu_list
 from kerrigan.core.runner_fields import MAX_BODY_BYTES, FieldError, size_text
-from kerrigan.store.jobs import OUTCOMES
+from kerrigan.store.jobs.lifecycle import OUTCOMES
 
 DEVICE_STATES: Final = frozenset({"present", "missing", "error"})
 REFUSALS: Final = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})

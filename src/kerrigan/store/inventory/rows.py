@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.device_status import DeviceHealth, Health, StateNote
+from kerrigan.core.device_status import DeviceHealth, StateNote
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import Device, Firmware, Pool
 from kerrigan.store.health_checks import stored_health_check
@@ -106,7 +106,7 @@ def device_of(row: DeviceRow, pool_id: str) -> Device:
         labels=dict(row.labels),
         tags=frozenset(row.tags),
         state_note=StateNote(row.state_reason, row.state_by, row.state_changed_at, row.state_until),
-        health=DeviceHealth(health_of(row.health), row.health_reason, row.health_at, row.health_job_pk),
+        health=DeviceHealth(row.health, row.health_reason, row.health_at, row.health_job_pk),
         health_check=stored_health_check(row.health_check),
     )
 
@@ -121,14 +121,6 @@ def stored_device(row: DeviceRow) -> StoredDevice:
         row.state_changed_at,
         row.updated_at,
     )
-
-
-def health_of(text: str) -> Health:
-    """A health column's value (one this version does not know reads as unknown)."""
-    try:
-        return Health(text)
-    except ValueError:
-        return Health.UNKNOWN
 
 
 async def pool_row(session: AsyncSession, pool_id: str, *, lock: bool = False) -> PoolRow:

@@ -11,8 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import NO_NOTE, DeviceHealth, DeviceReservation, HostPause, StateNote
 from kerrigan.core.inventory import Device, DeviceState, Inventory, RunnerHost
+from kerrigan.core.reservations import ReservationState
 from kerrigan.store.health_checks import stored_health_check
-from kerrigan.store.inventory.rows import health_of, pool_of
+from kerrigan.store.inventory.rows import pool_of
 from kerrigan.store.models import DeviceRow, PoolRow, ReservationRow, RunnerHostRow
 
 
@@ -73,7 +74,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
         for device_id, login, ends_at, note in await session.execute(
             select(
                 ReservationRow.device_id, ReservationRow.login, ReservationRow.ends_at, ReservationRow.note
-            ).where(ReservationRow.state == "active")
+            ).where(ReservationRow.state == ReservationState.ACTIVE)
         )
         if device_id is not None and ends_at is not None
     }
@@ -95,7 +96,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             state_note=NO_NOTE
             if state == DeviceState.AVAILABLE
             else _shared(notes, StateNote, reason, by, since, until),
-            health=_shared(healths, DeviceHealth, health_of(health), health_reason, health_at, health_job),
+            health=_shared(healths, DeviceHealth, health, health_reason, health_at, health_job),
             present=(host, device_id) not in absent,
             health_check=stored_health_check(check) if check is not None else None,
             reserved=reserved.get(device_id),

@@ -13,13 +13,14 @@ silently paging a different list. An unknown query parameter is a 400 naming it.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from aiohttp import web
 from sqlalchemy import select
@@ -54,6 +55,7 @@ routes = web.RouteTableDef()
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 500
 SESSION_FILTERS: Final = ("repository", "branch", "workflow", "state", "conclusion", "device", "since")
+E = TypeVar("E", bound=enum.StrEnum)
 PAGING: Final = ("limit", "cursor")
 MAX_PK: Final = 2**63  # a cursor's row id past what a BIGINT holds is not one of ours
 
@@ -108,6 +110,16 @@ def _position(cursor: str, bound: str) -> tuple[Position, bool]:
     return Position(at, pk), backwards
 
 
+def _member(kind: type[E], text: str | None, field: str) -> E | None:
+    """The member of ``kind`` whose value ``text`` is (None: not given); anything else is a 400."""
+    if text is None:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        raise bad_request(f"{field} must be one of {', '.join(m.value for m in kind)}", field=field) from None
+
+
 def read_query(
     query: Mapping[str, str], scope: str, allowed: Collection[str], *, ignore: Collection[str] = ()
 ) -> ListQuery:
@@ -123,12 +135,8 @@ def read_query(
             raise bad_request(f"{name} may be given once", field=name)
         given[name] = value
     filters = {name: value for name, value in given.items() if name in allowed and value != ""}
-    state, conclusion = filters.get("state"), filters.get("conclusion")
-    if state is not None and state not in {s.value for s in SessionState}:
-        raise bad_request(f"state must be one of {', '.join(s.value for s in SessionState)}", field="state")
-    if conclusion is not None and conclusion not in {c.value for c in Conclusion}:
-        choices = ", ".join(c.value for c in Conclusion)
-        raise bad_request(f"conclusion must be one of {choices}", field="conclusion")
+    state = _member(SessionState, filters.get("state"), "state")
+    conclusion = _member(Conclusion, filters.get("conclusion"), "conclusion")
     since = parse_since(filters["since"]) if "since" in filters else None
     bound = binding(scope, filters)
     cursor = given.get("cursor")

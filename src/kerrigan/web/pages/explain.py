@@ -88,7 +88,7 @@ def inventory_facts(inventory: Inventory, device_ids: set[str]) -> dict[str, Dev
     """The facts the task partial shows of the named devices, from the snapshot resolved against."""
     devices = inventory.devices_by_id
     return {
-        device_id: DeviceFacts(device.id, device.pool_id, device.host, device.board, device.state.value)
+        device_id: DeviceFacts(device.id, device.pool_id, device.host, device.board, device.state)
         for device_id in device_ids
         if (device := devices.get(device_id)) is not None
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from kerrigan.core.lifecycle import JobState
 from kerrigan.store.lab_health import WINDOW, health_checks, lab_health
 from kerrigan.store.suspects import tracker_of
 from kerrigan.web.pages.rendering import render
@@ -38,6 +39,6 @@ async def health_page(request: web.Request) -> web.Response:
             "suspects": suspects,
             "days": WINDOW.days,
             "checks": checks,
-            "failed_checks": [check for check in checks if check.state != "succeeded"],
+            "failed_checks": [check for check in checks if check.state is not JobState.SUCCEEDED],
         },
     )

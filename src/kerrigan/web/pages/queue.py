@@ -69,7 +69,7 @@ class QueueRow:
     repository: str
     session_id: str
     task_id: str
-    priority: str
+    priority: str  # a session's Priority, or "reservation"
     vcpus: int
     waited_s: float
     queue_wait_spent_s: float

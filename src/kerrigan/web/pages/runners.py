@@ -15,8 +15,8 @@ from aiohttp import web
 
 from kerrigan.core.device_status import HostPause, pause_text
 from kerrigan.core.disk import DiskPolicy
-from kerrigan.core.inventory import Device, Inventory
-from kerrigan.core.lifecycle import RUNNER_LOST, reason_words
+from kerrigan.core.inventory import Device, DeviceState, Inventory
+from kerrigan.core.lifecycle import RUNNER_LOST, JobState, reason_words
 from kerrigan.core.resources import Unit
 from kerrigan.core.roles import may_administer
 from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE, LEASE_TTL_S, server_catalog
@@ -52,7 +52,7 @@ class HostDevice:
 
     id: str
     pool_id: str | None
-    state: str | None  # the inventory's state: available, maintenance, offline, retired
+    state: DeviceState | None  # the inventory's
     state_reason: str
     reported: str | None  # what the agent said of it last: present, ...
     holder: HeldJob | None
@@ -259,13 +259,13 @@ def host_views(
     views = []
     for report in reports:
         on_host = [job for job in holders if job.host == report.host]
-        running = tuple(job for job in on_host if job.state == "running")
-        waiting = tuple(job for job in on_host if job.state != "running")
+        running = tuple(job for job in on_host if job.state is JobState.RUNNING)
+        waiting = tuple(job for job in on_host if job.state is not JobState.RUNNING)
         devices = [
             HostDevice(
                 device.id,
                 device.pool_id,
-                device.state.value,
+                device.state,
                 device.state_reason,
                 report.device_states.get(device.id),
                 by_device.get(device.id),

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kerrigan.core.device_status import Health
 from kerrigan.core.health_checks import MAX_EVERY_S, MAX_RUN, MAX_TIMEOUT_S, MAX_VCPUS, MIN_EVERY_S
-from kerrigan.core.reservations import DEFAULT_MAX_S, MAX_NOTE, MAX_WAIT_S
+from kerrigan.core.inventory import DeviceState, LabelSource
+from kerrigan.core.inventory_diff import ChangeKind
+from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
+from kerrigan.core.matching import Outcome
+from kerrigan.core.reservations import DEFAULT_MAX_S, MAX_NOTE, MAX_WAIT_S, EndReason, ReservationState
 from kerrigan.web.api.openapi import fields
+from kerrigan.web.api.openapi.fields import enum_of
 
 STRING: Final = {"type": "string"}
-DEVICE_STATE: Final = {"enum": ["available", "maintenance", "offline", "retired"]}
+DEVICE_STATE: Final = enum_of(DeviceState)
 _NULLABLE_STRING: Final = {"type": ["string", "null"]}
 _STRINGS: Final = {"type": "array", "items": STRING}
 _LABEL_MAP: Final = {"type": "object", "additionalProperties": STRING}
@@ -19,18 +25,6 @@ _CURSOR: Final = {
     "type": ["string", "null"],
     "description": "pass as ?cursor= with the same filters for the next page; null on the last",
 }
-_JOB_STATES: Final = [
-    "queued",
-    "leased",
-    "accepted",
-    "running",
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "refused_before_start",
-    "retried",
-]
 _REPOSITORY_GLOBS: Final = {
     "type": "array",
     "items": {
@@ -130,7 +124,7 @@ _EFFECTIVE_LABEL = _object(
     {
         "key": STRING,
         "value": STRING,
-        "source": {"enum": ["pool", "device", "device override", "implicit"]},
+        "source": enum_of(LabelSource),
         "overrides": STRING,
     },
     required=["key", "value", "source"],
@@ -233,7 +227,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "state_until": {"type": ["string", "null"], "format": "date-time"},
             "health": _object(
                 {
-                    "health": {"enum": ["good", "unknown", "bad"]},
+                    "health": enum_of(Health),
                     "reason": STRING,
                     "since": {"type": ["string", "null"], "format": "date-time"},
                     "job": {"type": ["integer", "null"]},
@@ -315,7 +309,7 @@ SCHEMAS: Final[dict[str, Any]] = {
         {
             "at": {"type": "string", "format": "date-time"},
             "actor": STRING,
-            "action": {"enum": ["add", "change", "remove"]},
+            "action": enum_of(ChangeKind),
             "subject_type": {
                 "enum": ["pool", "device", "host", "label_key", "secret", "reservation", "api_token"]
             },
@@ -396,7 +390,7 @@ SCHEMAS: Final[dict[str, Any]] = {
         {
             "id": STRING,
             "login": STRING,
-            "state": {"enum": ["waiting", "active", "ended"]},
+            "state": enum_of(ReservationState),
             "requested": _object(
                 {"labels": {"type": "object", "additionalProperties": _STRINGS}, "tags": _STRINGS}
             ),
@@ -417,7 +411,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             },
             "position": {"type": ["integer", "null"], "description": "its place in the queue, waiting"},
             "waiting_on": {"type": ["string", "null"], "description": "what it waits on, in words"},
-            "end_reason": {"enum": [None, "released", "expired", "wait_expired"]},
+            "end_reason": enum_of(EndReason, nullable=True),
             "ended_by": _NULLABLE_STRING,
             "settings": {
                 "type": ["object", "null"],
@@ -491,10 +485,10 @@ SCHEMAS: Final[dict[str, Any]] = {
             "repository": STRING,
             "workflow": STRING,
             "task": STRING,
-            "state": {"enum": _JOB_STATES},
+            "state": enum_of(JobState),
             "attempt": {"type": "integer", "minimum": 1},
             "retry_of": {"type": ["integer", "null"], "description": "the job this attempt retries"},
-            "failure_class": {"type": ["string", "null"], "description": "why it did not succeed"},
+            "failure_class": enum_of(FailureClass, nullable=True) | {"description": "why it did not succeed"},
             "reason": _NULLABLE_STRING,
             "detail": _NULLABLE_STRING,
             "device": _NULLABLE_STRING,
@@ -556,8 +550,8 @@ SCHEMAS: Final[dict[str, Any]] = {
             "workflow": STRING,
             "commit": STRING,
             "event": STRING,
-            "state": {"enum": ["queued", "in_progress", "completed"]},
-            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "state": enum_of(SessionState),
+            "conclusion": enum_of(Conclusion, nullable=True),
             "cancelled_by": _NULLABLE_STRING,
             "cancel_reason": _NULLABLE_STRING,
             "devices": _STRINGS,
@@ -593,8 +587,8 @@ SCHEMAS: Final[dict[str, Any]] = {
     "Cancelled": _object(
         {
             "session": STRING,
-            "state": {"enum": ["queued", "in_progress", "completed"]},
-            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "state": enum_of(SessionState),
+            "conclusion": enum_of(Conclusion, nullable=True),
             "changed": {"type": "boolean", "description": "false: it had already ended or been cancelled"},
         }
     ),
@@ -629,7 +623,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "requested": _object(
                 {"labels": {"type": "object", "additionalProperties": _STRINGS}, "tags": _STRINGS}
             ),
-            "outcome": {"enum": ["eligible", "waiting", "unschedulable"]},
+            "outcome": enum_of(Outcome),
             "summary": STRING,
             "eligible_pools": _STRINGS,
             "rejected_pools": {"type": "array", "items": _object({"pool": STRING, "reasons": _STRINGS})},

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Final
 
 from aiohttp import web
 
 from kerrigan import __version__
+from kerrigan.core.lifecycle import Conclusion, SessionState
 from kerrigan.core.logins import LOGIN_PATTERN
 from kerrigan.core.reservations import DEFAULT_MAX_S
 from kerrigan.web.api.openapi import fields
 from kerrigan.web.api.openapi.components import DEVICE_STATE, SCHEMAS, STRING, ref
+from kerrigan.web.api.openapi.fields import enum_of
 from kerrigan.web.state import SETTINGS
 
 routes = web.RouteTableDef()
@@ -121,16 +124,18 @@ def _query(name: str, description: str, schema: dict[str, Any] | None = None) ->
     }
 
 
+def _one_of(kind: type[enum.StrEnum]) -> str:
+    """The values of ``kind`` in words: ``queued, in_progress or completed``."""
+    *first, last = [member.value for member in kind]
+    return f"{', '.join(first)} or {last}" if first else last
+
+
 _SESSION_FILTERS = [
     _query("repository", "owner/name"),
     _query("branch", "the pushed branch"),
     _query("workflow", "the manifest's name"),
-    _query("state", "queued, in_progress or completed", {"enum": ["queued", "in_progress", "completed"]}),
-    _query(
-        "conclusion",
-        "success, failure, cancelled or timed_out",
-        {"enum": ["success", "failure", "cancelled", "timed_out"]},
-    ),
+    _query("state", _one_of(SessionState), enum_of(SessionState)),
+    _query("conclusion", _one_of(Conclusion), enum_of(Conclusion)),
     _query("device", "a device one of its jobs ran on"),
     _query("since", "created at or after: ISO 8601 with a zone", {"type": "string", "format": "date-time"}),
 ]

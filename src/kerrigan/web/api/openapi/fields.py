@@ -8,6 +8,7 @@ stores and says so in its description.
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Final
 
 from kerrigan.core.inventory import (
@@ -31,6 +32,13 @@ PRINTABLE_NOTE: Final = (
     "printable: no control, format, private-use or surrogate character and no separator but the space "
     "(Unicode 14's Cc, Cf, Co, Cs, Zl, Zp and Zs other than U+0020)"
 )
+
+
+def enum_of(kind: type[enum.Enum], *, nullable: bool = False) -> dict[str, Any]:
+    """The values of core's enum ``kind`` (null first when ``nullable``): the document never lists them by
+    hand, so a state core adds is in it."""
+    values = [member.value for member in kind]
+    return {"enum": [None, *values] if nullable else values}
 
 
 def text(min_length: int, max_length: int, description: str = "") -> dict[str, Any]:
