@@ -37,8 +37,10 @@ tasks:
 def lab() -> Inventory:
     return Inventory(
         (Pool("lab-a", "Lab A"),),
-        tuple(device(f"modalix-{n}", "lab-a", host="lab-a-01") for n in range(40))
-        + (device("davinci-1", "lab-a", host="lab-b-01", board="davinci"),),
+        (
+            *tuple(device(f"modalix-{n}", "lab-a", host="lab-a-01") for n in range(40)),
+            device("davinci-1", "lab-a", host="lab-b-01", board="davinci"),
+        ),
         (RunnerHost("lab-a-01"), RunnerHost("lab-b-01", online=False)),
     )
 
@@ -63,13 +65,16 @@ def test_an_explain_document_is_written_back_as_it_was_read() -> None:
 def test_its_tasks_are_typed_with_their_roles_walked_once() -> None:
     resolution = Resolution.from_document(document())
     build, smoke, pair = resolution.tasks
-    assert build.boardless and build.hosts is not None and build.hosts.total == 2
+    assert build.boardless
+    assert build.hosts is not None
+    assert build.hosts.total == 2
     assert smoke.outcome is Outcome.UNSCHEDULABLE  # no device has the tag
     assert len(smoke.match.rejected_devices) == 41  # every device: none has the tag
     assert [role.role for role in pair.roles] == ["dut", "peer"]
     assert pair.gang is not None
     assert len(list(resolution.matches())) == 5  # three tasks and the gang's two roles
-    assert resolution.task("smoke") is smoke and resolution.task("gone") is None
+    assert resolution.task("smoke") is smoke
+    assert resolution.task("gone") is None
 
 
 def test_an_older_or_partial_document_reads_as_far_as_it_goes() -> None:
@@ -78,7 +83,8 @@ def test_an_older_or_partial_document_reads_as_far_as_it_goes() -> None:
     )
     [task] = resolution.tasks
     assert (task.id, task.outcome, task.match.rejected_devices, task.line) == ("smoke", None, (), None)
-    assert Resolution.from_document({}) == EMPTY and not EMPTY.recorded
+    assert Resolution.from_document({}) == EMPTY
+    assert not EMPTY.recorded
     assert Resolution.from_document({"errors": [{"message": "bad"}]}).errors[0].line is None
 
 
