@@ -50,5 +50,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(_DOWN[op.get_bind().dialect.name])
-    with op.batch_alter_table("sessions", schema=None) as batch_op:
+    # Dropped in place (SQLite 3.35 and later can): rebuilding the table would drop the old one, and with
+    # foreign keys enforced that deletes every job of every session (ON DELETE CASCADE).
+    with op.batch_alter_table("sessions", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("retry")
