@@ -177,10 +177,10 @@ async def test_a_forks_gate_priority_runs_as_normal_and_its_session_says_why(
     await approve(harness, FORKED)
     own, forked = await row_of(harness, OWN), await row_of(harness, FORKED)
     assert (own.priority, forked.priority) == ("gate", "normal")
-    [warning] = forked.resolution.to_document()["warnings"]  # the session page lists it under Warnings
+    [warning] = forked.resolution["warnings"]  # the session page lists it under Warnings
     assert (warning["field"], warning["line"]) == ("scheduling.priority", 7)
     assert warning["message"].startswith("priority gate is the repository's own to ask for")
-    assert own.resolution.to_document()["warnings"] == []
+    assert own.resolution["warnings"] == []
 
 
 async def test_a_retry_of_a_forks_session_stays_in_the_forks_scope(harness: Harness) -> None:
