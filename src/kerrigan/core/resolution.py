@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from kerrigan.core.health_checks import (
     HEALTH_CHECK_KEYS,
@@ -114,9 +114,11 @@ class ProblemRecord:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RejectedDevice:
-    """A device turned away with every reason; ``never`` as recorded (None: an older document said not)."""
+class RejectedDevice(NamedTuple):
+    """A device turned away with every reason; ``never`` as recorded (None: an older document said not).
+
+    A named tuple, not a dataclass: a resolution holds one per device of the lab for each task, and reading
+    10,000 of them should cost little more than expanding them did."""
 
     device: str
     pool: str
@@ -141,6 +143,29 @@ class RejectedDevice:
         if self.never is not None:
             body["never"] = self.never
         return body
+
+
+def _rejected(raw: object) -> tuple[RejectedDevice, ...]:
+    """``rejected_devices`` or ``nearest_misses``: each device as ``kerrigan explain`` writes it read
+    straight (devices rejected for the same reasons share one tuple of them), any other entry tolerantly."""
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    out = []
+    for entry in _list(raw):
+        if type(entry) is dict and entry.keys() == _VERDICT_KEYS:
+            device, pool, reasons, never = entry["device"], entry["pool"], entry["reasons"], entry["never"]
+            if type(device) is str and type(pool) is str and type(reasons) is list and type(never) is bool:
+                texts = tuple(reasons)
+                known = shared.get(texts)
+                if known is None and all(type(text) is str for text in texts):
+                    known = shared[texts] = texts
+                if known is not None:
+                    out.append(RejectedDevice(device, pool, known, never))
+                    continue
+        out.append(RejectedDevice.from_document(entry))
+    return tuple(out)
+
+
+_VERDICT_KEYS: Final = {"device": None, "pool": None, "reasons": None, "never": None}.keys()
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,9 +265,9 @@ class Match:
                 for pool in map(_dict, _list(body.get("rejected_pools")))
             ),
             eligible_devices=_strs(body.get("eligible_devices")),
-            rejected_devices=tuple(map(RejectedDevice.from_document, _list(body.get("rejected_devices")))),
+            rejected_devices=_rejected(body.get("rejected_devices")),
             histogram=tuple(map(HistogramRecord.from_document, _list(body.get("histogram")))),
-            nearest_misses=tuple(map(RejectedDevice.from_document, _list(body.get("nearest_misses")))),
+            nearest_misses=_rejected(body.get("nearest_misses")),
             hints=tuple(map(HintRecord.from_document, _list(body.get("hints")))),
             selected=_strs(body.get("selected")),
         )
