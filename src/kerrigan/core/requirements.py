@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,15 @@ class Requirements:
             "labels": {key: list(req.values) for key, req in self.labels.items()},
             "tags": [req.tag for req in self.tags],
         }
+
+    @classmethod
+    def from_dict(cls, record: Mapping[str, Any]) -> Requirements:
+        """Requirements as :meth:`as_dict` records them (a resolution's ``requested``, a job's)."""
+        labels = {
+            key: LabelRequirement(key, (values,) if isinstance(values, str) else tuple(values))
+            for key, values in record.get("labels", {}).items()
+        }
+        return cls(labels, tuple(TagRequirement(tag) for tag in record.get("tags", [])))
 
 
 @dataclass(frozen=True, slots=True)

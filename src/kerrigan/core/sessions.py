@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from kerrigan.core.job_spec import JobSpec
-from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
+from kerrigan.core.lifecycle import NO_RETRY, Conclusion, FailureClass, JobState, RetryPolicy, SessionState
 from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Priority, Strategy
 from kerrigan.core.matching import Outcome
+from kerrigan.core.resolution import EMPTY, Resolution
 
 __all__ = ["RETRYABLE", "Conclusion", "Job", "Session", "SessionState"]
 
@@ -57,7 +56,8 @@ class Session:
     check_run_id: int | None = None
     delivery_id: str | None = None
     workflow_run_id: int | None = None  # the GitHub Actions run that triggered it (workflow_run events)
-    resolution: Mapping[str, Any] = field(default_factory=dict)
+    resolution: Resolution = EMPTY
+    retry: RetryPolicy = NO_RETRY  # the manifest's retry policy (a session stored without one: none)
     jobs: tuple[Job, ...] = ()
     # What dispatch needs of the manifest's scheduling block, typed (never read back out of ``resolution``).
     strategy: Strategy = Strategy.SPREAD
@@ -78,12 +78,12 @@ class Session:
         """Why a re-run of this session, at the same commit, would fail the same way: its manifest has
         errors (the commit does not change), or a task can never be scheduled (until the inventory
         changes); ``None`` when a re-run may pass. ``/kerrigan retry`` skips such sessions, saying this."""
-        errors = self.resolution.get("errors")
-        if isinstance(errors, list) and errors:
-            first = errors[0] if isinstance(errors[0], Mapping) else {}
-            where = f"{first.get('path') or self.manifest_path}:{first.get('line') or '?'}"
+        errors = self.resolution.errors
+        if errors:
+            first = errors[0]
+            where = f"{first.path or self.manifest_path}:{first.line or '?'}"
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            return f"its manifest has errors: {where}: {str(first.get('message', ''))[:200]}{more}"
+            return f"its manifest has errors: {where}: {first.message[:200]}{more}"
         task = self.never_scheduled()
         if task is not None:
             return never_scheduled_reason(task)
@@ -92,16 +92,13 @@ class Session:
     @property
     def has_manifest_errors(self) -> bool:
         """Whether its manifest had errors (a re-run at the same commit has them too)."""
-        errors = self.resolution.get("errors")
-        return isinstance(errors, list) and bool(errors)
+        return bool(self.resolution.errors)
 
     def never_scheduled(self) -> str | None:
         """The first task its resolution found no device could ever run, as the inventory was then."""
-        tasks = self.resolution.get("tasks")
-        for task in tasks if isinstance(tasks, list) else ():
-            if isinstance(task, Mapping) and task.get("outcome") == Outcome.UNSCHEDULABLE.value:
-                return str(task.get("id"))
-        return None
+        return next(
+            (task.id for task in self.resolution.tasks if task.outcome is Outcome.UNSCHEDULABLE), None
+        )
 
 
 def never_scheduled_reason(task: str) -> str:

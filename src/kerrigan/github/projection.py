@@ -8,7 +8,7 @@ session's own state and conclusion.
 
 from __future__ import annotations
 
-from kerrigan.core.lifecycle import RetryPolicy, retry_cause
+from kerrigan.core.lifecycle import retry_cause
 from kerrigan.core.results import summarise
 from kerrigan.github.checks import (
     CheckRunBody,
@@ -20,7 +20,6 @@ from kerrigan.github.checks import (
     short_body,
 )
 from kerrigan.store.check_runs import Projection
-from kerrigan.store.transitions import RETRY_POLICY_KEY
 
 
 def context_of(view: Projection, details_url: str) -> SessionContext:
@@ -37,7 +36,7 @@ def cancel_reason_of(view: Projection) -> str | None:
 def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
     """Each job as the check run shows it, with its attempt and what ended the attempt it retries."""
     records = {job.record.pk: job.record for job in view.jobs}
-    attempts = RetryPolicy.from_dict(view.session.resolution.get(RETRY_POLICY_KEY)).max_attempts
+    attempts = view.session.retry.max_attempts
     base = details_url.rstrip("/")
     progress = []
     for job in view.jobs:

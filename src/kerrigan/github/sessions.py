@@ -26,10 +26,12 @@ from kerrigan.core.explain import Explanation, explain, explanation_json
 from kerrigan.core.forks import for_fork
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.job_spec import spec_of_task
-from kerrigan.core.lifecycle import resolution_outcome
+from kerrigan.core.lifecycle import RetryPolicy, resolution_outcome
 from kerrigan.core.manifest import CancelInProgress, ManifestResult, Priority, parse_manifest
 from kerrigan.core.manifest.secret_names import unset_secrets
 from kerrigan.core.matching import Outcome
+from kerrigan.core.resolution import EMPTY as EMPTY_RESOLUTION
+from kerrigan.core.resolution import Resolution
 from kerrigan.core.sessions import Job, Session, SessionState, never_scheduled_reason
 from kerrigan.core.triggers import EVENT_NAMES, Event, priority_for, runs_on
 from kerrigan.core.yamlsource import Problem
@@ -54,7 +56,6 @@ from kerrigan.store.sessions import (
     resolve_session,
     superseded_sessions,
 )
-from kerrigan.store.transitions import RETRY_POLICY_KEY
 
 log = logging.getLogger(__name__)
 MAX_WORKFLOW_NAME = 100  # a manifest's name is at most this long; a file path standing in for it is cut
@@ -216,7 +217,8 @@ class _Resolved:
     """A valid manifest resolved against the inventory: the explanation and its stored document."""
 
     explanation: Explanation
-    document: dict[str, object]
+    resolution: Resolution
+    retry: RetryPolicy
 
 
 def _resolve_all(
@@ -228,11 +230,10 @@ def _resolve_all(
         if manifest.workflow is None:
             continue
         explanation = explain(manifest, inventory, repository=repository, check_vcpus=True)
-        document = {
-            **explanation_json(explanation, descriptions),
-            RETRY_POLICY_KEY: manifest.workflow.retry.as_dict(),
-        }
-        resolved[manifest.file] = _Resolved(explanation, document)
+        document = explanation_json(explanation, descriptions)
+        resolved[manifest.file] = _Resolved(
+            explanation, Resolution.from_document(document), manifest.workflow.retry
+        )
     return resolved
 
 
@@ -303,7 +304,7 @@ async def _resolve(
             session.id,
             at,
             outcome=resolution_outcome(valid=False, unschedulable=False),
-            resolution=document,
+            resolution=Resolution.from_document(document),
             check_run=body.as_json(),
         )
     if session.awaiting_approval and not approved:
@@ -313,7 +314,7 @@ async def _resolve(
             session.id,
             at,
             outcome=resolution_outcome(valid=True, unschedulable=False),
-            resolution={},
+            resolution=EMPTY_RESOLUTION,
             check_run=body.as_json(),
         )
     assert resolved is not None, f"{manifest.file} was not resolved"
@@ -326,7 +327,8 @@ async def _resolve(
         session.id,
         at,
         outcome=resolution_outcome(valid=True, unschedulable=bool(never)),
-        resolution=resolved.document,
+        resolution=resolved.resolution,
+        retry=resolved.retry,
         check_run=body.as_json(),
         requirements={item.task.id: item.requirements_record() for item in explanation.tasks},
         unschedulable=never,

@@ -40,6 +40,7 @@ from kerrigan.core.inventory import DeviceState
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.manifest import Priority
+from kerrigan.core.resolution import HealthCheckRecord, Resolution
 from kerrigan.core.sessions import SessionState
 from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.models import DeviceLeaseRow, DeviceRow, JobRow, PoolRow, RunnerHostRow, SessionRow
@@ -140,7 +141,7 @@ async def queue_check(
         event=HEALTH_CHECK_EVENT,
         priority=Priority.GATE.value,  # ahead of normal work: the device's next job should find it checked
         state=SessionState.QUEUED,
-        resolution={"health_check": {"device": device_id, "why": why, **check.as_document()}},
+        resolution=Resolution(health_check=HealthCheckRecord(device_id, why, check)).to_document(),
         created_at=at,
         updated_at=at,
         health_check_device=device_id,

@@ -248,6 +248,8 @@ class SessionRow(Base):
     conclusion: Mapped[Conclusion | None] = mapped_column(by_value(Conclusion, "session_conclusion", 32))
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     resolution: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # The manifest's retry policy (``RetryPolicy.as_dict``); None for a session stored without one: no retry.
+    retry: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(Timestamp)
     updated_at: Mapped[datetime] = mapped_column(Timestamp)
     installation_id: Mapped[int | None] = mapped_column(BigInteger)

@@ -28,7 +28,7 @@ from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.manifest import Priority
 from kerrigan.core.matching import resolve, resolve_hosts
 from kerrigan.core.queue_wait import QueueWait
-from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
+from kerrigan.core.requirements import Requirements
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.leases import QueuedJobRecord, leased_devices, queued_jobs
 from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobRow, RunnerHostRow, SessionRow
@@ -105,11 +105,7 @@ def requirements_of(record: QueuedJobRecord) -> Requirements | None:
 
 def requirements_of_mapping(requested: Mapping[str, Any]) -> Requirements:
     """Requirements as a session's resolution records them: ``{"labels": {key: [values]}, "tags": [...]}``."""
-    labels = {
-        key: LabelRequirement(key, tuple(values)) for key, values in requested.get("labels", {}).items()
-    }
-    tags = tuple(TagRequirement(tag) for tag in requested.get("tags", []))
-    return Requirements(labels, tags)
+    return Requirements.from_dict(requested)
 
 
 def queue_wait_since(record: QueuedJobRecord, now: datetime) -> datetime | None:

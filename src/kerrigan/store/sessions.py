@@ -16,7 +16,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.diagnostics_store import compact, expand
-from kerrigan.core.lifecycle import JobState, SessionOutcome, check_session_transition
+from kerrigan.core.lifecycle import JobState, RetryPolicy, SessionOutcome, check_session_transition
+from kerrigan.core.resolution import Resolution
 from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.job_specs import spec_columns, spec_of
@@ -25,10 +26,21 @@ from kerrigan.store.signals import SessionConcluded, Topic, mark, note
 from kerrigan.store.transitions import move_job, record_version, session_moved
 
 
+def read_resolution(stored: Mapping[str, Any] | None, *, device_lists: bool = True) -> Resolution:
+    """A stored resolution document, its per-device lists expanded (without ``device_lists`` they are not,
+    and read as empty: for a reader that needs none of them)."""
+    return Resolution.from_document(expand(stored or {}) if device_lists else stored)
+
+
+def stored_resolution(resolution: Resolution) -> dict[str, Any]:
+    """The document to store for ``resolution``, its per-device lists compact."""
+    return compact(resolution.to_document())
+
+
 def _session(
-    row: SessionRow, jobs: Iterable[JobRow] = (), *, resolution: Mapping[str, Any] | None = None
+    row: SessionRow, jobs: Iterable[JobRow] = (), *, resolution: Resolution | None = None
 ) -> Session:
-    """The session of ``row``; ``resolution``: its resolution expanded already (else expanded here)."""
+    """The session of ``row``; ``resolution``: its resolution read already (else read here)."""
     return Session(
         id=row.id,
         repository=row.repository,
@@ -48,7 +60,8 @@ def _session(
         check_run_id=row.check_run_id,
         delivery_id=row.delivery_id,
         workflow_run_id=row.workflow_run_id,
-        resolution=dict(resolution) if resolution is not None else expand(row.resolution or {}),
+        resolution=resolution if resolution is not None else read_resolution(row.resolution),
+        retry=RetryPolicy.from_dict(row.retry),
         jobs=tuple(
             Job(
                 spec_of(job),
@@ -100,7 +113,8 @@ async def create_session(
         fork_owner=new.fork_owner,
         delivery_id=new.delivery_id,
         workflow_run_id=new.workflow_run_id,
-        resolution=compact(new.resolution),
+        resolution=stored_resolution(new.resolution),
+        retry=new.retry.as_dict(),
         strategy=new.strategy,
         max_devkits=new.max_devkits,
         queue_wait_limit_s=new.queue_wait_limit_s,
@@ -166,8 +180,9 @@ async def resolve_session(
     at: datetime,
     *,
     outcome: SessionOutcome,
-    resolution: Mapping[str, Any],
+    resolution: Resolution,
     check_run: Mapping[str, Any],
+    retry: RetryPolicy | None = None,
     requirements: Mapping[str, Mapping[str, Any]] | None = None,
     unschedulable: Iterable[str] = (),
     awaiting_approval: bool | None = None,
@@ -176,7 +191,8 @@ async def resolve_session(
     """A session's manifest was read and resolved (``secrets_allowed``: an approval gave its jobs their
     secrets): store the resolution (its per-device lists compact:
     :mod:`kerrigan.core.diagnostics_store`) and the check run it makes (the
-    body GitHub should show until a job starts), each task's requirements, and the session's state; a
+    body GitHub should show until a job starts), its manifest's ``retry`` policy (None: as it was), each
+    task's requirements, and the session's state; a
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
     ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
     row = await _row(session, session_id)
@@ -187,7 +203,9 @@ async def resolve_session(
     session_moved(session, row, before)
     if outcome.state is SessionState.COMPLETED and row.conclusion is not None:
         note(session, SessionConcluded(row.conclusion))
-    row.resolution = await asyncio.to_thread(compact, resolution)
+    row.resolution = await asyncio.to_thread(stored_resolution, resolution)
+    if retry is not None:
+        row.retry = retry.as_dict()
     row.check_run_resolution = dict(check_run)
     if awaiting_approval is not None:
         row.awaiting_approval = awaiting_approval
@@ -206,7 +224,7 @@ async def resolve_session(
         mark(session, Topic.DISPATCH)
     record_version(session, row, at)
     await session.flush()
-    return _session(row, jobs, resolution=resolution)  # what compact keeps, expand gives back exactly
+    return _session(row, jobs, resolution=resolution)  # what is stored reads back the same
 
 
 async def _row(session: AsyncSession, session_id: str) -> SessionRow:
@@ -218,12 +236,13 @@ async def _row(session: AsyncSession, session_id: str) -> SessionRow:
 
 async def get_session(session: AsyncSession, session_id: str, *, device_lists: bool = True) -> Session:
     """One session with its jobs; without ``device_lists`` its resolution keeps each task's per-device
-    lists as stored (compact: not lists, which readers take for none), for a reader that needs none of them
-    and should not pay for expanding thousands of devices a task."""
+    lists unread (empty), for a reader that needs none of them and should not pay for expanding thousands of
+    devices a task."""
     row = await _row(session, session_id)
     jobs = await _jobs(session, row.pk)
     stored = row.resolution or {}
-    return _session(row, jobs, resolution=await asyncio.to_thread(expand, stored) if device_lists else stored)
+    resolution = await asyncio.to_thread(read_resolution, stored, device_lists=device_lists)
+    return _session(row, jobs, resolution=resolution)
 
 
 async def find_sessions(
@@ -252,8 +271,8 @@ async def find_sessions(
             query = query.where(getattr(SessionRow, name) == value)
     rows = (await session.scalars(query)).all()
     stored = [row.resolution or {} for row in rows]
-    expanded = await asyncio.to_thread(lambda: [expand(resolution) for resolution in stored])
-    return [_session(row, resolution=resolution) for row, resolution in zip(rows, expanded, strict=True)]
+    read = await asyncio.to_thread(lambda: [read_resolution(resolution) for resolution in stored])
+    return [_session(row, resolution=resolution) for row, resolution in zip(rows, read, strict=True)]
 
 
 async def commits_beginning(session: AsyncSession, repository: str, prefix: str) -> set[str]:

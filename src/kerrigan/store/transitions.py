@@ -47,8 +47,6 @@ from kerrigan.store.signals import (
     note,
 )
 
-RETRY_POLICY_KEY = "retry"  # where a session's resolution keeps its manifest's retry policy
-
 # Moves a check run shows: a job starting or ending (leases and acceptances are not news on GitHub).
 VISIBLE = frozenset({JobState.RUNNING}) | ENDED
 
@@ -210,7 +208,7 @@ async def retry_failed(
     cancelled, or a health check, retries nothing. The new jobs."""
     if row.cancel_reason is not None or row.health_check_device is not None:
         return []
-    policy = RetryPolicy.from_dict((row.resolution or {}).get(RETRY_POLICY_KEY))
+    policy = RetryPolicy.from_dict(row.retry)
     added = []
     for job in jobs:
         if job.state != JobState.FAILED:

@@ -8,8 +8,10 @@ from typing import Any
 
 from kerrigan.core.inventory import Device, DeviceState, Firmware, Pool
 from kerrigan.core.job_spec import JobSpec
+from kerrigan.core.lifecycle import NO_RETRY, RetryPolicy
 from kerrigan.core.manifest import Priority, Strategy
 from kerrigan.core.requirements import LabelRequirement, Requirements, TagRequirement
+from kerrigan.core.resolution import Resolution
 from kerrigan.core.sessions import Job, Session, SessionState
 
 
@@ -76,20 +78,24 @@ def session(
     *,
     repository: str = "octo/firmware",
     resolution: Mapping[str, object] | None = None,
+    retry: RetryPolicy = NO_RETRY,
     vcpus: int = 2,
     at: datetime | None = None,
     boardless: Iterable[str] = (),
     needs: Mapping[str, Iterable[str]] | None = None,
 ) -> Session:
-    """A queued push session with one job per task. A ``resolution`` shaped as the explain JSON (``tasks``
-    with ``requested``, and ``scheduling``) also sets what the store keeps typed: each job's requirements
-    and the session's ``max_devkits``, ``strategy`` and ``queue_wait_limit_s``. The tasks named in
-    ``boardless`` hold no device (``board: none``); ``needs`` gives tasks the tasks they need."""
-    resolved = dict(resolution or {})
+    """A queued push session with one job per task, and the manifest's ``retry`` policy. A ``resolution``
+    shaped as the explain JSON (``tasks`` with ``requested``, and ``scheduling`` as older documents had it)
+    is the session's resolution (:meth:`Resolution.from_document`) and also sets what the store keeps
+    typed: each job's requirements (its task's ``requested`` as given, a gang's ``roles`` in it too) and the
+    session's ``max_devkits``, ``strategy`` and ``queue_wait_limit_s``. The tasks named in ``boardless``
+    hold no device (``board: none``); ``needs`` gives tasks the tasks they need."""
+    given = dict(resolution or {})
+    scheduling: Mapping[str, Any] = given.pop("scheduling", {})  # type: ignore[assignment]
+    # The jobs' requirements as the test wrote them: a job's record, which a gang's roles are part of.
     requested: dict[str, Mapping[str, Any]] = {}
-    for task in resolved.get("tasks", ()):  # type: ignore[attr-defined]
+    for task in given.get("tasks", ()):  # type: ignore[attr-defined]
         requested[str(task["id"])] = dict(task.get("requested", {}))
-    scheduling: Mapping[str, Any] = resolved.get("scheduling", {})  # type: ignore[assignment]
     typed: dict[str, Any] = {}
     if "max_devkits" in scheduling:
         typed["max_devkits"] = int(scheduling["max_devkits"])
@@ -108,7 +114,8 @@ def session(
         priority=Priority.NORMAL,
         state=SessionState.QUEUED,
         created_at=at or datetime(2026, 11, 29, 12, 0, tzinfo=UTC),
-        resolution=resolved,
+        resolution=Resolution.from_document(given),
+        retry=retry,
         jobs=tuple(
             Job(
                 JobSpec(

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.cancel import cancel_session
@@ -26,9 +27,9 @@ async def queue(db: Database, retry: dict[str, Any] | None = DEFAULT_RETRY, wait
         "tasks": [{"id": "smoke", "requested": SOM_UART}],
         "scheduling": {"max_devkits": 1, "strategy": "spread", "queue_wait_limit_s": wait_s},
     }
-    if retry is not None:
-        resolution["retry"] = retry
-    new = builders.session(SESSION, ["smoke"], resolution=resolution)
+    # None: a session stored without a policy (before policies were).
+    policy = RetryPolicy.from_dict(retry)
+    new = builders.session(SESSION, ["smoke"], resolution=resolution, retry=policy)
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
 

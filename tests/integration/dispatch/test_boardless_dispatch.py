@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from kerrigan.app import create_app
 from kerrigan.config import Settings
+from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
@@ -41,10 +42,15 @@ async def queue(
     resolution = {
         "tasks": [{"id": task, "requested": requested} for task, requested in tasks.items()],
         "scheduling": {"max_devkits": max_devkits, "strategy": "spread", "priority": "normal"},
-        "retry": {"infrastructure": 2, "exit_status": [], "limit": 0},
     }
     new = builders.session(
-        session_id, tasks, resolution=resolution, vcpus=vcpus, boardless=boardless, needs=needs
+        session_id,
+        tasks,
+        resolution=resolution,
+        retry=RetryPolicy(infrastructure=2, exit_status=frozenset(), limit=0),
+        vcpus=vcpus,
+        boardless=boardless,
+        needs=needs,
     )
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())

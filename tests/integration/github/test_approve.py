@@ -71,7 +71,7 @@ async def waiting(harness: Harness, sha: str) -> list[bool]:
 
 
 def approved(sessions: list[Session]) -> bool:
-    return bool(sessions) and all(not s.awaiting_approval and s.resolution for s in sessions)
+    return bool(sessions) and all(not s.awaiting_approval and s.resolution.recorded for s in sessions)
 
 
 @pytest.fixture

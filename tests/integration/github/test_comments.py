@@ -202,7 +202,7 @@ async def test_approve_by_a_writer_lets_the_sessions_run(fork_pull: Harness) -> 
         ("hil-smoke", False),
         ("org-class", False),
     ]
-    assert all(s.resolution for s in sessions)
+    assert all(s.resolution.recorded for s in sessions)
 
 
 async def test_approve_by_a_reader_leaves_the_check_runs_waiting(fork_pull: Harness) -> None:

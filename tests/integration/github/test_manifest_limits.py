@@ -147,7 +147,7 @@ async def test_a_forks_manifests_are_parsed_off_the_loop_and_resolved_only_once_
     assert resolving.threads == []  # waiting for approval: parsed for the check runs' names, not resolved
     waiting = await harness.sessions()
     assert waiting
-    assert all(session.awaiting_approval and session.resolution == {} for session in waiting)
+    assert all(session.awaiting_approval and session.resolution.to_document() == {} for session in waiting)
 
     harness.github.set_permission(REPO, MAINTAINER, "write")
     assert await harness.deliver("issue_comment", comment("/kerrigan approve", number=8)) == 202

@@ -37,7 +37,7 @@ async def test_a_push_from_a_repository_the_pool_does_not_admit_fails_its_check_
     output = run["output"]["summary"] + (run["output"].get("text") or "")
     assert f"repository {REPO} may not use pool {POOL}" in output
     [session] = await harness.sessions()
-    [smoke, _boot] = session.resolution["tasks"]
+    [smoke, _boot] = session.resolution.to_document()["tasks"]
     assert smoke["outcome"] == "unschedulable"
     assert {"pool": POOL, "reasons": [f"repository {REPO} may not use pool {POOL}"]} in smoke[
         "rejected_pools"

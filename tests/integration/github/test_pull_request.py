@@ -59,4 +59,4 @@ async def test_fork_pull_request_sessions_are_not_resolved_until_approved(bare_h
     await bare_harness.settle()
     sessions = await bare_harness.sessions()
     assert [s.workflow for s in sessions] == list(PULL_REQUEST_WORKFLOWS)
-    assert all(s.awaiting_approval and s.resolution == {} for s in sessions)
+    assert all(s.awaiting_approval and s.resolution.to_document() == {} for s in sessions)

@@ -58,7 +58,7 @@ async def test_the_session_queue_and_runners_pages_show_the_build_on_its_host_wi
 
     _, page = await reader.get(f"/sessions/{session.id}")
     words = text(page)
-    assert "schedulable: eligible runner hosts exist (no board)" in words
+    assert "ready: waiting for dispatch (no board)" in words
     assert "No board: it holds no device and runs on a runner host" in words
     assert (
         "1/4 runner hosts available: 2 kerrigan.host expected one of [lab-a-01, lab-b-02], "

@@ -227,8 +227,8 @@ async def test_a_gang_shows_each_roles_verdict_and_whether_one_host_holds_them_a
     words = text(page)
     assert "A gang: 2 devices at once, all on one runner host." in words
     assert "Runner hosts with a device for every role: lab-b-01 ." in words
-    assert "Role dut schedulable: eligible devices exist" in words
-    assert "Role peer schedulable: eligible devices exist" in words
+    assert "Role dut ready: waiting for dispatch" in words
+    assert "Role peer ready: waiting for dispatch" in words
     assert "modalix-old-02" in device_links(page)
     # split: every role matches somewhere, never on one host.
     assert "unschedulable: gang: no runner host holds a device for every role" in words

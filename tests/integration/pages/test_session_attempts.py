@@ -25,7 +25,7 @@ async def test_a_retried_job_and_its_retry_are_worded_as_attempts(site: Site, br
         )
         row = await db.scalar(select(SessionRow).where(SessionRow.id == SESSION))
         assert row is not None
-        row.resolution = {**row.resolution, "retry": {"infrastructure": 2, "exit_status": [], "limit": 0}}
+        row.retry = {"infrastructure": 2, "exit_status": [], "limit": 0}
         [first] = (await db.scalars(select(JobRow).where(JobRow.session_pk == row.pk))).all()
         first.state, first.device_id, first.reason = JobState.RETRIED, "modalix-bluebox", "runner_lost"
         first.finished_at = site.database.clock()

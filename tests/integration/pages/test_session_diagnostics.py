@@ -9,14 +9,15 @@ from typing import Any
 from sqlalchemy import select
 
 from kerrigan.core.explain import resolution_json
-from kerrigan.core.lifecycle import resolution_outcome
+from kerrigan.core.lifecycle import RetryPolicy, resolution_outcome
 from kerrigan.core.matching import resolve
+from kerrigan.core.resolution import Resolution, ResolvedTask
 from kerrigan.github.checks import CheckRunBody
 from kerrigan.store.models import SessionRow
 from kerrigan.store.sessions import create_session, get_session, resolve_session
 from kerrigan.testing import builders
 from kerrigan.testing.labs import synthetic_lab
-from kerrigan.web.pages.sessions import REJECTED_SHOWN, bounded, task_view
+from kerrigan.web.pages.sessions.resolution_views import REJECTED_SHOWN, bounded, task_view
 from tests.integration.pages.conftest import READER, Site
 from tests.integration.pages.test_session_page import device_links, table, text
 
@@ -31,8 +32,10 @@ def unschedulable_document(pools: int = 100, per_pool: int = 100) -> dict[str, A
     unmatchable = builders.requirements({"form-factor": "som", "sdk": "2.2.0"}, tags=["uart-debgu"])
     task = {"id": "smoke", "line": 3, **resolution_json(resolve(unmatchable, lab, repository="octo/fw"))}
     document: dict[str, Any] = json.loads(json.dumps({"workflow": "w", "file": "w.yml", "tasks": [task]}))
-    document["retry"] = {"infrastructure": 2, "exit_status": [], "limit": 0}
     return document
+
+
+RETRY = {"infrastructure": 2, "exit_status": [], "limit": 0}
 
 
 async def store(site: Site, session_id: str, document: dict[str, Any]) -> None:
@@ -43,7 +46,8 @@ async def store(site: Site, session_id: str, document: dict[str, Any]) -> None:
             session_id,
             site.database.clock(),
             outcome=resolution_outcome(valid=True, unschedulable=True),
-            resolution=document,
+            resolution=Resolution.from_document(document),
+            retry=RetryPolicy.from_dict(RETRY),
             check_run=CheckRunBody(
                 {"status": "completed", "conclusion": "failure", "output": {"title": "t", "summary": "s"}}
             ).as_json(),
@@ -56,17 +60,22 @@ async def stored_json(site: Site, session_id: str) -> Any:
         return await db.scalar(select(SessionRow.resolution).where(SessionRow.id == session_id))
 
 
+async def stored_retry(site: Site, session_id: str) -> Any:
+    async with site.database.sessions() as db:
+        return await db.scalar(select(SessionRow.retry).where(SessionRow.id == session_id))
+
+
 async def test_a_session_against_10000_devices_is_stored_compact_and_read_back_whole(site: Site) -> None:
     document = unschedulable_document()
     await store(site, SESSION, document)
 
     stored = await stored_json(site, SESSION)
     assert len(json.dumps(stored)) < 64 * 1024 < len(json.dumps(document))
-    assert stored["retry"] == document["retry"]  # what the retry code reads, as it was
+    assert await stored_retry(site, SESSION) == RETRY  # what the retry code reads, as it was
     assert stored["tasks"][0]["requested"] == document["tasks"][0]["requested"]
     async with site.database.sessions() as db:
         session = await get_session(db, SESSION)
-    assert session.resolution == document
+    assert session.resolution == Resolution.from_document(document)
 
 
 async def test_a_session_stored_before_compaction_is_read_as_it_is(site: Site, browser: Open) -> None:
@@ -75,12 +84,12 @@ async def test_a_session_stored_before_compaction_is_read_as_it_is(site: Site, b
         await create_session(db, builders.session(PLAIN), site.database.clock())
         row = await db.scalar(select(SessionRow).where(SessionRow.id == PLAIN))
         assert row is not None
-        row.resolution = document  # as an older Kerrigan stored it: every device in full
+        row.resolution = {**document, "retry": RETRY}  # as an older Kerrigan stored it: every device in full
     assert (await stored_json(site, PLAIN))["tasks"][0]["rejected_devices"] == document["tasks"][0][
         "rejected_devices"
     ]
     async with site.database.sessions() as db:
-        assert (await get_session(db, PLAIN)).resolution == document
+        assert (await get_session(db, PLAIN)).resolution == Resolution.from_document(document)
 
     status, page = await (await browser(READER)).get(f"/sessions/{PLAIN}")
     assert status == 200
@@ -104,7 +113,10 @@ async def test_the_page_of_a_compact_session_shows_its_reasons_and_devices(site:
     shown = device_links(table(page, "rejected-1"))
     assert shown == [v["device"] for v in document["tasks"][0]["rejected_devices"][:REJECTED_SHOWN]]
 
-    assert bounded(task_view(document["tasks"][0])).rejected_more == 10_000 - REJECTED_SHOWN
+    assert (
+        bounded(task_view(ResolvedTask.from_document(document["tasks"][0]))).rejected_more
+        == 10_000 - REJECTED_SHOWN
+    )
     assert f"… and {10_000 - REJECTED_SHOWN} more rejected devices not shown" in words
 
     # The filter reaches every device, not only those shown first.

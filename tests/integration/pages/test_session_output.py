@@ -8,7 +8,7 @@ import re
 import aiohttp
 
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES
-from kerrigan.web.pages.sessions import CHUNKS_PER_PAGE, TAIL_BYTES
+from kerrigan.web.pages.sessions.job_views import CHUNKS_PER_PAGE, TAIL_BYTES
 from tests.integration.pages.conftest import READER, Site
 from tests.integration.pages.test_session_page import Open, push, reported_session, runner_for, text
 

@@ -23,7 +23,7 @@ from kerrigan.store.sessions import find_sessions
 from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import signed_headers
 from kerrigan.testing.waiting import wait_until
-from kerrigan.web.pages.sessions import CHUNKS_PER_PAGE
+from kerrigan.web.pages.sessions.job_views import CHUNKS_PER_PAGE
 from tests.integration.github.conftest import (
     OTHER_SHA,
     REPO,
@@ -154,7 +154,7 @@ async def test_an_unschedulable_session_shows_the_seeds_reasons_and_every_reject
     assert "1 device in maintenance not yet" in histogram
     assert "Nearest misses" in words
     nearest = rows(page.split('class="nearest"', 1)[1].split("</table>", 1)[0])
-    stored = session.resolution["tasks"][0]["nearest_misses"]
+    stored = session.resolution.to_document()["tasks"][0]["nearest_misses"]
     assert len(nearest) == len(stored) == 5
     for verdict, row in zip(stored, nearest, strict=True):
         assert row == f"{verdict['device']} {verdict['pool']} {' '.join(verdict['reasons'])} never"
@@ -204,8 +204,9 @@ async def test_a_manifest_with_errors_shows_each_with_its_file_and_line(site: Si
 
     assert status == 200
     errors = rows(page.split('class="problems error"', 1)[1].split("</table>", 1)[0])
-    assert len(errors) == len(session.resolution["errors"]) > 3
-    for problem, row in zip(session.resolution["errors"], errors, strict=True):
+    stored = session.resolution.to_document()["errors"]
+    assert len(errors) == len(stored) > 3
+    for problem, row in zip(stored, errors, strict=True):
         assert row.startswith(f"{problem['path']} {problem['line']} {problem['column']}")
         assert " ".join(problem["message"].split()) in row
     assert "nothing was scheduled" in text(page)

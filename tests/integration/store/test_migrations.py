@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,71 @@ async def test_enum_columns_map_unknown_values_and_downgrade(tmp_path: Path) -> 
                     await connection.run_sync(lambda sync: command.upgrade(alembic_config(sync), "0025"))
     finally:
         await database.close()
+
+
+async def _downgrade(database: Database, revision: str) -> None:
+    async with database.engine.connect() as connection:
+        if database.engine.dialect.name == "sqlite":  # a table rebuilt must not cascade to its rows' jobs
+            await connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            await connection.commit()
+        async with connection.begin():
+            await connection.run_sync(lambda sync: command.downgrade(alembic_config(sync), revision))
+        if database.engine.dialect.name == "sqlite":
+            await connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+            await connection.commit()
+
+
+async def _sessions_retry(database: Database) -> list[tuple[object, object]]:
+    async with database.engine.connect() as connection:
+        rows = (await connection.execute(text("SELECT resolution, retry FROM sessions ORDER BY pk"))).all()
+    return [tuple(json.loads(value) if isinstance(value, str) else value for value in row) for row in rows]
+
+
+async def test_a_sessions_retry_policy_moves_out_of_its_resolution_into_its_column_and_back(
+    db: Database,
+) -> None:
+    # Revision 0026: the policy a session's resolution kept under "retry" gets a column of its own; the
+    # downgrade puts it back where the older release reads it. A session stored without one keeps none.
+    from kerrigan.core.lifecycle import NO_RETRY, RetryPolicy
+    from kerrigan.store.sessions import get_session
+
+    policy = {"infrastructure": 2, "exit_status": [3], "limit": 1}
+    stored = {"workflow": "w", "tasks": [{"id": "smoke", "outcome": "eligible"}]}
+    try:
+        await _downgrade(db, "0025")
+        async with db.engine.begin() as connection:
+            for pk, resolution in ((1, {**stored, "retry": policy}), (2, {})):
+                await connection.execute(
+                    text(
+                        "INSERT INTO sessions (pk, id, head_sha, workflow, manifest_path, event, priority,"
+                        " state, resolution, created_at, updated_at, repository, awaiting_approval,"
+                        " strategy, max_devkits, queue_wait_limit_s, version, shown_version, sync_attempts,"
+                        " secrets_allowed)"
+                        " VALUES (:pk, :id, :sha, 'w', 'w.yml', 'push', 'normal', 'queued', :resolution,"
+                        " :at, :at, 'octo/firmware', false, 'spread', 1, 300, 1, 1, 0, true)"
+                    ),
+                    {
+                        "pk": pk,
+                        "id": f"s-{pk}",
+                        "sha": str(pk) * 40,
+                        "resolution": json.dumps(resolution),
+                        "at": datetime(2026, 12, 5, tzinfo=UTC),
+                    },
+                )
+        await upgrade(db.engine)
+        assert await _sessions_retry(db) == [(stored, policy), ({}, None)]
+        async with db.sessions() as session:
+            assert (await get_session(session, "s-1")).retry == RetryPolicy(2, frozenset({3}), 1)
+            assert (await get_session(session, "s-2")).retry == NO_RETRY
+        await _downgrade(db, "0025")
+        resolutions = [resolution for resolution, _ in await _sessions_retry_before(db)]
+        assert resolutions == [{**stored, "retry": policy}, {}]
+    finally:
+        await upgrade(db.engine)
+
+
+async def _sessions_retry_before(database: Database) -> list[tuple[object, None]]:
+    """The resolutions as a release before revision 0026 stored them (no retry column)."""
+    async with database.engine.connect() as connection:
+        rows = (await connection.execute(text("SELECT resolution FROM sessions ORDER BY pk"))).all()
+    return [(json.loads(value) if isinstance(value, str) else value, None) for (value,) in rows]

@@ -1,9 +1,12 @@
 """A session's resolution as stored and handed back: its per-device lists compact in the database, expanded
-for the readers that show them, and left compact for one that needs none (a check run's projection)."""
+for the readers that show them, and left compact for one that needs none (a check run's projection); its
+retry policy beside it."""
 
 from __future__ import annotations
 
-from kerrigan.core.lifecycle import resolution_outcome
+from kerrigan.core.lifecycle import RetryPolicy, resolution_outcome
+from kerrigan.core.matching import Outcome
+from kerrigan.core.resolution import Resolution
 from kerrigan.store.database import Database
 from kerrigan.store.sessions import create_session, get_session, resolve_session
 from kerrigan.testing import builders
@@ -15,9 +18,9 @@ REJECTED = [
 ]
 DOCUMENT = {
     "workflow": "hil-smoke",
-    "retry": {"infrastructure": 2},
     "tasks": [{"id": "smoke", "outcome": "unschedulable", "rejected_devices": REJECTED}],
 }
+RETRY = {"infrastructure": 2}
 
 
 async def resolved(db: Database) -> None:
@@ -28,17 +31,21 @@ async def resolved(db: Database) -> None:
             SESSION,
             db.clock(),
             outcome=resolution_outcome(valid=True, unschedulable=False),
-            resolution=DOCUMENT,
+            resolution=Resolution.from_document(DOCUMENT),
             check_run={"name": "kerrigan / hil-smoke"},
+            retry=RetryPolicy.from_dict(RETRY),
         )
-    assert back.resolution == DOCUMENT
+    assert back.resolution == Resolution.from_document(DOCUMENT)
+    assert back.retry == RetryPolicy.from_dict(RETRY)
 
 
 async def test_a_stored_resolution_comes_back_as_it_was_resolved(db: Database) -> None:
     await resolved(db)
     async with db.sessions() as session:
         found = await get_session(session, SESSION)
-    assert found.resolution == DOCUMENT
+    assert found.resolution == Resolution.from_document(DOCUMENT)
+    assert len(found.resolution.tasks[0].match.rejected_devices) == len(REJECTED)
+    assert found.retry == RetryPolicy.from_dict(RETRY)
 
 
 async def test_without_device_lists_the_rest_of_the_resolution_is_there_and_the_lists_are_not(
@@ -47,8 +54,8 @@ async def test_without_device_lists_the_rest_of_the_resolution_is_there_and_the_
     await resolved(db)
     async with db.sessions() as session:
         found = await get_session(session, SESSION, device_lists=False)
-    assert found.resolution["retry"] == {"infrastructure": 2}
-    [task] = found.resolution["tasks"]
-    assert (task["id"], task["outcome"]) == ("smoke", "unschedulable")
-    assert not isinstance(task["rejected_devices"], list)  # compact: readers take a non-list for none
+    assert found.retry == RetryPolicy.from_dict(RETRY)
+    [task] = found.resolution.tasks
+    assert (task.id, task.outcome) == ("smoke", Outcome.UNSCHEDULABLE)
+    assert task.match.rejected_devices == ()  # compact: read as none
     assert found.cannot_pass() == "task smoke can never be scheduled on the lab's devices"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kerrigan.core.resolution import Resolution
 from kerrigan.testing import builders
 
 ERROR = {"path": ".kerrigan/workflows/hil.yml", "line": 7, "column": 3, "field": "on", "message": "bad"}
@@ -33,5 +34,7 @@ def test_a_session_that_would_fail_the_same_way_says_why(
     resolution: dict[str, Any], reason: str | None
 ) -> None:
     # Set after building: the builder reads a resolution's tasks, and an odd shape is the point here.
-    session = dataclasses.replace(builders.session("1111-2222"), resolution=resolution)
+    session = dataclasses.replace(
+        builders.session("1111-2222"), resolution=Resolution.from_document(resolution)
+    )
     assert session.cannot_pass() == reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kerrigan.core.lifecycle import Conclusion, SessionState
+from kerrigan.core.lifecycle import Conclusion, RetryPolicy, SessionState
 from kerrigan.github.checks import SessionContext, progress_body
 from kerrigan.github.projection import progress_of
 from kerrigan.store.check_runs import JobView, Projection
@@ -22,7 +22,7 @@ def test_a_retried_boardless_job_is_shown_on_its_hosts_with_no_board() -> None:
         2, "build", "succeeded", None, "lab-a-02", 0, None, AT, AT, attempt=2, retry_of=1, boardless=True
     )
     test = JobRecord(3, "test", "succeeded", "modalix-bluebox", "lab-a-01", 0, None, AT, AT)
-    session = builders.session("1111-2222", ["build", "test"], resolution={"retry": {"infrastructure": 2}})
+    session = builders.session("1111-2222", ["build", "test"], retry=RetryPolicy(infrastructure=2))
     view = Projection(session, tuple(JobView(record, "") for record in (lost, second, test)), None, None)
     jobs = progress_of(view)
     summary = progress_body("hil", CONTEXT, jobs, SessionState.COMPLETED, Conclusion.SUCCESS).fields[

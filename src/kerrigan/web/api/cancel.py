@@ -11,7 +11,6 @@ a repository the caller may not read (:mod:`kerrigan.web.reading`) is not there 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -31,22 +30,10 @@ from kerrigan.web.writers import WritersUnknownError, github_unavailable, writes
 routes = web.RouteTableDef()
 
 
-def _pools_of_resolution(resolution: Any) -> set[str]:
-    tasks = resolution.get("tasks") if isinstance(resolution, dict) else None
-    found: set[str] = set()
-    for task in tasks if isinstance(tasks, list) else []:
-        roles = task.get("roles") if isinstance(task, dict) else None
-        for part in [task, *(roles if isinstance(roles, list) else [])]:  # a gang's roles each
-            pools = part.get("eligible_pools") if isinstance(part, dict) else None
-            if isinstance(pools, list):
-                found.update(pool for pool in pools if isinstance(pool, str))
-    return found
-
-
 async def session_owners(db: AsyncSession, session: Session) -> set[str]:
     """The owners (lowercase logins) of the pools ``session`` uses: its jobs' devices' pools and the pools
     its tasks were eligible on. Pools or devices deleted since are passed over."""
-    pool_ids = _pools_of_resolution(dict(session.resolution))
+    pool_ids = {pool for match in session.resolution.matches() for pool in match.eligible_pools}
     for device_id in {job.device_id for job in session.jobs if job.device_id}:
         try:
             pool_ids.add((await get_device(db, device_id)).device.pool_id)

@@ -18,6 +18,7 @@ from aiohttp import web
 from kerrigan.core.explain import EXIT_INVALID, EXIT_OK, Explanation, explain, explanation_json
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.manifest import ManifestResult, parse_manifest
+from kerrigan.core.resolution import ProblemRecord, Resolution
 from kerrigan.core.roles import Principal
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
@@ -25,14 +26,7 @@ from kerrigan.store.session_pages import DeviceFacts, known_repositories, latest
 from kerrigan.web.api.explain import DEFAULT_PATH
 from kerrigan.web.bodies import MAX_BODY
 from kerrigan.web.pages.rendering import render
-from kerrigan.web.pages.sessions import (
-    ProblemView,
-    TaskView,
-    bounded,
-    named_devices,
-    problems,
-    task_view,
-)
+from kerrigan.web.pages.sessions.resolution_views import TaskView, bounded, named_devices, task_view
 from kerrigan.web.reading import read_access
 from kerrigan.web.signin import check_csrf, page_reader
 from kerrigan.web.state import DATABASE
@@ -54,7 +48,7 @@ class SourceLine:
 
 
 def source_lines(
-    text: str, errors: Sequence[ProblemView], warnings: Sequence[ProblemView], tasks: Sequence[TaskView]
+    text: str, errors: Sequence[ProblemRecord], warnings: Sequence[ProblemRecord], tasks: Sequence[TaskView]
 ) -> list[SourceLine]:
     """The manifest's lines, each with the errors, warnings and hints placed on it."""
     placed_errors: dict[int, list[str]] = {}
@@ -109,11 +103,12 @@ async def _repositories(request: web.Request, principal: Principal | None) -> li
 
 def _explained(
     text: str, path: str, inventory: Inventory, descriptions: Mapping[str, str], repository: str | None
-) -> tuple[ManifestResult, Explanation, dict[str, object]]:
-    """The manifest parsed, resolved, and the resolution's JSON document."""
+) -> tuple[ManifestResult, Explanation, Resolution]:
+    """The manifest parsed, resolved, and the resolution as a session would store it (through the same
+    JSON document)."""
     parsed = parse_manifest(text, path)
     explanation = explain(parsed, inventory, repository=repository, check_vcpus=True)
-    return parsed, explanation, explanation_json(explanation, descriptions)
+    return parsed, explanation, Resolution.from_document(explanation_json(explanation, descriptions))
 
 
 @routes.get("/explain")
@@ -171,18 +166,17 @@ async def explain_post(request: web.Request) -> web.Response:
         inventory = await load_inventory(db)
         descriptions = await label_keys(db)
     # Parsing and resolving take a while for a large manifest or lab: not on the event loop.
-    parsed, explanation, document = await asyncio.to_thread(
+    parsed, explanation, resolution = await asyncio.to_thread(
         _explained, manifest, path, inventory, descriptions, repository or None
     )
     latest = None
     if repository and parsed.name:
         async with request.config_dict[DATABASE].sessions() as db:
             latest = await latest_session(db, repository, parsed.name)
-    raw_tasks = [dict(task) for task in document["tasks"]] if isinstance(document["tasks"], list) else []
-    facts = inventory_facts(inventory, named_devices(document))
-    tasks = [bounded(task_view(task, facts, query)) for task in raw_tasks]  # a 10k-device lab: bounded
-    errors = problems(document["errors"] if isinstance(document["errors"], list) else [])
-    warnings = problems(document["warnings"] if isinstance(document["warnings"], list) else [])
+    facts = inventory_facts(inventory, named_devices(resolution))
+    # A 10k-device lab: bounded.
+    tasks = [bounded(task_view(task, facts, query)) for task in resolution.tasks]
+    errors, warnings = resolution.errors, resolution.warnings
     context["answer"] = {
         "workflow": parsed.name,
         "exit_code": explanation.exit_code,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from kerrigan.web.downloads import send_job_file
-from kerrigan.web.pages.sessions import job_of
+from kerrigan.web.pages.sessions.output import job_of
 
 routes = web.RouteTableDef()
 
