@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kerrigan import app as application
 from kerrigan.app import RECONCILER, WORKER
 from kerrigan.config import ConfigError, Settings
+from kerrigan.github import worker_processes
 from kerrigan.github.delivery_worker import DeliveryWorker
 from kerrigan.github.routes import router
 from kerrigan.store.database import Database
@@ -52,10 +53,10 @@ async def test_a_worker_process_that_exits_is_logged_and_replaced(
         started.append(process)
         return process
 
-    monkeypatch.setattr(application, "_spawn_worker", spawn)
-    monkeypatch.setattr(application, "WORKER_RESTART_S", 0.01)
-    caplog.set_level(logging.ERROR, "kerrigan.app")
-    supervisor = asyncio.create_task(application._supervise_workers(1, Settings()))
+    monkeypatch.setattr(worker_processes, "_spawn_worker", spawn)
+    monkeypatch.setattr(worker_processes, "WORKER_RESTART_S", 0.01)
+    caplog.set_level(logging.ERROR, "kerrigan.github.worker_processes")
+    supervisor = asyncio.create_task(worker_processes.supervise_workers(1, Settings()))
     await wait_until(lambda: len(started) == 2, timeout=10)
     assert "worker process 1 exited with status 3; starting another" in caplog.text
     supervisor.cancel()
@@ -99,14 +100,14 @@ async def test_a_metrics_port_in_use_is_one_line_naming_the_flag() -> None:
 
 def test_the_workers_a_server_starts_serve_their_counters_on_consecutive_ports() -> None:
     settings = Settings.from_env({"KERRIGAN_WORKER_METRICS_PORT": "9102", "KERRIGAN_HOST": "0.0.0.0"})
-    assert application.worker_argv(1, settings)[-5:] == [
+    assert worker_processes.worker_argv(1, settings)[-5:] == [
         "worker",
         "--metrics-host",
         "0.0.0.0",
         "--metrics-port",
         "9102",
     ]
-    assert application.worker_argv(2, settings)[-1] == "9103"
-    assert application.worker_argv(1, Settings())[-1] == "worker"  # no setting: no metrics port
+    assert worker_processes.worker_argv(2, settings)[-1] == "9103"
+    assert worker_processes.worker_argv(1, Settings())[-1] == "worker"  # no setting: no metrics port
     with pytest.raises(ConfigError, match="KERRIGAN_WORKER_METRICS_PORT must be a port number"):
         Settings.from_env({"KERRIGAN_WORKER_METRICS_PORT": "99999"})

@@ -32,7 +32,6 @@ here raises on bad input.
 from __future__ import annotations
 
 import codecs
-import enum
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -44,7 +43,8 @@ from defusedxml import DTDForbidden, EntitiesForbidden, ExternalReferenceForbidd
 
 from kerrigan.core.job_files import RESULTS_MAX_BYTES
 from kerrigan.core.masking import MIN_SECRET_BYTES, Masker, OutputMasker
-from kerrigan.core.results.locations import Location, Locator, locate
+from kerrigan.core.results.locations import Locator, locate
+from kerrigan.core.results.records import CaseResult, Counts, JUnitReport, Outcome, ResultsProblem
 
 KIB: Final = 1 << 10
 MIB: Final = 1 << 20
@@ -59,108 +59,9 @@ _PIECE_BYTES: Final = 64 * KIB  # fed to expat at a time: a token too long is fo
 _PASSED_SHARE: Final = 0.75  # of max_kept_chars, what passed tests may use
 
 
-class Outcome(enum.StrEnum):
-    """How a test ended."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    ERROR = "error"
-    SKIPPED = "skipped"
-
-
 _OUTCOME_TAGS: Final = {"failure": Outcome.FAILED, "error": Outcome.ERROR, "skipped": Outcome.SKIPPED}
 # A test with several outcome elements is as bad as its worst one.
 _RANK: Final = {Outcome.PASSED: 0, Outcome.SKIPPED: 1, Outcome.FAILED: 2, Outcome.ERROR: 3}
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    """Tests by outcome, and the seconds they took (of those that said)."""
-
-    passed: int = 0
-    failed: int = 0
-    errors: int = 0
-    skipped: int = 0
-    time_s: float = 0.0
-
-    @property
-    def total(self) -> int:
-        """Every test counted."""
-        return self.passed + self.failed + self.errors + self.skipped
-
-    def __add__(self, other: Counts) -> Counts:
-        return Counts(
-            self.passed + other.passed,
-            self.failed + other.failed,
-            self.errors + other.errors,
-            self.skipped + other.skipped,
-            self.time_s + other.time_s,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CaseResult:
-    """One test: where it is, how it ended, and for one that did not pass, why (text and output bounded).
-
-    ``details``, ``stdout`` and ``stderr`` are kept for a failure or error (up to the report's
-    ``max_detailed``), and ``location`` when it names a repository line; a skipped test has its reason in
-    ``message``.
-    """
-
-    name: str
-    classname: str
-    suite: str
-    outcome: Outcome
-    time_s: float | None
-    message: str = ""
-    kind: str = ""
-    details: str = ""
-    stdout: str = ""
-    stderr: str = ""
-    location: Location | None = None
-
-    @property
-    def text_chars(self) -> int:
-        """The characters of its names and text (not its suite's, which its suite's tests share), as the
-        limits on what is kept count them."""
-        texts = (self.name, self.classname, self.message, self.kind, self.details, self.stdout, self.stderr)
-        return sum(map(len, texts)) + (len(self.location.path) if self.location else 0)
-
-    @property
-    def full_name(self) -> str:
-        """``classname.name``, or the name alone when it already starts with the class (twister's)."""
-        if not self.classname or self.name.startswith(self.classname):
-            return self.name
-        return f"{self.classname}.{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class ResultsProblem:
-    """What is wrong with a results file, or what of it was left out, and where."""
-
-    file: str
-    message: str
-    line: int | None = None
-    column: int | None = None
-
-    def __str__(self) -> str:
-        where = self.file + "".join(f":{number}" for number in (self.line, self.column) if number is not None)
-        return f"{where}: {self.message}"
-
-
-@dataclass(frozen=True, slots=True)
-class JUnitReport:
-    """One results file: the tests kept (in file order), every test counted, and its problems."""
-
-    file: str
-    cases: tuple[CaseResult, ...]
-    counts: Counts
-    problems: tuple[ResultsProblem, ...] = ()
-
-    @property
-    def unlisted(self) -> int:
-        """Tests counted but not kept (past ``max_cases``)."""
-        return self.counts.total - len(self.cases)
 
 
 @dataclass(frozen=True, slots=True)

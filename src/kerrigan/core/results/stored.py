@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kerrigan.core.results.locations import Location
-from kerrigan.core.results.parse import CaseResult, Counts, JUnitReport, Outcome, ResultsProblem
+from kerrigan.core.results.records import CaseResult, Counts, JUnitReport, Outcome, ResultsProblem
 
 VERSION: Final = 1
 _OUTCOMES: Final = {outcome.value: outcome for outcome in Outcome}

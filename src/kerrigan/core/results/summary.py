@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from kerrigan.core.results.parse import CaseResult, Counts, JUnitReport, Outcome, ResultsProblem
+from kerrigan.core.results.records import CaseResult, Counts, JUnitReport, Outcome, ResultsProblem
 from kerrigan.core.runner_fields import fitting
 
 KIB: Final = 1 << 10

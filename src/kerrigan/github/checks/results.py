@@ -20,7 +20,7 @@ MAX_ANNOTATIONS: Final = 200  # failures annotated on one check run (four reques
 
 
 class WithResults(Protocol):
-    """A job as the check run shows it (``checks.JobProgress``)."""
+    """A job as the check run shows it (:class:`~kerrigan.github.checks.progress.JobProgress`)."""
 
     @property
     def task_id(self) -> str: ...

@@ -1,42 +1,13 @@
-"""Which of its devices a runner host really has: ``kerrigan runner --devices-file devices.yml``.
-
-The file maps device ids to how the agent finds each one (``present_if``: a path that exists while the
-device is there, or a command that exits 0) and to private settings its jobs get as environment:
-``env``, which every job on the device gets (a fork's approved without secrets too) and the person holding
-a reservation of the device is shown, unless ``holder_sees`` lists fewer; and ``secret_env``, which only a
-job that may have secrets gets (a push's, a same-repository pull request's, a fork's approved with
-``/kerrigan approve secrets``), masked in its output and results like a repository's secrets, and never
-shown to a holder::
-
-    devices:
-      modalix-bluebox:
-        present_if: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0
-        env: {KERRIGAN_SERIAL: /dev/serial/by-id/usb-FTDI_FT232R_A50285BI-if00-port0, POWER_OUTLET: pdu-3:7}
-        secret_env: {PDU_PASSWORD: "correct horse battery"}
-        holder_sees: [KERRIGAN_SERIAL, POWER_OUTLET]
-      modalix-redbox:
-        present_if: {command: [/opt/lab/bin/probe, redbox], timeout_s: 10}
-
-:func:`load_devices_file` reads it (a mistake raises :class:`DevicesFileError`, one line naming the file,
-line and field); :class:`DevicePresence` checks the devices, all at once and off the event loop, and says
-what each is: ``present``, ``missing`` (the path does not exist, the command exited non-zero) or ``error``
-(the check itself failed: it timed out and was killed, could not be started, the path could not be looked
-at). The server takes ``missing`` and ``error`` alike as *absent*: the device gets no jobs.
-"""
+"""Reading a devices file: every device's ``present_if``, ``env``, ``secret_env`` and ``holder_sees``,
+checked; a mistake is a :class:`DevicesFileError` naming the file, line and field."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import os
 import re
-import shlex
-import signal
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import yaml
 
@@ -45,13 +16,10 @@ from kerrigan.core.quoting import quote
 from kerrigan.core.runner_fields import MAX_SETTINGS, MAX_TEXT
 from kerrigan.core.yamlsource import SourceReader, describe, is_null, join_field
 
-log = logging.getLogger(__name__)
-
-State = Literal["present", "missing", "error"]
-
 DEFAULT_TIMEOUT_S: Final = 10
 MAX_TIMEOUT_S: Final = 120
-PATH_TIMEOUT_S: Final = 10.0  # a path on a filesystem that hangs (NFS) is an error, not a stuck heartbeat
+
+
 MAX_NODES: Final = 100_000  # keys and values in the file, aliases expanded
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What the agent sets in every job's environment itself (kerrigan.runner.processes: job_environment, and
@@ -123,14 +91,6 @@ class DevicesFile:
 
     path: str
     devices: Mapping[str, DeviceEntry]
-
-
-@dataclass(frozen=True, slots=True)
-class Presence:
-    """What a check found, and in words why (``/dev/ttyUSB3 does not exist``)."""
-
-    state: State
-    detail: str
 
 
 # -- reading the file ------------------------------------------------------------------------------------
@@ -361,157 +321,3 @@ def env_name_problem(name: str) -> str | None:
         if name.startswith(prefix):
             return f"names starting {prefix} are the agent's own, for every job; choose another name"
     return None
-
-
-# -- checking the devices --------------------------------------------------------------------------------
-
-
-async def check(present_if: PresentIf) -> Presence:
-    """Whether the device is there: a path looked at in a thread, a command run as a subprocess in its
-    own process group (killed, with whatever it started, when its time is up)."""
-    if isinstance(present_if, PathCheck):
-        return await _look_at(present_if.path)
-    return await _run(present_if)
-
-
-async def _look_at(path: str) -> Presence:
-    try:
-        await asyncio.wait_for(asyncio.to_thread(os.stat, path), PATH_TIMEOUT_S)
-    except (FileNotFoundError, NotADirectoryError):
-        return Presence("missing", f"{path} does not exist")
-    except TimeoutError:
-        return Presence("error", f"{path} could not be looked at within {PATH_TIMEOUT_S:g} s")
-    except OSError as exc:
-        return Presence("error", f"{path} could not be looked at: {exc.strerror or exc}")
-    return Presence("present", f"{path} exists")
-
-
-async def _run(command: CommandCheck) -> Presence:
-    shown = shlex.join(command.argv)
-    # Never the runner's token, nor any other of the agent's settings (as for jobs).
-    env = {key: value for key, value in os.environ.items() if not key.startswith("KERRIGAN_")}
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *command.argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return Presence("error", f"{shown} could not be started: {exc.strerror or exc}")
-    try:
-        status = await asyncio.wait_for(process.wait(), command.timeout_s)
-    except TimeoutError:
-        return Presence("error", f"{shown} did not finish within {command.timeout_s:g} s; killed")
-    finally:
-        if process.returncode is None:  # timed out, or the agent is stopping
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
-    if status == 0:
-        return Presence("present", f"{shown} exited 0")
-    if status < 0:
-        return Presence("error", f"{shown} was killed by signal {-status}")
-    return Presence("missing", f"{shown} exited {status}")
-
-
-class DevicePresence:
-    """The devices of a devices file: checked together, their last states, and their jobs' env.
-
-    A check still running when the next is asked for is not started again: its device keeps its last state
-    until it ends (a slow command never holds up a heartbeat for longer than the caller waits).
-    """
-
-    def __init__(self, file: DevicesFile | None) -> None:
-        self.file = file
-        self.entries: dict[str, DeviceEntry] = dict(file.devices) if file is not None else {}
-        self.last: dict[str, Presence] = {}
-        self._checks: dict[str, asyncio.Task[Presence]] = {}
-
-    @property
-    def states(self) -> dict[str, State]:
-        """Each device's state as last checked (a device not yet checked is not in it)."""
-        return {device_id: presence.state for device_id, presence in self.last.items()}
-
-    def env(self, device_id: str) -> Mapping[str, str]:
-        """The settings a job on the device gets as environment (none for a device not in the file)."""
-        entry = self.entries.get(device_id)
-        return entry.env if entry is not None else {}
-
-    def secret_env(self, device_id: str) -> Mapping[str, str]:
-        """The secret settings a job on the device gets when it may have secrets (none for a device not in
-        the file)."""
-        entry = self.entries.get(device_id)
-        return entry.secret_env if entry is not None else {}
-
-    def holder_settings(self, device_id: str) -> dict[str, str]:
-        """The settings the person holding a reservation of the device is shown (none for a device not in
-        the file)."""
-        entry = self.entries.get(device_id)
-        return entry.holder_settings if entry is not None else {}
-
-    async def check(self, wait_s: float | None = None) -> dict[str, State]:
-        """Check every device at once, waiting up to ``wait_s`` (None: until each check has ended, each
-        within its own timeout); each device's state as last checked. A change is logged."""
-        for device_id, entry in self.entries.items():
-            if entry.present_if is not None and device_id not in self._checks:
-                task = asyncio.create_task(check(entry.present_if), name=f"kerrigan-device-{device_id}")
-                self._checks[device_id] = task
-        if self._checks:
-            try:
-                await asyncio.wait(self._checks.values(), timeout=wait_s)
-            except asyncio.CancelledError:  # the agent is stopping: nothing of a check outlives it
-                await self.close()
-                raise
-        for device_id, task in list(self._checks.items()):
-            if task.done():
-                del self._checks[device_id]
-                if device_id in self.entries:  # not skipped meanwhile
-                    self._found(device_id, _outcome(task))
-        for device_id, entry in self.entries.items():
-            if entry.present_if is None:
-                self.last.setdefault(device_id, Presence("present", "no present_if: taken to be there"))
-        return self.states
-
-    def _found(self, device_id: str, presence: Presence) -> None:
-        before = self.last.get(device_id)
-        self.last[device_id] = presence
-        if before is not None and before.state != presence.state:
-            level = logging.INFO if presence.state == "present" else logging.WARNING
-            log.log(
-                level, "device %s: %s, now %s: %s", device_id, before.state, presence.state, presence.detail
-            )
-
-    def keep(self, listed: Collection[str]) -> list[str]:
-        """From now on only the devices the server lists for this host: each other one the file names is a
-        warning, and skipped (seed 001); those skipped. The state each kept one was found in is logged."""
-        skipped = sorted(device_id for device_id in self.entries if device_id not in listed)
-        for device_id in skipped:
-            log.warning(
-                "devices file %s: the server does not list device %s for this host; skipped",
-                self.file.path if self.file is not None else "",
-                device_id,
-            )
-            del self.entries[device_id]
-            self.last.pop(device_id, None)
-        for device_id, presence in sorted(self.last.items()):
-            level = logging.INFO if presence.state == "present" else logging.WARNING
-            log.log(level, "device %s: %s (%s)", device_id, presence.state, presence.detail)
-        return skipped
-
-    async def close(self) -> None:
-        """Stop the checks under way (their commands are killed)."""
-        tasks = list(self._checks.values())
-        self._checks.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _outcome(task: asyncio.Task[Presence]) -> Presence:
-    exc = task.exception()
-    if exc is not None:  # not expected: every failure of a check is a Presence of its own
-        return Presence("error", f"the check failed: {exc!r}")
-    return task.result()
