@@ -21,8 +21,9 @@ from kerrigan.core.manifest import Strategy
 from kerrigan.core.sessions import Conclusion, Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.row_locks import lock_jobs
 from kerrigan.store.signals import SessionConcluded, Topic, mark, note
-from kerrigan.store.transitions import move_job, record_version, session_moved
+from kerrigan.store.transitions import locked_session, move_job, record_version, session_moved
 
 
 def _session(
@@ -200,6 +201,8 @@ async def resolve_session(
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
     ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
     row = await _row(session, session_id)
+    await lock_jobs(session, row.pk)  # its jobs, then the session: the one order (store.row_locks)
+    row = await locked_session(session, row.pk)
     before = SessionState(row.state)
     check_session_transition(before, outcome.state)
     row.state = outcome.state

@@ -29,6 +29,7 @@ from kerrigan.dispatch.protocol.requests import (
 from kerrigan.store import jobs
 from kerrigan.store.check_runs import output_arrived
 from kerrigan.store.database import Database
+from kerrigan.store.retrying import in_transaction
 from kerrigan.store.runners import host_report
 from kerrigan.store.secrets import JobSecrets, hand_secrets
 
@@ -52,10 +53,14 @@ class JobCalls:
         self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
 
     async def _apply(self, job_id: str, host: str, change: Change) -> jobs.Transition:
-        """Apply ``change`` to the job in one transaction; a job that ended has its token forgotten."""
+        """Apply ``change`` to the job in one transaction (done again if the database aborts it for a
+        deadlock); a job that ended has its token forgotten."""
+
+        async def work(session: AsyncSession) -> jobs.Transition:
+            return await change(session, job_id, host)
+
         try:
-            async with self.database.writing(), self.database.sessions() as session, session.begin():
-                done = await change(session, job_id, host)
+            done = await in_transaction(self.database, work, what=f"job {job_id} from {host}")
         except jobs.NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         except TransitionError as exc:
@@ -76,6 +81,7 @@ class JobCalls:
         handed: list[JobSecrets] = []
 
         async def change(session: AsyncSession, job_id: str, host: str) -> jobs.Transition:
+            handed.clear()  # what an aborted try handed is not handed
             at = self.database.clock()
             done = await jobs.accept(session, job_id, host, at)
             if done.state not in (jobs.JobState.ACCEPTED, jobs.JobState.RUNNING):
