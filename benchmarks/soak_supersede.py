@@ -72,6 +72,7 @@ tasks:
   - {id: test, run: "sleep 0.3", vcpus: 1}
 """
 DEADLOCK: Final = re.compile(r"deadlock detected|DeadlockDetected")
+RETRIED: Final = re.compile(r"aborted by the database \(SQLSTATE (40P01|40001)\), trying again")
 SERIALIZATION: Final = re.compile(r"could not serialize|SerializationFailure")
 SETTLE_S: Final = 90.0
 
@@ -162,6 +163,8 @@ class Figures:
     settled_s: float | None = None
     deadlocks: int = 0
     serialization: int = 0
+    retried: int = 0  # units of work done again after an abort (each is one of the above, caught)
+    postgres_deadlocks: int | None = None  # pg_stat_database.deadlocks of the run's database
     first_lines: list[str] = field(default_factory=list)
     claimed_again: int = 0
     failed_deliveries: int = 0
@@ -256,6 +259,15 @@ async def measure(figures: Figures, running: Lab, shas: Sequence[str]) -> None:
     figures.duplicate_check_runs = sum(n - 1 for n in per_run.values())
 
 
+async def postgres_deadlocks(admin_url: str, name: str) -> int:
+    """The deadlocks PostgreSQL detected (and broke) in the database ``name``."""
+    admin = await asyncpg.connect(f"{admin_url}/postgres")
+    try:
+        return int(await admin.fetchval("SELECT deadlocks FROM pg_stat_database WHERE datname = $1", name))
+    finally:
+        await admin.close()
+
+
 def read_logs(folder: Path, figures: Figures) -> None:
     """Count deadlocks and serialisation failures in every process's log (the workers' go to their
     replica's)."""
@@ -264,6 +276,7 @@ def read_logs(folder: Path, figures: Figures) -> None:
             deadlock, serialization = DEADLOCK.search(line), SERIALIZATION.search(line)
             figures.deadlocks += bool(deadlock)
             figures.serialization += bool(serialization)
+            figures.retried += bool(RETRIED.search(line))
             if (deadlock or serialization) and len(figures.first_lines) < 3:
                 figures.first_lines.append(f"{path.stem}: {line.strip()[:200]}")
 
@@ -274,18 +287,18 @@ async def one_run(args: argparse.Namespace, run: int, logs: Path) -> Figures:
     fleet = Fleet(logs)
     figures = Figures(args.pushes)
     with tempfile.TemporaryDirectory(prefix="kerrigan-supersede-") as tmp:
-        async with (
-            fresh_database(args.postgres, args.database) as url,
-            lab(fleet, Path(tmp), url, args.replicas) as running,
-        ):
-            began = time.monotonic()
-            shas = await fleet.watched(send_pushes(running.bases, run, args.pushes, args.rate))
-            figures.sent_s = time.monotonic() - began
-            if await fleet.watched(settled(running.database, SETTLE_S)):
-                figures.settled_s = time.monotonic() - began
-            await measure(figures, running, shas)
-            if died := fleet.dead():
-                raise ProcessDiedError(", ".join(died))
+        async with fresh_database(args.postgres, args.database) as url:
+            async with lab(fleet, Path(tmp), url, args.replicas) as running:
+                began = time.monotonic()
+                shas = await fleet.watched(send_pushes(running.bases, run, args.pushes, args.rate))
+                figures.sent_s = time.monotonic() - began
+                if await fleet.watched(settled(running.database, SETTLE_S)):
+                    figures.settled_s = time.monotonic() - began
+                await measure(figures, running, shas)
+                if died := fleet.dead():
+                    raise ProcessDiedError(", ".join(died))
+            # Every process has stopped: their connections' statistics are in.
+            figures.postgres_deadlocks = await postgres_deadlocks(args.postgres, args.database)
     read_logs(logs, figures)
     return figures
 
@@ -297,7 +310,8 @@ def report(run: int, figures: Figures) -> None:
     )
     print(
         f"run {run}: {figures.pushes} pushes in {figures.sent_s:.1f} s, {settled_in}; "
-        f"deadlocks {figures.deadlocks}, serialisation failures {figures.serialization}; "
+        f"deadlocks {figures.deadlocks} (PostgreSQL counted {figures.postgres_deadlocks}), serialisation "
+        f"failures {figures.serialization}, units of work done again {figures.retried}; "
         f"deliveries claimed again {figures.claimed_again}, failed {figures.failed_deliveries}; "
         f"processed twice: sessions {figures.duplicate_sessions}, check runs {figures.duplicate_check_runs}, "
         f"jobs {figures.duplicate_jobs}; unsettled sessions {figures.unsettled}; "
@@ -319,11 +333,14 @@ async def run_all(args: argparse.Namespace, logs: Path) -> int:
         report(run, figures)
         results.append(figures)
     deadlocked = [f.deadlocks for f in results]
+    counted = [f.postgres_deadlocks for f in results]
     twice = sum(1 for f in results if f.twice)
+    again = sum(1 for f in results if f.claimed_again)
     print(
         f"{len(results)} runs of {args.pushes} pushes on {args.replicas} replicas: deadlocks per run "
-        f"{deadlocked} (total {sum(deadlocked)}); runs with a delivery processed twice: {twice} of "
-        f"{len(results)}; runs with anything that should be 0: {sum(1 for f in results if f.bad)}"
+        f"{deadlocked} in the logs (total {sum(deadlocked)}), {counted} counted by PostgreSQL; runs with a "
+        f"delivery claimed again: {again} of {len(results)}; runs with a delivery's effects made twice: "
+        f"{twice} of {len(results)}; runs with anything that should be 0: {sum(1 for f in results if f.bad)}"
     )
     return 1 if any(f.bad for f in results) else 0
 
