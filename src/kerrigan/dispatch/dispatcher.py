@@ -160,7 +160,7 @@ class Dispatcher:
             lost = await expired_leases(session, now)
             settle = []
             for device_id, job_pk in lost:
-                job = await session.get(JobRow, job_pk, with_for_update=True)
+                job = await session.get(JobRow, job_pk, with_for_update={"key_share": True})
                 if job is None or job.state not in HOLDING_A_DEVICE:
                     await release_lease(session, device_id, job_pk)  # a lease its job no longer holds
                     continue

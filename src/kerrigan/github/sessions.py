@@ -48,6 +48,7 @@ from kerrigan.store.cancel import cancel_session
 from kerrigan.store.deliveries import check_fence
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.label_keys import label_keys
+from kerrigan.store.retrying import in_transaction
 from kerrigan.store.secrets import secret_names
 from kerrigan.store.sessions import (
     create_session,
@@ -123,8 +124,9 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
         descriptions,
         repo.full_name,
     )
-    started = []
-    async with database.writing(), database.sessions() as db, db.begin():
+
+    async def store(db: AsyncSession) -> list[Session]:
+        started = []
         await check_fence(db)  # a delivery whose claim was taken over writes nothing
         for file, manifest in chosen:
             if trigger.delivery_id is not None and await find_sessions(
@@ -139,6 +141,11 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             # own older sessions before a writer has read it (approve supersedes, once approved).
             if group is not None and trigger.event is not None and not new.awaiting_approval:
                 await _supersede(db, session, manifest, group, database.clock())
+        return started
+
+    # The sessions, their first check-run versions and what they supersede are one transaction, done again
+    # whole if the database aborts it (a deadlock): the delivery's effects happen once, or not at all.
+    started = await in_transaction(database, store, what=f"{trigger.event_name} at {trigger.sha[:12]}")
     log.info(
         "%s at %s of %s started %d sessions: %s",
         trigger.event_name,
@@ -416,8 +423,9 @@ async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[
     resolved = await asyncio.to_thread(
         _resolve_all, list(manifests.values()), inventory, descriptions, repo.full_name
     )
-    approved = []
-    async with database.writing(), database.sessions() as db, db.begin():
+
+    async def store(db: AsyncSession) -> list[Session] | None:
+        approved: list[Session] = []
         await check_fence(db)
         if not await record_approval(db, approval):
             return None
@@ -439,4 +447,6 @@ async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[
             group = _group(session, manifest)
             if group is not None:  # the head of the pull request: the newest commit of its fork's scope
                 await _supersede(db, session, manifest, group, database.clock())
-    return approved
+        return approved
+
+    return await in_transaction(database, store, what=f"approval at {sha[:12]}")

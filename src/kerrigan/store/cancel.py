@@ -16,8 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import Conclusion, SessionState, check_session_transition
 from kerrigan.store.jobs.lifecycle import request_cancel
 from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.row_locks import lock_jobs
 from kerrigan.store.signals import SessionConcluded, note
-from kerrigan.store.transitions import record_version, session_moved
+from kerrigan.store.transitions import locked_session, record_version, session_moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,13 @@ async def cancel_session(
     """Cancel the session ``session_id`` (None: there is none). ``by`` is the login who asked (None when
     Kerrigan did, superseding it); ``reason`` is what the check run says, e.g. ``cancelled by hubot`` or
     ``superseded by 3f2a1b0``. The first cancel's reason is kept."""
-    row = await session.scalar(select(SessionRow).where(SessionRow.id == session_id).with_for_update())
-    if row is None:
+    found = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+    if found is None:
         return None
+    # Its jobs first, then the session: the order a runner's call (its job, then the job's session) and
+    # every other writer take them in (docs/architecture.md, "Row locks").
+    await lock_jobs(session, found)
+    row = await locked_session(session, found)
     state = row.state
     if state is SessionState.COMPLETED:
         return Cancelled(False, state, row.conclusion)

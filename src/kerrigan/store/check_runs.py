@@ -92,7 +92,7 @@ async def claim_due(session: AsyncSession, now: datetime, lease: timedelta, limi
         .limit(limit)
     )
     if session.get_bind().dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True, of=SessionRow)
+        query = query.with_for_update(skip_locked=True, of=SessionRow, key_share=True)
     claims = []
     for pk, session_id, attempts in (await session.execute(query)).all():
         token = secrets.token_hex(16)

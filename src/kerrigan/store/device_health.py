@@ -46,7 +46,9 @@ async def count_outcome(
         worked = False
     else:
         return
-    row = await session.scalar(select(DeviceRow).where(DeviceRow.id == device_id).with_for_update())
+    row = await session.scalar(
+        select(DeviceRow).where(DeviceRow.id == device_id).with_for_update(key_share=True)
+    )
     if row is None:
         return
     if worked:
@@ -96,7 +98,9 @@ async def act_on_suspects(
     )
     rows = (
         await session.scalars(
-            select(DeviceRow).where(DeviceRow.id.in_(found), DeviceRow.health != Health.BAD).with_for_update()
+            select(DeviceRow)
+            .where(DeviceRow.id.in_(found), DeviceRow.health != Health.BAD)
+            .with_for_update(key_share=True)
         )
     ).all()
     acted = []

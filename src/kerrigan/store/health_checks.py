@@ -215,7 +215,9 @@ async def record_check_end(
     started says nothing)."""
     if to is not JobState.SUCCEEDED and job.started_at is None:
         return
-    row = await session.scalar(select(DeviceRow).where(DeviceRow.id == device_id).with_for_update())
+    row = await session.scalar(
+        select(DeviceRow).where(DeviceRow.id == device_id).with_for_update(key_share=True)
+    )
     if row is None:
         return
     passed = to is JobState.SUCCEEDED

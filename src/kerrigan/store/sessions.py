@@ -22,8 +22,9 @@ from kerrigan.core.sessions import Job, Session, SessionState
 from kerrigan.store.inventory import NotFoundError
 from kerrigan.store.job_specs import spec_columns, spec_of
 from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.row_locks import lock_jobs
 from kerrigan.store.signals import SessionConcluded, Topic, mark, note
-from kerrigan.store.transitions import move_job, record_version, session_moved
+from kerrigan.store.transitions import locked_session, move_job, record_version, session_moved
 
 
 def read_resolution(stored: Mapping[str, Any] | None, *, device_lists: bool = True) -> Resolution:
@@ -196,6 +197,8 @@ async def resolve_session(
     session that can never run ends its jobs (the unschedulable tasks ``unschedulable``, the others
     ``session_unschedulable``). Records the check run's next version; queued work wakes dispatch."""
     row = await _row(session, session_id)
+    await lock_jobs(session, row.pk)  # its jobs, then the session: the one order (store.row_locks)
+    row = await locked_session(session, row.pk)
     before = row.state
     check_session_transition(before, outcome.state)
     row.state = outcome.state

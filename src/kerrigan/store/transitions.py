@@ -135,8 +135,17 @@ def record_version(session: AsyncSession, row: SessionRow, at: datetime) -> None
 
 async def locked_session(session: AsyncSession, session_pk: int) -> SessionRow:
     """The session row, locked for this transaction on PostgreSQL, so two jobs of one session ending at
-    once settle it one after the other (each reads the other's end)."""
-    row = await session.scalar(select(SessionRow).where(SessionRow.pk == session_pk).with_for_update())
+    once settle it one after the other (each reads the other's end).
+
+    The lock is taken after the session's jobs (docs/architecture.md, "Row locks"), and is ``FOR NO KEY
+    UPDATE``: a job inserted or updated meanwhile checks its foreign key with ``FOR KEY SHARE``, which
+    that does not block. The row is read afresh: one loaded before the lock may be stale."""
+    row = await session.scalar(
+        select(SessionRow)
+        .where(SessionRow.pk == session_pk)
+        .with_for_update(key_share=True)
+        .execution_options(populate_existing=True)
+    )
     if row is None:
         raise LookupError(f"no session with key {session_pk}")
     return row

@@ -31,6 +31,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.jobs import lifecycle
 from kerrigan.store.jobs.holders import NotYoursError
 from kerrigan.store.jobs.output import LogGapError, append_output
+from kerrigan.store.retrying import in_transaction
 from kerrigan.store.runners import host_report
 from kerrigan.store.secrets import JobSecrets, hand_secrets
 
@@ -54,10 +55,14 @@ class JobCalls:
         self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
 
     async def _apply(self, job_id: str, host: str, change: Change) -> lifecycle.Transition:
-        """Apply ``change`` to the job in one transaction; a job that ended has its token forgotten."""
+        """Apply ``change`` to the job in one transaction (done again if the database aborts it for a
+        deadlock); a job that ended has its token forgotten."""
+
+        async def work(session: AsyncSession) -> lifecycle.Transition:
+            return await change(session, job_id, host)
+
         try:
-            async with self.database.writing(), self.database.sessions() as session, session.begin():
-                done = await change(session, job_id, host)
+            done = await in_transaction(self.database, work, what=f"job {job_id} from {host}")
         except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         except TransitionError as exc:
@@ -78,6 +83,7 @@ class JobCalls:
         handed: list[JobSecrets] = []
 
         async def change(session: AsyncSession, job_id: str, host: str) -> lifecycle.Transition:
+            handed.clear()  # what an aborted try handed is not handed
             at = self.database.clock()
             done = await lifecycle.accept(session, job_id, host, at)
             if done.state not in (JobState.ACCEPTED, JobState.RUNNING):

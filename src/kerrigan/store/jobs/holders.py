@@ -29,7 +29,7 @@ async def lease_holder(session: AsyncSession, job_pk: int) -> str | None:
 async def owned_job(session: AsyncSession, job_id: str, host: str) -> JobRow:
     """The job ``job_id`` (locked) when ``host`` holds it, or ran it and it ended; else NotYoursError."""
     numeric = job_id.isascii() and job_id.isdigit()
-    job = await session.get(JobRow, int(job_id), with_for_update=True) if numeric else None
+    job = await session.get(JobRow, int(job_id), with_for_update={"key_share": True}) if numeric else None
     if job is None:
         raise NotYoursError(f"no job {job_id}")
     holder = await lease_holder(session, job.pk)

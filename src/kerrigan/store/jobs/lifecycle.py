@@ -118,7 +118,7 @@ async def request_cancel(session: AsyncSession, session_id: str, at: datetime) -
             .join(SessionRow, JobRow.session_pk == SessionRow.pk)
             .where(SessionRow.id == session_id, JobRow.state.not_in(ENDED))
             .order_by(JobRow.pk)
-            .with_for_update(of=JobRow)
+            .with_for_update(of=JobRow, key_share=True)
         )
     ).all()
     ended = []
