@@ -96,7 +96,7 @@ async def test_a_unit_aborted_for_a_deadlock_is_done_again_in_a_fresh_transactio
         tries += 1
         row = await session.get(SessionRow, pk)
         assert row is not None
-        row.priority = f"try {tries}"
+        row.cancel_reason = f"try {tries}"
         await session.flush()
         if tries == 1:
             raise aborted("40P01")
@@ -104,7 +104,7 @@ async def test_a_unit_aborted_for_a_deadlock_is_done_again_in_a_fresh_transactio
 
     assert await in_transaction(db, work, what="test") == 2
     async with db.sessions() as session:
-        assert await session.scalar(select(SessionRow.priority).where(SessionRow.pk == pk)) == "try 2"
+        assert await session.scalar(select(SessionRow.cancel_reason).where(SessionRow.pk == pk)) == "try 2"
 
 
 async def test_other_errors_and_the_last_abort_are_raised(db: Database) -> None:
@@ -186,14 +186,14 @@ async def test_two_units_deadlocking_each_other_both_commit_one_done_twice(db: D
                 select(SessionRow).where(SessionRow.pk == order[0]).with_for_update(key_share=True)
             )
             assert first is not None
-            first.priority = name
+            first.cancel_reason = name
             if tries.count(name) == 1:
                 await both_hold.wait()  # the first tries: each holds its first row, then wants the other's
             second = await session.scalar(
                 select(SessionRow).where(SessionRow.pk == order[1]).with_for_update(key_share=True)
             )
             assert second is not None
-            second.priority = name
+            second.cancel_reason = name
             return name
 
         return work
