@@ -32,6 +32,7 @@ from kerrigan.core.lifecycle import (
 )
 from kerrigan.core.matrix import task_of
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
+from kerrigan.store.database import lab_conclusion_of
 from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
 from kerrigan.store.leases import release_job_leases
@@ -165,7 +166,7 @@ async def settle_session(
         return row  # decided already (its jobs' ends, or its resolution, completed it)
     jobs += await retry_failed(session, row, jobs, at)
     news = await release_waiting(session, jobs, at) or news
-    outcome = session_outcome([job_facts(job) for job in jobs])
+    outcome = session_outcome([job_facts(job) for job in jobs], lab=lab_conclusion_of(session))
     check_session_transition(before, outcome.state)
     conclusion = outcome.conclusion.value if outcome.conclusion else None
     changed = (outcome.state, conclusion) != (before, row.conclusion)
