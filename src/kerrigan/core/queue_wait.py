@@ -137,7 +137,15 @@ def waited_words(
             break
         parts.append(part)
         left = more
-    if not parts:  # not even one group fits: its subjects counted, its words cut
-        return f"{lead}: {next(iter(grouped))}"[: room - 3] + "..."
-    more = f"; and {left} more" if left else ""
-    return f"{lead}: {'; '.join(parts)}{more}"
+    if not parts:  # the first group's devices alone are too many: as many named as fit, the rest counted
+        reasons, subjects = next(iter(grouped.items()))
+        named = list(subjects)
+        while named:
+            rest = len(blockers) - len(named)
+            text = f"{lead}: {', '.join(named)}{f' and {rest} more' if rest else ''} {reasons}"
+            if len(text) <= room:
+                return text
+            named.pop()
+        return f"{lead}: {len(blockers)} {reasons}"[:room]
+    others = f"; and {left} more" if left else ""
+    return f"{lead}: {'; '.join(parts)}{others}"

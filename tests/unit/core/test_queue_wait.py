@@ -94,6 +94,11 @@ def test_devices_with_the_same_reasons_share_them_and_what_does_not_fit_is_count
     assert words.startswith("waited 60 s: board-000 device health bad: check 0 failed; board-001")
     kept = words.count("device health bad")
     assert words.endswith(f"; and {100 - kept} more")
+    crowd = [(f"board-{n:03}", "runner host rig-02 offline") for n in range(100)]
+    words = waited_words(60, crowd)
+    assert len(words) <= WAITED_ROOM
+    assert words.startswith("waited 60 s: board-000, board-001, ")
+    assert words.endswith(" more runner host rig-02 offline")
 
 
 def test_a_job_that_waited_on_no_device_says_what_it_waited_on() -> None:
