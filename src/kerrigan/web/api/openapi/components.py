@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kerrigan.core.health_checks import MAX_EVERY_S, MAX_RUN, MAX_TIMEOUT_S, MAX_VCPUS, MIN_EVERY_S
+from kerrigan.core.lifecycle import Conclusion
 from kerrigan.core.reservations import DEFAULT_MAX_S, MAX_NOTE, MAX_WAIT_S
 from kerrigan.web.api.openapi import fields
 
@@ -15,6 +16,11 @@ _STRINGS: Final = {"type": "array", "items": STRING}
 _LABEL_MAP: Final = {"type": "object", "additionalProperties": STRING}
 _TIME: Final = {"type": "string", "format": "date-time"}
 _NULLABLE_TIME: Final = {"type": ["string", "null"], "format": "date-time"}
+# A completed session's conclusion; action_required and neutral are the lab's (KERRIGAN_LAB_CONCLUSION).
+_CONCLUSION: Final = {
+    "enum": [None, *(conclusion.value for conclusion in Conclusion)],
+    "description": "action_required or neutral: the lab's problem, not the code's (KERRIGAN_LAB_CONCLUSION)",
+}
 _CURSOR: Final = {
     "type": ["string", "null"],
     "description": "pass as ?cursor= with the same filters for the next page; null on the last",
@@ -557,7 +563,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "commit": STRING,
             "event": STRING,
             "state": {"enum": ["queued", "in_progress", "completed"]},
-            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "conclusion": _CONCLUSION,
             "cancelled_by": _NULLABLE_STRING,
             "cancel_reason": _NULLABLE_STRING,
             "devices": _STRINGS,
@@ -594,7 +600,7 @@ SCHEMAS: Final[dict[str, Any]] = {
         {
             "session": STRING,
             "state": {"enum": ["queued", "in_progress", "completed"]},
-            "conclusion": {"enum": [None, "success", "failure", "cancelled", "timed_out"]},
+            "conclusion": _CONCLUSION,
             "changed": {"type": "boolean", "description": "false: it had already ended or been cancelled"},
         }
     ),

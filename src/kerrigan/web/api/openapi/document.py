@@ -7,6 +7,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from kerrigan import __version__
+from kerrigan.core.lifecycle import Conclusion
 from kerrigan.core.logins import LOGIN_PATTERN
 from kerrigan.core.reservations import DEFAULT_MAX_S
 from kerrigan.web.api.openapi import fields
@@ -128,8 +129,8 @@ _SESSION_FILTERS = [
     _query("state", "queued, in_progress or completed", {"enum": ["queued", "in_progress", "completed"]}),
     _query(
         "conclusion",
-        "success, failure, cancelled or timed_out",
-        {"enum": ["success", "failure", "cancelled", "timed_out"]},
+        "success, failure, cancelled, timed_out, or the lab's: action_required or neutral",
+        {"enum": [conclusion.value for conclusion in Conclusion]},
     ),
     _query("device", "a device one of its jobs ran on"),
     _query("since", "created at or after: ISO 8601 with a zone", {"type": "string", "format": "date-time"}),
