@@ -277,14 +277,13 @@ async def _spend_queue_wait(
         jobs = (
             await session.scalars(select(JobRow).where(JobRow.pk.in_(ended), JobRow.state == JobState.QUEUED))
         ).all()
-        inventory = await load_inventory(session) if jobs else None
+        # What each waited on, now, before it ends: its check run keeps it (read only when one ends).
+        inventory = await load_inventory(session) if jobs else Inventory()
         records = {record.pk: record for record in queued}
         for job in jobs:
-            record = records[job.pk]
             waiting = plan.waiting.get(str(job.pk))
             otherwise = WAIT_KIND_WORDS.get(waiting.kind, "") if waiting is not None else ""
-            assert inventory is not None
-            detail = waited_words(spent[job.pk], _waited_on(record, inventory, busy), otherwise)
+            detail = waited_words(spent[job.pk], _waited_on(records[job.pk], inventory, busy), otherwise)
             await move_job(
                 session, job, JobState.REFUSED_BEFORE_START, now, reason=QUEUE_WAIT_EXCEEDED, detail=detail
             )
