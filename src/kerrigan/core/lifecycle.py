@@ -318,6 +318,14 @@ class JobFacts:
     state: JobState
     started: bool = False  # its command started (now or before it ended)
     failure_class: FailureClass | None = None
+    reason: str | None = None  # why it ended (``runner_lost``, ``not_started``, ...)
+
+    @property
+    def lab_failure(self) -> bool:
+        """Whether it ended for the lab's reason, not its commit's: one of :data:`LAB_FAILURES`, but for a
+        job its host could not start for what the commit holds (``not_started``: its tarball or an
+        artifact refused, which every device would refuse alike, so it is not retried either)."""
+        return self.failure_class in LAB_FAILURES and self.reason != NOT_STARTED_REASON
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,7 +351,8 @@ def session_outcome(
     ``cancelled`` when one was cancelled, else ``timed_out`` when one ran past its own timeout, else
     ``failure`` when one's own command failed (``test``, or an end no class explains). When every job that
     did not succeed ended for the lab's reason (an ``infrastructure`` failure its retries did not get past,
-    its queue-wait budget, a runner host that cannot run it), the conclusion is ``lab``
+    its queue-wait budget, a runner host that cannot run it; not a job its host could not start for what
+    the commit holds: :attr:`JobFacts.lab_failure`), the conclusion is ``lab``
     (``KERRIGAN_LAB_CONCLUSION``: ``action_required`` or ``neutral``). A ``skipped`` job is neutral: it
     ended, but the jobs that did not skip decide the conclusion (a job is skipped only because a task it
     needs ended without success, and that task's own job says how: a failed build fails the session, a
@@ -364,8 +373,7 @@ def session_outcome(
             return SessionOutcome(SessionState.COMPLETED, Conclusion.CANCELLED)
         if FailureClass.TIMEOUT in classes:
             return SessionOutcome(SessionState.COMPLETED, Conclusion.TIMED_OUT)
-        failed = {job.failure_class for job in decisive if job.state is not JobState.SUCCEEDED}
-        if failed <= LAB_FAILURES:
+        if all(job.lab_failure for job in decisive if job.state is not JobState.SUCCEEDED):
             return SessionOutcome(SessionState.COMPLETED, lab)
         return SessionOutcome(SessionState.COMPLETED, Conclusion.FAILURE)
     if any(job.started for job in jobs):

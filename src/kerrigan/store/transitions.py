@@ -151,6 +151,7 @@ def job_facts(job: JobRow) -> JobFacts:
         JobState(job.state),
         started=job.started_at is not None,
         failure_class=FailureClass(job.failure_class) if job.failure_class else None,
+        reason=job.reason,
     )
 
 

@@ -26,7 +26,7 @@ J = JobState
 
 
 def _ended(state: JobState, reason: str | None = None, exit_status: int | None = None) -> JobFacts:
-    return JobFacts(state, started=True, failure_class=failure_class(state, reason, exit_status))
+    return JobFacts(state, True, failure_class(state, reason, exit_status), reason)
 
 
 PASSED = _ended(J.SUCCEEDED)
@@ -38,9 +38,16 @@ DEVICE_FAULT_RETRIED = _ended(J.RETRIED, "device_fault", exit_status=75)
 RUNNER_LOST = _ended(J.FAILED, "runner_lost")
 SOURCE_UNAVAILABLE = _ended(J.FAILED, "source_unavailable")
 QUEUE_WAIT = JobFacts(
-    J.REFUSED_BEFORE_START, False, failure_class(J.REFUSED_BEFORE_START, "queue_wait_exceeded", None)
+    J.REFUSED_BEFORE_START,
+    False,
+    failure_class(J.REFUSED_BEFORE_START, "queue_wait_exceeded", None),
+    "queue_wait_exceeded",
 )
-UNFIT = JobFacts(J.REFUSED_BEFORE_START, False, failure_class(J.REFUSED_BEFORE_START, "runner_full", None))
+UNFIT = JobFacts(
+    J.REFUSED_BEFORE_START, False, failure_class(J.REFUSED_BEFORE_START, "runner_full", None), "runner_full"
+)
+# Its host refused what the commit holds (its tarball, an artifact): every device would; not the lab's.
+NOT_STARTED = JobFacts(J.FAILED, False, failure_class(J.FAILED, "not_started", None), "not_started")
 SKIPPED = JobFacts(J.SKIPPED)
 
 
@@ -69,6 +76,7 @@ SKIPPED = JobFacts(J.SKIPPED)
         pytest.param(
             [JobFacts(J.FAILED, started=True)], Conclusion.FAILURE, id="an end no class explains is a failure"
         ),
+        pytest.param([NOT_STARTED], Conclusion.FAILURE, id="its host refused what the commit holds"),
     ],
 )
 def test_the_session_rule(jobs: list[JobFacts], conclusion: Conclusion) -> None:
