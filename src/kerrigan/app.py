@@ -73,7 +73,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     app = web.Application(client_max_size=MAX_BODY, middlewares=[fresh_log_context])
     install_security_headers(app)
     app[SETTINGS] = settings
-    database = Database.connect(settings.database_url, clock)
+    database = Database.connect(settings.database_url, clock, lab_conclusion=settings.lab_conclusion)
     app[DATABASE] = database
     deliveries_waiting = asyncio.Event()
     receiver = WebhookReceiver(database, settings.webhook_secret, deliveries_waiting.set)
@@ -275,7 +275,7 @@ async def run_worker(
 
     It looks for new deliveries every quarter second when idle; the web process stores them.
     """
-    database = Database.connect(settings.database_url)
+    database = Database.connect(settings.database_url, lab_conclusion=settings.lab_conclusion)
     database.signals.listen_facts(count_fact)
     database.signals.listen_facts(log_transition)
     try:

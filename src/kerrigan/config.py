@@ -20,6 +20,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.fernet import Fernet
 from cryptography.hazmat.primitives import serialization
 
+from kerrigan.core.lifecycle import LAB_CONCLUSIONS, Conclusion
 from kerrigan.core.logins import is_login
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES, MAX_COUNT
 
@@ -199,6 +200,16 @@ def _quarantine(text: str | None) -> dict[str, object]:
     return {"quarantine": text}
 
 
+def _lab_conclusion(text: str | None) -> dict[str, object]:
+    """``KERRIGAN_LAB_CONCLUSION``, when set: ``action_required`` or ``neutral``."""
+    if text is None:
+        return {}
+    choices = {conclusion.value: conclusion for conclusion in LAB_CONCLUSIONS}
+    if text not in choices:
+        raise ConfigError(f"{PREFIX}LAB_CONCLUSION must be one of {', '.join(choices)}, not {text[:40]!r}")
+    return {"lab_conclusion": choices[text]}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything Kerrigan reads from its environment."""
@@ -230,6 +241,9 @@ class Settings:
     history_days: int = 90  # completed sessions (and their jobs) older are deleted; 0 keeps them
     output_days: int = 14  # job output older is deleted, the job kept; 0 keeps it
     quarantine: str = "off"  # "suspect": a suspect device is set bad (no jobs) until put back
+    # A session that failed only for the lab's reasons ends so (DESIGN.md, "A lab problem is not a code
+    # failure"): action_required blocks a merge on a required check, neutral lets it through.
+    lab_conclusion: Conclusion = Conclusion.ACTION_REQUIRED
     metrics_token: str | None = field(default=None, repr=False)  # a bearer token /metrics then asks for
     log_format: str = "auto"  # json, text, or auto: text on a terminal, JSON otherwise
     log_level: str = "info"  # debug, info, warning or error
@@ -293,6 +307,7 @@ class Settings:
         values["github_private_key"] = _private_key(get("GITHUB_PRIVATE_KEY"), get("GITHUB_PRIVATE_KEY_PATH"))
         values.update(_workers(get("WORKERS"), get("WORKER_METRICS_PORT")))
         values.update(_quarantine(get("QUARANTINE")))
+        values.update(_lab_conclusion(get("LAB_CONCLUSION")))
         values.update(_operations(get("METRICS_TOKEN"), get("LOG_FORMAT"), get("LOG_LEVEL")))
         if (lease := get("RUNNER_LEASE_S")) is not None:
             if (number := _whole_number(lease, 2, 3600)) is None:

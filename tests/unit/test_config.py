@@ -14,6 +14,7 @@ from kerrigan.config import (
     read_env_file,
     with_env_file,
 )
+from kerrigan.core.lifecycle import Conclusion
 from kerrigan.testing.github import generate_app_key
 
 BROKEN_KEY = (
@@ -71,6 +72,8 @@ def test_who_may_sign_in_is_two_comma_separated_lists_compared_without_case() ->
         ({"KERRIGAN_WORKERS": "-1"}, "KERRIGAN_WORKERS"),
         ({"KERRIGAN_PUBLIC_READ": "yes"}, "KERRIGAN_PUBLIC_READ"),
         ({"KERRIGAN_QUARANTINE": "flaky"}, "KERRIGAN_QUARANTINE"),
+        ({"KERRIGAN_LAB_CONCLUSION": "failure"}, "KERRIGAN_LAB_CONCLUSION"),
+        ({"KERRIGAN_LAB_CONCLUSION": "success"}, "KERRIGAN_LAB_CONCLUSION"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "0"}, "KERRIGAN_DELIVERY_LEASE_S"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "-30"}, "KERRIGAN_DELIVERY_LEASE_S"),
         ({"KERRIGAN_DELIVERY_LEASE_S": "thirty"}, "KERRIGAN_DELIVERY_LEASE_S"),
@@ -100,6 +103,14 @@ def test_a_malformed_setting_is_one_line_naming_it(environ: dict[str, str], name
 def test_quarantine_is_off_unless_asked() -> None:
     assert Settings.from_env({}).quarantine == "off"
     assert Settings.from_env({"KERRIGAN_QUARANTINE": "suspect"}).quarantine == "suspect"
+
+
+def test_the_labs_conclusion_is_action_required_unless_neutral_is_asked() -> None:
+    assert Settings.from_env({}).lab_conclusion is Conclusion.ACTION_REQUIRED
+    chosen = Settings.from_env({"KERRIGAN_LAB_CONCLUSION": "neutral"}).lab_conclusion
+    assert chosen is Conclusion.NEUTRAL
+    with pytest.raises(ConfigError, match="KERRIGAN_LAB_CONCLUSION must be one of action_required, neutral"):
+        Settings.from_env({"KERRIGAN_LAB_CONCLUSION": "failure"})
 
 
 def test_a_valid_private_key_is_read_from_the_environment() -> None:

@@ -22,7 +22,7 @@ async def with_database(settings: Settings, work: Callable[[Database], Awaitable
 
     from kerrigan.store.database import Database, SchemaBehindError, check_schema
 
-    database = Database.connect(settings.database_url)
+    database = Database.connect(settings.database_url, lab_conclusion=settings.lab_conclusion)
     try:
         await check_schema(database.engine)
         return await work(database)

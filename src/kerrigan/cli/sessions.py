@@ -16,7 +16,7 @@ SESSION_LIST_FILTERS = {
     "branch": "the pushed branch",
     "workflow": "the manifest's name",
     "state": "queued, in_progress or completed",
-    "conclusion": "success, failure, cancelled or timed_out",
+    "conclusion": "success, failure, cancelled, timed_out, action_required or neutral",
     "device": "a device one of its jobs ran on",
     "since": "created at or after, ISO 8601 with a zone: 2026-12-01T09:00:00Z",
 }

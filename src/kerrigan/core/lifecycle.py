@@ -53,12 +53,22 @@ class SessionState(enum.StrEnum):
 
 
 class Conclusion(enum.StrEnum):
-    """How a completed session ended; it is the check run's conclusion."""
+    """How a completed session ended; it is the check run's conclusion. The last two are the lab's
+    (``KERRIGAN_LAB_CONCLUSION``): the session did not succeed, and the code is not to blame."""
 
     SUCCESS = "success"
     FAILURE = "failure"
     CANCELLED = "cancelled"
     TIMED_OUT = "timed_out"
+    ACTION_REQUIRED = "action_required"  # blocks a merge on a required check without calling the code broken
+    NEUTRAL = "neutral"  # lets a merge through: the lab chose not to block merges on its own outages
+
+
+LAB_CONCLUSIONS: Final = (Conclusion.ACTION_REQUIRED, Conclusion.NEUTRAL)  # the default first
+# The failure classes that are the lab's, not the code's: a job that ended so says nothing of the commit.
+LAB_FAILURES: Final = frozenset(
+    {FailureClass.INFRASTRUCTURE, FailureClass.QUEUE_WAIT_EXCEEDED, FailureClass.UNFIT}
+)
 
 
 ENDED: Final = frozenset(
@@ -308,6 +318,14 @@ class JobFacts:
     state: JobState
     started: bool = False  # its command started (now or before it ended)
     failure_class: FailureClass | None = None
+    reason: str | None = None  # why it ended (``runner_lost``, ``not_started``, ...)
+
+    @property
+    def lab_failure(self) -> bool:
+        """Whether it ended for the lab's reason, not its commit's: one of :data:`LAB_FAILURES`, but for a
+        job its host could not start for what the commit holds (``not_started``: its tarball or an
+        artifact refused, which every device would refuse alike, so it is not retried either)."""
+        return self.failure_class in LAB_FAILURES and self.reason != NOT_STARTED_REASON
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,17 +341,25 @@ def current_attempts(jobs: Iterable[JobFacts]) -> list[JobFacts]:
     return [job for job in jobs if job.state is not JobState.RETRIED]
 
 
-def session_outcome(jobs: Sequence[JobFacts]) -> SessionOutcome:
-    """The rule from a session's jobs to its state and conclusion.
+def session_outcome(
+    jobs: Sequence[JobFacts], *, lab: Conclusion = Conclusion.ACTION_REQUIRED
+) -> SessionOutcome:
+    """The rule from a session's jobs to its state and conclusion (DESIGN.md, "A lab problem is not a code
+    failure").
 
     Completed when every job (every current attempt) has ended: ``success`` when all succeeded, else
-    ``cancelled`` when one was cancelled, else ``timed_out`` when one ran past its timeout or its queue-wait
-    budget, else ``failure``. A ``skipped`` job is neutral: it ended, but the jobs that did not skip decide
-    the conclusion (a job is skipped only because a task it needs ended without success, and that task's
-    own job says how: a failed build fails the session, a cancelled one cancels it). A session whose every
-    job was skipped (no rule of ``needs`` leads there) ran nothing, and is ``cancelled``. In progress once
-    any job has started. Queued before that (``waiting`` jobs included). A session without jobs is decided
-    by its resolution, not here (see :func:`resolution_outcome`).
+    ``cancelled`` when one was cancelled, else ``timed_out`` when one ran past its own timeout, else
+    ``failure`` when one's own command failed (``test``, or an end no class explains). When every job that
+    did not succeed ended for the lab's reason (an ``infrastructure`` failure its retries did not get past,
+    its queue-wait budget, a runner host that cannot run it; not a job its host could not start for what
+    the commit holds: :attr:`JobFacts.lab_failure`), the conclusion is ``lab``
+    (``KERRIGAN_LAB_CONCLUSION``: ``action_required`` or ``neutral``). A ``skipped`` job is neutral: it
+    ended, but the jobs that did not skip decide the conclusion (a job is skipped only because a task it
+    needs ended without success, and that task's own job says how: a failed build fails the session, a
+    cancelled one cancels it). A session whose every job was skipped (no rule of ``needs`` leads there) ran
+    nothing, and is ``cancelled``. In progress once any job has started. Queued before that (``waiting``
+    jobs included). A session without jobs is decided by its resolution, not here (see
+    :func:`resolution_outcome`).
     """
     counted = current_attempts(jobs)
     if counted and all(job.state in ENDED for job in counted):
@@ -345,8 +371,10 @@ def session_outcome(jobs: Sequence[JobFacts]) -> SessionOutcome:
         classes = {job.failure_class for job in decisive}
         if FailureClass.CANCELLED in classes:
             return SessionOutcome(SessionState.COMPLETED, Conclusion.CANCELLED)
-        if classes & {FailureClass.TIMEOUT, FailureClass.QUEUE_WAIT_EXCEEDED}:
+        if FailureClass.TIMEOUT in classes:
             return SessionOutcome(SessionState.COMPLETED, Conclusion.TIMED_OUT)
+        if all(job.lab_failure for job in decisive if job.state is not JobState.SUCCEEDED):
+            return SessionOutcome(SessionState.COMPLETED, lab)
         return SessionOutcome(SessionState.COMPLETED, Conclusion.FAILURE)
     if any(job.started for job in jobs):
         return SessionOutcome(SessionState.IN_PROGRESS)

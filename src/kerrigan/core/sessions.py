@@ -14,7 +14,16 @@ from kerrigan.core.resolution import EMPTY, Resolution
 __all__ = ["RETRYABLE", "Conclusion", "Job", "Session", "SessionState"]
 
 
-RETRYABLE = frozenset({Conclusion.FAILURE, Conclusion.CANCELLED, Conclusion.TIMED_OUT})
+# Every end but success: a lab's problem (action_required, neutral) is re-run once the lab is fixed.
+RETRYABLE = frozenset(
+    {
+        Conclusion.FAILURE,
+        Conclusion.CANCELLED,
+        Conclusion.TIMED_OUT,
+        Conclusion.ACTION_REQUIRED,
+        Conclusion.NEUTRAL,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,12 +28,15 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan
+from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, QUEUE_WAIT_EXCEEDED, RUNNER_LOST, JobState
+from kerrigan.core.matching import resolve, resolve_hosts
+from kerrigan.core.queue_wait import WAIT_KIND_WORDS, blockers_of, host_blockers_of, waited_words
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.store.database import Database
 from kerrigan.store.device_health import act_on_suspects
 from kerrigan.store.health_checks import SCAN_INTERVAL, queue_due_checks
-from kerrigan.store.inventory import end_due_maintenance
+from kerrigan.store.inventory import end_due_maintenance, load_inventory
 from kerrigan.store.leases import (
     Grant,
     HostGrant,
@@ -45,7 +48,12 @@ from kerrigan.store.leases import (
     release_lease,
 )
 from kerrigan.store.models import JobRow
-from kerrigan.store.queue_view import queue_wait_clock, queue_wait_since, read_queue
+from kerrigan.store.queue_view import (
+    queue_wait_clock,
+    queue_wait_since,
+    read_queue,
+    requirements_of_mapping,
+)
 from kerrigan.store.reservations import (
     RESERVATION_PREFIX,
     Reservation,
@@ -212,7 +220,8 @@ class Dispatcher:
                 now,
             )
             leased = {grant.job_pk for grant in granted} | {grant.job_pk for grant in placed}
-            withdrawn = await _spend_queue_wait(session, snapshot.records, plan, leased, now)
+            busy = frozenset(hosts) - snapshot.free_devices | {grant.device_id for grant in granted}
+            withdrawn = await _spend_queue_wait(session, snapshot.records, plan, leased, now, busy=busy)
         if granted or reserved or placed:  # a reserved device's host is asked for its settings for the person
             leased_hosts = (
                 frozenset(grant.host for grant in granted)
@@ -232,13 +241,18 @@ async def _spend_queue_wait(
     plan: DispatchPlan,
     leased: set[int],
     now: datetime,
+    *,
+    busy: frozenset[str] = frozenset(),
 ) -> list[int]:
-    """Run or pause each waiting job's queue-wait clock for what it waits on; end those out of budget.
+    """Run or pause each waiting job's queue-wait clock for what it waits on; end those out of budget,
+    each with what it waited on in the diagnostics' words (:func:`_waited_on`; ``busy``: the devices
+    leased now).
 
     A job given a device (or room on a host) stops its clock: what it spent travels with its offer. Only
     changes are written, so a long queue costs a write per job only when its blocker changes.
     """
     ended: list[int] = []
+    spent: dict[int, float] = {}
     changed: list[dict[str, Any]] = []
     at = now.timestamp()
     for record in queued:
@@ -250,6 +264,7 @@ async def _spend_queue_wait(
         clock = queue_wait_clock(record, now).observe(at, counts=counts)
         if record.pk not in leased and clock.exceeded(at):
             ended.append(record.pk)
+            spent[record.pk] = clock.spent(at)
             continue
         running_since = datetime.fromtimestamp(clock.since, UTC) if clock.since is not None else None
         if (clock.spent_s, running_since) != (record.queue_wait_s, observed):
@@ -262,7 +277,43 @@ async def _spend_queue_wait(
         jobs = (
             await session.scalars(select(JobRow).where(JobRow.pk.in_(ended), JobRow.state == JobState.QUEUED))
         ).all()
+        # What each waited on, now, before it ends: its check run keeps it (read only when one ends).
+        inventory = await load_inventory(session) if jobs else Inventory()
+        records = {record.pk: record for record in queued}
         for job in jobs:
-            await move_job(session, job, JobState.REFUSED_BEFORE_START, now, reason=QUEUE_WAIT_EXCEEDED)
+            waiting = plan.waiting.get(str(job.pk))
+            otherwise = WAIT_KIND_WORDS.get(waiting.kind, "") if waiting is not None else ""
+            detail = waited_words(spent[job.pk], _waited_on(records[job.pk], inventory, busy), otherwise)
+            await move_job(
+                session, job, JobState.REFUSED_BEFORE_START, now, reason=QUEUE_WAIT_EXCEEDED, detail=detail
+            )
         await settle_sessions(session, (job.session_pk for job in jobs), now)
     return ended
+
+
+def _waited_on(record: QueuedJobRecord, inventory: Inventory, busy: frozenset[str]) -> list[tuple[str, str]]:
+    """The devices (or, with ``board: none``, runner hosts) a job could have run on but for something that
+    may pass, each with its reasons as the diagnostics word them (DESIGN.md, "A lab problem is not a code
+    failure": they stay with the job once its budget ended it)."""
+    if record.requirements is None:
+        return []
+    repository = None if record.health_check else record.repository
+    if record.boardless:
+        requested = requirements_of_mapping(record.requirements)
+        return host_blockers_of(
+            resolve_hosts(requested, inventory, repository=repository, vcpus=record.vcpus)
+        )
+    roles = record.requirements.get("roles") or [record.requirements]
+    found: list[tuple[str, str]] = []
+    for role in roles:
+        resolution = resolve(
+            requirements_of_mapping(role),
+            inventory,
+            busy,
+            repository=repository,
+            vcpus=record.vcpus,
+            unreported_fit=True,
+            health_check=record.health_check,
+        )
+        found += blockers_of(resolution, str(role["role"]) if "role" in role else None)
+    return found

@@ -44,8 +44,9 @@ from kerrigan.github.projection import render, render_short
 from kerrigan.github.repository import Repository
 from kerrigan.store import check_runs
 from kerrigan.store.check_runs import Claim, Projection
+from kerrigan.store.database import Database
 from kerrigan.store.signals import Topic
-from kerrigan.store.suspects import tracker_of
+from kerrigan.store.suspects import last_failure, tracker_of
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,16 @@ BATCH: Final = 16
 
 class ClaimLostError(Exception):
     """Another reconciler took this check run over (this one was too slow to renew its claim)."""
+
+
+async def current_view(session: AsyncSession, database: Database, claim: Claim) -> Projection:
+    """The session of ``claim`` as its check run should show it now, with the suspect devices as of its
+    own jobs' ends: a job that just failed is counted before its check run is rendered, so the failure
+    that makes its device suspect names it (the tracker reads again for it, not only every 30 s)."""
+    ended = await last_failure(session, claim.session_pk)
+    tracker = tracker_of(database.signals)
+    suspects = await tracker.suspects(session, database.clock(), ended_at=ended)
+    return await check_runs.projection(session, claim, suspects)
 
 
 class Reconciler:
@@ -210,8 +221,7 @@ class Reconciler:
         while True:
             database = self.app.database
             async with database.sessions() as session:
-                suspects = await tracker_of(database.signals).suspects(session, database.clock())
-                view = await check_runs.projection(session, claim, suspects)
+                view = await current_view(session, database, claim)
             delay = await self._attempt(claim, view, attempts)
             if delay is None:
                 return

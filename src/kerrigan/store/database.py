@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from alembic import command
 from alembic.config import Config
@@ -19,8 +19,10 @@ from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
 
+from kerrigan.core.lifecycle import Conclusion
 from kerrigan.store.signals import Signals
 
+LAB_CONCLUSION: Final = "kerrigan.lab_conclusion"  # in each session's ``info``: KERRIGAN_LAB_CONCLUSION
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 Clock = Callable[[], datetime]
@@ -83,19 +85,35 @@ class Database:
             yield
 
     @classmethod
-    def connect(cls, url: str, clock: Clock = utc_now) -> Database:
-        """Open (lazily) the database at ``url``."""
+    def connect(
+        cls, url: str, clock: Clock = utc_now, *, lab_conclusion: Conclusion = Conclusion.ACTION_REQUIRED
+    ) -> Database:
+        """Open (lazily) the database at ``url``; a session that failed only for the lab's reasons ends
+        ``lab_conclusion`` (``KERRIGAN_LAB_CONCLUSION``: each session carries it, see
+        :func:`lab_conclusion_of`)."""
         engine = create_engine(url)
         # A session class of this database's own, so that its commits fire this database's signals only.
         session_class = type("KerriganSession", (Session,), {})
         signals = Signals()
         signals.attach(session_class)
-        sessions = async_sessionmaker(engine, expire_on_commit=False, sync_session_class=session_class)
+        sessions = async_sessionmaker(
+            engine,
+            expire_on_commit=False,
+            sync_session_class=session_class,
+            info={LAB_CONCLUSION: lab_conclusion},
+        )
         return cls(engine, sessions, clock, signals)
 
     async def close(self) -> None:
         """Close every pooled connection."""
         await self.engine.dispose()
+
+
+def lab_conclusion_of(session: AsyncSession) -> Conclusion:
+    """The conclusion of a session that failed only for the lab's reasons, as its database was opened
+    with (:meth:`Database.connect`); ``action_required`` for a session made otherwise."""
+    found = session.sync_session.info.get(LAB_CONCLUSION)
+    return found if isinstance(found, Conclusion) else Conclusion.ACTION_REQUIRED
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

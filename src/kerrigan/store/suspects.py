@@ -51,13 +51,27 @@ class SuspectTracker:
         self._newest_pk = 0  # the newest job when last looked: one stored later is read whenever it ended
         self._suspects: dict[tuple[str, str], Suspect] = {}
 
-    async def suspects(self, session: AsyncSession, now: datetime) -> dict[tuple[str, str], Suspect]:
-        """(task, device) → suspect, as of ``now``; read from the database at most every ``REFRESH_S``."""
-        if self._looked is None or (now - self._looked).total_seconds() >= REFRESH_S:
+    async def suspects(
+        self, session: AsyncSession, now: datetime, *, ended_at: datetime | None = None
+    ) -> dict[tuple[str, str], Suspect]:
+        """(task, device) → suspect, as of ``now``; read from the database at most every ``REFRESH_S``, and
+        at once when a job that ended at ``ended_at`` may not be counted yet (after the last look, or
+        within the few seconds it reads back): a check run is rendered with its own job's end counted, so
+        the failure that makes a device suspect names it (issue 28)."""
+        if (
+            self._looked is None
+            or (now - self._looked).total_seconds() >= REFRESH_S
+            or (ended_at is not None and not self.counted(ended_at))
+        ):
             await self._refresh(session, now)
             self._looked = now
             self._suspects = {(s.task, s.device): s for s in self.stats.suspects(day_of(now))}
         return self._suspects
+
+    def counted(self, ended_at: datetime) -> bool:
+        """Whether a job that ended at ``ended_at`` (and committed) is in the counts: it ended before the
+        last look by more than the time the next look reads back."""
+        return self._loaded_at is not None and ended_at <= self._loaded_at - _OVERLAP
 
     async def _refresh(self, session: AsyncSession, now: datetime) -> None:
         since = now - timedelta(days=WINDOW_DAYS)
@@ -133,6 +147,18 @@ class SuspectTracker:
         self._newest_pk = max(self._newest_pk, int(newest or 0))
         self._seen = seen
         self._loaded_at = now
+
+
+async def last_failure(session: AsyncSession, session_pk: int) -> datetime | None:
+    """When the last job of a session that failed on a device (one its check run may name a suspect for)
+    ended; ``None`` when none has."""
+    return await session.scalar(
+        select(func.max(JobRow.finished_at)).where(
+            JobRow.session_pk == session_pk,
+            JobRow.state.in_(FAILED),
+            JobRow.device_id.is_not(None),
+        )
+    )
 
 
 _trackers: weakref.WeakKeyDictionary[Signals, SuspectTracker] = weakref.WeakKeyDictionary()

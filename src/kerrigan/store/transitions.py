@@ -31,6 +31,7 @@ from kerrigan.core.lifecycle import (
 )
 from kerrigan.core.matrix import task_of
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
+from kerrigan.store.database import lab_conclusion_of
 from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks import checked_device, record_check_end
 from kerrigan.store.job_specs import spec_columns, spec_of
@@ -157,6 +158,7 @@ def job_facts(job: JobRow) -> JobFacts:
         job.state,
         started=job.started_at is not None,
         failure_class=job.failure_class,
+        reason=job.reason,
     )
 
 
@@ -172,7 +174,7 @@ async def settle_session(
         return row  # decided already (its jobs' ends, or its resolution, completed it)
     jobs += await retry_failed(session, row, jobs, at)
     news = await release_waiting(session, jobs, at) or news
-    outcome = session_outcome([job_facts(job) for job in jobs])
+    outcome = session_outcome([job_facts(job) for job in jobs], lab=lab_conclusion_of(session))
     check_session_transition(before, outcome.state)
     conclusion = outcome.conclusion
     changed = (outcome.state, conclusion) != (before, row.conclusion)

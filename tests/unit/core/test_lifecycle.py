@@ -183,11 +183,12 @@ def test_a_job_ended_before_any_started_keeps_its_session_queued() -> None:
         ([_facts(J.SUCCEEDED, started=True), _facts(J.FAILED, started=True)], Conclusion.FAILURE),
         ([_facts(J.FAILED, started=True), _facts(J.CANCELLED, reason="cancelled")], Conclusion.CANCELLED),
         ([_facts(J.FAILED, started=True), _facts(J.TIMED_OUT, started=True)], Conclusion.TIMED_OUT),
+        # The lab's (issue 28): a queue-wait budget or a host that cannot run it is not the code's failure.
         (
             [_facts(J.SUCCEEDED), _facts(J.REFUSED_BEFORE_START, reason="queue_wait_exceeded")],
-            Conclusion.TIMED_OUT,
+            Conclusion.ACTION_REQUIRED,
         ),
-        ([_facts(J.REFUSED_BEFORE_START, reason="runner_full")], Conclusion.FAILURE),
+        ([_facts(J.REFUSED_BEFORE_START, reason="runner_full")], Conclusion.ACTION_REQUIRED),
     ],
 )
 def test_a_session_completes_when_every_job_ended(jobs: list[JobFacts], conclusion: Conclusion) -> None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from kerrigan.core.dispatch_order import WaitKind
 from kerrigan.core.queue_wait import (
+    WAIT_KIND_WORDS,
+    WAITED_ROOM,
     QueueWait,
     RunnerAnswer,
     WithdrawalOutcome,
+    waited_words,
     withdrawal_outcome,
 )
 
@@ -60,3 +64,46 @@ def test_only_the_runners_answer_decides_a_withdrawal(
     answer: RunnerAnswer, outcome: WithdrawalOutcome
 ) -> None:
     assert withdrawal_outcome(answer) is outcome
+
+
+# -- what a job waited on, in the diagnostics' words (issue 28) ------------------------------------------
+
+
+def test_what_a_job_waited_on_is_each_device_and_its_reasons() -> None:
+    words = waited_words(
+        300,
+        [
+            ("modalix-bluebox", "device in maintenance since 2026-12-01 09:12 by hubot: reflashing"),
+            ("modalix-redbox", "runner host lab-a-01 offline"),
+        ],
+    )
+    assert words == (
+        "waited 300 s: modalix-bluebox device in maintenance since 2026-12-01 09:12 by hubot: reflashing; "
+        "modalix-redbox runner host lab-a-01 offline"
+    )
+
+
+def test_devices_with_the_same_reasons_share_them_and_what_does_not_fit_is_counted() -> None:
+    offline = [(f"board-{n:03}", "runner host rig-02 offline") for n in range(3)]
+    assert (
+        waited_words(60, offline) == "waited 60 s: board-000, board-001, board-002 runner host rig-02 offline"
+    )
+    many = [(f"board-{n:03}", f"device health bad: check {n} failed") for n in range(100)]
+    words = waited_words(60, many)
+    assert len(words) <= WAITED_ROOM
+    assert words.startswith("waited 60 s: board-000 device health bad: check 0 failed; board-001")
+    kept = words.count("device health bad")
+    assert words.endswith(f"; and {100 - kept} more")
+    crowd = [(f"board-{n:03}", "runner host rig-02 offline") for n in range(100)]
+    words = waited_words(60, crowd)
+    assert len(words) <= WAITED_ROOM
+    assert words.startswith("waited 60 s: board-000, board-001, ")
+    assert words.endswith(" more runner host rig-02 offline")
+
+
+def test_a_job_that_waited_on_no_device_says_what_it_waited_on() -> None:
+    assert waited_words(30, [], WAIT_KIND_WORDS[WaitKind.CAPACITY]) == (
+        "waited 30 s: the runner hosts of its free devices lacked the vCPUs it claims"
+    )
+    assert waited_words(30, []) == "waited 30 s"
+    assert set(WAIT_KIND_WORDS) == set(WaitKind)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kerrigan.core.lifecycle import (
+    LAB_CONCLUSIONS,
     Conclusion,
     JobState,
     SessionState,
@@ -97,6 +98,22 @@ _VERDICTS: Final = {
     Conclusion.CANCELLED: "Cancelled",
     Conclusion.TIMED_OUT: "Timed out",
     Conclusion.FAILURE: "Failed",
+    Conclusion.ACTION_REQUIRED: "Lab problem",
+    Conclusion.NEUTRAL: "Lab problem",
+}
+LAB_TITLE: Final = "Lab problem"  # how the title of a session the lab failed begins
+MAX_LAB_JOBS: Final = 20  # jobs the lab problem's own section names; the table has every one
+# What each of the lab's conclusions does on GitHub (docs/check-runs.md, "Lab problems").
+_LAB_EFFECT: Final = {
+    Conclusion.ACTION_REQUIRED: (
+        "It ends `action_required`: where this check is required, the pull request cannot merge until a "
+        "run passes. Once the lab is fixed, **Retry** (or `/kerrigan retry` on the pull request) runs it "
+        "again."
+    ),
+    Conclusion.NEUTRAL: (
+        "It ends `neutral`: this lab lets a pull request merge past its own problems. **Retry** (or "
+        "`/kerrigan retry` on the pull request) runs it again once the lab is fixed."
+    ),
 }
 
 
@@ -287,7 +304,47 @@ def progress_title(
         return f"{cancel_line(cancel_reason)}, stopping: {jobs}"
     if cancel_reason and conclusion is Conclusion.CANCELLED:
         return f"{cancel_line(cancel_reason)}: {jobs}"
+    if state is SessionState.COMPLETED and conclusion in LAB_CONCLUSIONS:
+        reasons = sorted({job.reason for job in _not_passed(current) if job.reason})
+        return f"{LAB_TITLE}: {jobs}" + (f" ({', '.join(reasons)})" if reasons else "")
     return jobs[:1].upper() + jobs[1:]
+
+
+def _not_passed(jobs: Sequence[JobProgress]) -> list[JobProgress]:
+    """The jobs that decided a session did not pass: ended, but neither passed nor skipped."""
+    return [job for job in jobs if job.state not in (JobState.SUCCEEDED, JobState.SKIPPED)]
+
+
+def _ran_on(job: JobProgress) -> str:
+    """Where an attempt ran: its device (a gang's first role's), or its runner host without a board."""
+    return (job.host if job.boardless else job.device_id) or "no device"
+
+
+def lab_section(jobs: Sequence[JobProgress], conclusion: Conclusion) -> list[str]:
+    """Why a session the lab failed did not pass (DESIGN.md, "A lab problem is not a code failure"): each
+    job that did not, with its reason in words and what it waited on or failed on in the diagnostics'
+    words, each attempt of a retried task on its board; and what the conclusion does on GitHub."""
+    lines = [
+        "",
+        "**Lab problem**: no job failed because of this commit's code; what kept this check from passing "
+        "is the lab's:",
+        "",
+    ]
+    failed = _not_passed([job for job in jobs if job.current])
+    for job in failed[:MAX_LAB_JOBS]:
+        said = reason_words(job.reason) if job.reason else job.state
+        if job.detail:
+            said += f": {job.detail}"
+        tries = [other for other in jobs if other.task_id == job.task_id]
+        if len(tries) > 1:
+            said += "; " + ", ".join(
+                f"attempt {other.attempt} on {_ran_on(other)}"
+                for other in sorted(tries, key=lambda other: other.attempt)
+            )
+        lines.append(f"- {code(shown_name(job.task_id))}: {cell(said)}")
+    if len(failed) > MAX_LAB_JOBS:
+        lines.append(f"- and {len(failed) - MAX_LAB_JOBS} more jobs: the table below has each")
+    return [*lines, "", _LAB_EFFECT[conclusion]]
 
 
 def progress_body(
@@ -300,7 +357,8 @@ def progress_body(
     cancel_reason: str | None = None,
 ) -> CheckRunBody:
     """The check run while and after the jobs run: each job's device, host, duration, result and output;
-    each attempt of a task that was retried; who cancelled it, or which commit superseded it.
+    each attempt of a task that was retried; who cancelled it, or which commit superseded it; for a session
+    the lab failed, why (:func:`lab_section`).
 
     The status and conclusion are the session's, as the store derived them (``kerrigan.core.lifecycle``);
     counts are of the current attempts (one a retry replaced does not count).
@@ -309,6 +367,8 @@ def progress_body(
     lines = [header(name, context)]
     if cancel_reason:
         lines += ["", f"{cell(cancel_line(cancel_reason))}."]
+    if state is SessionState.COMPLETED and conclusion in LAB_CONCLUSIONS:
+        lines += lab_section(jobs, conclusion)
     lines += ["", "| task | state | device | runner host | duration | exit |", "|---|---|---|---|---|---|"]
     rows = []
     for job in jobs:

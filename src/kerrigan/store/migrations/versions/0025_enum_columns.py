@@ -67,7 +67,7 @@ COLUMNS = (
         "sessions",
         "conclusion",
         "session_conclusion",
-        ("success", "failure", "cancelled", "timed_out"),
+        ("success", "failure", "cancelled", "timed_out", "action_required", "neutral"),
         "failure",
     ),
     _Column("sessions", "strategy", "session_strategy", ("spread", "pack"), "spread"),

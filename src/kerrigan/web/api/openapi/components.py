@@ -21,6 +21,11 @@ _STRINGS: Final = {"type": "array", "items": STRING}
 _LABEL_MAP: Final = {"type": "object", "additionalProperties": STRING}
 _TIME: Final = {"type": "string", "format": "date-time"}
 _NULLABLE_TIME: Final = {"type": ["string", "null"], "format": "date-time"}
+# A completed session's conclusion; action_required and neutral are the lab's (KERRIGAN_LAB_CONCLUSION).
+_CONCLUSION: Final = {
+    **enum_of(Conclusion, nullable=True),
+    "description": "action_required or neutral: the lab's problem, not the code's (KERRIGAN_LAB_CONCLUSION)",
+}
 _CURSOR: Final = {
     "type": ["string", "null"],
     "description": "pass as ?cursor= with the same filters for the next page; null on the last",
@@ -551,7 +556,7 @@ SCHEMAS: Final[dict[str, Any]] = {
             "commit": STRING,
             "event": STRING,
             "state": enum_of(SessionState),
-            "conclusion": enum_of(Conclusion, nullable=True),
+            "conclusion": _CONCLUSION,
             "cancelled_by": _NULLABLE_STRING,
             "cancel_reason": _NULLABLE_STRING,
             "devices": _STRINGS,
@@ -588,7 +593,7 @@ SCHEMAS: Final[dict[str, Any]] = {
         {
             "session": STRING,
             "state": enum_of(SessionState),
-            "conclusion": enum_of(Conclusion, nullable=True),
+            "conclusion": _CONCLUSION,
             "changed": {"type": "boolean", "description": "false: it had already ended or been cancelled"},
         }
     ),

@@ -135,7 +135,9 @@ _SESSION_FILTERS = [
     _query("branch", "the pushed branch"),
     _query("workflow", "the manifest's name"),
     _query("state", _one_of(SessionState), enum_of(SessionState)),
-    _query("conclusion", _one_of(Conclusion), enum_of(Conclusion)),
+    _query(
+        "conclusion", f"{_one_of(Conclusion)} (action_required and neutral: the lab's)", enum_of(Conclusion)
+    ),
     _query("device", "a device one of its jobs ran on"),
     _query("since", "created at or after: ISO 8601 with a zone", {"type": "string", "format": "date-time"}),
 ]
