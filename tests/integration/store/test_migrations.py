@@ -257,7 +257,7 @@ async def _insert_0024_rows(connection: AsyncConnection, *, job_state: str) -> N
         "INSERT INTO sessions (pk, id, head_sha, workflow, manifest_path, event, priority, state, conclusion,"
         " resolution, created_at, updated_at, repository, awaiting_approval, strategy, max_devkits,"
         " queue_wait_limit_s, version, shown_version, sync_attempts, secrets_allowed)"
-        " VALUES (1, 's-1', :sha, 'w', 'w.yml', 'push', 'urgent', 'completed', 'neutral', '{}', :at, :at,"
+        " VALUES (1, 's-1', :sha, 'w', 'w.yml', 'push', 'urgent', 'completed', 'stale', '{}', :at, :at,"
         " 'octo/firmware', 0, 'random', 1, 300, 0, 0, 0, 1)",
         "INSERT INTO jobs (pk, session_pk, task_id, state, failure_class, created_at, vcpus, next_seq,"
         " log_bytes, queue_wait_s, attempt, avoid_devices, env, needs, results, secrets, artifacts, devices,"
