@@ -152,6 +152,11 @@ INFRASTRUCTURE_REASONS: Final = frozenset(
     {RUNNER_LOST, NOT_STARTED_REASON, SOURCE_UNAVAILABLE, "runner_disk_full", "device_fault"}
 )
 UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
+SECRET_MISSING: Final = "secret_missing"  # noqa: S105 -- a reason a job ended: a secret it names was deleted
+# Reasons that say something of the commit or its repository, not of the lab, whatever their class: the
+# commit's tarball or an artifact its host refused (every device would refuse it alike), and a secret the
+# repository no longer holds (the repository's owners fix it, not the lab's).
+REPOSITORY_REASONS: Final = frozenset({NOT_STARTED_REASON, SECRET_MISSING})
 
 
 # Each reason in plain words, for a person reading a page or a check run that names it.
@@ -323,9 +328,10 @@ class JobFacts:
     @property
     def lab_failure(self) -> bool:
         """Whether it ended for the lab's reason, not its commit's: one of :data:`LAB_FAILURES`, but for a
-        job its host could not start for what the commit holds (``not_started``: its tarball or an
-        artifact refused, which every device would refuse alike, so it is not retried either)."""
-        return self.failure_class in LAB_FAILURES and self.reason != NOT_STARTED_REASON
+        reason of :data:`REPOSITORY_REASONS` (a job its host could not start for what the commit holds,
+        which every device would refuse alike, so it is not retried either; a secret the repository
+        deleted)."""
+        return self.failure_class in LAB_FAILURES and self.reason not in REPOSITORY_REASONS
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.core.lifecycle import SECRET_MISSING as _SECRET_MISSING
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.masking import secret_problem
 from kerrigan.core.variable_names import name_problem
@@ -290,7 +291,7 @@ class JobSecrets:
     refused: bool = False  # a secret could not be handed: the job ended refused_before_start
 
 
-SECRET_MISSING: Final = "secret_missing"  # noqa: S105 -- a reason a job ended, not a secret
+SECRET_MISSING: Final = _SECRET_MISSING  # a reason a job ended, not a secret (core.lifecycle says whose)
 SECRETS_UNAVAILABLE: Final = "secrets_unavailable"
 
 
