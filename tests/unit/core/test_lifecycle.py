@@ -190,7 +190,7 @@ def test_a_job_ended_before_any_started_keeps_its_session_queued() -> None:
         ),
         ([_facts(J.REFUSED_BEFORE_START, reason="runner_full")], Conclusion.ACTION_REQUIRED),
         # A secret the repository deleted is its owners' to fix, not the lab's.
-        ([_facts(J.REFUSED_BEFORE_START, reason="secret_missing")], Conclusion.FAILURE),
+        ([JobFacts(J.REFUSED_BEFORE_START, False, FailureClass.UNFIT, "secret_missing")], Conclusion.FAILURE),
     ],
 )
 def test_a_session_completes_when_every_job_ended(jobs: list[JobFacts], conclusion: Conclusion) -> None:
