@@ -666,7 +666,7 @@ def resolve_hosts(
             found.append(book.mismatch(asked, host.id))
         if host.pause is not None:
             found.append(_host_paused(host.id, host.pause))
-        if not host.online:
+        if not host.up:
             found.append(_host_offline(host.id))
         if vcpus is not None:
             small = _unreported(host.id) if host.vcpus is None else _host_vcpus(host.id, vcpus, host.vcpus)

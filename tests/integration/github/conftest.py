@@ -35,6 +35,7 @@ from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import DeliveryRow, SessionRow
 from kerrigan.store.sessions import find_sessions
+from kerrigan.testing.agents_spoke import hear_hosts
 from kerrigan.testing.github import GitHubStandIn, RecordedRequest, signed_headers
 from kerrigan.testing.waiting import wait_until
 
@@ -213,6 +214,7 @@ async def store_inventory(database: Database, before: Inventory, after: Inventor
     """Change the stored inventory from ``before`` to ``after`` through the store's own diff."""
     async with database.sessions() as session, session.begin():
         await apply_diff(session, after, diff_inventories(before, after), Change("test", database.clock()))
+    await hear_hosts(database)  # its runner hosts' agents have spoken: the tests play their part
 
 
 def settings_for(db: Database, github: GitHubStandIn, **overrides: Any) -> Settings:
