@@ -52,7 +52,7 @@ def kerrigan(database_url: str, cwd: Path, *args: str) -> subprocess.CompletedPr
 async def test_list_shows_each_host_its_state_heartbeat_and_token_in_columns(
     db: Database, database_url: str, tmp_path: Path, clock: FakeClock
 ) -> None:
-    await store_inventory(db, Inventory(), lab())
+    await store_inventory(db, Inventory(), lab(), agents_spoke=False)
     async with db.sessions() as session, session.begin():
         await create_runner_token(session, HOST, db.clock(), actor="olga")
     clock.advance(90)

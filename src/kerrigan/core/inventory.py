@@ -186,12 +186,22 @@ class RunnerHost:
 
     ``vcpus`` is how many vCPUs a job may claim there, as the host's agent last reported them (``None``
     until it has): a task claiming more can never run on it. A ``pause`` keeps new jobs off its devices.
+    ``heard`` is whether its agent has ever spoken (a heartbeat or registration): a host an inventory names
+    or ``kerrigan runners create`` makes is offline until then, whatever ``online`` says, so nothing is
+    leased to a machine with no agent yet (the lease would only run out, as ``runner_lost``).
     """
 
     id: str
     online: bool = True
     vcpus: int | None = None
     pause: HostPause | None = None
+    # Its agent's fact, not the inventory's: a host is the same inventory entry whether or not it spoke.
+    heard: bool = field(default=True, compare=False)
+
+    @property
+    def up(self) -> bool:
+        """Whether it may take work: online, and its agent has spoken."""
+        return self.online and self.heard
 
 
 def health_check_of(device: Device, pool: Pool | None) -> HealthCheck | None:
@@ -322,7 +332,7 @@ class InventoryIndex:
         )
         self.absent = Column.encode(None if device.present else device.host for device in self.devices)
         self.reserved = Column.encode(device.reserved for device in self.devices)
-        self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.online)
+        self.offline_hosts = frozenset(host.id for host in inventory.hosts if not host.up)
         self.paused_hosts = {host.id: host.pause for host in inventory.hosts if host.pause is not None}
         self.host_vcpus = {host.id: host.vcpus for host in inventory.hosts}
         pools = inventory.pools_by_id

@@ -283,5 +283,11 @@ async def queue_due_checks(session: AsyncSession, now: datetime) -> list[str]:
 
 
 async def _hosts_away(session: AsyncSession) -> Collection[str]:
-    rows = await session.execute(select(RunnerHostRow.id, RunnerHostRow.online, RunnerHostRow.paused_at))
-    return {host for host, online, paused_at in rows if not online or paused_at is not None}
+    rows = await session.execute(
+        select(
+            RunnerHostRow.id, RunnerHostRow.online, RunnerHostRow.paused_at, RunnerHostRow.last_heartbeat_at
+        )
+    )
+    return {
+        host for host, online, paused_at, beat in rows if not online or beat is None or paused_at is not None
+    }

@@ -151,7 +151,11 @@ async def read_figures(session: AsyncSession, now: datetime, pools: PoolsOfRequi
         )
     }
     hosts = tuple(
-        HostFigure(host, "paused" if paused_at is not None else "online" if online else "offline", beat)
+        HostFigure(
+            host,
+            "paused" if paused_at is not None else "online" if online and beat is not None else "offline",
+            beat,
+        )
         for host, online, paused_at, beat in await session.execute(
             select(
                 RunnerHostRow.id,

@@ -23,7 +23,8 @@ RUNNER_TOKEN_PREFIX = "kgr_"  # noqa: S105 -- a visible prefix, not a secret
 
 @dataclass(frozen=True, slots=True)
 class HostReport:
-    """What a runner host last said about itself."""
+    """What a runner host last said about itself. ``online`` only once its agent has spoken: a host an
+    inventory names or ``kerrigan runners create`` makes is offline until its first heartbeat."""
 
     host: str
     online: bool
@@ -42,7 +43,7 @@ class HostReport:
 def _report(row: RunnerHostRow) -> HostReport:
     return HostReport(
         row.id,
-        row.online,
+        row.online and row.last_heartbeat_at is not None,  # offline until its agent first speaks
         row.protocol,
         frozenset(row.capabilities),
         dict(row.resources),
@@ -221,7 +222,7 @@ async def record_report(
     row = await session.scalar(select(RunnerHostRow).where(RunnerHostRow.id == host))
     if row is None:
         raise LookupError(f"no runner host {host!r}")
-    if not row.online:
+    if not row.online or row.last_heartbeat_at is None:  # a never-heard host was offline, whatever it said
         await _record_online(session, host, Change(KERRIGAN_ACTOR, at), online=True, why="its runner spoke")
     row.online = True
     row.last_heartbeat_at = at

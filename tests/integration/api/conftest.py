@@ -31,6 +31,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.inventory import create_device, create_pool, load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.tokens import create_token
+from kerrigan.testing.agents_spoke import hear_hosts
 from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.github import GitHubStandIn
 from kerrigan.web.state import DATABASE
@@ -143,7 +144,9 @@ async def seed_lab(db: Database) -> dict[str, str]:
             await create_pool(session, pool, change)
         for device in (DEV_A1, DEV_A2, DEV_B1):
             await create_device(session, device, change)
-        return {login: await create_token(session, login, change.at) for login in LOGINS}
+        tokens = {login: await create_token(session, login, change.at) for login in LOGINS}
+    await hear_hosts(db)  # its runner hosts' agents have spoken: the tests play their part
+    return tokens
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from kerrigan.store.leases import leased_devices
 from kerrigan.store.models import JobRow, RunnerHostRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
+from kerrigan.testing.agents_spoke import hear_hosts
 from kerrigan.testing.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,6 +36,7 @@ async def lab(db: Database) -> None:
         await apply_diff(
             session, inventory, diff_inventories(Inventory(), inventory), Change("t", db.clock())
         )
+    await hear_hosts(db)  # its runner hosts' agents have spoken: the tests play their part
 
 
 async def queue(

@@ -35,6 +35,7 @@ from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import DeliveryRow, SessionRow
 from kerrigan.store.sessions import find_sessions
+from kerrigan.testing.agents_spoke import hear_hosts
 from kerrigan.testing.github import GitHubStandIn, RecordedRequest, signed_headers
 from kerrigan.testing.waiting import wait_until
 
@@ -209,10 +210,15 @@ async def stored_deliveries(database: Database) -> list[StoredDelivery]:
         ]
 
 
-async def store_inventory(database: Database, before: Inventory, after: Inventory) -> None:
-    """Change the stored inventory from ``before`` to ``after`` through the store's own diff."""
+async def store_inventory(
+    database: Database, before: Inventory, after: Inventory, *, agents_spoke: bool = True
+) -> None:
+    """Change the stored inventory from ``before`` to ``after`` through the store's own diff; with
+    ``agents_spoke``, the agents of its online hosts have spoken (the tests play the runners' part)."""
     async with database.sessions() as session, session.begin():
         await apply_diff(session, after, diff_inventories(before, after), Change("test", database.clock()))
+    if agents_spoke:
+        await hear_hosts(database)
 
 
 def settings_for(db: Database, github: GitHubStandIn, **overrides: Any) -> Settings:

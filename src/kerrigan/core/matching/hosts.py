@@ -134,7 +134,7 @@ def resolve_hosts(
             found.append(book.mismatch(asked, host.id))
         if host.pause is not None:
             found.append(host_paused(host.id, host.pause))
-        if not host.online:
+        if not host.up:
             found.append(host_offline(host.id))
         if vcpus is not None:
             small = unreported_cpus(host.id) if host.vcpus is None else host_vcpus(host.id, vcpus, host.vcpus)

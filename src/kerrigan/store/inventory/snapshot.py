@@ -32,6 +32,7 @@ async def load_inventory(session: AsyncSession) -> Inventory:
                 RunnerHostRow.paused_by,
                 RunnerHostRow.paused_at,
                 RunnerHostRow.paused_until,
+                RunnerHostRow.last_heartbeat_at,
             ).order_by(RunnerHostRow.id)
         )
     ).all()
@@ -130,8 +131,19 @@ async def load_inventory(session: AsyncSession) -> Inventory:
             HostPause(paused_reason or "", paused_by or "", paused_at, paused_until)
             if paused_at is not None
             else None,
+            heard=heartbeat is not None,
         )
-        for host_id, online, resources, _, paused_reason, paused_by, paused_at, paused_until in host_rows
+        for (
+            host_id,
+            online,
+            resources,
+            _,
+            paused_reason,
+            paused_by,
+            paused_at,
+            paused_until,
+            heartbeat,
+        ) in host_rows
     )
     return Inventory(pools, devices, hosts)
 
