@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import secrets
 import sys
@@ -123,10 +124,12 @@ def show_check_run(run: dict[str, Any], out: TextIO) -> None:
 
 
 def demo_github() -> GitHubStandIn:
-    """The GitHub stand-in. Where GitHub's description of its API is beside this checkout (the project's
-    own tests run so) it checks Kerrigan's requests against it; elsewhere it does not, and says nothing:
-    the description is a file of the project's tests, not something a newcomer should have to find."""
-    return GitHubStandIn(validate=find_description() is not None)
+    """The GitHub stand-in. Where GitHub's description of its API is beside this checkout and the test
+    extras are installed (the project's own tests run so) it checks Kerrigan's requests against it;
+    elsewhere it does not, and says nothing: the description and its validator are the project's tests',
+    not something a newcomer should have to find or install."""
+    validator = importlib.util.find_spec("jsonschema") is not None
+    return GitHubStandIn(validate=validator and find_description() is not None)
 
 
 async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> int:
