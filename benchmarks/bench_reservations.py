@@ -47,6 +47,7 @@ from kerrigan.store.sessions import create_session  # noqa: E402
 from kerrigan.store.tokens import create_token  # noqa: E402
 from kerrigan.store.transitions import move_job  # noqa: E402
 from kerrigan.testing import builders  # noqa: E402
+from kerrigan.testing.agents_spoke import hear_hosts  # noqa: E402
 from kerrigan.web.state import DATABASE  # noqa: E402
 
 TARGET_S = 1.0
@@ -67,7 +68,9 @@ async def seed(database: Database) -> str:
         await apply_diff(
             session, inventory, diff_inventories(Inventory(), inventory), Change("bench", database.clock())
         )
-        return await create_token(session, "bench", database.clock())
+        token = await create_token(session, "bench", database.clock())
+    await hear_hosts(database)  # the lab's agents have spoken: its hosts take work (issue 28)
+    return token
 
 
 async def queue_job(database: Database, n: int) -> None:
