@@ -253,16 +253,16 @@ async def command(env: Mapping[str, str], *arguments: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def fresh_database(admin_url: str) -> AsyncIterator[str]:
-    """A new, empty :data:`DATABASE` (one left over from an earlier run is dropped first); its
+async def fresh_database(admin_url: str, name: str = DATABASE) -> AsyncIterator[str]:
+    """A new, empty database ``name`` (one left over from an earlier run is dropped first); its
     SQLAlchemy URL. Dropped on the way out."""
     admin = await asyncpg.connect(f"{admin_url}/postgres")
     try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        await admin.execute(f"CREATE DATABASE {DATABASE}")
-        yield f"{admin_url.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{DATABASE}"
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield f"{admin_url.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{name}"
     finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
 
 
@@ -285,31 +285,18 @@ class Lab:
     database: Database
 
 
-async def start_stand_in(fleet: Fleet, folder: Path) -> tuple[str, str]:
-    """The stand-in serving the manifest at every commit of :data:`REPO`; its URL and the App's key."""
+async def start_stand_in(
+    fleet: Fleet, folder: Path, manifest: str = MANIFEST, file: str = "scaleout.yml"
+) -> tuple[str, str]:
+    """The stand-in serving ``manifest`` (as ``file``) at every commit of :data:`REPO`; its URL and the
+    App's key."""
     private_key, public_key = generate_app_key()
     (folder / "app.pub").write_text(public_key, encoding="utf-8")
     (folder / "workflows").mkdir()
-    (folder / "workflows" / "scaleout.yml").write_text(MANIFEST, encoding="utf-8")
-    github = await fleet.start(
-        "github",
-        0,
-        [
-            sys.executable,
-            "-m",
-            "kerrigan.testing.github",
-            "--public-key",
-            str(folder / "app.pub"),
-            "--app-id",
-            APP_ID,
-            "--repository",
-            REPO,
-            "--workflows",
-            str(folder / "workflows"),
-        ],
-        os.environ,
-        stdout_pipe=True,
-    )
+    (folder / "workflows" / file).write_text(manifest, encoding="utf-8")
+    argv = [sys.executable, "-m", "kerrigan.testing.github", "--public-key", str(folder / "app.pub")]
+    argv += ["--app-id", APP_ID, "--repository", REPO, "--workflows", str(folder / "workflows")]
+    github = await fleet.start("github", 0, argv, os.environ, stdout_pipe=True)
     assert github.stdout is not None
     line = await fleet.watched(asyncio.wait_for(github.stdout.readline(), 30))
     return line.decode().strip(), private_key

@@ -53,14 +53,16 @@ from bench_scaleout import (
     BenchError,
     Fleet,
     ProcessDiedError,
+    fresh_database,
     kerrigan_argv,
     kill_leftovers,
     prepare_lab,
+    start_stand_in,
     wait_online,
 )
 from kerrigan.store.database import Database
 from kerrigan.store.models import DeliveryRow, JobRow, SessionRow
-from kerrigan.testing.github import generate_app_key, push_payload, signed_headers
+from kerrigan.testing.github import push_payload, signed_headers
 from kerrigan.testing.processes import free_port, wait_ready
 
 MANIFEST: Final = """\
@@ -77,20 +79,6 @@ SERIALIZATION: Final = re.compile(r"could not serialize|SerializationFailure")
 SETTLE_S: Final = 90.0
 
 
-@contextlib.asynccontextmanager
-async def fresh_database(admin_url: str, name: str) -> AsyncIterator[str]:
-    """A new, empty database ``name`` (one left over is dropped first); its SQLAlchemy URL. Dropped on the
-    way out."""
-    admin = await asyncpg.connect(f"{admin_url}/postgres")
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield f"{admin_url.replace('postgresql://', 'postgresql+asyncpg://', 1)}/{name}"
-    finally:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await admin.close()
-
-
 @dataclass(frozen=True)
 class Lab:
     """The running replicas' addresses, the stand-in's, and the database."""
@@ -100,26 +88,12 @@ class Lab:
     database: Database
 
 
-async def start_stand_in(fleet: Fleet, folder: Path) -> tuple[str, str]:
-    """The stand-in serving :data:`MANIFEST` at every commit of :data:`REPO`; its URL and the App's key."""
-    private_key, public_key = generate_app_key()
-    (folder / "app.pub").write_text(public_key, encoding="utf-8")
-    (folder / "workflows").mkdir()
-    (folder / "workflows" / "supersede.yml").write_text(MANIFEST, encoding="utf-8")
-    argv = [sys.executable, "-m", "kerrigan.testing.github", "--public-key", str(folder / "app.pub")]
-    argv += ["--app-id", APP_ID, "--repository", REPO, "--workflows", str(folder / "workflows")]
-    github = await fleet.start("github", 0, argv, os.environ, stdout_pipe=True)
-    assert github.stdout is not None
-    line = await fleet.watched(asyncio.wait_for(github.stdout.readline(), 30))
-    return line.decode().strip(), private_key
-
-
 @contextlib.asynccontextmanager
 async def lab(fleet: Fleet, folder: Path, database_url: str, replicas: int) -> AsyncIterator[Lab]:
     """The stand-in, ``replicas`` ``kerrigan serve`` (each starting its own worker), a runner agent per
     host; stopped on the way out (killed on a failure)."""
     try:
-        github_url, private_key = await start_stand_in(fleet, folder)
+        github_url, private_key = await start_stand_in(fleet, folder, MANIFEST, "supersede.yml")
         ports = [free_port() for _ in range(replicas)]
         bases = [f"http://127.0.0.1:{port}" for port in ports]
         env = {
