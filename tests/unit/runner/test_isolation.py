@@ -14,7 +14,7 @@ from kerrigan.core.cpus import format_cpu_list
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.isolation.cgroups import memory_cap
-from kerrigan.runner.isolation.keyrings import uid_keyrings
+from kerrigan.runner.isolation.keyrings import uid_keyrings, uid_keys
 from kerrigan.runner.isolation.probe import (
     HostFacts,
     IsolationUnavailableError,
@@ -347,3 +347,17 @@ def test_a_uids_own_keyrings_are_found_in_proc_keys_as_it_reads_them() -> None:
         "_uid_ses.61151": 0x0D98153A,
         "_persistent.61151": 0x1A2B3C4D,
     }
+
+
+
+def test_the_keys_a_uid_owns_besides_its_own_keyrings_are_the_ones_invalidated() -> None:
+    proc_keys = (
+        "2617fddb I--Q---     2 perm 1f3f0000 61151 65534 keyring   _uid.61151: 1\n"
+        "0d98153a I--Q---     1 perm 1f3f0000 61151 65534 keyring   _uid_ses.61151: 1\n"
+        "04f018b4 I--Q---     1 perm 3f010000 61151 61151 user      kerrigan-host-left: 13\n"
+        "05f018b4 I--Q---     1 perm 3f010000 61151 61151 keyring   made-by-a-job: empty\n"
+        "3f3bd80a I--Q---     2 perm 1f3f0000     0 65534 keyring   _uid.0: empty\n"  # another uid's
+        "06f018b4 I--Q---     1 perm 3f010000 61152 61152 user      kerrigan-host-left: 13\n"  # another's
+        "not a line of /proc/keys\n"
+    )
+    assert uid_keys(proc_keys, 61151) == [0x04F018B4, 0x05F018B4]

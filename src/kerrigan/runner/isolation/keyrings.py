@@ -12,8 +12,9 @@ or the launcher's), so it gives the job no power over anything.
 
 A job cannot name the host namespace's keyrings of its uid, only reach them by serial number (in
 ``/proc/keys``) when they exist; before the command starts, the launcher empties those the uid holds, as the
-uid (root cannot reach another user's keys): what a job of an older agent, or a job before this one, left
-there is gone. None is made where there was none.
+uid (root cannot reach another user's keys), and invalidates every other key the uid owns there: what a job
+of an older agent, or a job before this one, left there is gone, and not readable by its serial number in
+the moment the kernel takes to drop a key unlinked from a keyring. None is made where there was none.
 
 Only the standard library is used (the launcher imports this); ``keyctl`` is called by its system call
 number, which :data:`KEYCTL_NUMBERS` knows for the architectures Linux runs on here.
@@ -46,6 +47,7 @@ KEYCTL_NUMBERS: Final = {
 }
 KEYCTL_CLEAR: Final = 7
 KEYCTL_LINK: Final = 8
+KEYCTL_INVALIDATE: Final = 21
 # The keyrings the kernel keeps for a uid (user, user session, persistent), as /proc/keys names them.
 UID_KEYRINGS: Final = ("_uid.{uid}", "_uid_ses.{uid}", "_persistent.{uid}")
 
@@ -114,11 +116,27 @@ def uid_keyrings(proc_keys: str, uid: int) -> dict[str, int]:
     return found
 
 
+def uid_keys(proc_keys: str, uid: int) -> list[int]:
+    """The serial numbers of the keys ``uid`` owns in ``/proc/keys`` (as that uid reads it) other than its
+    own keyrings (:func:`uid_keyrings`): what a job left, in them or linked anywhere else."""
+    own = {name.format(uid=uid) for name in UID_KEYRINGS}
+    found = []
+    for line in proc_keys.splitlines():
+        fields = line.split(None, 8)
+        if len(fields) < 9 or fields[5] != str(uid):
+            continue
+        if fields[7] == "keyring" and fields[8].split(":", 1)[0] in own:
+            continue
+        found.append(int(fields[0], 16))
+    return found
+
+
 def empty_host_keyrings(uid: int) -> None:
-    """Empty ``uid``'s keyrings in the host's user namespace, from a process that becomes that uid (its
-    keys are its own: root may not empty them). Best effort: a keyring its owner may not change (a job of an
-    older agent may have taken the right away) is left, and is out of a job's reach in its own namespace
-    but by serial number; a host without keyctl has none to empty."""
+    """Empty ``uid``'s keyrings in the host's user namespace and invalidate every other key it owns there,
+    from a process that becomes that uid (its keys are its own: root may not empty them). Best effort: a
+    keyring or key its owner may not change (a job of an older agent may have taken the right away) is
+    left, and is out of a job's reach in its own namespace but by serial number; a host without keyctl has
+    none to empty."""
     number = KEYCTL_NUMBERS.get(platform.machine())
     if number is None:
         return
@@ -128,8 +146,13 @@ def empty_host_keyrings(uid: int) -> None:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            serials = uid_keyrings(Path("/proc/keys").read_text(encoding="utf-8", errors="replace"), uid)
+            listed = Path("/proc/keys").read_text(encoding="utf-8", errors="replace")
+            serials = uid_keyrings(listed, uid)
             libc = _libc()
+            # Invalidated at once: a key unlinked by the clearing below stays readable by its serial until
+            # the kernel's next RCU grace period has passed, long enough for a job started now to read it.
+            for serial in uid_keys(listed, uid):
+                libc.syscall(ctypes.c_long(number), ctypes.c_long(KEYCTL_INVALIDATE), ctypes.c_long(serial))
             for serial in serials.values():
                 libc.syscall(ctypes.c_long(number), ctypes.c_long(KEYCTL_CLEAR), ctypes.c_long(serial))
             user, session = (serials.get(name.format(uid=uid)) for name in UID_KEYRINGS[:2])
