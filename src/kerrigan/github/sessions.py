@@ -52,6 +52,7 @@ from kerrigan.store.retrying import in_transaction
 from kerrigan.store.secrets import secret_names
 from kerrigan.store.sessions import (
     create_session,
+    delivered_manifests,
     find_sessions,
     queue_position,
     resolve_session,
@@ -128,10 +129,13 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
     async def store(db: AsyncSession) -> list[Session]:
         started = []
         await check_fence(db)  # a delivery whose claim was taken over writes nothing
+        handled = (
+            await delivered_manifests(db, repo.full_name, trigger.delivery_id)
+            if trigger.delivery_id is not None
+            else set()
+        )
         for file, manifest in chosen:
-            if trigger.delivery_id is not None and await find_sessions(
-                db, repo.full_name, delivery_id=trigger.delivery_id, manifest_path=file.path
-            ):
+            if file.path in handled:
                 continue  # this delivery was handled before a restart
             new = _new_session(app, repo, trigger, file, manifest)
             group = _group(new, manifest)

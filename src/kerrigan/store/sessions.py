@@ -278,6 +278,14 @@ async def find_sessions(
     return [_session(row, resolution=resolution) for row, resolution in zip(rows, read, strict=True)]
 
 
+async def delivered_manifests(session: AsyncSession, repository: str, delivery_id: str) -> set[str]:
+    """The manifests a delivery already started sessions of (before a restart took its claim over)."""
+    query = select(SessionRow.manifest_path).where(
+        SessionRow.repository == repository, SessionRow.delivery_id == delivery_id
+    )
+    return set((await session.scalars(query)).all())
+
+
 async def commits_beginning(session: AsyncSession, repository: str, prefix: str) -> set[str]:
     """The head commits of the repository's sessions whose SHA begins with ``prefix`` (hex digits)."""
     query = (
