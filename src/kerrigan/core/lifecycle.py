@@ -152,6 +152,7 @@ INFRASTRUCTURE_REASONS: Final = frozenset(
     {RUNNER_LOST, NOT_STARTED_REASON, SOURCE_UNAVAILABLE, "runner_disk_full", "device_fault"}
 )
 UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
+CHECK_BROKEN: Final = "check_broken"  # a health check that cannot run (kerrigan.core.check_verdicts)
 SECRET_MISSING: Final = "secret_missing"  # noqa: S105 -- a reason a job ended: a secret it names was deleted
 # Reasons that say something of the commit or its repository, not of the lab, whatever their class: the
 # commit's tarball or an artifact its host refused (every device would refuse it alike), and a secret the
@@ -176,6 +177,10 @@ REASON_WORDS: Final = {
     "device_fault": f"its command reported a device fault (exit status {DEVICE_FAULT_EXIT})",
     "unschedulable": "no device can ever run it",
     "session_unschedulable": "another task of its session can never run",
+    CHECK_BROKEN: (
+        "the health check itself cannot run (exit 126 or 127, or the same failure on every device it ran on "
+        "within an hour): the device keeps its health"
+    ),
 }
 
 

@@ -1,5 +1,5 @@
 """The lab's health at a glance (the ``/health`` page): per pool, its devices by state and health, how busy
-they were and which sat idle; the bad devices and why; the health checks that ran.
+they were and which sat idle; the bad devices and why; the health checks that ran, and those broken now.
 
 Everything is over the last ``WINDOW`` (7 days) and read in a few grouped queries, not a query per device.
 """
@@ -14,10 +14,12 @@ from typing import Final
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.check_verdicts import Broken, CheckEnd, broken_now
 from kerrigan.core.inventory import Device
 from kerrigan.core.lifecycle import JobState
+from kerrigan.store.health_checks import check_ends, stored_health_check
 from kerrigan.store.inventory import load_inventory
-from kerrigan.store.models import DeviceRow, JobRow, SessionRow
+from kerrigan.store.models import DeviceRow, JobRow, PoolRow, SessionRow
 
 WINDOW: Final = timedelta(days=7)
 
@@ -127,3 +129,48 @@ async def lab_health(session: AsyncSession, now: datetime) -> list[PoolHealth]:
             )
         )
     return pools
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenCheck:
+    """A health check of a pool's devices that is broken now (:mod:`kerrigan.core.check_verdicts`), and
+    the pool's owners, who are told."""
+
+    pool_id: str
+    owners: tuple[str, ...]
+    broken: Broken
+
+
+async def broken_checks(
+    session: AsyncSession, now: datetime, pool_id: str | None = None
+) -> list[BrokenCheck]:
+    """The health checks broken now (of one pool, or of every pool), by pool and command. A check is the
+    command its pool's devices run (the pool's, or a device's own): one no device runs any more (its
+    command was changed, as the audit log shows) is not listed. Its "since" is at most the window old."""
+    pools = (
+        await session.execute(select(PoolRow.pk, PoolRow.id, PoolRow.owners, PoolRow.health_check))
+    ).all()
+    wanted = {
+        pk: (str(id_), tuple(owners or ()), check)
+        for pk, id_, owners, check in pools
+        if pool_id in (None, id_)
+    }
+    runs: dict[int, set[str]] = {pk: set() for pk in wanted}
+    for pool_pk, own in await session.execute(
+        select(DeviceRow.pool_pk, DeviceRow.health_check).where(DeviceRow.pool_pk.in_(wanted))
+    ):
+        check = stored_health_check(own) or stored_health_check(wanted[pool_pk][2])
+        if check is not None:
+            runs[pool_pk].add(check.run)
+    ends: dict[tuple[int, str], list[CheckEnd]] = {}
+    for found in await check_ends(session, DeviceRow.pool_pk.in_(wanted), JobRow.finished_at >= now - WINDOW):
+        if found.command in runs[found.pool_pk]:
+            ends.setdefault((found.pool_pk, found.command), []).append(found.end)
+    listed = []
+    for (pool_pk, command), of_check in sorted(
+        ends.items(), key=lambda item: (wanted[item[0][0]][0], item[0][1])
+    ):
+        broken = broken_now(command, of_check)
+        if broken is not None:
+            listed.append(BrokenCheck(wanted[pool_pk][0], wanted[pool_pk][1], broken))
+    return listed

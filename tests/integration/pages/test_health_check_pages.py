@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +14,7 @@ from sqlalchemy import select
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.store.audit import Change
 from kerrigan.store.health_checks import queue_check
-from kerrigan.store.inventory import get_device, save_device
+from kerrigan.store.inventory import get_device, get_pool, save_device, save_pool
 from kerrigan.store.models import JobRow, SessionRow
 from tests.integration.pages.conftest import OWNER, READER, Site
 
@@ -62,3 +64,40 @@ async def test_the_lab_health_page_lists_the_failed_health_checks(
     failed = page.split('id="failed-checks"')[1].split("</ul>")[0]
     assert "modalix-redbox" in failed
     assert f"job {queued.job_pk}" in failed
+
+
+async def test_a_broken_pool_check_is_on_the_health_page_and_the_pool_page(
+    site: Site, browser: Callable[..., Any]
+) -> None:
+    db = site.database
+    async with db.sessions() as session, session.begin():
+        stored = await get_pool(session, "sdk-2-2-som")
+        check = HealthCheck("/opt/lab/health/missing.sh")
+        await save_pool(
+            session, dataclasses.replace(stored.pool, health_check=check), Change("t", db.clock())
+        )
+    for device in ("modalix-bluebox", "modalix-redbox"):
+        async with db.sessions() as session, session.begin():
+            queued = await queue_check(session, device, db.clock(), why="asked")
+            job = await session.get(JobRow, queued.job_pk)
+            assert job is not None
+            job.state, job.started_at, job.finished_at = "failed", db.clock(), db.clock()
+            job.exit_status, job.reason = 127, "check_broken"
+            run = await session.get(SessionRow, job.session_pk)
+            assert run is not None
+            run.state = "completed"
+    line = (
+        "health check /opt/lab/health/missing.sh broken since "
+        f"{db.clock():%Y-%m-%d %H:%M:%S} UTC: exit 127 on modalix-bluebox, modalix-redbox "
+        "(command not found) — boards keep their health. Owners: octocat."
+    )
+    reader = await browser(READER)
+    _, page = await reader.get("/health")
+    broken = page.split('id="broken-checks"')[1].split("</ul>")[0]
+    assert line in " ".join(html.unescape(re.sub(r"<[^>]+>", "", broken)).split())
+    assert "sdk-2-2-som" in broken
+    _, page = await reader.get("/pools/sdk-2-2-som")
+    shown = page.split('id="health-check"')[1].split("</section>")[0]
+    assert line in " ".join(html.unescape(re.sub(r"<[^>]+>", "", shown)).split())
+    _, page = await reader.get("/pools/sdk-2-1-som")
+    assert "broken since" not in page

@@ -37,6 +37,7 @@ from aiohttp import web
 from kerrigan.core.inventory import DeviceState, Pool, effective_pool_labels, implicit_pool_labels
 from kerrigan.core.roles import Principal
 from kerrigan.store.inventory import NotFoundError, StoredDevice, get_pool, list_devices, list_pools
+from kerrigan.store.lab_health import broken_checks
 from kerrigan.store.label_keys import label_keys
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
@@ -148,6 +149,7 @@ async def _editor_page(
         except NotFoundError as exc:
             raise editing.not_found(exc) from None
         approved = await label_keys(session)
+        broken = await broken_checks(session, request.config_dict[DATABASE].clock(), pool_id)
     pool = stored.pool
     context: dict[str, Any] = {
         "pool": pool,
@@ -155,6 +157,7 @@ async def _editor_page(
         "devices": devices,
         "states": Counter(d.device.state.value for d in devices),
         "all_states": STATES,
+        "broken_checks": broken,
         **await form_context(
             request,
             principal,
