@@ -27,7 +27,7 @@ from kerrigan.core.requirements import Requirements
 from kerrigan.runner.isolation.cgroups import empty
 from kerrigan.runner.records import JobRecords
 from kerrigan.store.audit import Change
-from kerrigan.store.health_checks import queue_check
+from kerrigan.store.health_checks.queueing import queue_check
 from kerrigan.store.inventory import get_device, load_inventory, save_device, set_state
 from kerrigan.store.runners import set_pause
 from kerrigan.testing.process_lab import ProcessLab, check_runs, jobs_of, push, runner_agent, session_at

@@ -35,7 +35,7 @@ from kerrigan.core.queue_wait import WAIT_KIND_WORDS, blockers_of, host_blockers
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.store.database import Database
 from kerrigan.store.device_health import act_on_suspects
-from kerrigan.store.health_checks import SCAN_INTERVAL, queue_due_checks
+from kerrigan.store.health_checks.queueing import SCAN_INTERVAL, queue_due_checks
 from kerrigan.store.inventory import end_due_maintenance, load_inventory
 from kerrigan.store.leases import (
     Grant,

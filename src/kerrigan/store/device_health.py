@@ -22,7 +22,8 @@ from kerrigan.core.device_status import INFRASTRUCTURE_FAILURES_FOR_BAD, Health
 from kerrigan.core.flaky import Suspect
 from kerrigan.core.lifecycle import FailureClass, JobState
 from kerrigan.store.audit import Change
-from kerrigan.store.health_checks import queue_check_if_any, set_health
+from kerrigan.store.health_checks.ends import set_health
+from kerrigan.store.health_checks.queueing import queue_check_if_any
 from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.store.signals import Topic, mark
 

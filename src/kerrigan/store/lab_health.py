@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.check_verdicts import Broken, CheckEnd, broken_now
 from kerrigan.core.inventory import Device
 from kerrigan.core.lifecycle import JobState
-from kerrigan.store.health_checks import check_ends, stored_health_check
+from kerrigan.store.health_checks.ends import check_ends
+from kerrigan.store.health_checks.queueing import stored_health_check
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.models import DeviceRow, JobRow, PoolRow, SessionRow
 

@@ -33,7 +33,7 @@ from kerrigan.core.matrix import task_of
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
 from kerrigan.store.database import lab_conclusion_of
 from kerrigan.store.device_health import count_outcome
-from kerrigan.store.health_checks import checked_device, record_check_end
+from kerrigan.store.health_checks.ends import checked_device, record_check_end
 from kerrigan.store.job_specs import spec_columns, spec_of
 from kerrigan.store.leases import release_job_leases
 from kerrigan.store.models import JobRow, SessionRow

@@ -17,7 +17,8 @@ from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.audit import Change, list_audit
 from kerrigan.store.database import Database
-from kerrigan.store.health_checks import CHECK_STATE_FIELD, queue_check
+from kerrigan.store.health_checks.ends import CHECK_STATE_FIELD
+from kerrigan.store.health_checks.queueing import queue_check
 from kerrigan.store.inventory import get_pool, save_pool
 from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.testing.clock import FakeClock

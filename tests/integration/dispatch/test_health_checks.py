@@ -21,7 +21,7 @@ from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
-from kerrigan.store.health_checks import NoHealthCheckError, pending_check, queue_check
+from kerrigan.store.health_checks.queueing import NoHealthCheckError, pending_check, queue_check
 from kerrigan.store.inventory import end_due_maintenance, get_device, save_device, set_state
 from kerrigan.store.models import DeviceRow, JobRow, SessionRow
 from kerrigan.store.runners import set_pause

@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.store.audit import Change
-from kerrigan.store.health_checks import queue_check
+from kerrigan.store.health_checks.queueing import queue_check
 from kerrigan.store.inventory import get_device, get_pool, save_device, save_pool
 from kerrigan.store.models import JobRow, SessionRow
 from tests.integration.pages.conftest import OWNER, READER, Site

@@ -116,7 +116,7 @@ async def test_a_suspect_gets_its_health_check_and_once_it_passes_is_trusted_unt
     from kerrigan.dispatch.dispatcher import Dispatcher
     from kerrigan.store import jobs
     from kerrigan.store.audit import Change
-    from kerrigan.store.health_checks import pending_check
+    from kerrigan.store.health_checks.queueing import pending_check
     from kerrigan.store.inventory import get_device, save_device
     from tests.integration.dispatch.test_dispatcher import lab
 

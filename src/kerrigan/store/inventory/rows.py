@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.device_status import DeviceHealth, StateNote
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.inventory import Device, Firmware, Pool
-from kerrigan.store.health_checks import stored_health_check
+from kerrigan.store.health_checks.queueing import stored_health_check
 from kerrigan.store.models import DeviceRow, PoolRow
 
 

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.device_status import NO_NOTE, DeviceHealth, DeviceReservation, HostPause, StateNote
 from kerrigan.core.inventory import Device, DeviceState, Inventory, RunnerHost
 from kerrigan.core.reservations import ReservationState
-from kerrigan.store.health_checks import stored_health_check
+from kerrigan.store.health_checks.queueing import stored_health_check
 from kerrigan.store.inventory.rows import pool_of
 from kerrigan.store.models import DeviceRow, PoolRow, ReservationRow, RunnerHostRow
 

@@ -24,7 +24,7 @@ from kerrigan.core.inventory_diff import (
 )
 from kerrigan.store.audit import KERRIGAN_ACTOR, Change, record
 from kerrigan.store.device_health import forget_failures
-from kerrigan.store.health_checks import queue_check_if_any
+from kerrigan.store.health_checks.queueing import queue_check_if_any
 from kerrigan.store.inventory.rows import (
     ConflictError,
     StaleError,

@@ -31,7 +31,7 @@ from kerrigan.core.roles import (
     may_set_state,
 )
 from kerrigan.store.audit import Change
-from kerrigan.store.health_checks import NoHealthCheckError, QueuedCheck, queue_check
+from kerrigan.store.health_checks.queueing import NoHealthCheckError, QueuedCheck, queue_check
 from kerrigan.store.inventory import (
     StoredDevice,
     StoredPool,

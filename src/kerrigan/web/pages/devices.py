@@ -42,7 +42,7 @@ from kerrigan.core.inventory import (
 from kerrigan.core.reservations import MAX_WAIT_S, RequestError, may_end, read_request
 from kerrigan.core.roles import Principal, may_check_health, may_set_state
 from kerrigan.store.audit import AuditEntry, list_audit
-from kerrigan.store.health_checks import last_check_job
+from kerrigan.store.health_checks.queueing import last_check_job
 from kerrigan.store.history import device_jobs
 from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
 from kerrigan.store.label_keys import label_keys
