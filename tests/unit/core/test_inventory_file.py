@@ -618,3 +618,22 @@ def test_a_state_until_that_cannot_be_kept_is_an_error_naming_the_field(entry: s
     error = only_error(f"pools:\n  - id: p1\n    devices:\n      - {{id: d1, board: b, host: h1, {entry}}}\n")
     assert (error.line, error.field) == (4, "pools[0].devices[0].state_until")
     assert message in error.message
+
+
+@pytest.mark.parametrize("value", ['"bench\\r# heading"', '"tab\\there"', "x" * 501])
+def test_a_state_reason_that_is_not_printable_text_on_one_line_is_an_error_on_its_line(value: str) -> None:
+    """It is shown in check runs and on pages as the API's reasons are: printable, one line, 500 at most."""
+    problem = only_error(
+        f"""\
+        pools:
+          - id: p1
+            devices:
+              - id: d1
+                board: modalix
+                host: h1
+                state: maintenance
+                state_reason: {value}
+        """
+    )
+    assert (problem.line, problem.field) == (8, "pools[0].devices[0].state_reason")
+    assert "printable text on one line" in problem.message

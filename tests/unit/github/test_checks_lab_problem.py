@@ -73,3 +73,30 @@ def test_the_short_body_keeps_the_labs_conclusion() -> None:
     body = short_body("hil", CONTEXT, SessionState.COMPLETED, Conclusion.NEUTRAL, "too large")
     assert body.conclusion == "neutral"
     assert body.fields["output"]["title"].startswith("Lab problem")
+
+
+HOSTILE_NOTE = (
+    "<details><summary>x</summary> ![](https://evil.example/p.png) [docs](https://evil.example/) "
+    "@octo-org/firmware-team #1 `tick *bold* ~~gone~~ back\\slash\rline | cell"
+)
+
+
+def test_a_note_a_person_typed_is_words_in_the_summary_not_markdown_html_or_a_mention() -> None:
+    """A reservation note reaches the check run of every repository whose job waited on its board: what it
+    says is shown, not read as a tag, an image, a link, a mention, a reference, a code span or a new line."""
+    waited = f"waited 301 s: board-a device reserved by mallory until 2026-12-01 12:30: {HOSTILE_NOTE}"
+    job = JobProgress("smoke", "refused_before_start", reason="queue_wait_exceeded", detail=waited)
+    summary = progress_body("hil", CONTEXT, [job], SessionState.COMPLETED, Conclusion.ACTION_REQUIRED).fields[
+        "output"
+    ]["summary"]
+    for line in summary.splitlines():
+        if "mallory" in line:
+            assert "<details" not in line
+            assert "<img" not in line
+            assert "](" not in line.replace("\\](", "")  # no link or image: its brackets are escaped
+            assert "@octo-org" not in line
+            assert "#1" not in line
+            assert "\r" not in line
+    assert "&lt;details>&lt;summary>x&lt;/summary> !\\[\\](https://evil.example/p.png)" in summary
+    assert "\\`tick \\*bold\\* \\~\\~gone\\~\\~ back\\\\slash line \\| cell" in summary
+    assert "by mallory until 2026-12-01 12:30" in summary  # the words themselves are all there

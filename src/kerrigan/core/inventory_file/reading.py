@@ -46,6 +46,7 @@ from kerrigan.core.labels import (
     validate_value,
 )
 from kerrigan.core.logins import is_login
+from kerrigan.core.printable import is_printable
 from kerrigan.core.yamlsource import Problem, SourceReader, is_null, join_field, line_of
 
 _POOL_KEYS: Final = (*POOL_FIELDS, "health_check", "devices")
@@ -55,6 +56,7 @@ _DEVICE_KEYS: Final = tuple(dict.fromkeys((*DEVICE_FIELDS, "state_until", "healt
 _HOST_KEYS: Final = ("id", "state")
 _HOST_STATES: Final = ("online", "offline")
 DEFAULT_TARGET_TYPE: Final = "devkit"
+MAX_STATE_REASON: Final = 500  # as the API takes one
 DEFAULT_OS_TYPE: Final = "linux"
 
 Entries = Mapping[str, tuple[yaml.Node, yaml.Node]]
@@ -255,7 +257,16 @@ class _InventoryParser:
             state = DeviceState(chosen) if chosen else state
         state_reason = ""
         if "state_reason" in entries:
-            state_reason = r.string(entries["state_reason"][1], field + ".state_reason") or ""
+            node = entries["state_reason"][1]
+            state_reason = r.string(node, field + ".state_reason") or ""
+            # As the API takes a reason: it is shown on pages and in check runs, on one line.
+            if len(state_reason) > MAX_STATE_REASON or not is_printable(state_reason):
+                r.error(
+                    node,
+                    field + ".state_reason",
+                    f"must be printable text on one line, at most {MAX_STATE_REASON} characters",
+                )
+                state_reason = ""
         until = self._until(entries, field, state)
         labels = self._labels(entries.get("labels"), field + ".labels")
         tags = self._tags(entries.get("tags"), field + ".tags")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from kerrigan.github.checks.body import SessionContext
 
 
@@ -11,9 +13,32 @@ def code(text: str) -> str:
     return f"`{quoted}`"
 
 
+# What free text (a note a person typed, a reason a runner sent, a name from a manifest) may not do in a
+# summary: start a tag (``<details>``, ``<img>``), a link or an image (``[...](...)``), a code span, emphasis
+# or strikethrough, escape what follows it, or end its line or table cell. A zero-width space after ``@``
+# and ``#`` keeps GitHub from reading a mention (which notifies) or a reference to an issue.
+_ESCAPES: Final = str.maketrans(
+    {
+        "\\": "\\\\",
+        "`": "\\`",
+        "*": "\\*",
+        "~": "\\~",
+        "[": "\\[",
+        "]": "\\]",
+        "|": "\\|",
+        "<": "&lt;",
+        "@": "@\u200b",
+        "#": "#\u200b",
+        "\n": " ",
+        "\r": " ",
+    }
+)
+
+
 def cell(text: str) -> str:
-    """``text`` safe in a table cell: pipes escaped, on one line."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """``text`` as plain words, safe in a table cell or a list item: on one line, and nothing in it read as
+    Markdown, HTML, a mention or an issue reference."""
+    return text.translate(_ESCAPES)
 
 
 def labels_text(requested: dict[str, list[str]]) -> str:

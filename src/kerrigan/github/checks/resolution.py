@@ -124,7 +124,8 @@ def _resolution_lines(res: TaskResolution, selected: Device | None, role: str | 
     if none_match:
         out.append(f"- **No device matches in:** {', '.join(code(pool) for pool in none_match)}")
     for verdict in res.rejected_pools:
-        out.append(f"- **Rejected pool** {code(verdict.pool)}: {'; '.join(r.text for r in verdict.reasons)}")
+        why = cell("; ".join(r.text for r in verdict.reasons))
+        out.append(f"- **Rejected pool** {code(verdict.pool)}: {why}")
     if selected is not None:
         device = selected
         out.append(
