@@ -26,19 +26,20 @@ class HostView:
     power_backend: Callable[[str], bool | None]
 
 
-def labgrid_power_backend(model: str) -> bool | None:
-    """Whether the installed labgrid has ``labgrid.driver.power.<model>``; None where labgrid is not
-    installed.
+def labgrid_power_backend(model: str, package: str = "labgrid") -> bool | None:
+    """Whether the installed labgrid (``package``: a test's stand-in for it) has
+    ``labgrid.driver.power.<model>``; None where labgrid is not installed.
 
     Found by its file, without importing anything: importing ``labgrid.driver`` runs every driver of
     labgrid's, which the agent needs only when it switches an outlet. ``model`` must already be a plain
     identifier (the caller checks): never a dotted path from a file's text.
     """
-    labgrid = importlib.util.find_spec("labgrid")
+    labgrid = importlib.util.find_spec(package)
     if labgrid is None or not labgrid.submodule_search_locations:
         return None
     places = [str(Path(place, "driver", "power")) for place in labgrid.submodule_search_locations]
-    return importlib.machinery.PathFinder.find_spec(model, places) is not None
+    found = importlib.machinery.PathFinder.find_spec(model, places)
+    return found is not None and found.loader is not None  # a module, not a folder of that name
 
 
 def _has_program(name: str) -> bool:

@@ -54,6 +54,7 @@ STANDARD_BAUDS: Final = (
 # What pyserial's serial_for_url opens that a console can be: not hwgrep:// (a search of this host's ports:
 # name the port) nor spy:// or alt:// (wrappers around another).
 URL_SCHEMES: Final = ("rfc2217", "socket", "loop")
+PATH_SHOWN: Final = 200  # characters of a port's path quoted whole: /dev/serial/by-id/ names are long
 _MODEL: Final = re.compile(r"[a-z][a-z0-9_]*")
 _USB_HUB: Final = re.compile(r"[0-9]+(-[0-9]+(\.[0-9]+)*)?")
 _CONTROL: Final = re.compile(r"[\x00-\x20\x7f]")
@@ -106,6 +107,8 @@ def _one_kind(
         return given[0]
     choices = ", ".join(kinds)
     if not given:
+        if isinstance(node, yaml.MappingNode) and len(node.value) > len(entries):
+            return None  # a key not known (a misspelt kind): that is the mistake, already recorded
         r.error(node, where, f"needs exactly one of {choices}")
     else:
         second = entries[given[1]][0]
@@ -157,7 +160,7 @@ def _pdu(r: SourceReader, node: yaml.Node, where: str, host: HostView) -> PduPow
     model = r.string(model_node, model_field)
     if model is not None and _MODEL.fullmatch(model) is None:
         r.error(
-            model_node, model_field, f"{quote(model)} is not a labgrid power model's name (gude, apc, ...)"
+            model_node, model_field, f"{quote(model)} is not the name of a labgrid power model (gude, ...)"
         )
         model = None
     if model is not None:
@@ -275,7 +278,7 @@ def _serial(
     # Only of a device there now: one its present_if finds absent (or may: a command, not run at start)
     # may well have no port yet, and gets no jobs while it is absent.
     elif port is not None and there is not None and not host.exists(port):
-        r.error(port_node, port_field, f"{quote(port)} does not exist on this host, {there}")
+        r.error(port_node, port_field, f"{quote(port, PATH_SHOWN)} does not exist on this host, {there}")
         port = None
     baud = DEFAULT_BAUD
     if "baud" in entries:
