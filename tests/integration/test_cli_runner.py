@@ -108,6 +108,17 @@ def test_claims_that_are_not_numbers_are_a_usage_error() -> None:
             "devices:\n  modalix-bluebox:\n    env: {GITHUB_TOKEN: x}\n",
             "kerrigan runner: {path}:3:11: devices.modalix-bluebox.env.GITHUB_TOKEN: names starting GITHUB_",
         ),
+        (
+            "devices:\n  modalix-bluebox:\n    console: {serial: {port: /dev/kerrigan-no-such-tty}}\n",
+            "kerrigan runner: {path}:3:30: devices.modalix-bluebox.console.serial.port: "
+            "'/dev/kerrigan-no-such-tty' does not exist on this host",
+        ),
+        (
+            "devices:\n  modalix-bluebox:\n    console: {url: 'socket://127.0.0.1:4555'}\n"
+            "    boot: {ready: 'login:', fail: ['Kernel panic (']}\n",
+            "kerrigan runner: {path}:4:36: devices.modalix-bluebox.boot.fail[0]: 'Kernel panic (' is not a "
+            "regular expression",
+        ),
     ],
 )
 def test_a_bad_devices_file_stops_the_runner_with_one_line_naming_it(

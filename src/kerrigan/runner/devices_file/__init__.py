@@ -16,6 +16,14 @@ shown to a holder::
         holder_sees: [KERRIGAN_SERIAL, POWER_OUTLET]
       modalix-redbox:
         present_if: {command: [/opt/lab/bin/probe, redbox], timeout_s: 10}
+        power: {pdu: {model: gude, host: pdu-3.lab, index: 7}, off_s: 3, timeout_s: 20}
+        console: {url: "rfc2217://ser2net.lab:3001"}
+        boot: {ready: "login:", fail: ["Kernel panic"], timeout_s: 120}
+        after_job: off
+
+A device's wiring (``power``, ``console``, ``boot``, ``after_job``:
+:mod:`~kerrigan.runner.devices_file.wiring`) is how the agent reaches its board; it is the agent's alone,
+never in a job's environment.
 
 :func:`load_devices_file` reads it (:mod:`~kerrigan.runner.devices_file.reading`: a mistake raises
 :class:`DevicesFileError`, one line naming the file, line and field); :class:`DevicePresence`
@@ -27,6 +35,7 @@ looked at). The server takes ``missing`` and ``error`` alike as *absent*: the de
 
 from __future__ import annotations
 
+from kerrigan.runner.devices_file.host_view import THIS_HOST, HostView
 from kerrigan.runner.devices_file.presence import DevicePresence, Presence, State, check
 from kerrigan.runner.devices_file.reading import (
     AGENT_ENV,
@@ -42,20 +51,48 @@ from kerrigan.runner.devices_file.reading import (
     load_devices_file,
     parse_devices_file,
 )
+from kerrigan.runner.devices_file.wiring import (
+    AfterJob,
+    BootWiring,
+    CommandConsole,
+    CommandPower,
+    ConsoleWiring,
+    PduPower,
+    PowerSwitch,
+    PowerWiring,
+    SerialConsole,
+    UrlConsole,
+    UsbPower,
+    Wiring,
+)
 
 __all__ = [
     "AGENT_ENV",
     "AGENT_ENV_PREFIXES",
     "DEFAULT_TIMEOUT_S",
+    "THIS_HOST",
+    "AfterJob",
+    "BootWiring",
     "CommandCheck",
+    "CommandConsole",
+    "CommandPower",
+    "ConsoleWiring",
     "DeviceEntry",
     "DevicePresence",
     "DevicesFile",
     "DevicesFileError",
+    "HostView",
     "PathCheck",
+    "PduPower",
+    "PowerSwitch",
+    "PowerWiring",
     "Presence",
     "PresentIf",
+    "SerialConsole",
     "State",
+    "UrlConsole",
+    "UsbPower",
+    "Wiring",
     "check",
     "env_name_problem",
     "load_devices_file",

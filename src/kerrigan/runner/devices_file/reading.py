@@ -1,5 +1,6 @@
-"""Reading a devices file: every device's ``present_if``, ``env``, ``secret_env`` and ``holder_sees``,
-checked; a mistake is a :class:`DevicesFileError` naming the file, line and field."""
+"""Reading a devices file: every device's ``present_if``, ``env``, ``secret_env``, ``holder_sees`` and
+wiring (:mod:`~kerrigan.runner.devices_file.wiring_reading`), checked; a mistake is a
+:class:`DevicesFileError` naming the file, line and field."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from kerrigan.core.masking import MIN_SECRET_BYTES
 from kerrigan.core.quoting import quote
 from kerrigan.core.runner_fields import MAX_SETTINGS, MAX_TEXT
 from kerrigan.core.yamlsource import SourceReader, describe, is_null, join_field
+from kerrigan.runner.devices_file.argv import read_argv
+from kerrigan.runner.devices_file.host_view import THIS_HOST, HostView
+from kerrigan.runner.devices_file.wiring import NO_WIRING, Wiring
+from kerrigan.runner.devices_file.wiring_reading import WIRING_KEYS, read_wiring
 
 DEFAULT_TIMEOUT_S: Final = 10
 MAX_TIMEOUT_S: Final = 120
@@ -69,7 +74,8 @@ PresentIf = PathCheck | CommandCheck
 
 @dataclass(frozen=True, slots=True)
 class DeviceEntry:
-    """One device of the file: how it is found (None: always present) and its jobs' private settings."""
+    """One device of the file: how it is found (None: always present), its jobs' private settings, and how
+    the agent reaches its board (its wiring: the agent's alone, never a job's)."""
 
     present_if: PresentIf | None = None
     env: Mapping[str, str] = field(default_factory=dict)
@@ -77,6 +83,7 @@ class DeviceEntry:
     holder_sees: tuple[str, ...] | None = None
     # Only for jobs that may have secrets, masked like them; never in a ``repr``.
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    wiring: Wiring = NO_WIRING
 
     @property
     def holder_settings(self) -> dict[str, str]:
@@ -96,8 +103,9 @@ class DevicesFile:
 # -- reading the file ------------------------------------------------------------------------------------
 
 
-def load_devices_file(path: Path) -> DevicesFile:
-    """Read and check the devices file at ``path``; :class:`DevicesFileError` when it cannot be used."""
+def load_devices_file(path: Path, host: HostView = THIS_HOST) -> DevicesFile:
+    """Read and check the devices file at ``path`` against ``host``; :class:`DevicesFileError` when it
+    cannot be used."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -108,14 +116,15 @@ def load_devices_file(path: Path) -> DevicesFile:
         raise DevicesFileError(f"devices file {path}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise DevicesFileError(f"devices file {path}: {exc.strerror}") from None
-    return parse_devices_file(text, str(path))
+    return parse_devices_file(text, str(path), host)
 
 
-def parse_devices_file(text: str, file: str) -> DevicesFile:
-    """Check a devices file's text; ``file`` names it in the error. Every problem is found, the first (in
-    the order of the file) is raised, with how many more there are."""
+def parse_devices_file(text: str, file: str, host: HostView = THIS_HOST) -> DevicesFile:
+    """Check a devices file's text, its wiring against what ``host`` has (a console's port, labgrid's power
+    backends); ``file`` names it in the error. Every problem is found, the first (in the order of the file)
+    is raised, with how many more there are."""
     reader = SourceReader(file)
-    devices = _read(reader, text)
+    devices = _read(reader, text, host)
     errors = reader.sorted_errors()
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -123,7 +132,7 @@ def parse_devices_file(text: str, file: str) -> DevicesFile:
     return DevicesFile(file, devices)
 
 
-def _read(r: SourceReader, text: str) -> dict[str, DeviceEntry]:
+def _read(r: SourceReader, text: str, host: HostView) -> dict[str, DeviceEntry]:
     root = r.compose(text, "devices file", max_nodes=MAX_NODES)
     top = r.mapping(root, "", ("devices",)) if root is not None else None
     if top is None:
@@ -138,14 +147,14 @@ def _read(r: SourceReader, text: str) -> dict[str, DeviceEntry]:
         if not device_id.strip():
             r.error(key_node, where, "a device id must not be empty")
             continue
-        entry = _device(r, node, where)
+        entry = _device(r, node, where, host)
         if entry is not None:
             devices[device_id] = entry
     return devices
 
 
-def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
-    entries = r.mapping(node, where, ("present_if", "env", "secret_env", "holder_sees"))
+def _device(r: SourceReader, node: yaml.Node, where: str, host: HostView) -> DeviceEntry | None:
+    entries = r.mapping(node, where, ("present_if", "env", "secret_env", "holder_sees", *WIRING_KEYS))
     if entries is None:
         return None
     present_if = None
@@ -161,7 +170,8 @@ def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
         holder_sees = _holder_sees(
             r, entries["holder_sees"][1], join_field(where, "holder_sees"), env, secret_env
         )
-    entry = DeviceEntry(present_if, env, holder_sees, secret_env)
+    wiring = read_wiring(r, entries, where, _there(entries, present_if, host), host)
+    entry = DeviceEntry(present_if, env, holder_sees, secret_env, wiring)
     # What the holder is shown goes to the server, whose limits are the runner protocol's: found here, in
     # the file, rather than as a refusal the holder would only see as settings that never come.
     shown = entry.holder_settings
@@ -182,6 +192,20 @@ def _device(r: SourceReader, node: yaml.Node, where: str) -> DeviceEntry | None:
                 f"who is shown at most {MAX_TEXT} characters a setting; leave it out of holder_sees",
             )
     return entry
+
+
+def _there(
+    entries: Mapping[str, tuple[yaml.Node, yaml.Node]], present_if: PresentIf | None, host: HostView
+) -> str | None:
+    """Why a device with a serial console is there now, so that its port must be (None: it is not, or a
+    command would say, which is not run at start; and for a device without one, not looked at)."""
+    if "console" not in entries:
+        return None
+    if "present_if" not in entries:
+        return "and the device has no present_if: it is taken to be there"
+    if isinstance(present_if, PathCheck) and host.exists(present_if.path):
+        return f"though its present_if {present_if.path} exists"
+    return None
 
 
 def _holder_sees(
@@ -226,25 +250,8 @@ def _present_if(r: SourceReader, node: yaml.Node, where: str) -> PresentIf | Non
     if "command" not in entries:
         r.error(node, join_field(where, "command"), "is required: the command and its arguments, as a list")
         return None
-    argv_field = join_field(where, "command")
-    argv_node = entries["command"][1]
-    if isinstance(argv_node, yaml.ScalarNode) and not is_null(argv_node):
-        r.error(
-            argv_node, argv_field, "must be a list of the command and its arguments (run without a shell)"
-        )
-        return None
-    argv = []
-    for item, item_field, text in r.strings(argv_node, argv_field, scalar_ok=False, allow_empty=True):
-        if "\0" in text:
-            r.error(item, item_field, "must not hold a NUL character")
-            return None
-        argv.append(text)
-    if not argv:
-        if isinstance(argv_node, yaml.SequenceNode) and not argv_node.value:
-            r.error(argv_node, argv_field, "must name the command to run")
-        return None
-    if not argv[0]:
-        r.error(argv_node, join_field(argv_field, 0), "must name the command to run")
+    argv = read_argv(r, entries["command"][1], join_field(where, "command"))
+    if argv is None:
         return None
     timeout_s = DEFAULT_TIMEOUT_S
     if "timeout_s" in entries:
@@ -254,7 +261,7 @@ def _present_if(r: SourceReader, node: yaml.Node, where: str) -> PresentIf | Non
         if found is None:
             return None
         timeout_s = found
-    return CommandCheck(tuple(argv), timeout_s)
+    return CommandCheck(argv, timeout_s)
 
 
 def _env(r: SourceReader, node: yaml.Node, where: str) -> tuple[dict[str, str], dict[str, yaml.Node]]:
