@@ -126,8 +126,11 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
         repo.full_name,
     )
 
+    superseded: dict[str, list[str]] = {}
+
     async def store(db: AsyncSession) -> list[Session]:
         started = []
+        superseded.clear()  # what an aborted attempt cancelled, it did not
         await check_fence(db)  # a delivery whose claim was taken over writes nothing
         handled = (
             await delivered_manifests(db, repo.full_name, trigger.delivery_id)
@@ -144,12 +147,13 @@ async def start_workflows(app: GitHubApp, repo: Repository, trigger: Trigger) ->
             # A session waiting for approval supersedes nothing: the fork's code may not cancel even its
             # own older sessions before a writer has read it (approve supersedes, once approved).
             if group is not None and trigger.event is not None and not new.awaiting_approval:
-                await _supersede(db, session, manifest, group, database.clock())
+                superseded[session.id] = await _supersede(db, session, manifest, group, database.clock())
         return started
 
     # The sessions, their first check-run versions and what they supersede are one transaction, done again
     # whole if the database aborts it (a deadlock): the delivery's effects happen once, or not at all.
     started = await in_transaction(database, store, what=f"{trigger.event_name} at {trigger.sha[:12]}")
+    _log_superseded(superseded)
     log.info(
         "%s at %s of %s started %d sessions: %s",
         trigger.event_name,
@@ -178,17 +182,25 @@ def _group(session: Session, manifest: ManifestResult) -> str | None:
 
 async def _supersede(
     db: AsyncSession, newer: Session, manifest: ManifestResult, group: str, at: datetime
-) -> None:
-    """Cancel the older commits' sessions of ``group`` that the newer one's ``concurrency.cancel`` names.
-    A retry of an old commit is no newer commit: :func:`start_workflows` does not call this for it."""
+) -> list[str]:
+    """Cancel the older commits' sessions of ``group`` that the newer one's ``concurrency.cancel`` names;
+    their ids, for :func:`_log_superseded` once the transaction is committed. A retry of an old commit is
+    no newer commit: :func:`start_workflows` does not call this for it."""
     assert manifest.workflow is not None  # an invalid manifest has no group
     cancel = manifest.workflow.concurrency.cancel
     if cancel is CancelInProgress.NONE:
-        return
+        return []
     older = await superseded_sessions(db, newer, group, running_too=cancel is CancelInProgress.IN_PROGRESS)
     for session_id in older:
         await cancel_session(db, session_id, at, by=None, reason=f"superseded by {newer.head_sha[:7]}")
-        log.info("session %s superseded by %s (%s)", session_id, newer.id, group)
+    return older
+
+
+def _log_superseded(superseded: Mapping[str, list[str]]) -> None:
+    """Said after the commit: an attempt the database aborted and did again superseded nothing."""
+    for newer, older in superseded.items():
+        for session_id in older:
+            log.info("session %s superseded by %s", session_id, newer)
 
 
 async def _reported(app: GitHubApp, repo: Repository, sha: str, path: str) -> bool:
@@ -428,8 +440,11 @@ async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[
         _resolve_all, list(manifests.values()), inventory, descriptions, repo.full_name
     )
 
+    superseded: dict[str, list[str]] = {}
+
     async def store(db: AsyncSession) -> list[Session] | None:
         approved: list[Session] = []
+        superseded.clear()  # what an aborted attempt cancelled, it did not
         await check_fence(db)
         if not await record_approval(db, approval):
             return None
@@ -450,7 +465,9 @@ async def approve(app: GitHubApp, repo: Repository, approval: Approval) -> list[
             approved.append(session)
             group = _group(session, manifest)
             if group is not None:  # the head of the pull request: the newest commit of its fork's scope
-                await _supersede(db, session, manifest, group, database.clock())
+                superseded[session.id] = await _supersede(db, session, manifest, group, database.clock())
         return approved
 
-    return await in_transaction(database, store, what=f"approval at {sha[:12]}")
+    approved = await in_transaction(database, store, what=f"approval at {sha[:12]}")
+    _log_superseded(superseded)
+    return approved
