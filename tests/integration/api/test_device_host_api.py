@@ -4,12 +4,13 @@ mid-job): ``host_online`` and ``host_outage``."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from kerrigan.core.lifecycle import JobState
-from kerrigan.store.models import JobRow, RunnerHostRow
+from kerrigan.store.models import DeviceLeaseRow, JobRow, RunnerHostRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
@@ -34,8 +35,18 @@ async def _silent_mid_job(api: Api, clock: FakeClock) -> int:
         await session.execute(
             update(RunnerHostRow).where(RunnerHostRow.id == "lab-a-01").values(online=False)
         )
-        job = await session.scalar(JobRow.__table__.select().with_only_columns(JobRow.pk))
-    assert job is not None
+        job = await session.scalar(select(JobRow.pk))
+        assert job is not None
+        session.add(  # its lease, on lab-a-01
+            DeviceLeaseRow(
+                device_id="dev-a1",
+                job_pk=job,
+                session_id=SESSION,
+                host="lab-a-01",
+                granted_at=clock(),
+                expires_at=clock() + timedelta(minutes=5),
+            )
+        )
     return int(job)
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from kerrigan.core.host_outage import HostOutage, StrandedJob
+from kerrigan.core.inventory import Device, Pool
 from kerrigan.core.lifecycle import RUNNER_LOST, JobState
+from kerrigan.store.audit import Change
 from kerrigan.store.database import Database
 from kerrigan.store.host_outages import host_outages
-from kerrigan.store.models import JobRow
+from kerrigan.store.inventory import create_device, create_pool
+from kerrigan.store.models import DeviceLeaseRow, JobRow
 from kerrigan.store.runners import create_runner_token, mark_silent_hosts_offline, record_report
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
@@ -30,6 +33,10 @@ async def _lab(db: Database) -> dict[str, int]:
     """The hosts and jobs above; the jobs' ids by task."""
     start = db.clock()
     async with db.sessions() as session, session.begin():
+        change = Change("test", start)
+        await create_pool(session, Pool("rigs", "Rigs"), change)
+        for device, host in (("dev-00", "rig-01"), ("dev-01", "rig-01"), ("dev-02", "rig-02")):
+            await create_device(session, Device(device, "rigs", "modalix", "devkit", "linux", host), change)
         for host in ("rig-01", "rig-02", "rig-03"):
             await create_runner_token(session, host, start)
         for host in ("rig-01", "rig-02"):
@@ -58,7 +65,19 @@ async def _lab(db: Database) -> dict[str, int]:
         for task, values in rows.items():
             await session.execute(update(JobRow).where(JobRow.task_id == task).values(**values))
         found = await session.execute(select(JobRow.task_id, JobRow.pk))
-        return {str(task): int(pk) for task, pk in found}
+        jobs = {str(task): int(pk) for task, pk in found}
+        for task, device, host in (("flash", "dev-00", "rig-01"), ("soak", "dev-02", "rig-02")):
+            session.add(
+                DeviceLeaseRow(
+                    device_id=device,
+                    job_pk=jobs[task],
+                    session_id=SESSION,
+                    host=host,
+                    granted_at=start,
+                    expires_at=start + TTL,
+                )
+            )
+    return jobs
 
 
 async def test_only_offline_hosts_with_the_jobs_that_held_their_devices_when_last_heard(db: Database) -> None:
@@ -89,6 +108,7 @@ async def test_only_offline_hosts_with_the_jobs_that_held_their_devices_when_las
             .where(JobRow.pk == jobs["flash"])
             .values(state=JobState.FAILED, reason=RUNNER_LOST, finished_at=silent)
         )
+        await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk == jobs["flash"]))
     async with db.sessions() as session:
         outage = (await host_outages(session, ["rig-01"]))["rig-01"]
     [lost] = outage.jobs
