@@ -28,6 +28,7 @@ MIRRORS: Final[dict[tuple[str, str], type[enum.Enum]]] = {
     ("Reservation", "end_reason"): EndReason,
     ("Job", "state"): JobState,
     ("Job", "failure_class"): FailureClass,
+    ("StrandedJob", "state"): JobState,
     ("Session", "state"): SessionState,
     ("Session", "conclusion"): Conclusion,
     ("Cancelled", "state"): SessionState,

@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from aiohttp import web
 
+from kerrigan.core.host_outage import HostOutage, StrandedJob
 from kerrigan.core.inventory import REPOSITORY_PATTERN
 from kerrigan.core.roles import Principal
 from kerrigan.store.audit import AuditEntry
@@ -93,6 +94,15 @@ class ReadAccess:
         }
         readable = await self.readable(named)
         return [replace(report, health=_health_for(report.health, readable)) for report in reports]
+
+    async def outages(self, outages: Mapping[str, HostOutage]) -> dict[str, HostOutage]:
+        """Offline hosts with their stranded jobs as the caller may see them (:func:`hide_stranded`)."""
+        jobs = [job for outage in outages.values() for job in outage.jobs]
+        shown = dict(zip((job.id for job in jobs), await self.shown(jobs, hide_stranded), strict=True))
+        return {
+            host: replace(outage, jobs=tuple(shown[job.id] for job in outage.jobs))
+            for host, outage in outages.items()
+        }
 
     async def audit(self, entries: Sequence[AuditEntry]) -> list[AuditEntry]:
         """Audit rows without those about the secrets of repositories the caller may not read (a secret's
@@ -198,6 +208,11 @@ def hide_job(job: JobEntry) -> JobEntry:
 
 def hide_held(job: HeldJob) -> HeldJob:
     """A job holding a device, as a reader who may not read its repository sees it."""
+    return replace(job, repository="", session_id="", task_id="")
+
+
+def hide_stranded(job: StrandedJob) -> StrandedJob:
+    """A job on a silent runner host, as a reader who may not read its repository sees it."""
     return replace(job, repository="", session_id="", task_id="")
 
 

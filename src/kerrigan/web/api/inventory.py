@@ -3,7 +3,9 @@
 Reads carry an ``ETag``; writes honour ``If-Match`` (412 when stale) and answer with the new ``ETag``.
 Roles are the seed's: admins edit everything (a pool's ``repositories`` included), pool owners edit labels
 and tags of their own pools and the devices in them, everyone else reads. The edits themselves are
-:mod:`kerrigan.web.editing`, which the pool and device pages share.
+:mod:`kerrigan.web.editing`, which the pool and device pages share. A read of a device also says whether
+its runner host is online and, while it is not, which jobs held the device when the host was last heard of
+(``host_online``, ``host_outage``: :mod:`kerrigan.core.host_outage`); a write's answer leaves them out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Protocol, TypeVar, cast
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from kerrigan.core.host_outage import HostOutage
 from kerrigan.core.inventory import (
     DEVICE_FIELDS,
     POOL_FIELDS,
@@ -24,6 +27,7 @@ from kerrigan.core.inventory import (
     effective_target_labels,
 )
 from kerrigan.core.roles import Principal, may_administer
+from kerrigan.store.host_outages import host_outages
 from kerrigan.store.inventory import (
     StoredDevice,
     StoredPool,
@@ -38,9 +42,10 @@ from kerrigan.store.inventory import (
 )
 from kerrigan.store.label_impact import WINDOW
 from kerrigan.web import bodies, editing
-from kerrigan.web.api.representations import device_json, pool_json
+from kerrigan.web.api.representations import device_host_json, device_json, pool_json
 from kerrigan.web.auth import forbidden, reader, signed_in
 from kerrigan.web.errors import bad_request
+from kerrigan.web.reading import read_access
 from kerrigan.web.state import DATABASE, writing
 
 routes = web.RouteTableDef()
@@ -109,6 +114,13 @@ def _pool(stored: StoredPool) -> dict[str, Any]:
 
 def _device(stored: StoredDevice) -> dict[str, Any]:
     return device_json(stored)
+
+
+def _device_host(outages: Mapping[str, HostOutage], stored: StoredDevice) -> dict[str, Any]:
+    """A read's ``host_online`` and ``host_outage`` (the jobs that held this device when its host went
+    silent)."""
+    outage = outages.get(stored.device.host)
+    return device_host_json(outage.on(stored.device.id) if outage is not None else None)
 
 
 def _read_pool(request: web.Request) -> Callable[[AsyncSession], Awaitable[StoredPool]]:
@@ -243,15 +255,17 @@ async def pools_tag(request: web.Request) -> web.Response:
 @routes.get("/devices")
 async def devices_index(request: web.Request) -> web.Response:
     """Devices, optionally of one pool or state, filtered by effective labels and tags."""
-    await reader(request)
+    principal = await reader(request)
     wanted = _filters(request)
     state = request.query.get("state")
     if state is not None:
         bodies.state(state, "state")
     async with request.config_dict[DATABASE].sessions() as session:
         devices = await list_devices(session, request.query.get("pool"))
+        outages = await host_outages(session, {stored.device.host for stored in devices})
+    outages = await read_access(request, principal).outages(outages)
     body = [
-        device_json(stored)
+        device_json(stored) | _device_host(outages, stored)
         for stored in devices
         if (state is None or stored.device.state.value == state)
         and wanted.matches(
@@ -284,10 +298,12 @@ async def devices_create(request: web.Request) -> web.Response:
 @routes.get("/devices/{device_id}")
 async def devices_read(request: web.Request) -> web.Response:
     """One device with its labels by origin."""
-    await reader(request)
+    principal = await reader(request)
     async with request.config_dict[DATABASE].sessions() as session:
         stored = await get_device(session, request.match_info["device_id"])
-    return _with_etag(device_json(stored), stored.etag)
+        outages = await host_outages(session, [stored.device.host])
+    outages = await read_access(request, principal).outages(outages)
+    return _with_etag(device_json(stored) | _device_host(outages, stored), stored.etag)
 
 
 @routes.patch("/devices/{device_id}")

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from kerrigan.core.health_checks import HealthCheck
+from kerrigan.core.host_outage import HostOutage, StrandedJob
 from kerrigan.core.inventory import (
     Device,
     Pool,
@@ -101,6 +102,36 @@ def device_json(stored: StoredDevice) -> dict[str, Any]:
         "health_check": _check(device.health_check),  # its own
         "effective_health_check": _check(health_check_of(device, pool)),  # its own, else its pool's
         "version": stored.version,
+    }
+
+
+def device_host_json(outage: HostOutage | None) -> dict[str, Any]:
+    """A device's runner host as a read of the device gives it: whether it is online and, while it is not,
+    when it was last heard of and the jobs that held the device then (``outage``: the host's, as
+    :meth:`HostOutage.on` gives it for this device, its jobs as the reader may see them)."""
+    if outage is None:
+        return {"host_online": True, "host_outage": None}
+    return {
+        "host_online": False,
+        "host_outage": {
+            "last_heartbeat_at": _iso(outage.last_heard_at),
+            "jobs": [_stranded_json(job) for job in outage.jobs],
+        },
+    }
+
+
+def _stranded_json(job: StrandedJob) -> dict[str, Any]:
+    hidden = not job.session_id  # of a repository the reader may not read
+    return {
+        "id": job.id,
+        "session": None if hidden else job.session_id,
+        "repository": None if hidden else job.repository,
+        "task": None if hidden else job.task_id,
+        "state": job.state.value,
+        "reason": job.reason,
+        "ended": job.ended,
+        "ended_at": _iso(job.ended_at),
+        "devices": list(job.devices),
     }
 
 

@@ -2,6 +2,10 @@
 owners of its pool), its implicit labels, its effective labels with where each comes from, its state
 with the reason and the history of state changes from the audit log, and its last 20 jobs (a job of a
 repository the reader may not read without its repository, session or task: :mod:`kerrigan.web.reading`).
+While its runner host is offline the page says so (an available device's state reads "available, host
+offline", in the warning colour) and names the jobs that held the device when the host was last heard of,
+and whether the server has ended them: they may still run on the host until its agent restarts
+(:mod:`kerrigan.core.host_outage`).
 
 The forms post, with the CSRF token, below the page, through :mod:`kerrigan.web.editing` (the REST API's
 code: roles, label rules, approved keys, audit log):
@@ -30,6 +34,7 @@ from typing import Final
 from aiohttp import web
 
 from kerrigan.core.durations import DurationError, parse_duration
+from kerrigan.core.host_outage import stranded_text
 from kerrigan.core.inventory import (
     Device,
     DeviceState,
@@ -44,6 +49,7 @@ from kerrigan.core.roles import Principal, may_check_health, may_set_state
 from kerrigan.store.audit import AuditEntry, list_audit
 from kerrigan.store.health_checks.queueing import last_check_job
 from kerrigan.store.history import device_jobs
+from kerrigan.store.host_outages import host_outages
 from kerrigan.store.inventory import NotFoundError, get_device, load_inventory
 from kerrigan.store.label_keys import label_keys
 from kerrigan.store.reservations import (
@@ -161,7 +167,9 @@ async def _device_page(
         last_check = await last_check_job(session, device_id)
         reservation = (await active_reservations(session)).get(device_id)
         mine = await list_reservations(session, login=principal.login) if principal is not None else []
+        outages = await host_outages(session, [stored.device.host])
     device, pool = stored.device, stored.pool
+    outage = (await read_access(request, principal).outages(outages)).get(device.host)
     # People's labels first, then the generated ones; each group by key.
     effective = sorted(
         sourced_target_labels(device, pool),
@@ -183,6 +191,9 @@ async def _device_page(
         "health_check": health_check_of(device, pool),
         "last_check": last_check,
         "reservation": reservation,
+        # Its runner host offline: when it was last heard of and the jobs that may still run on this device.
+        "outage": outage.on(device.id) if outage is not None else None,
+        "stranded_text": stranded_text,
         "may_release": principal is not None
         and reservation is not None
         and may_end(principal, reservation.login, frozenset(o.lower() for o in pool.owners)),

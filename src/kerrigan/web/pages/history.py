@@ -5,7 +5,9 @@ plain GET form and pages with next and previous links carrying the API's cursors
 next to the form with status 400. It lists only the sessions of repositories the reader may read
 (:mod:`kerrigan.web.reading`). ``/devices`` lists every device with its state, the job it runs now, its
 last job and its pass rate over the last 7 days (a job of a repository the reader may not read without its
-repository, session or task).
+repository, session or task). A device whose runner host is offline says so in its state ("available, host
+offline" in the warning colour) and, under *Running now*, names the jobs that held it when the host went
+silent: they may still run there until its agent restarts, even once the server ended them ``runner_lost``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from multidict import MultiDict
 
 from kerrigan.core.lifecycle import Conclusion, SessionState
 from kerrigan.store.history import JobEntry, device_summaries, list_sessions
+from kerrigan.store.host_outages import host_outages
 from kerrigan.store.inventory import load_inventory
 from kerrigan.store.suspects import tracker_of
 from kerrigan.web.api.history import SESSION_FILTERS, read_query
@@ -106,6 +109,7 @@ async def devices_page(request: web.Request) -> web.Response:
         devices = await device_summaries(session, database.clock() - PASS_RATE_WINDOW)
         inventory = await load_inventory(session)
         found = await tracker_of(database.signals).suspects(session, database.clock())
+        outages = await host_outages(session)
     suspects: dict[str, list[str]] = {}
     for suspect in found.values():
         suspects.setdefault(suspect.device, []).append(suspect.sentence())
@@ -118,5 +122,15 @@ async def devices_page(request: web.Request) -> web.Response:
         return job if job is None or job.repository in readable else hide_job(job)
 
     devices = [replace(device, current=seen(device.current), last=seen(device.last)) for device in devices]
-    context = {"devices": devices, "suspects": suspects, "health": health, "hidden": HIDDEN}
+    outages = await read_access(request, principal).outages(outages)
+    context = {
+        "devices": devices,
+        "suspects": suspects,
+        "health": health,
+        "hidden": HIDDEN,
+        # Devices whose runner host is offline: the host's outage with the jobs that held each one then.
+        "outages": {
+            device.id: outages[device.host].on(device.id) for device in devices if device.host in outages
+        },
+    }
     return await render(request, "devices.html", context)

@@ -243,7 +243,58 @@ SCHEMAS: Final[dict[str, Any]] = {
             "health_check": _HEALTH_CHECK,
             "effective_health_check": _HEALTH_CHECK,
             "version": {"type": "integer", "minimum": 1},
-        }
+            "host_online": {
+                "type": "boolean",
+                "description": "whether its runner host is online (a read's; a write's answer leaves it out)",
+            },
+            "host_outage": {
+                "anyOf": [ref("HostOutage"), {"type": "null"}],
+                "description": "while its runner host is offline: when it was last heard of and the jobs "
+                "that held this device then (a read's; a write's answer leaves it out)",
+            },
+        },
+        required=[
+            "id",
+            "pool",
+            "board",
+            "target_type",
+            "os_type",
+            "host",
+            "state",
+            "state_reason",
+            "state_changed_at",
+            "state_by",
+            "state_until",
+            "health",
+            "labels",
+            "tags",
+            "health_check",
+            "effective_health_check",
+            "version",
+        ],
+    ),
+    "HostOutage": _object(
+        {
+            "last_heartbeat_at": {"type": ["string", "null"], "format": "date-time"},
+            "jobs": {"type": "array", "items": ref("StrandedJob")},
+        },
+        description="an offline runner host: its last heartbeat (null: its agent never spoke)",
+    ),
+    "StrandedJob": _object(
+        {
+            "id": {"type": "integer"},
+            "session": _NULLABLE_STRING,
+            "repository": _NULLABLE_STRING,
+            "task": _NULLABLE_STRING,
+            "state": enum_of(JobState),
+            "reason": _NULLABLE_STRING,
+            "ended": {"type": "boolean"},
+            "ended_at": {"type": ["string", "null"], "format": "date-time"},
+            "devices": _STRINGS,
+        },
+        description="a job that held the device when its host went silent; it may still run on the host "
+        "until the host's agent restarts, whether or not the server ended it (ended_at). session, "
+        "repository and task are null for a repository the caller may not read",
     ),
     "LostDevices": _object(
         {
