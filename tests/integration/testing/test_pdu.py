@@ -139,3 +139,17 @@ def test_an_outlet_outside_the_pdu_is_refused() -> None:
     pdu = GudePdu(outlets=4)
     with pytest.raises(ValueError, match=r"outlet 5 is not one of 1\.\.4"):
         pdu.switch(5, True)
+
+
+async def test_closing_a_hanging_pdu_answers_its_caller_at_once(gude: Backend) -> None:
+    pdu = GudePdu(outlets=2)
+    await pdu.start()
+    pdu.hang()
+    call = asyncio.ensure_future(asyncio.to_thread(gude.power_get, pdu.host, pdu.port, 1))
+    await asyncio.sleep(0.2)
+    assert not call.done()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await pdu.close()
+    assert await asyncio.wait_for(call, PROMPT_S) is False
+    assert loop.time() - started < 1.0
