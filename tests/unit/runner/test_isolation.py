@@ -349,7 +349,6 @@ def test_a_uids_own_keyrings_are_found_in_proc_keys_as_it_reads_them() -> None:
     }
 
 
-
 def test_the_keys_a_uid_owns_besides_its_own_keyrings_are_the_ones_invalidated() -> None:
     proc_keys = (
         "2617fddb I--Q---     2 perm 1f3f0000 61151 65534 keyring   _uid.61151: 1\n"
