@@ -101,14 +101,6 @@ def record_verdict(job: JobRow, verdict: SuspectVerdict) -> None:
     job.suspect_retry = verdict.failure.retry.value
 
 
-def stored_failure(job: JobRow) -> SuspectFailure | None:
-    """The suspect failure :func:`record_verdict` kept on ``job``; ``None`` when there is none."""
-    if job.suspect_retry is None or job.suspect_runs is None or job.suspect_failures is None:
-        return None
-    device = job.device_id or ""
-    return SuspectFailure(device, job.suspect_runs, job.suspect_failures, SuspectRetry(job.suspect_retry))
-
-
 async def _peers(
     lookup: SuspectLookup, row: SessionRow, job: JobRow, held: tuple[str, ...], suspects: set[str]
 ) -> tuple[str, ...]:

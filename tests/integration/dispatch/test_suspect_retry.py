@@ -13,7 +13,9 @@ from sqlalchemy import select, update
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.dispatch.dispatcher import Dispatcher
+from kerrigan.github.projection import render
 from kerrigan.store.audit import Change
+from kerrigan.store.check_runs import Claim, projection
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import set_state
 from kerrigan.store.models import JobRow, SessionRow
@@ -103,6 +105,15 @@ async def test_a_failure_on_a_suspect_is_retried_on_a_peer_and_passes_there(db: 
     await end(db, second, 0)
     row = await session_row(db)
     assert (row.state, row.conclusion) == ("completed", "success")
+    # Its check run names both attempts, the suspect's numbers as they were when it failed.
+    async with db.sessions() as session:
+        view = await projection(session, Claim(row.pk, row.id, "token", db.clock(), 0))
+    output = render(view, "http://kerrigan/sessions/x").fields["output"]
+    assert output["title"] == "1 job passed"
+    assert (
+        f"- `smoke`: failed on {first.device_id}, suspect: 9 of 11 failed this week; passed on {peer}"
+        in output["summary"]
+    )
 
 
 async def test_only_once_by_default(db: Database) -> None:
