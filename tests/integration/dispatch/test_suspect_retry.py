@@ -33,22 +33,22 @@ from tests.integration.dispatch.test_dispatcher import SOM_UART, lab
 MATCHING = ("modalix-bluebox", "modalix-redbox")  # the lab's devices that SOM_UART matches
 
 
-async def queue(db: Database, retry: RetryPolicy) -> None:
+async def queue(db: Database, retry: RetryPolicy, task: str = "smoke") -> None:
     resolution: dict[str, Any] = {
-        "tasks": [{"id": "smoke", "requested": SOM_UART}],
+        "tasks": [{"id": task, "requested": SOM_UART}],
         "scheduling": {"max_devkits": 1, "strategy": "spread", "queue_wait_limit_s": 300},
     }
-    new = builders.session(SESSION, ["smoke"], resolution=resolution, retry=retry)
+    new = builders.session(SESSION, [task], resolution=resolution, retry=retry)
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
 
 
-async def history(db: Database, device: str, *, runs: int, failures: int) -> None:
+async def history(db: Database, device: str, *, runs: int, failures: int, task: str = "smoke") -> None:
     """``runs`` earlier pushes' jobs of task ``smoke`` on ``device`` this week, ``failures`` failed."""
     for n in range(runs):
         session_id = str(uuid.uuid4())
         async with db.sessions() as session, session.begin():
-            await create_session(session, builders.session(session_id, ["smoke"]), db.clock())
+            await create_session(session, builders.session(session_id, [task]), db.clock())
             pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
             at = db.clock() - timedelta(days=1)
             failed = n < failures
@@ -184,3 +184,23 @@ async def test_a_suspect_retry_never_goes_back_to_the_suspect(db: Database) -> N
     await end(db, first, 1)
     await maintain(db, peer)  # the peer went away after the retry was queued
     assert (await dispatcher.dispatch_once()).granted == ()  # not the suspect, though it is free
+
+
+async def test_a_matrix_job_is_judged_against_the_jobs_of_its_own_matrix_values(db: Database) -> None:
+    # Issue 28, row 4: the board fails n=3 far more than its peer does; the 40 runs of n=1 it passed are
+    # another task's numbers, and do not dilute n=3's.
+    await lab(db)
+    await queue(db, RetryPolicy(), task="smoke[n=3]")
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    [peer] = [device for device in MATCHING if device != first.device_id]
+    await history(db, first.device_id, runs=10, failures=8, task="smoke[n=3]")
+    await history(db, peer, runs=20, failures=0, task="smoke[n=3]")
+    await history(db, first.device_id, runs=40, failures=0, task="smoke[n=1]")
+    await end(db, first, 1)
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry, row.suspect_runs) for row in mine] == [
+        ("retried", "retried", 11),
+        ("queued", None, None),
+    ]
