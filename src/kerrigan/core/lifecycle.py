@@ -232,21 +232,27 @@ def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> 
 # -- automatic retry ---------------------------------------------------------------------------------
 
 DEFAULT_INFRASTRUCTURE_RETRIES: Final = 2
+DEFAULT_SUSPECT_RETRIES: Final = 1  # a failure on a suspect device: once more, on a peer that is not suspect
 MAX_RETRIES: Final = 5  # per budget: more attempts than this hide a lab that is broken
 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """The manifest's ``retry``: how many more attempts an infrastructure failure gets, and how many a
-    test failure gets when its exit status is one of ``exit_status`` (none unless the manifest says)."""
+    """The manifest's ``retry``: how many more attempts an infrastructure failure gets, how many a
+    test failure gets when its exit status is one of ``exit_status`` (none unless the manifest says), and
+    how many a failure on a suspect device gets on a peer that is not suspect
+    (:mod:`kerrigan.core.suspect_retry`)."""
 
     infrastructure: int = DEFAULT_INFRASTRUCTURE_RETRIES
     exit_status: frozenset[int] = field(default_factory=frozenset)
     limit: int = 0
+    suspect: int = DEFAULT_SUSPECT_RETRIES
 
     @property
     def max_attempts(self) -> int:
-        """The most attempts a task can have: its first and every retry either budget allows."""
+        """The most attempts a task can have on devices that are not suspect: its first and every retry
+        either budget allows (a suspect retry, which only a suspect device's failure gets, is not
+        counted: an attempt's words never say "attempt 2 of 1", see :func:`describe_attempt`)."""
         return 1 + self.infrastructure + self.limit
 
     def as_dict(self) -> dict[str, Any]:
@@ -255,22 +261,25 @@ class RetryPolicy:
             "infrastructure": self.infrastructure,
             "exit_status": sorted(self.exit_status),
             "limit": self.limit,
+            "suspect": self.suspect,
         }
 
     @classmethod
     def from_dict(cls, stored: object) -> RetryPolicy:
         """A policy stored by :meth:`as_dict`. A session stored without one (before policies were) keeps
-        the rule it was created under: no retry."""
+        the rule it was created under: no retry (and one stored before suspect retries were, none of
+        those)."""
         if not isinstance(stored, Mapping):
             return NO_RETRY
         return cls(
             int(stored.get("infrastructure", DEFAULT_INFRASTRUCTURE_RETRIES)),
             frozenset(int(status) for status in stored.get("exit_status", ())),
             int(stored.get("limit", 0)),
+            int(stored.get("suspect", 0)),
         )
 
 
-NO_RETRY: Final = RetryPolicy(infrastructure=0)
+NO_RETRY: Final = RetryPolicy(infrastructure=0, suspect=0)
 
 
 def describe_attempt(attempt: int, attempts: int, device: str | None, after: str | None) -> str:

@@ -70,6 +70,7 @@ def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
                 ),
                 record.roles,
                 record.boardless,
+                record.suspect_failure,
             )
         )
     return progress

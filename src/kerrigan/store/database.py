@@ -23,6 +23,7 @@ from kerrigan.core.lifecycle import Conclusion
 from kerrigan.store.signals import Signals
 
 LAB_CONCLUSION: Final = "kerrigan.lab_conclusion"  # in each session's ``info``: KERRIGAN_LAB_CONCLUSION
+SIGNALS: Final = "kerrigan.database_signals"  # in each session's ``info``: its database's signals
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 Clock = Callable[[], datetime]
@@ -100,7 +101,7 @@ class Database:
             engine,
             expire_on_commit=False,
             sync_session_class=session_class,
-            info={LAB_CONCLUSION: lab_conclusion},
+            info={LAB_CONCLUSION: lab_conclusion, SIGNALS: signals},
         )
         return cls(engine, sessions, clock, signals)
 
@@ -114,6 +115,13 @@ def lab_conclusion_of(session: AsyncSession) -> Conclusion:
     with (:meth:`Database.connect`); ``action_required`` for a session made otherwise."""
     found = session.sync_session.info.get(LAB_CONCLUSION)
     return found if isinstance(found, Conclusion) else Conclusion.ACTION_REQUIRED
+
+
+def signals_of(session: AsyncSession) -> Signals | None:
+    """The signals of the database ``session`` belongs to (what keys its per-process state, such as
+    :func:`kerrigan.store.suspects.tracker_of`); ``None`` for a session made otherwise."""
+    found = session.sync_session.info.get(SIGNALS)
+    return found if isinstance(found, Signals) else None
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -361,6 +361,14 @@ class JobRow(Base):
     # Runner hosts this attempt of a boardless job must not be leased: where earlier attempts failed for
     # the infrastructure (as ``avoid_devices`` for a job that holds a device).
     avoid_hosts: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
+    # A suspect retry's attempt (core.suspect_retry): ``avoid_devices`` are never leased it, even when they
+    # are all it matches (a retry's are otherwise, the failure may have passed).
+    avoid_strict: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # A job that failed on a device suspect for its task: the device's numbers then (its runs and failures
+    # of the task in 7 days, this one counted), and what became of it (core.suspect_retry.SuspectRetry).
+    suspect_runs: Mapped[int | None] = mapped_column(Integer)
+    suspect_failures: Mapped[int | None] = mapped_column(Integer)
+    suspect_retry: Mapped[str | None] = mapped_column(String(16))
 
 
 class JobResultRow(Base):

@@ -68,7 +68,8 @@ class QueueSnapshot:
     ``session_room`` and ``host_room`` are what the plan started from. ``avoided`` are, by row number, the
     devices a retry is kept off (its task failed there), and for a boardless job the runner hosts; a retry
     whose every match is avoided may take any of them again (the failure may have passed: a network, a
-    restarted host), rather than keep its check run waiting until its queue-wait budget ends it.
+    restarted host), rather than keep its check run waiting until its queue-wait budget ends it; but a
+    suspect retry (``jobs.avoid_strict``) never takes the device it failed on or a suspect.
     """
 
     now: datetime
@@ -145,12 +146,17 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
         if holder.host:
             used[holder.host] = used.get(holder.host, 0) + holder.vcpus
     host_room = await _host_room(session, used)
-    avoided = await _avoided(session, {record.pk for record in queued})
+    avoided, strict = await _avoided(session, {record.pk for record in queued})
     matched: dict[str, tuple[str, ...]] = {}
     planned = {
         record.pk: job
         for record in queued
-        if (job := _queued_job(record, inventory, now, matched, avoided.get(record.pk, ()))) is not None
+        if (
+            job := _queued_job(
+                record, inventory, now, matched, avoided.get(record.pk, ()), strict=record.pk in strict
+            )
+        )
+        is not None
     }
     session_room = {
         record.session_id: record.max_devkits - per_session.get(record.session_id, 0) for record in queued
@@ -235,15 +241,25 @@ async def waiting_for_device(session: AsyncSession, device_id: str) -> int:
     return count
 
 
-async def _avoided(session: AsyncSession, queued: set[int]) -> dict[int, tuple[str, ...]]:
-    """The devices each queued retry must not be leased (the runner hosts, for a boardless one); only
-    retries (attempt 2 on) avoid any."""
+async def _avoided(
+    session: AsyncSession, queued: set[int]
+) -> tuple[dict[int, tuple[str, ...]], frozenset[int]]:
+    """The devices each queued retry must not be leased (the runner hosts, for a boardless one), and the
+    retries that must never be, even when those are all they match (a suspect retry's); only retries
+    (attempt 2 on) avoid any."""
     rows = await session.execute(
-        select(JobRow.pk, JobRow.avoid_devices, JobRow.avoid_hosts).where(
+        select(JobRow.pk, JobRow.avoid_devices, JobRow.avoid_hosts, JobRow.avoid_strict).where(
             JobRow.state == JobState.QUEUED, JobRow.attempt > 1
         )
     )
-    return {pk: tuple(devices or hosts) for pk, devices, hosts in rows if pk in queued and (devices or hosts)}
+    avoided: dict[int, tuple[str, ...]] = {}
+    strict: set[int] = set()
+    for pk, devices, hosts, never in rows:
+        if pk in queued and (devices or hosts):
+            avoided[pk] = tuple(devices or hosts)
+            if never:
+                strict.add(pk)
+    return avoided, frozenset(strict)
 
 
 async def holding_jobs(session: AsyncSession) -> list[HeldJob]:
@@ -313,6 +329,8 @@ def _queued_job(
     now: datetime,
     matched: dict[str, tuple[str, ...]],
     avoid: tuple[str, ...] = (),
+    *,
+    strict: bool = False,
 ) -> QueuedJob | None:
     if record.requirements is None:
         return None
@@ -348,7 +366,8 @@ def _queued_job(
             matched[key] = tuple(device.id for device in eligible)
         candidates = matched[key]
         if avoid:
-            candidates = tuple(device for device in candidates if device not in avoid) or candidates
+            kept = tuple(device for device in candidates if device not in avoid)
+            candidates = kept if kept or strict else candidates
         return candidates
 
     try:

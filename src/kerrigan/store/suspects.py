@@ -11,6 +11,7 @@ that never ran says nothing about its device.
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from datetime import UTC, date, datetime, timedelta
 from typing import Final
@@ -50,6 +51,8 @@ class SuspectTracker:
         self._looked: datetime | None = None
         self._newest_pk = 0  # the newest job when last looked: one stored later is read whenever it ended
         self._suspects: dict[tuple[str, str], Suspect] = {}
+        # One look at a time: two reading the same new jobs at once would count them twice.
+        self._lock = asyncio.Lock()
 
     async def suspects(
         self, session: AsyncSession, now: datetime, *, ended_at: datetime | None = None
@@ -58,6 +61,12 @@ class SuspectTracker:
         at once when a job that ended at ``ended_at`` may not be counted yet (after the last look, or
         within the few seconds it reads back): a check run is rendered with its own job's end counted, so
         the failure that makes a device suspect names it (issue 28)."""
+        async with self._lock:
+            return await self._look(session, now, ended_at)
+
+    async def _look(
+        self, session: AsyncSession, now: datetime, ended_at: datetime | None
+    ) -> dict[tuple[str, str], Suspect]:
         if (
             self._looked is None
             or (now - self._looked).total_seconds() >= REFRESH_S

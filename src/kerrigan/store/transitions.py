@@ -30,6 +30,7 @@ from kerrigan.core.lifecycle import (
     should_retry,
 )
 from kerrigan.core.matrix import task_of
+from kerrigan.core.suspect_retry import SuspectRetry
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
 from kerrigan.store.database import lab_conclusion_of
 from kerrigan.store.device_health import count_outcome
@@ -47,6 +48,7 @@ from kerrigan.store.signals import (
     mark,
     note,
 )
+from kerrigan.store.suspect_retries import SuspectLookup, record_verdict, suspect_verdict
 
 # Moves a check run shows: a job starting or ending (leases and acceptances are not news on GitHub).
 VISIBLE = frozenset({JobState.RUNNING}) | ENDED
@@ -215,11 +217,15 @@ async def retry_failed(
 ) -> list[JobRow]:
     """Give each failed job of ``row`` that its session's retry policy allows another attempt: it becomes
     ``retried`` and a new job of the same task is queued, avoiding the devices where this task failed.
-    A boardless job's new attempt avoids the runner hosts where it failed instead. A session being
-    cancelled, or a health check, retries nothing. The new jobs."""
+    A boardless job's new attempt avoids the runner hosts where it failed instead. A job that failed on a
+    device suspect for its task gets its suspect retry first (:mod:`kerrigan.store.suspect_retries`): its
+    new attempt is never leased where it failed nor a suspect; without such a peer it is not retried
+    (unless another budget retries it) and says why. A session being cancelled, or a health check,
+    retries nothing. The new jobs."""
     if row.cancel_reason is not None or row.health_check_device is not None:
         return []
     policy = RetryPolicy.from_dict(row.retry)
+    lookup = SuspectLookup(session, at)
     added = []
     for job in jobs:
         if job.state != JobState.FAILED:
@@ -228,13 +234,25 @@ async def retry_failed(
         earlier = [
             other.failure_class
             for other in jobs
-            if other.task_id == job.task_id and other.state == JobState.RETRIED
+            if other.task_id == job.task_id
+            and other.state == JobState.RETRIED
+            and other.suspect_retry != SuspectRetry.RETRIED  # counted against the suspect budget
         ]
-        if not should_retry(policy, JobState.FAILED, klass, job.exit_status, earlier, reason=job.reason):
+        verdict = await suspect_verdict(lookup, row, job, jobs, policy) if job.suspect_retry is None else None
+        suspect = verdict is not None and verdict.failure.retry is SuspectRetry.RETRIED
+        if not suspect and not should_retry(
+            policy, JobState.FAILED, klass, job.exit_status, earlier, reason=job.reason
+        ):
+            if verdict is not None:
+                record_verdict(job, verdict)  # it stays failed: its check run says why
             continue
+        if verdict is not None and suspect:
+            record_verdict(job, verdict)
         await move_job(session, job, JobState.RETRIED, at)
         held = [str(d["device"]) for d in job.devices or ()] or ([job.device_id] if job.device_id else [])
         avoid = list(dict.fromkeys([*(job.avoid_devices or []), *held]))  # each of a gang's devices
+        if verdict is not None and suspect:
+            avoid = list(verdict.avoid)
         ran_on = [job.host] if job.boardless and job.host else []
         avoid_hosts = list(dict.fromkeys([*(job.avoid_hosts or []), *ran_on]))
         added.append(
@@ -245,6 +263,7 @@ async def retry_failed(
                 retry_of=job.pk,
                 avoid_devices=avoid,
                 avoid_hosts=avoid_hosts,
+                avoid_strict=suspect,
                 **spec_columns(spec_of(job)),
             )
         )

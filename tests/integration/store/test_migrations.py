@@ -380,7 +380,8 @@ async def test_a_sessions_retry_policy_moves_out_of_its_resolution_into_its_colu
         await upgrade(db.engine)
         assert await _sessions_retry(db) == [(stored, policy), ({}, None)]
         async with db.sessions() as session:
-            assert (await get_session(session, "s-1")).retry == RetryPolicy(2, frozenset({3}), 1)
+            # Stored before suspect retries were: none of those (the rule it was created under).
+            assert (await get_session(session, "s-1")).retry == RetryPolicy(2, frozenset({3}), 1, suspect=0)
             assert (await get_session(session, "s-2")).retry == NO_RETRY
         await _downgrade(db, "0025")
         resolutions = [resolution for resolution, _ in await _sessions_retry_before(db)]

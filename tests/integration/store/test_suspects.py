@@ -184,3 +184,51 @@ async def test_runs_of_a_boardless_task_count_for_no_device_and_as_no_peer(
     assert found[key, "redbox"].sentence() == (
         "redbox failed 8 of 10 runs of this task in 7 days; its 5 peers failed 1 of 52"
     )
+
+
+async def matrix_ran(db: Database, device: str, n: int, *, failed: bool) -> None:
+    """A push whose one job, ``n=<n>`` of task ``boot``'s matrix, ran on ``device`` and ended."""
+    session_id = str(uuid.uuid4())
+    async with db.sessions() as session, session.begin():
+        await create_session(session, builders.session(session_id, [f"boot[n={n}]"]), db.clock())
+        pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+        at = db.clock() - timedelta(days=1)
+        await session.execute(
+            update(JobRow)
+            .where(JobRow.session_pk == pk)
+            .values(
+                device_id=device,
+                state="failed" if failed else "succeeded",
+                started_at=at - timedelta(minutes=1),
+                finished_at=at,
+                exit_status=1 if failed else 0,
+            )
+        )
+
+
+async def test_matrix_jobs_are_compared_with_the_jobs_of_the_same_task_and_matrix_values(
+    db: Database,
+) -> None:
+    # Issue 28: a board that fails n=3 of a matrix (n: 1..6) while its peers pass n=3 is named for n=3;
+    # the other values it passes say nothing for n=3, and n=3 is not compared with n=1.
+    for n in range(10):
+        await matrix_ran(db, "redbox", 3, failed=n < 8)
+        await matrix_ran(db, "redbox", 1 + n % 6 if n % 6 != 2 else 1, failed=False)
+    for n in range(30):
+        await matrix_ran(db, PEERS[n % len(PEERS)], 3, failed=False)
+    async with db.sessions() as session:
+        found = await SuspectTracker().suspects(session, db.clock())
+    assert list(found) == [(task_key("octo/firmware", "w", "boot[n=3]"), "redbox")]
+    assert found[task_key("octo/firmware", "w", "boot[n=3]"), "redbox"].sentence() == (
+        "redbox failed 8 of 10 runs of this task in 7 days; its 5 peers failed 0 of 30"
+    )
+
+
+async def test_jobs_of_other_matrix_values_are_not_its_peers(db: Database) -> None:
+    # redbox alone ran n=3 (and failed it); its peers ran only n=1, and passed: no peer ran n=3.
+    for n in range(10):
+        await matrix_ran(db, "redbox", 3, failed=n < 8)
+    for n in range(30):
+        await matrix_ran(db, PEERS[n % len(PEERS)], 1, failed=False)
+    async with db.sessions() as session:
+        assert await SuspectTracker().suspects(session, db.clock()) == {}

@@ -101,6 +101,8 @@ def test_a_retried_attempt_does_not_decide_the_session() -> None:
 
 
 def test_a_policy_survives_being_stored() -> None:
-    policy = RetryPolicy(1, frozenset({3, 9}), 2)
+    policy = RetryPolicy(1, frozenset({3, 9}), 2, suspect=3)
     assert RetryPolicy.from_dict(policy.as_dict()) == policy
-    assert RetryPolicy.from_dict(None) == RetryPolicy(infrastructure=0)  # stored before policies
+    assert RetryPolicy.from_dict(None) == RetryPolicy(infrastructure=0, suspect=0)  # stored before policies
+    # Stored before suspect retries were: the session keeps the rule it was created under.
+    assert RetryPolicy.from_dict({"infrastructure": 2, "exit_status": [], "limit": 0}).suspect == 0

@@ -24,8 +24,17 @@ def test_defaults_are_the_workflow_and_branch_group_cancelling_queued_and_two_in
     workflow = parse_manifest(HEAD + TASKS, "w.yml").workflow
     assert workflow is not None
     assert workflow.concurrency == Concurrency("{workflow}/{branch}", CancelInProgress.QUEUED)
-    assert workflow.retry == RetryPolicy(2, frozenset(), 0)
+    assert workflow.retry == RetryPolicy(2, frozenset(), 0, suspect=1)
     assert workflow.retry.max_attempts == 3
+
+
+@pytest.mark.parametrize(
+    ("written", "suspect"), [("{suspect: 0}", 0), ("{suspect: 2}", 2), ("{limit: 0}", 1)]
+)
+def test_retry_suspect_is_read_one_by_default_and_zero_turns_it_off(written: str, suspect: int) -> None:
+    workflow = parse_manifest(HEAD + f"retry: {written}\n" + TASKS, "w.yml").workflow
+    assert workflow is not None
+    assert workflow.retry.suspect == suspect
 
 
 def test_written_concurrency_and_retry_are_read() -> None:
@@ -89,6 +98,9 @@ def test_an_expanded_group_is_cut_to_what_is_stored() -> None:
         ("retry: {exit_status: [256], limit: 1}\n", (3, "retry.exit_status[0]", "must be 1 to 255")),
         ("retry: {exit_status: [3]}\n", (3, "retry.exit_status", "retry.limit is 0")),
         ("retry: {attempts: 3}\n", (3, "retry.attempts", "unknown key 'attempts'")),
+        ("retry: {suspect: 6}\n", (3, "retry.suspect", "must be 0 to 5, not 6")),
+        ("retry: {suspect: -1}\n", (3, "retry.suspect", "must be 0 to 5")),
+        ("retry: {suspect: yes}\n", (3, "retry.suspect", "must be a whole number")),
     ],
 )
 def test_a_wrong_shape_is_an_error_on_its_line(block: str, expected: tuple[int, str, str] | None) -> None:
@@ -104,10 +116,11 @@ def test_a_wrong_shape_is_an_error_on_its_line(block: str, expected: tuple[int, 
 
 
 def test_errors_of_a_block_spread_over_lines_name_each_line() -> None:
-    block = "retry:\n  infrastructure: 9\n  exit_status:\n    - 1\n    - 300\n  limit: 1\n"
+    block = "retry:\n  infrastructure: 9\n  exit_status:\n    - 1\n    - 300\n  limit: 1\n  suspect: 1.5\n"
     assert [(line, field) for line, field, _ in _errors(block)] == [
         (4, "retry.infrastructure"),
         (7, "retry.exit_status[1]"),
+        (9, "retry.suspect"),
     ]
 
 

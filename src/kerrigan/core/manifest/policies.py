@@ -23,7 +23,7 @@ from kerrigan.core.quoting import quote
 from kerrigan.core.yamlsource import SourceReader, is_null, join_field
 
 CONCURRENCY_KEYS: Final = ("group", "cancel")
-RETRY_KEYS: Final = ("infrastructure", "exit_status", "limit")
+RETRY_KEYS: Final = ("infrastructure", "exit_status", "limit", "suspect")
 
 
 def read_concurrency(r: SourceReader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) -> Concurrency:
@@ -66,7 +66,7 @@ def read_retry(r: SourceReader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) 
         return RetryPolicy()
     config = r.mapping(top["retry"][1], "retry", RETRY_KEYS) or {}
     default = RetryPolicy()
-    counts = {"infrastructure": default.infrastructure, "limit": default.limit}
+    counts = {"infrastructure": default.infrastructure, "limit": default.limit, "suspect": default.suspect}
     for key, fallback in list(counts.items()):
         if key in config:
             found = r.integer(config[key][1], f"retry.{key}", minimum=0, maximum=MAX_RETRIES)
@@ -87,4 +87,4 @@ def read_retry(r: SourceReader, top: Mapping[str, tuple[yaml.Node, yaml.Node]]) 
                 "retry.exit_status",
                 "lists exit statuses but retry.limit is 0: say how many retries they get",
             )
-    return RetryPolicy(counts["infrastructure"], frozenset(statuses), counts["limit"])
+    return RetryPolicy(counts["infrastructure"], frozenset(statuses), counts["limit"], counts["suspect"])

@@ -20,6 +20,7 @@ from kerrigan.core.lifecycle import (
 from kerrigan.core.matrix import shown_name
 from kerrigan.core.results import ResultsSummary
 from kerrigan.core.runner_fields import cut_of, size_text
+from kerrigan.core.suspect_retry import SuspectFailure, SuspectRetry
 from kerrigan.github.checks.body import CheckRunBody, SessionContext, compose_body
 from kerrigan.github.checks.limits import SUMMARY_LIMIT, byte_size
 from kerrigan.github.checks.markdown import cell, code, header
@@ -64,6 +65,7 @@ class JobProgress:
     files: tuple[JobFile, ...] = ()  # what it uploaded (artifacts.upload)
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
     boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
+    suspect_failure: SuspectFailure | None = None  # it failed on a suspect device, and what became of it
 
     def devices_cell(self) -> str:
         """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```; ``no board``."""
@@ -136,6 +138,47 @@ def _attempts(jobs: Sequence[JobProgress]) -> list[str]:
     return ["", "**Attempts**", "", *lines] if lines else []
 
 
+# What the attempt after a suspect retry did, after "failed on modalix-redbox, suspect: ...; ".
+_AFTER_SUSPECT: Final = {
+    JobState.SUCCEEDED: "passed on {device}",
+    JobState.FAILED: "failed on {device} too",
+    JobState.TIMED_OUT: "timed out on {device}",
+    JobState.CANCELLED: "cancelled on {device}",
+    JobState.RETRIED: "failed on {device} too",
+    JobState.RUNNING: "running on {device}",
+}
+_NOT_RETRIED: Final = {
+    SuspectRetry.NO_PEER: "not retried: no device that is neither this one nor suspect can run this task now",
+    SuspectRetry.SPENT: "not retried: its suspect retries (retry.suspect) are spent",
+}
+
+
+def _suspect_retries(jobs: Sequence[JobProgress]) -> list[str]:
+    """Each failure on a suspect device and what followed (DESIGN.md, "A lab problem is not a code
+    failure"): ``failed on modalix-redbox, suspect: 8 of 10 failed this week; passed on modalix-bluebox``."""
+    lines = []
+    for job in jobs:
+        failure = job.suspect_failure
+        if failure is None:
+            continue
+        if failure.retry is SuspectRetry.RETRIED:
+            following = next(
+                (o for o in jobs if o.task_id == job.task_id and o.attempt == job.attempt + 1), None
+            )
+            then = "retried on a device that is not suspect"
+            if following is not None and following.device_id:
+                template = _AFTER_SUSPECT.get(JobState(following.state))
+                then = (
+                    template.format(device=following.device_id) if template else f"{then}: {following.state}"
+                )
+            elif following is not None:
+                then = f"{then}: {following.state}"
+        else:
+            then = _NOT_RETRIED[failure.retry]
+        lines.append(f"- {code(shown_name(job.task_id))}: {cell(failure.words())}; {cell(then)}")
+    return ["**Suspect retries**", "", *lines] if lines else []
+
+
 def _reasons(jobs: Sequence[JobProgress]) -> list[str]:
     """The reasons the table names (``runner_lost``) in words, each once; not one its state says already
     (a job ``timed_out`` for ``timed_out``)."""
@@ -201,7 +244,8 @@ def fit_summary(
 def _blocks(jobs: Sequence[JobProgress], context: SessionContext) -> list[tuple[str, bool]]:
     """What follows the job table, as whole markdown blocks (a list, a ``<details>`` with its code block),
     each with whether it is a job's output: kept whole or left out, never cut inside."""
-    blocks: list[tuple[str, bool]] = [("\n".join(_attempts(jobs) + _reasons(jobs)).strip("\n"), False)]
+    blocks: list[tuple[str, bool]] = [("\n".join(_suspect_retries(jobs)), False)]
+    blocks.append(("\n".join(_attempts(jobs) + _reasons(jobs)).strip("\n"), False))
     blocks += [(section.rstrip("\n"), False) for section in results_sections(jobs, context.details_url)]
     uploaded = [job for job in jobs if job.current and job.files]
     if uploaded:

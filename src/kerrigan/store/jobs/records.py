@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import (
     JobState,
 )
+from kerrigan.core.suspect_retry import SuspectFailure, SuspectRetry
 from kerrigan.store.models import JobRow
 
 
@@ -32,6 +33,7 @@ class JobRecord:
     retry_of: int | None = None  # the attempt this one retries
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
     boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
+    suspect_failure: SuspectFailure | None = None  # it failed on a suspect device: the numbers, the verdict
 
 
 def roles_of(devices: list[dict[str, str]] | None) -> tuple[tuple[str, str], ...]:
@@ -60,6 +62,17 @@ async def session_job_records(session: AsyncSession, session_pk: int) -> list[Jo
             row.retry_of,
             roles_of(row.devices),
             bool(row.boardless),
+            suspect_failure_of(row),
         )
         for row in rows
     ]
+
+
+def suspect_failure_of(row: JobRow) -> SuspectFailure | None:
+    """The suspect failure kept on a failed job (:mod:`kerrigan.store.suspect_retries`); ``None`` when
+    its device was not suspect, or the rule did not apply."""
+    if row.suspect_retry is None or row.suspect_runs is None or row.suspect_failures is None:
+        return None
+    return SuspectFailure(
+        row.device_id or "", row.suspect_runs, row.suspect_failures, SuspectRetry(row.suspect_retry)
+    )

@@ -1,0 +1,206 @@
+"""Suspect retries on SQLite and PostgreSQL (issue 28): a job that fails on a board that fails its task
+far more often than its peers is retried once on a peer that is not suspect, and passes there; without
+such a peer, or with ``retry: {suspect: 0}``, it fails as before, and its row says why."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+
+from kerrigan.core.inventory import DeviceState
+from kerrigan.core.lifecycle import RetryPolicy
+from kerrigan.dispatch.dispatcher import Dispatcher
+from kerrigan.github.projection import render
+from kerrigan.store.audit import Change
+from kerrigan.store.check_runs import Claim, projection
+from kerrigan.store.database import Database
+from kerrigan.store.inventory import set_state
+from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
+from tests.integration.dispatch.test_automatic_retry import (
+    SESSION,
+    all_jobs,
+    end,
+    run_current,
+    session_row,
+)
+from tests.integration.dispatch.test_dispatcher import SOM_UART, lab
+
+MATCHING = ("modalix-bluebox", "modalix-redbox")  # the lab's devices that SOM_UART matches
+
+
+async def queue(db: Database, retry: RetryPolicy, task: str = "smoke") -> None:
+    resolution: dict[str, Any] = {
+        "tasks": [{"id": task, "requested": SOM_UART}],
+        "scheduling": {"max_devkits": 1, "strategy": "spread", "queue_wait_limit_s": 300},
+    }
+    new = builders.session(SESSION, [task], resolution=resolution, retry=retry)
+    async with db.sessions() as session, session.begin():
+        await create_session(session, new, db.clock())
+
+
+async def history(db: Database, device: str, *, runs: int, failures: int, task: str = "smoke") -> None:
+    """``runs`` earlier pushes' jobs of task ``smoke`` on ``device`` this week, ``failures`` failed."""
+    for n in range(runs):
+        session_id = str(uuid.uuid4())
+        async with db.sessions() as session, session.begin():
+            await create_session(session, builders.session(session_id, [task]), db.clock())
+            pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+            at = db.clock() - timedelta(days=1)
+            failed = n < failures
+            await session.execute(
+                update(JobRow)
+                .where(JobRow.session_pk == pk)
+                .values(
+                    device_id=device,
+                    state="failed" if failed else "succeeded",
+                    started_at=at - timedelta(minutes=1),
+                    finished_at=at,
+                    exit_status=1 if failed else 0,
+                )
+            )
+
+
+async def suspect_lab(db: Database, suspect: str) -> str:
+    """``suspect`` failed ``smoke`` 8 of 10 times this week, its peer passed it 20 times; the peer."""
+    [peer] = [device for device in MATCHING if device != suspect]
+    await history(db, suspect, runs=10, failures=8)
+    await history(db, peer, runs=20, failures=0)
+    return peer
+
+
+async def maintain(db: Database, device: str) -> None:
+    async with db.sessions() as session, session.begin():
+        await set_state(
+            session,
+            device,
+            DeviceState.MAINTENANCE,
+            "reflashing",
+            until=None,
+            change=Change("hubot", db.clock()),
+        )
+
+
+async def test_a_failure_on_a_suspect_is_retried_on_a_peer_and_passes_there(db: Database) -> None:
+    await lab(db)
+    await queue(db, RetryPolicy())
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    peer = await suspect_lab(db, first.device_id)
+    await end(db, first, 1)  # its test fails: 9 of 11 this week on this board
+    rows = await all_jobs(db)
+    mine = [row for row in rows if row.session_pk == first.session_pk]
+    assert [(row.state, row.attempt) for row in mine] == [("retried", 1), ("queued", 2)]
+    failed, retry = mine
+    assert (failed.suspect_runs, failed.suspect_failures, failed.suspect_retry) == (11, 9, "retried")
+    assert (retry.avoid_devices, retry.avoid_strict, retry.retry_of) == ([first.device_id], True, failed.pk)
+    assert (await session_row(db)).state == "in_progress"
+    second = await run_current(db, dispatcher)
+    assert second.device_id == peer
+    await end(db, second, 0)
+    row = await session_row(db)
+    assert (row.state, row.conclusion) == ("completed", "success")
+    # Its check run names both attempts, the suspect's numbers as they were when it failed.
+    async with db.sessions() as session:
+        view = await projection(session, Claim(row.pk, row.id, "token", db.clock(), 0))
+    output = render(view, "http://kerrigan/sessions/x").fields["output"]
+    assert output["title"] == "1 job passed"
+    assert (
+        f"- `smoke`: failed on {first.device_id}, suspect: 9 of 11 failed this week; passed on {peer}"
+        in output["summary"]
+    )
+
+
+async def test_only_once_by_default(db: Database) -> None:
+    await lab(db)
+    await queue(db, RetryPolicy())
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    await suspect_lab(db, first.device_id)
+    await end(db, first, 1)
+    second = await run_current(db, dispatcher)
+    await end(db, second, 1)  # it fails on the peer too: the code, most likely
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry) for row in mine] == [("retried", "retried"), ("failed", None)]
+    row = await session_row(db)
+    assert (row.state, row.conclusion) == ("completed", "failure")
+
+
+async def test_without_an_unsuspected_peer_it_fails_as_before_and_says_so(db: Database) -> None:
+    await lab(db)
+    await queue(db, RetryPolicy())
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    peer = await suspect_lab(db, first.device_id)
+    await maintain(db, peer)
+    await end(db, first, 1)
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry, row.suspect_failures) for row in mine] == [
+        ("failed", "no_peer", 9)
+    ]
+    row = await session_row(db)
+    assert (row.state, row.conclusion) == ("completed", "failure")
+
+
+async def test_retry_suspect_zero_fails_as_before(db: Database) -> None:
+    await lab(db)
+    await queue(db, RetryPolicy(suspect=0))
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    await suspect_lab(db, first.device_id)
+    await end(db, first, 1)
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry) for row in mine] == [("failed", None)]
+    assert (await session_row(db)).conclusion == "failure"
+
+
+async def test_a_board_that_is_not_suspect_is_not_retried(db: Database) -> None:
+    await lab(db)
+    await queue(db, RetryPolicy())
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    await history(db, first.device_id, runs=10, failures=1)
+    await end(db, first, 1)
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry) for row in mine] == [("failed", None)]
+
+
+async def test_a_suspect_retry_never_goes_back_to_the_suspect(db: Database) -> None:
+    await lab(db)
+    await queue(db, RetryPolicy())
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    peer = await suspect_lab(db, first.device_id)
+    await end(db, first, 1)
+    await maintain(db, peer)  # the peer went away after the retry was queued
+    assert (await dispatcher.dispatch_once()).granted == ()  # not the suspect, though it is free
+
+
+async def test_a_matrix_job_is_judged_against_the_jobs_of_its_own_matrix_values(db: Database) -> None:
+    # Issue 28, row 4: the board fails n=3 far more than its peer does; the 40 runs of n=1 it passed are
+    # another task's numbers, and do not dilute n=3's.
+    await lab(db)
+    await queue(db, RetryPolicy(), task="smoke[n=3]")
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    [peer] = [device for device in MATCHING if device != first.device_id]
+    await history(db, first.device_id, runs=10, failures=8, task="smoke[n=3]")
+    await history(db, peer, runs=20, failures=0, task="smoke[n=3]")
+    await history(db, first.device_id, runs=40, failures=0, task="smoke[n=1]")
+    await end(db, first, 1)
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry, row.suspect_runs) for row in mine] == [
+        ("retried", "retried", 11),
+        ("queued", None, None),
+    ]
