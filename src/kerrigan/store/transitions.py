@@ -238,7 +238,10 @@ async def retry_failed(
             and other.state == JobState.RETRIED
             and other.suspect_retry != SuspectRetry.RETRIED  # counted against the suspect budget
         ]
-        verdict = await suspect_verdict(lookup, row, job, jobs, policy) if job.suspect_retry is None else None
+        # Judged once, when it ends: a device that becomes suspect later (another session's failures)
+        # does not bring back a job that ended failed before it was.
+        judged = job.suspect_retry is None and job.finished_at == at
+        verdict = await suspect_verdict(lookup, row, job, jobs, policy) if judged else None
         suspect = verdict is not None and verdict.failure.retry is SuspectRetry.RETRIED
         if not suspect and not should_retry(
             policy, JobState.FAILED, klass, job.exit_status, earlier, reason=job.reason

@@ -14,6 +14,7 @@ from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.github.projection import render
+from kerrigan.store import jobs
 from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import Claim, projection
 from kerrigan.store.database import Database
@@ -21,6 +22,7 @@ from kerrigan.store.inventory import set_state
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
+from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_automatic_retry import (
     SESSION,
     all_jobs,
@@ -204,3 +206,39 @@ async def test_a_matrix_job_is_judged_against_the_jobs_of_its_own_matrix_values(
         ("retried", "retried", 11),
         ("queued", None, None),
     ]
+
+
+async def test_a_job_is_judged_when_it_ends_not_again_when_its_board_becomes_suspect_later(
+    db: Database, clock: FakeClock
+) -> None:
+    """Its board was no suspect when it failed: another job of its session ending after the board became
+    one (other sessions' failures) does not bring it back as a suspect retry."""
+    await lab(db)
+    resolution: dict[str, Any] = {
+        "tasks": [{"id": task, "requested": SOM_UART} for task in ("smoke", "flash")],
+        "scheduling": {"max_devkits": 2, "strategy": "spread", "queue_wait_limit_s": 300},
+    }
+    new = builders.session(SESSION, ["smoke", "flash"], resolution=resolution, retry=RetryPolicy())
+    async with db.sessions() as session, session.begin():
+        await create_session(session, new, db.clock())
+    assert len((await Dispatcher(db).dispatch_once()).granted) == 2
+    async with db.sessions() as session, session.begin():
+        leased = list(await session.scalars(select(JobRow).where(JobRow.state == "leased")))
+        for job in leased:
+            assert job.host is not None
+            await jobs.accept(session, str(job.pk), job.host, db.clock())
+            await jobs.start(session, str(job.pk), job.host, db.clock())
+    [failed] = [job for job in leased if job.task_id == "smoke"]
+    [other] = [job for job in leased if job.task_id == "flash"]
+    assert failed.device_id is not None
+    await end(db, failed, 1)  # no history yet: no suspect
+    await history(db, failed.device_id, runs=10, failures=8)  # now it is one for smoke
+    await history(db, other.device_id or "", runs=20, failures=0)
+    clock.advance(60)
+    await end(db, other, 0)
+    mine = [row for row in await all_jobs(db) if row.session_pk == failed.session_pk]
+    assert sorted((row.task_id, row.state, row.suspect_retry) for row in mine) == [
+        ("flash", "succeeded", None),
+        ("smoke", "failed", None),
+    ]
+    assert (await session_row(db)).conclusion == "failure"
