@@ -77,7 +77,9 @@ class Admission(Preparation):
         self._spawn(job_id, self._prepare(record))
 
     async def _accept_again(self, record: JobRecord) -> None:
-        """After a restart: the token was not kept on disk, so accept again for a fresh one."""
+        """After a restart: the token was not kept on disk, so accept again to be handed it (the server
+        hands the token it minted for this host's lease again; the server process that answers mints one if
+        it has none). A lease lost meanwhile answers another state: the job is dropped."""
         state = await self._accept(record.id)
         if state == "accepted":
             await self._prepare(record)

@@ -15,8 +15,8 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.lifecycle import ENDED, JobState, TransitionError
-from kerrigan.dispatch.protocol.credentials import JobTokens, MintFailedError
+from kerrigan.core.lifecycle import JobState, TransitionError
+from kerrigan.dispatch.protocol.credentials import JobTokens, LeaseEndedError, MintFailedError
 from kerrigan.dispatch.protocol.requests import (
     Chunk,
     Finish,
@@ -29,7 +29,7 @@ from kerrigan.dispatch.protocol.requests import (
 from kerrigan.store.check_runs import output_arrived
 from kerrigan.store.database import Database
 from kerrigan.store.jobs import lifecycle
-from kerrigan.store.jobs.holders import NotYoursError
+from kerrigan.store.jobs.holders import HeldLease, NotYoursError, accepted_lease, job_state
 from kerrigan.store.jobs.output import LogGapError, append_output
 from kerrigan.store.retrying import in_transaction
 from kerrigan.store.runners import host_report
@@ -56,20 +56,18 @@ class JobCalls:
 
     async def _apply(self, job_id: str, host: str, change: Change) -> lifecycle.Transition:
         """Apply ``change`` to the job in one transaction (done again if the database aborts it for a
-        deadlock); a job that ended has its token forgotten."""
+        deadlock). A job that leaves its host's hands has its token forgotten once this commits
+        (:class:`JobTokens` hears the store's job moves, whoever made them)."""
 
         async def work(session: AsyncSession) -> lifecycle.Transition:
             return await change(session, job_id, host)
 
         try:
-            done = await in_transaction(self.database, work, what=f"job {job_id} from {host}")
+            return await in_transaction(self.database, work, what=f"job {job_id} from {host}")
         except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         except TransitionError as exc:
             raise ProtocolError(409, "invalid_transition", str(exc)) from None
-        if done.state in ENDED:
-            self.tokens.forget(job_id)
-        return done
 
     async def _transition(self, job_id: str, host: str, change: Change) -> web.Response:
         """Apply ``change``; the answer is the state it left the job in."""
@@ -81,9 +79,11 @@ class JobCalls:
         get). A secret that cannot be handed ends the job before it starts (the answer says so)."""
         job_id = job_id_of(request)
         handed: list[JobSecrets] = []
+        leased: list[HeldLease] = []
 
         async def change(session: AsyncSession, job_id: str, host: str) -> lifecycle.Transition:
             handed.clear()  # what an aborted try handed is not handed
+            leased.clear()
             at = self.database.clock()
             done = await lifecycle.accept(session, job_id, host, at)
             if done.state not in (JobState.ACCEPTED, JobState.RUNNING):
@@ -92,15 +92,26 @@ class JobCalls:
             if secrets.refused:
                 return lifecycle.Transition(JobState.REFUSED_BEFORE_START, changed=True)
             handed.append(secrets)
+            lease = await accepted_lease(session, job_id)
+            if lease is not None:
+                leased.append(lease)
             return done
 
         done = await self._apply(job_id, host, change)
         answer = _answer(job_id, done)
-        if done.state is JobState.ACCEPTED:
+        if done.state is JobState.ACCEPTED and leased:
+            # Minted after the accept commits (GitHub's retries must not hold the job's row or SQLite's
+            # writer); a lease that ended meanwhile gets no token, and the answer says what the job is now.
             try:
-                credentials = await self.tokens.of(job_id)
+                credentials = await self.tokens.of(leased[0])
             except MintFailedError as exc:
                 raise ProtocolError(503, "github_unavailable", str(exc)) from None
+            except LeaseEndedError:
+                async with self.database.sessions() as session:
+                    now = await job_state(session, job_id)
+                return web.json_response(
+                    {"job": job_id, "state": (now or done.state).value, "changed": done.changed}
+                )
             answer["github"] = credentials.as_dict() if credentials else None
         if handed and (handed[0].values or handed[0].withheld):
             answer |= {"secrets": dict(handed[0].values), "secrets_withheld": list(handed[0].withheld)}

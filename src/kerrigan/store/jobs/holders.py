@@ -3,12 +3,13 @@ check every runner call makes that the job is the caller's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from sqlalchemy import select, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.lifecycle import (
-    ENDED,
-)
+from kerrigan.core.lifecycle import ENDED, JobState
 from kerrigan.store.models import DeviceLeaseRow, HostLeaseRow, JobRow, SessionRow
 
 
@@ -39,6 +40,44 @@ async def owned_job(session: AsyncSession, job_id: str, host: str) -> JobRow:
     if owner != host:
         raise NotYoursError(f"job {job_id} is not offered to {host}")
     return job
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLease:
+    """The lease of a job a runner host accepted, as the token minted for it names it: the host and when the
+    lease was granted. A job sent back to the queue and leased again, even to the same host, holds another
+    one (heartbeats move a lease's expiry, never when it was granted)."""
+
+    job_id: str
+    host: str
+    granted_at: datetime
+
+
+async def accepted_lease(session: AsyncSession, job_id: str) -> HeldLease | None:
+    """The lease of job ``job_id`` if it is accepted or running (in a runner's hands), else None."""
+    if not (job_id.isascii() and job_id.isdigit()):
+        return None
+    held = (JobState.ACCEPTED, JobState.RUNNING)
+    found = (
+        await session.execute(
+            union_all(
+                select(DeviceLeaseRow.host, DeviceLeaseRow.granted_at)
+                .join(JobRow, JobRow.pk == DeviceLeaseRow.job_pk)
+                .where(JobRow.pk == int(job_id), JobRow.state.in_(held)),
+                select(HostLeaseRow.host, HostLeaseRow.granted_at)
+                .join(JobRow, JobRow.pk == HostLeaseRow.job_pk)
+                .where(JobRow.pk == int(job_id), JobRow.state.in_(held)),
+            ).limit(1)  # a gang's devices are leased in one round, at one time, to one host
+        )
+    ).first()
+    return HeldLease(job_id, str(found[0]), found[1]) if found is not None else None
+
+
+async def job_state(session: AsyncSession, job_id: str) -> JobState | None:
+    """The state job ``job_id`` is in (None: no such job)."""
+    if not (job_id.isascii() and job_id.isdigit()):
+        return None
+    return await session.scalar(select(JobRow.state).where(JobRow.pk == int(job_id)))
 
 
 async def job_repository(session: AsyncSession, job_id: str) -> tuple[int | None, str] | None:
