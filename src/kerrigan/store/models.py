@@ -38,6 +38,7 @@ from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState
 from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Priority, Strategy
 from kerrigan.core.reservations import EndReason, ReservationState
 from kerrigan.core.sessions import SessionState
+from kerrigan.core.suspect_retry import SuspectRetry
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -368,7 +369,9 @@ class JobRow(Base):
     # of the task in 7 days, this one counted), and what became of it (core.suspect_retry.SuspectRetry).
     suspect_runs: Mapped[int | None] = mapped_column(Integer)
     suspect_failures: Mapped[int | None] = mapped_column(Integer)
-    suspect_retry: Mapped[str | None] = mapped_column(String(16))
+    suspect_retry: Mapped[SuspectRetry | None] = mapped_column(
+        by_value(SuspectRetry, "job_suspect_retry", 16)
+    )
 
 
 class JobResultRow(Base):

@@ -98,7 +98,7 @@ def record_verdict(job: JobRow, verdict: SuspectVerdict) -> None:
     """Keep the device's numbers and the verdict on the failed job, for its check run and its page."""
     job.suspect_runs = verdict.failure.runs
     job.suspect_failures = verdict.failure.failures
-    job.suspect_retry = verdict.failure.retry.value
+    job.suspect_retry = verdict.failure.retry
 
 
 async def _peers(

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.lifecycle import (
     JobState,
 )
-from kerrigan.core.suspect_retry import SuspectFailure, SuspectRetry
+from kerrigan.core.suspect_retry import SuspectFailure
 from kerrigan.store.models import JobRow
 
 
@@ -73,6 +73,4 @@ def suspect_failure_of(row: JobRow) -> SuspectFailure | None:
     its device was not suspect, or the rule did not apply."""
     if row.suspect_retry is None or row.suspect_runs is None or row.suspect_failures is None:
         return None
-    return SuspectFailure(
-        row.device_id or "", row.suspect_runs, row.suspect_failures, SuspectRetry(row.suspect_retry)
-    )
+    return SuspectFailure(row.device_id or "", row.suspect_runs, row.suspect_failures, row.suspect_retry)

@@ -24,7 +24,17 @@ def upgrade() -> None:
         )
         batch_op.add_column(sa.Column("suspect_runs", sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column("suspect_failures", sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column("suspect_retry", sa.String(length=16), nullable=True))
+        # Checked by the database, as every enum column is (0025): core.suspect_retry.SuspectRetry's values.
+        batch_op.add_column(
+            sa.Column(
+                "suspect_retry",
+                sa.String(length=16),
+                sa.CheckConstraint(
+                    "suspect_retry IN ('retried', 'no_peer', 'spent')", name=op.f("ck_jobs_job_suspect_retry")
+                ),
+                nullable=True,
+            )
+        )
 
 
 def downgrade() -> None:
