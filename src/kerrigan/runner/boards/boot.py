@@ -55,7 +55,7 @@ class BootWatch:
         try:
             left = self.boot.timeout_s - (time.monotonic() - self.started)
             waited: set[asyncio.Future[Any]] = {self._outcome, gone}
-            done, _ = await asyncio.wait(waited, timeout=max(left, 0.0))
+            done, _ = await asyncio.wait(waited, timeout=max(left, 0.0), return_when=asyncio.FIRST_COMPLETED)
             if self._outcome in done:
                 failed = self._outcome.result()
                 if failed is None:
