@@ -131,7 +131,8 @@ async def test_a_command_console_is_its_stdin_and_stdout() -> None:
     assert console._process is not None
     console._process.stdin.close()  # type: ignore[union-attr]
     await asyncio.wait_for(console.gone.wait(), 5)
-    assert console.lost is not None and "its command ended (exit status 0)" in console.lost
+    assert console.lost is not None
+    assert "its command ended (exit status 0)" in console.lost
     await console.close()
 
 
