@@ -44,6 +44,7 @@ class ConsoleLog:
         self.truncated_before: int | None = None
         self.cut = False  # the server (or the cap) stores no more
         self.refused = False  # the server has no console endpoint
+        self._gap: int | None = None  # the seq the last gap answer asked for
 
     @property
     def done(self) -> bool:
@@ -116,7 +117,15 @@ class ConsoleLog:
                     self.refused = True
                     return True
                 if err.code == "gap" and isinstance(err.body.get("next_seq"), int):
-                    self._resend_from(int(err.body["next_seq"]))
+                    wanted = int(err.body["next_seq"])
+                    if wanted == self._gap:  # asked again for what is gone here: nothing more can be sent
+                        log.warning(
+                            "job %s: console chunk %s is gone; no more of the console is sent", job_id, wanted
+                        )
+                        self.cut = True
+                        return True
+                    self._gap = wanted
+                    self._resend_from(wanted)
                     continue
                 log.warning("job %s: console chunk %s refused (%s); skipped", job_id, seq, err)
                 self._acknowledged(seq + 1)
@@ -125,6 +134,7 @@ class ConsoleLog:
                 log.warning("job %s: console log not sent yet: %s", job_id, err)
                 return False
             self._acknowledged(int(answer.get("next_seq", seq + 1)))
+            self._gap = None
             if answer.get("output_cut") is True:
                 self.cut = True
         return True
