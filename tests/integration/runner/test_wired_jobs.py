@@ -6,15 +6,17 @@ hangs ends it ``power_failed`` after ``timeout_s``."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 from kerrigan.runner.devices_file import load_devices_file
-from kerrigan.testing.board import Mode, SimulatedBoard
+from kerrigan.testing.board import Mode, SimulatedBoard, State
 from kerrigan.testing.pdu import MODEL, GudePdu
+from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import Harness
 from tests.integration.runner.agents import AgentFactory, job_output, job_rows, tokens
 
@@ -51,7 +53,13 @@ async def board(pdu: GudePdu) -> AsyncIterator[SimulatedBoard]:
 
 
 async def run_job(
-    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+    harness: Harness,
+    agents: AgentFactory,
+    tmp_path: Path,
+    pdu: GudePdu,
+    board: SimulatedBoard,
+    hil: str = HIL,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
 ) -> str:
     """Run the board workflow on lab-a-01 with modalix-bluebox wired; its job's state, reason, output."""
     devices = tmp_path / "devices.yml"
@@ -66,7 +74,9 @@ async def run_job(
     )
     hosts = await tokens(harness, "lab-a-01")
     agents("lab-a-01", hosts["lab-a-01"], devices_file=load_devices_file(devices))
-    [run] = await harness.push_commit({".kerrigan/workflows/board.yml": MANIFEST, "scripts/hil.sh": HIL})
+    [run] = await harness.push_commit({".kerrigan/workflows/board.yml": MANIFEST, "scripts/hil.sh": hil})
+    if meanwhile is not None:
+        await meanwhile()
 
     async def ended() -> bool:
         return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
@@ -120,3 +130,20 @@ async def test_a_pdu_that_hangs_ends_the_job_power_failed_after_timeout_s(
         "switching it off: no answer within 1 s"
     ) in output
     assert "booted in" not in output
+
+
+async def test_a_console_that_goes_away_while_the_job_runs_stops_it_console_lost(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    async def unplug() -> None:
+        await wait_until(lambda: board.state is State.LOGIN, timeout=15)
+        await asyncio.sleep(1.0)  # the command is running
+        await board.close()
+
+    hil = '#!/bin/sh\necho "running"\nsleep 30\necho "never"\n'
+    output = await run_job(harness, agents, tmp_path, pdu, board, hil, unplug)
+    assert output.startswith("failed console_lost 75\n"), output
+    assert "running" in output
+    assert "never" not in output
+    assert f"kerrigan: console_lost: modalix-bluebox: console {board.path} went away: " in output
+    assert pdu.switches[-1] == (OUTLET, False)  # powered off after
