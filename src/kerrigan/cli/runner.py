@@ -121,6 +121,15 @@ def _agent_settings(args: argparse.Namespace) -> AgentSettings:
         raise UsageError(str(exc)) from None
 
 
+def _check_consoles(settings: AgentSettings) -> None:
+    """A devices file with serial or URL consoles needs pyserial: refused at start, in one line."""
+    from kerrigan.runner.boards.console import console_support_problem
+
+    problem = console_support_problem(settings.devices_file)
+    if problem is not None:
+        raise UsageError(problem)
+
+
 def _runner(args: argparse.Namespace) -> int:
     if args.runner_command == "topology":
         return _runner_topology(args)
@@ -135,6 +144,7 @@ def _runner(args: argparse.Namespace) -> int:
     from kerrigan.runner.topology import TopologyError
 
     settings = _agent_settings(args)
+    _check_consoles(settings)
     configure_logging(args)
     if args.token:
         logging.getLogger("kerrigan.runner").warning(

@@ -148,8 +148,14 @@ QUEUE_WAIT_EXCEEDED: Final = "queue_wait_exceeded"
 NOT_STARTED_REASON: Final = "not_started"  # it ended on its host before its command started
 SOURCE_UNAVAILABLE: Final = "source_unavailable"  # its host could not fetch its source (GitHub, network)
 DEVICE_FAULT_EXIT: Final = 75  # EX_TEMPFAIL: a task's way of saying "the device failed me, not the test"
+# What the runner host's agent says went wrong with a job's board (DESIGN.md, "Device control"): sent as
+# the finish's ``outcome`` to a server that announced ``board_faults``.
+POWER_FAILED: Final = "power_failed"
+BOOT_FAILED: Final = "boot_failed"
+CONSOLE_LOST: Final = "console_lost"
+BOARD_FAULTS: Final = frozenset({POWER_FAILED, BOOT_FAILED, CONSOLE_LOST})
 INFRASTRUCTURE_REASONS: Final = frozenset(
-    {RUNNER_LOST, NOT_STARTED_REASON, SOURCE_UNAVAILABLE, "runner_disk_full", "device_fault"}
+    {RUNNER_LOST, NOT_STARTED_REASON, SOURCE_UNAVAILABLE, "runner_disk_full", "device_fault", *BOARD_FAULTS}
 )
 UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
 CHECK_BROKEN: Final = "check_broken"  # a health check that cannot run (kerrigan.core.check_verdicts)
@@ -175,6 +181,9 @@ REASON_WORDS: Final = {
     NOT_STARTED_REASON: "it ended on its runner host before its command started (see its output)",
     SOURCE_UNAVAILABLE: "its runner host could not fetch the commit's source (GitHub or the network)",
     "device_fault": f"its command reported a device fault (exit status {DEVICE_FAULT_EXIT})",
+    POWER_FAILED: "its board could not be powered (its PDU, hub or command failed or did not answer)",
+    BOOT_FAILED: "its board did not boot (a failure on its console, or no ready line in time)",
+    CONSOLE_LOST: "its board's console went away",
     "unschedulable": "no device can ever run it",
     "session_unschedulable": "another task of its session can never run",
     CHECK_BROKEN: (
@@ -213,13 +222,15 @@ def failure_class(state: JobState, reason: str | None, exit_status: int | None) 
 
 def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> tuple[JobState, str | None]:
     """The state and reason of a job its runner host reports ended: ``outcome`` is the runner's word for a
-    stop (``cancelled`` or ``timed_out``) or, for a job that never started, ``source_unavailable`` (the
-    fetch of its source failed); any other job that never started failed on the host (its tarball, its
-    workspace), which is the lab's failure, not the test's."""
+    stop (``cancelled`` or ``timed_out``), for its board's fault (:data:`BOARD_FAULTS`) or, for a job that
+    never started, ``source_unavailable`` (the fetch of its source failed); any other job that never
+    started failed on the host (its tarball, its workspace), which is the lab's failure, not the test's."""
     if outcome == "cancelled":
         return JobState.CANCELLED, "cancelled"
     if outcome == "timed_out":
         return JobState.TIMED_OUT, "timed_out"
+    if outcome in BOARD_FAULTS:  # before its command or while it ran: the lab's failure either way
+        return JobState.FAILED, outcome
     if not started:
         return JobState.FAILED, SOURCE_UNAVAILABLE if outcome == SOURCE_UNAVAILABLE else NOT_STARTED_REASON
     if exit_status == 0:

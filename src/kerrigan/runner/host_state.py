@@ -2,6 +2,7 @@
 
 The agent is built in layers, each a module adding one concern to the layer below it: this one (the
 host's state), :mod:`~kerrigan.runner.reporting` (output pages and the end),
+:mod:`~kerrigan.runner.wired_jobs` (the boards of jobs on wired devices, around each job),
 :mod:`~kerrigan.runner.processes` (starting, following and stopping the command),
 :mod:`~kerrigan.runner.preparation` (the workspace and the source), :mod:`~kerrigan.runner.admission`
 (offers, accepting, refusing, withdrawing), :mod:`~kerrigan.runner.recovery` (after a restart) and
@@ -27,6 +28,8 @@ import structlog
 from kerrigan.core.cpus import CpuAllocator
 from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.masking import Masker, secret_problem
+from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
+from kerrigan.runner.boards.control import BoardControl
 from kerrigan.runner.devices_file import DevicePresence
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
@@ -119,6 +122,9 @@ class HostState:
         self._stop_reasons: dict[str, str] = {}
         self._accepting: set[str] = set()
         self._stopping = False
+        # job -> its wired boards while it holds them, and its console log on its way (wired_jobs)
+        self._boards: dict[str, BoardControl] = {}
+        self._console_logs: dict[str, tuple[ConsoleLog, list[RoleLines], asyncio.Task[None]]] = {}
 
     def resources(self) -> dict[str, int]:
         """The host's resource values, by name."""

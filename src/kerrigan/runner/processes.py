@@ -26,14 +26,15 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
+from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT
 from kerrigan.core.variable_names import name_problem
 from kerrigan.runner.host_state import may_have_secrets, offer_roles
 from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
 from kerrigan.runner.isolation.users import SHARED_WRITABLE, give_to, remove_owned, take_back
 from kerrigan.runner.records import JobRecord
-from kerrigan.runner.reporting import Reporting
 from kerrigan.runner.server import ServerRefused, ServerUnavailable
+from kerrigan.runner.wired_jobs import WiredJobs
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ def manifest_env(written: object) -> dict[str, str]:
     }
 
 
-class Processes(Reporting):
+class Processes(WiredJobs):
     """Starting, following and stopping jobs' processes."""
 
     async def _start(self, record: JobRecord) -> None:
@@ -185,6 +186,16 @@ class Processes(Reporting):
                 await self._end(record, None, self._stop_reasons.pop(record.id))
                 return
             self._stop_reasons.pop(record.id, None)  # a withdrawal the start answered: it runs
+            fault = await self._take_boards(record, lambda lost: self._stop(record.id, lost.reason))
+            if fault is not None:  # its command never runs: the lab failed it
+                self.allocator.release(record.id)
+                await self._end(record, DEVICE_FAULT_EXIT, fault.reason, note=fault.note())
+                return
+            reason = self._stop_reasons.get(record.id)
+            if reason is not None and reason != "withdrawn":  # stopped while its boards were taken
+                self.allocator.release(record.id)
+                await self._end(record, None, self._stop_reasons.pop(record.id))
+                return
             await self._launch(record, cpus)
         except Exception as err:
             log.exception("job %s: could not start", record.id)
@@ -243,6 +254,7 @@ class Processes(Reporting):
                     "fork's pull request gets it only when approved with `/kerrigan approve secrets`\n"
                 )
         env.update(gang_environment(record.offer))  # a setting named like a role's own variable loses
+        env.update(self._board_environment(record))  # KERRIGAN_BOOT_SECONDS, for a job whose board booted
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)
             home = area / "home"

@@ -52,9 +52,13 @@ class JobRecord:
         None  # the job's cgroup (isolation.cgroups), until it is emptied and removed
     )
     exit_status: int | None = None
-    outcome: str | None = None  # cancelled, timed_out, withdrawn, lost or source_unavailable
+    # cancelled, timed_out, withdrawn, lost, source_unavailable, or a board's fault (power_failed,
+    # boot_failed, console_lost)
+    outcome: str | None = None
     accounting: dict[str, Any] | None = None
     reported: bool = False  # the server acknowledged the end
+    # Its wired boards were taken (wired_jobs): given back at its end, even by a restarted agent.
+    boards: bool = False
     # Output: bytes of output.log cut into pages so far, the next page's number and offset (in the UTF-8
     # text sent), the next page the server expects, and the first page still kept.
     cut_bytes: int = 0

@@ -15,7 +15,9 @@ import contextlib
 import logging
 from typing import Any, Final
 
+from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT
 from kerrigan.core.results import results_masker
+from kerrigan.runner.boards.control import BOARD_FAULTS
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
 from kerrigan.runner.results import (
@@ -204,6 +206,12 @@ class Reporting(HostState):
         body: dict[str, Any] = {"exit_status": record.exit_status if record.exit_status is not None else -1}
         if record.outcome in ("cancelled", "timed_out", "source_unavailable"):
             body["outcome"] = record.outcome
+        elif record.outcome in BOARD_FAULTS:
+            # Exit 75 (a device fault) is the lab's failure to any server; one that knows the board's
+            # faults is told which.
+            body["exit_status"] = DEVICE_FAULT_EXIT
+            if "board_faults" in self.capabilities:
+                body["outcome"] = record.outcome
         if record.accounting is not None:
             body["accounting"] = record.accounting
         while True:

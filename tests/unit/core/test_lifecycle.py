@@ -20,6 +20,7 @@ from kerrigan.core.lifecycle import (
     check_transition,
     ended_by_runner,
     failure_class,
+    reason_words,
     resolution_outcome,
     session_outcome,
     sources_of,
@@ -146,6 +147,9 @@ def test_failure_class_of_each_way_a_job_ends(
         (-1, "cancelled", False, (J.CANCELLED, "cancelled")),
         (-1, "source_unavailable", False, (J.FAILED, "source_unavailable")),
         (3, "source_unavailable", True, (J.FAILED, None)),  # its command ran: its own exit status counts
+        (75, "power_failed", True, (J.FAILED, "power_failed")),  # its board, before its command
+        (75, "boot_failed", True, (J.FAILED, "boot_failed")),
+        (75, "console_lost", True, (J.FAILED, "console_lost")),  # or while it ran
     ],
 )
 def test_a_runner_reported_end_becomes_a_state_and_reason(
@@ -218,3 +222,9 @@ def test_resolution_outcome(valid: bool, unschedulable: bool, state: SessionStat
     outcome = resolution_outcome(valid=valid, unschedulable=unschedulable)
     assert outcome.state is state
     assert outcome.conclusion is (None if state is S.QUEUED else Conclusion.FAILURE)
+
+
+@pytest.mark.parametrize("reason", ["power_failed", "boot_failed", "console_lost"])
+def test_a_boards_fault_is_an_infrastructure_failure_with_words(reason: str) -> None:
+    assert failure_class(J.FAILED, reason, 75) is FailureClass.INFRASTRUCTURE
+    assert reason_words(reason) != reason

@@ -450,6 +450,7 @@ def test_a_pdu_host_with_credentials_is_never_shown() -> None:
     assert isinstance(pdu, PduPower)
     assert pdu.shown_host == "http://***@pdu-3.lab:8080"
     assert PduPower("gude", "pdu-3.lab", 7).shown_host == "pdu-3.lab"
+    assert PduPower("gude", "admin:correct-horse@pdu-3.lab:81", 7).shown_host == "***@pdu-3.lab:81"
     assert "correct-horse" not in repr(found)
     # Nor in what a job or a reservation's holder gets.
     presence = DevicePresence(found)

@@ -40,6 +40,7 @@ AGENT_ENV: Final = frozenset(
         "KERRIGAN_DEVICE_LABELS",
         "KERRIGAN_CPUS",
         "KERRIGAN_WORKFLOW_RUN_ID",
+        "KERRIGAN_BOOT_SECONDS",
         "HOME",
         "USER",
         "LOGNAME",

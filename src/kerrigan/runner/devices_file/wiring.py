@@ -34,6 +34,9 @@ class PduPower:
     @property
     def shown_host(self) -> str:
         """``host`` fit for a log line: a user and password in it are ``***``."""
+        if "//" not in self.host:  # a bare host (admin:secret@pdu-3.lab): no URL to take apart
+            _, at, rest = self.host.rpartition("@")
+            return f"***@{rest}" if at else self.host
         parts = urlsplit(self.host)
         if "@" not in parts.netloc:
             return self.host

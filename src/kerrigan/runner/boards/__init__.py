@@ -1,0 +1,5 @@
+"""The agent's hands on a device's board, as the devices file wires it (DESIGN.md, "Device control"):
+its power (:mod:`~kerrigan.runner.boards.power`), its console (:mod:`~kerrigan.runner.boards.console`),
+its boot (:mod:`~kerrigan.runner.boards.boot`), all of them around a job
+(:mod:`~kerrigan.runner.boards.control`), and the console's bytes on their way to the server
+(:mod:`~kerrigan.runner.boards.console_log`)."""

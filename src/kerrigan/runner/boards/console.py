@@ -1,0 +1,311 @@
+"""A board's console, read all the while a job holds the board: a serial port or a URL through pyserial
+(``serial.serial_for_url``: a tty path, ``rfc2217://``, ``socket://``), or a command whose stdin and stdout
+are the console.
+
+Bytes are read in large blocks off the event loop (a serial console by a daemon thread of its own, which
+wakes at most every :data:`READ_WAIT_S` or when :data:`READ_BLOCK` bytes have come; a command's stdout by
+the loop's own non-blocking pipe), so that one agent keeps up with many boards and a flooding one. Each
+block is handed as it came to a sink (the agent sends it to the server as the job's console log), then
+split into lines with the time they arrived; the last lines are kept (a ring) for a failed boot's report,
+and listeners (the boot wait) hear every line. A console that goes away while open (the port unplugged, the
+connection closed, the command ended) is noticed: :attr:`Console.lost` says why and :class:`ConsoleLost`
+is raised to whoever waits on it.
+
+pyserial was chosen because its URL handlers already speak RFC 2217 (ser2net, terminal servers) and raw
+TCP (QEMU's ``-serial tcp:``); labgrid's ``kerrigan[labgrid]`` extra brings it (as ``pyserial-labgrid``,
+which installs the same ``serial`` module: the two must not be installed side by side). A host whose
+devices file names a serial or URL console without it is refused at start
+(:func:`console_support_problem`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import importlib.util
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kerrigan.runner.boards.threads import in_own_thread
+from kerrigan.runner.devices_file.reading import DevicesFile
+from kerrigan.runner.devices_file.wiring import (
+    DEFAULT_BAUD,
+    CommandConsole,
+    ConsoleWiring,
+    SerialConsole,
+    UrlConsole,
+)
+
+log = logging.getLogger(__name__)
+
+READ_BLOCK: Final = 64 * 1024  # bytes asked for at once: at 3 Mbaud that is about 0.2 s of a flood
+READ_WAIT_S: Final = 0.05  # a serial read returns what came within this, so lines reach listeners promptly
+OPEN_TIMEOUT_S: Final = 10.0  # a console that does not open within this (a terminal server away) is lost
+KEEP_LINES: Final = 200
+LONGEST_LINE: Final = 16 * 1024  # a line that never ends (a flood with no line ends) is cut here
+CLOSE_WAIT_S: Final = 2.0
+
+Sink = Callable[[float, bytes], None]
+LineListener = Callable[[str, bool], None]  # a line's text; False while it is the unfinished last one
+
+
+class ConsoleLost(Exception):  # noqa: N818 -- the board's fault, named as the job's end reason says it
+    """The console could not be opened, or went away while open: one line saying why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleLine:
+    """One line the console printed (its line end and any carriage return taken off), and when its last
+    bytes arrived (seconds since the epoch)."""
+
+    at: float
+    text: str
+
+
+def console_support_problem(file: DevicesFile | None) -> str | None:
+    """Why this host cannot read the consoles ``file`` names (None when it can): serial and URL consoles
+    need pyserial's ``serial`` module."""
+    if file is None or importlib.util.find_spec("serial") is not None:
+        return None
+    for device_id, entry in file.devices.items():
+        console = entry.wiring.console
+        if isinstance(console, SerialConsole | UrlConsole):
+            kind = "serial" if isinstance(console, SerialConsole) else "url"
+            return (
+                f"devices file {file.path}: devices.{device_id}.console.{kind} is read with pyserial, which "
+                "is not installed: pip install 'kerrigan[labgrid]' on this host"
+            )
+    return None
+
+
+class Console:
+    """One board's console: :meth:`open` it, then it reads until :meth:`close` or until it goes away."""
+
+    def __init__(
+        self, wiring: ConsoleWiring, *, sink: Sink | None = None, keep_lines: int = KEEP_LINES
+    ) -> None:
+        self.wiring = wiring
+        self.sink = sink
+        self.lines: collections.deque[ConsoleLine] = collections.deque(maxlen=keep_lines)
+        self.bytes_read = 0
+        self.lines_read = 0
+        self.lost: str | None = None  # why it went away, once it has
+        self.gone = asyncio.Event()  # set when it went away (not when it was closed)
+        self._partial = bytearray()
+        self._partial_at = 0.0
+        self._listeners: list[LineListener] = []
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._port: Any = None  # a pyserial port
+        self._thread: threading.Thread | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    @property
+    def named(self) -> str:
+        """The console as its wiring names it (a port's path, a URL, a command), for a reason's words."""
+        wiring = self.wiring
+        if isinstance(wiring, SerialConsole):
+            return wiring.port
+        if isinstance(wiring, UrlConsole):
+            return wiring.url
+        return " ".join(wiring.argv)
+
+    # -- opening and closing -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open the console and start reading it; :class:`ConsoleLost` when it cannot be opened."""
+        self._loop = asyncio.get_running_loop()
+        if isinstance(self.wiring, CommandConsole):
+            await self._start_command(self.wiring)
+        else:
+            self._port = await self._open_port()
+            self._thread = threading.Thread(
+                target=self._read_port, args=(self._port,), name="kerrigan-console", daemon=True
+            )
+            self._thread.start()
+
+    async def _open_port(self) -> Any:
+        import serial  # type: ignore[import-untyped]  # noqa: PLC0415 -- optional: checked for at start
+
+        wiring = self.wiring
+        target = wiring.port if isinstance(wiring, SerialConsole) else wiring.url  # type: ignore[union-attr]
+        baud = wiring.baud if isinstance(wiring, SerialConsole) else DEFAULT_BAUD
+        abandoned = threading.Event()
+
+        def open_port() -> Any:
+            port = serial.serial_for_url(target, baudrate=baud, timeout=READ_WAIT_S)
+            if abandoned.is_set():  # opened after its wait was given up: nobody will read it
+                port.close()
+            return port
+
+        try:
+            return await asyncio.wait_for(in_own_thread(open_port, "kerrigan-console"), OPEN_TIMEOUT_S)
+        except TimeoutError:
+            abandoned.set()
+            raise ConsoleLost(f"console {self.named} did not open within {OPEN_TIMEOUT_S:g} s") from None
+        except (OSError, ValueError, serial.SerialException) as err:
+            raise ConsoleLost(f"console {self.named} could not be opened: {_said(err)}") from None
+
+    async def _start_command(self, wiring: CommandConsole) -> None:
+        env = {key: value for key, value in os.environ.items() if not key.startswith("KERRIGAN_")}
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *wiring.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as err:
+            raise ConsoleLost(f"console {self.named} could not be started: {err.strerror or err}") from None
+        self._reader = asyncio.create_task(self._read_command(self._process), name="kerrigan-console")
+
+    async def close(self) -> None:
+        """Stop reading and close the console (a command's is killed with its process group)."""
+        self._closing = True
+        port, self._port = self._port, None
+        if port is not None:
+            with contextlib.suppress(Exception):
+                port.cancel_read()  # wakes a read waiting on a tty at once (not every handler has it)
+            if self._thread is not None:
+                await asyncio.to_thread(self._thread.join, CLOSE_WAIT_S)
+            with contextlib.suppress(Exception):
+                port.close()
+        process, self._process = self._process, None
+        if process is not None:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+            self._reader = None
+        self._end_partial()
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def _read_port(self, port: Any) -> None:
+        """The reading thread: large blocks, each handed to the loop as it came."""
+        loop = self._loop
+        assert loop is not None
+        try:
+            while not self._closing:
+                data = port.read(READ_BLOCK)
+                if data:
+                    loop.call_soon_threadsafe(self._arrived, time.time(), bytes(data))
+        except Exception as err:
+            if not self._closing:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._went_away, _said(err))
+
+    async def _read_command(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        while data := await process.stdout.read(READ_BLOCK):
+            self._arrived(time.time(), data)
+        if not self._closing:
+            status = await process.wait()
+            self._went_away(f"its command ended (exit status {status})")
+
+    def _went_away(self, why: str) -> None:
+        if self._closing or self.lost is not None:
+            return
+        self.lost = f"console {self.named} went away: {why}"
+        log.warning("%s", self.lost)
+        self._end_partial()
+        self.gone.set()
+
+    def _arrived(self, at: float, data: bytes) -> None:
+        if self._closing and self._port is None and self._process is None:
+            return  # closed: what the thread read last is not wanted
+        self.bytes_read += len(data)
+        if self.sink is not None:
+            self.sink(at, data)
+        partial = self._partial
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if partial:
+                partial += data[start:end]
+                self._line(at, bytes(partial))
+                partial.clear()
+            else:
+                self._line(at, data[start:end])
+            start = end + 1
+        if start < len(data):
+            partial += data[start:]
+            self._partial_at = at
+            if len(partial) >= LONGEST_LINE:
+                self._line(at, bytes(partial))
+                partial.clear()
+            elif self._listeners:
+                text = _text(partial)
+                for listener in list(self._listeners):
+                    listener(text, False)
+
+    def _line(self, at: float, raw: bytes) -> None:
+        text = _text(raw)
+        self.lines.append(ConsoleLine(at, text))
+        self.lines_read += 1
+        for listener in list(self._listeners):
+            listener(text, True)
+
+    def _end_partial(self) -> None:
+        if self._partial:
+            self._line(self._partial_at, bytes(self._partial))
+            self._partial.clear()
+
+    # -- what others see and do ------------------------------------------------------------------------
+
+    def listen(self, listener: LineListener) -> Callable[[], None]:
+        """Call ``listener(text, True)`` for every line from now on, and ``listener(text, False)`` with the
+        unfinished last line each time it grows (a login prompt has no line end); what stops it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    def last_lines(self, count: int = 20) -> list[str]:
+        """The last ``count`` lines, the unfinished one last."""
+        found = [line.text for line in self.lines]
+        if self._partial:
+            found.append(_text(self._partial))
+        return found[-count:]
+
+    async def write(self, data: bytes) -> None:
+        """Type ``data`` at the console; :class:`ConsoleLost` when it is gone."""
+        if self.lost is not None:
+            raise ConsoleLost(self.lost)
+        if self._process is not None and self._process.stdin is not None:
+            try:
+                self._process.stdin.write(data)
+                await self._process.stdin.drain()
+            except (ConnectionError, OSError) as err:
+                raise ConsoleLost(f"console {self.named} cannot be written: {_said(err)}") from None
+            return
+        port = self._port
+        if port is None:
+            raise ConsoleLost(f"console {self.named} is not open")
+        try:
+            await asyncio.to_thread(port.write, data)
+        except Exception as err:
+            raise ConsoleLost(f"console {self.named} cannot be written: {_said(err)}") from None
+
+
+def _text(raw: bytes | bytearray) -> str:
+    """A console line as text: its carriage returns (of CR LF, or a line redrawn) taken off its ends."""
+    return bytes(raw).strip(b"\r").decode("utf-8", "replace")
+
+
+def _said(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__

@@ -1,0 +1,210 @@
+"""The boards of one job, around its command: taken before it, watched while it runs, given back after.
+
+For every device of the job that has wiring (every role of a gang), all boards at once: the console is
+opened before power-on and kept until the job ends; the board is power-cycled (``power: cycle``, the
+default) or, with ``power: keep``, only switched on when it is off; its boot is waited for (``boot.ready``)
+when the agent powered it on and ``boot`` is set. At the end ``after_job`` is applied (``off`` by default
+for a device with power) and the consoles are closed.
+
+What goes wrong is a :class:`BoardFault` whose ``reason`` is the job's end reason: ``power_failed``,
+``boot_failed`` or ``console_lost`` (a console that goes away while the job runs too: ``on_lost`` hears of
+it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from kerrigan.core.lifecycle import BOARD_FAULTS, BOOT_FAILED, CONSOLE_LOST, POWER_FAILED
+from kerrigan.runner.boards.boot import BootFailed, watch_boot
+from kerrigan.runner.boards.console import Console, ConsoleLost, Sink
+from kerrigan.runner.boards.power import PowerDriver, PowerFailed, power_driver
+from kerrigan.runner.devices_file.wiring import AfterJob, Wiring
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BOARD_FAULTS", "BOOT_FAILED", "CONSOLE_LOST", "POWER_FAILED", "BoardControl", "BoardFault"]
+
+BOOT_SECONDS: Final = "KERRIGAN_BOOT_SECONDS"
+
+
+class PowerChoice(enum.StrEnum):
+    """The task's ``power``: what the agent does with the board's power before the job."""
+
+    CYCLE = "cycle"  # off, ``off_s``, on, then wait for the boot (the default)
+    KEEP = "keep"  # left as it is; switched on (and its boot waited for) only when it is off
+
+
+class BoardFault(Exception):  # noqa: N818 -- a reason the job ends, named as the server names it
+    """A board failed its job: ``reason`` (:data:`BOARD_FAULTS`), one line of ``detail`` and, for a boot,
+    the console's last lines."""
+
+    def __init__(self, reason: str, detail: str, last_lines: list[str] | None = None) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.last_lines = last_lines or []
+
+    def note(self) -> str:
+        """The fault as the job's output tells it: a line, then the console's last lines."""
+        text = f"kerrigan: {self.reason}: {self.detail}\n"
+        if self.last_lines:
+            text += "kerrigan: the console's last lines:\n" + "".join(
+                f"  {line}\n" for line in self.last_lines
+            )
+        return text
+
+
+@dataclass
+class Board:
+    """One device's board as a job holds it."""
+
+    device_id: str
+    role: str | None  # the gang role, None for a job of one device
+    wiring: Wiring
+    power: PowerDriver | None = None
+    console: Console | None = None
+    boot_s: float | None = None  # how long its boot took, when the agent powered it on and waited
+
+    @property
+    def named(self) -> str:
+        return self.device_id if self.role is None else f"{self.device_id} ({self.role})"
+
+
+@dataclass
+class BoardControl:
+    """The wired boards of one job: :meth:`take` them before its command, :meth:`give_back` at its end."""
+
+    boards: list[Board]
+    on_lost: Callable[[BoardFault], object] | None = None
+    lost: BoardFault | None = None  # a console that went away while the job held it
+    _watches: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        devices: list[tuple[str, str | None, Wiring]],
+        sink_for: Callable[[Board], Sink | None] = lambda board: None,
+        *,
+        consoles: bool = True,
+    ) -> BoardControl:
+        """The boards of ``devices`` (id, role, wiring), their power drivers made from their wiring and
+        (unless not ``consoles``) consoles whose bytes go to ``sink_for(board)``."""
+        boards = []
+        for device_id, role, wiring in devices:
+            board = Board(device_id, role, wiring)
+            if wiring.power is not None:
+                board.power = power_driver(wiring.power)
+            if wiring.console is not None and consoles:
+                board.console = Console(wiring.console, sink=sink_for(board))
+            boards.append(board)
+        return cls(boards)
+
+    async def take(self, choice: PowerChoice = PowerChoice.CYCLE) -> None:
+        """Open every console, then power every board and wait for its boot, all boards at once; a
+        :class:`BoardFault` (the first board's, in order) when one fails."""
+        opened = await asyncio.gather(
+            *(self._open(board) for board in self.boards if board.console is not None),
+            return_exceptions=True,
+        )
+        self._raise_first(opened)
+        powered = await asyncio.gather(
+            *(self._bring_up(board, choice) for board in self.boards), return_exceptions=True
+        )
+        self._raise_first(powered)
+        for board in self.boards:
+            if board.console is not None:
+                self._watches.append(asyncio.create_task(self._watch(board, board.console)))
+
+    @staticmethod
+    def _raise_first(outcomes: list[BaseException | None]) -> None:
+        for outcome in outcomes:
+            if isinstance(outcome, BoardFault):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    async def _open(self, board: Board) -> None:
+        assert board.console is not None
+        try:
+            await board.console.open()
+        except ConsoleLost as err:
+            raise BoardFault(CONSOLE_LOST, f"{board.named}: {err}") from None
+
+    async def _bring_up(self, board: Board, choice: PowerChoice) -> None:
+        power = board.power
+        if power is None or board.wiring.power is None:
+            return
+        try:
+            if choice is PowerChoice.KEEP and await power.status() is not False:
+                return  # on, or not known: left as it is, its boot not waited for
+            if choice is PowerChoice.CYCLE:
+                await power.off()
+                await asyncio.sleep(board.wiring.power.off_s)
+            boot, console = board.wiring.boot, board.console
+            watch = watch_boot(console, boot) if boot is not None and console is not None else None
+            try:
+                await power.on()
+            except BaseException:
+                if watch is not None:
+                    watch.cancel()
+                raise
+            if watch is not None:
+                board.boot_s = await watch.wait()
+                log.info("board %s booted in %.2f s", board.named, board.boot_s)
+        except PowerFailed as err:
+            raise BoardFault(POWER_FAILED, f"{board.named}: {err}") from None
+        except BootFailed as err:
+            raise BoardFault(BOOT_FAILED, f"{board.named}: {err.reason}", err.last_lines) from None
+        except ConsoleLost as err:
+            raise BoardFault(CONSOLE_LOST, f"{board.named}: {err}") from None
+
+    async def _watch(self, board: Board, console: Console) -> None:
+        await console.gone.wait()
+        if self.lost is None:
+            self.lost = BoardFault(CONSOLE_LOST, f"{board.named}: {console.lost}", console.last_lines())
+            if self.on_lost is not None:
+                self.on_lost(self.lost)
+
+    def environment(self) -> dict[str, str]:
+        """What the job is told of its boards' boots: ``KERRIGAN_BOOT_SECONDS`` (the longest, for a gang)
+        and a gang role's own ``KERRIGAN_DEVICE_<ROLE>_BOOT_SECONDS``; nothing of a board not booted."""
+        env: dict[str, str] = {}
+        booted = [board for board in self.boards if board.boot_s is not None]
+        for board in booted:
+            if board.role is not None:
+                env[f"KERRIGAN_DEVICE_{board.role.upper()}_BOOT_SECONDS"] = f"{board.boot_s:.3f}"
+        if booted:
+            env[BOOT_SECONDS] = f"{max(board.boot_s or 0.0 for board in booted):.3f}"
+        return env
+
+    async def give_back(self) -> list[str]:
+        """Apply every board's ``after_job`` and close the consoles; what failed, in words (a board left
+        on: the job's end stands, the device's next job power-cycles it)."""
+        for watch in self._watches:
+            watch.cancel()
+        await asyncio.gather(*self._watches, return_exceptions=True)
+        self._watches.clear()
+        problems = await asyncio.gather(*(self._after_job(board) for board in self.boards))
+        for board in self.boards:
+            if board.console is not None:
+                with contextlib.suppress(Exception):
+                    await board.console.close()
+        return [problem for problem in problems if problem is not None]
+
+    @staticmethod
+    async def _after_job(board: Board) -> str | None:
+        if board.power is None or board.wiring.after_job is not AfterJob.OFF:
+            return None
+        try:
+            await board.power.off()
+        except PowerFailed as err:
+            log.warning("board %s not powered off after its job: %s", board.named, err)
+            return f"{board.named} not powered off after the job: {err}"
+        return None

@@ -1,0 +1,149 @@
+"""Jobs on a wired device through the real agent and the real server: the devices file wires
+``modalix-bluebox`` (lab-a-01's) to an outlet of the PDU stand-in (through labgrid's Gude backend) and to a
+simulated board's console; the agent power-cycles the board, waits for its login prompt, runs the job, and
+powers it off after. A board that hangs ends the job ``boot_failed`` with its console's last lines; a PDU that
+hangs ends it ``power_failed`` after ``timeout_s``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from kerrigan.runner.devices_file import load_devices_file
+from kerrigan.testing.board import Mode, SimulatedBoard, State
+from kerrigan.testing.pdu import MODEL, GudePdu
+from kerrigan.testing.waiting import wait_until
+from tests.integration.github.conftest import Harness
+from tests.integration.runner.agents import AgentFactory, job_output, job_rows, tokens
+
+pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
+pytest.importorskip("serial", reason="pyserial comes with the test extra (labgrid's pyserial-labgrid)")
+
+OUTLET: Final = 4
+BOOT_S: Final = 0.3
+MANIFEST: Final = """\
+name: board
+on: {push: {branches: [main]}}
+retry: {infrastructure: 0}
+scheduling:
+  labels: {kerrigan.target_id: modalix-bluebox}
+tasks:
+  - id: hil
+    run: ./scripts/hil.sh
+    vcpus: 1
+"""
+HIL: Final = '#!/bin/sh\necho "booted in $KERRIGAN_BOOT_SECONDS s"\n'
+
+
+@pytest.fixture
+async def pdu() -> AsyncIterator[GudePdu]:
+    async with GudePdu(outlets=8) as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+async def board(pdu: GudePdu) -> AsyncIterator[SimulatedBoard]:
+    async with SimulatedBoard(boot_s=BOOT_S) as simulated:
+        simulated.attach(pdu, OUTLET)
+        yield simulated
+
+
+async def run_job(
+    harness: Harness,
+    agents: AgentFactory,
+    tmp_path: Path,
+    pdu: GudePdu,
+    board: SimulatedBoard,
+    hil: str = HIL,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
+) -> str:
+    """Run the board workflow on lab-a-01 with modalix-bluebox wired; its job's state, reason, output."""
+    devices = tmp_path / "devices.yml"
+    devices.write_text(
+        "devices:\n"
+        "  modalix-bluebox:\n"
+        f"    power: {{pdu: {{model: {MODEL}, host: '127.0.0.1:{pdu.port}', index: {OUTLET}}}, "
+        "off_s: 1, timeout_s: 1}\n"
+        f"    console: {{serial: {{port: {board.path}}}}}\n"
+        "    boot: {ready: 'login:', fail: ['Kernel panic'], timeout_s: 2}\n",
+        encoding="utf-8",
+    )
+    hosts = await tokens(harness, "lab-a-01")
+    agents("lab-a-01", hosts["lab-a-01"], devices_file=load_devices_file(devices))
+    [run] = await harness.push_commit({".kerrigan/workflows/board.yml": MANIFEST, "scripts/hil.sh": hil})
+    if meanwhile is not None:
+        await meanwhile()
+
+    async def ended() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(ended, timeout=30)
+    [row] = await job_rows(harness)
+    return f"{row.state} {row.reason} {row.exit_status}\n" + await job_output(harness, row.pk)
+
+
+async def test_the_board_is_cycled_and_booted_before_the_job_and_off_after(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    pdu.switch(OUTLET, True)  # left on by the last job
+    assert board.powered
+    output = await run_job(harness, agents, tmp_path, pdu, board)
+    head, _, rest = output.partition("\n")
+    assert head == "succeeded None 0", output
+    seconds = float(rest.removeprefix("booted in ").split()[0])
+    assert BOOT_S * 0.8 < seconds < 2
+    # The manual switch, then the agent's cycle (off, on) and after_job's off.
+    assert pdu.switches[1:] == [(OUTLET, False), (OUTLET, True), (OUTLET, False)]
+    assert board.boots == 2  # the board's own power-on at the start, and the cycle's
+    assert not board.powered
+
+
+async def test_a_board_that_hangs_at_boot_ends_its_job_boot_failed_with_the_consoles_last_lines(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    board.mode = Mode.HANG_AT_BOOT
+    output = await run_job(harness, agents, tmp_path, pdu, board)
+    assert output.startswith("failed boot_failed 75\n"), output
+    assert (
+        "kerrigan: boot_failed: modalix-bluebox: no line matched boot.ready ('login:') within 2 s" in output
+    )
+    assert "kerrigan: the console's last lines:\n" in output
+    assert "printk: console [ttyS2] enabled" in output
+    assert "booted in" not in output  # its command never ran
+    assert pdu.switches[-1] == (OUTLET, False)  # powered off after
+    assert not board.powered
+
+
+async def test_a_pdu_that_hangs_ends_the_job_power_failed_after_timeout_s(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    pdu.hang()
+    output = await run_job(harness, agents, tmp_path, pdu, board)
+    pdu.behave()
+    assert output.startswith("failed power_failed 75\n"), output
+    assert (
+        f"kerrigan: power_failed: modalix-bluebox: PDU gude at 127.0.0.1:{pdu.port} outlet {OUTLET}: "
+        "switching it off: no answer within 1 s"
+    ) in output
+    assert "booted in" not in output
+
+
+async def test_a_console_that_goes_away_while_the_job_runs_stops_it_console_lost(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    async def unplug() -> None:
+        await wait_until(lambda: board.state is State.LOGIN, timeout=15)
+        await asyncio.sleep(1.0)  # the command is running
+        await board.close()
+
+    hil = '#!/bin/sh\necho "running"\nsleep 30\necho "never"\n'
+    output = await run_job(harness, agents, tmp_path, pdu, board, hil, unplug)
+    assert output.startswith("failed console_lost 75\n"), output
+    assert "running" in output
+    assert "never" not in output
+    assert f"kerrigan: console_lost: modalix-bluebox: console {board.path} went away: " in output
+    assert pdu.switches[-1] == (OUTLET, False)  # powered off after
