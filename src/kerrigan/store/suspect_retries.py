@@ -1,6 +1,6 @@
 """What becomes of a job that failed on a suspect device (:mod:`kerrigan.core.suspect_retry`), with the
 suspects as of its failure (:mod:`kerrigan.store.suspects`, the failure itself counted) and the devices
-that match its task now (the inventory: a device in maintenance, bad, or on an offline host is none).
+that match its task (the inventory: free now, or kept only by what may pass; a retired device is none).
 
 :func:`settle_session <kerrigan.store.transitions.settle_session>` asks it for each failed job of a session
 whose policy has suspect retries; the answer is stored on the job (its device's numbers and the verdict),
@@ -104,22 +104,26 @@ def record_verdict(job: JobRow, verdict: SuspectVerdict) -> None:
 async def _peers(
     lookup: SuspectLookup, row: SessionRow, job: JobRow, held: tuple[str, ...], suspects: set[str]
 ) -> tuple[str, ...]:
-    """The devices that match the job's task now and are neither where it failed nor suspect; for a gang,
-    none unless each role has one."""
+    """The devices that match the job's task and are neither where it failed nor suspect: those free now
+    and those kept only by what may pass (maintenance, an offline runner host, bad health), which the retry
+    waits for within its queue-wait budget, as any job does (a lab problem if none comes back, never a
+    code failure); for a gang, none unless each role has one."""
     if job.requirements is None:
         return ()
     inventory = await lookup.inventory()
     roles = job.requirements.get("roles") or [job.requirements]
     peers: list[str] = []
     for role in roles:
-        eligible = resolve(
+        resolved = resolve(
             Requirements.from_dict(role),
             inventory,
             repository=row.repository,
             vcpus=job.vcpus,
             unreported_fit=True,
-        ).eligible
-        found = unsuspected_peers((device.id for device in eligible), held, suspects)
+        )
+        candidates = [device.id for device in resolved.eligible]
+        candidates += [verdict.id for verdict in resolved.rejected if not verdict.never]
+        found = unsuspected_peers(candidates, held, suspects)
         if not found:
             return ()
         peers += found

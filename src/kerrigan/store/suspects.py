@@ -47,7 +47,9 @@ class SuspectTracker:
     def __init__(self) -> None:
         self.stats = FailureStats()
         self._loaded_at: datetime | None = None  # the ``finished_at`` the counts reach
-        self._seen: set[int] = set()  # jobs at the edge already counted (their finished_at >= the edge)
+        # Jobs at the edge already counted, with when they ended: kept until the edge passes them, so a look
+        # that could not see one yet (a transaction still open when another counted it) never drops it.
+        self._seen: dict[int, datetime] = {}
         self._looked: datetime | None = None
         self._newest_pk = 0  # the newest job when last looked: one stored later is read whenever it ended
         self._suspects: dict[tuple[str, str], Suspect] = {}
@@ -112,15 +114,12 @@ class SuspectTracker:
                 key = task_key(repository, workflow, task)
                 self.stats.add(key, str(device), _day_number(on_day), int(runs), int(failures or 0))
             # The next look reads a few seconds back (a job may commit after its finished_at): these are in.
-            self._seen = set(
-                (
-                    await session.scalars(
-                        select(JobRow.pk).where(
-                            *ended, JobRow.finished_at > now - _OVERLAP, JobRow.finished_at <= now
-                        )
-                    )
-                ).all()
+            at_edge = await session.execute(
+                select(JobRow.pk, JobRow.finished_at).where(
+                    *ended, JobRow.finished_at > now - _OVERLAP, JobRow.finished_at <= now
+                )
             )
+            self._seen = {pk: ended_at for pk, ended_at in at_edge if ended_at is not None}
             self._newest_pk = int(newest_at_load or 0)
             self._loaded_at = now
             return
@@ -146,16 +145,16 @@ class SuspectTracker:
                 JobRow.finished_at <= now,
             )
         )
-        seen: set[int] = set()  # every job read now: the next look reads back to after them
         for pk, repository, workflow, task, device, state, finished_at in rows:
-            seen.add(pk)
             if pk in self._seen:
                 continue
+            self._seen[pk] = finished_at
             key = task_key(repository, workflow, task)
             self.stats.record(key, str(device), day_of(finished_at), failed=state in FAILED)
         self._newest_pk = max(self._newest_pk, int(newest or 0))
-        self._seen = seen
         self._loaded_at = now
+        next_edge = now - _OVERLAP  # what the next look reads back to: older ones it never reads again
+        self._seen = {pk: at for pk, at in self._seen.items() if _aware(at) > next_edge}
 
 
 async def last_failure(session: AsyncSession, session_pk: int) -> datetime | None:
@@ -171,6 +170,11 @@ async def last_failure(session: AsyncSession, session_pk: int) -> datetime | Non
 
 
 _trackers: weakref.WeakKeyDictionary[Signals, SuspectTracker] = weakref.WeakKeyDictionary()
+
+
+def _aware(at: datetime) -> datetime:
+    """SQLite hands back naive times (stored in UTC)."""
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def _day_number(value: object) -> int:

@@ -33,6 +33,7 @@ from tests.integration.dispatch.test_automatic_retry import (
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab
 
 MATCHING = ("modalix-bluebox", "modalix-redbox")  # the lab's devices that SOM_UART matches
+KEPT = "modalix-greenbox"  # the third, in maintenance: a peer a suspect retry may wait for
 
 
 async def queue(db: Database, retry: RetryPolicy, task: str = "smoke") -> None:
@@ -75,12 +76,12 @@ async def suspect_lab(db: Database, suspect: str) -> str:
     return peer
 
 
-async def maintain(db: Database, device: str) -> None:
+async def maintain(db: Database, device: str, state: DeviceState = DeviceState.MAINTENANCE) -> None:
     async with db.sessions() as session, session.begin():
         await set_state(
             session,
             device,
-            DeviceState.MAINTENANCE,
+            state,
             "reflashing",
             until=None,
             change=Change("hubot", db.clock()),
@@ -140,8 +141,10 @@ async def test_without_an_unsuspected_peer_it_fails_as_before_and_says_so(db: Da
     dispatcher = Dispatcher(db)
     first = await run_current(db, dispatcher)
     assert first.device_id is not None
-    peer = await suspect_lab(db, first.device_id)
-    await maintain(db, peer)
+    await suspect_lab(db, first.device_id)
+    for other in (*MATCHING, KEPT):
+        if other != first.device_id:
+            await maintain(db, other, DeviceState.RETIRED)  # it can never run the task again
     await end(db, first, 1)
     mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
     assert [(row.state, row.suspect_retry, row.suspect_failures) for row in mine] == [
@@ -242,3 +245,22 @@ async def test_a_job_is_judged_when_it_ends_not_again_when_its_board_becomes_sus
         ("smoke", "failed", None),
     ]
     assert (await session_row(db)).conclusion == "failure"
+
+
+async def test_a_peer_in_maintenance_counts_and_the_retry_waits_for_it(db: Database) -> None:
+    """Maintenance may pass: the retry waits for the peer (within its queue-wait budget, a lab problem if it
+    never comes back) rather than the failure on the suspect standing as the code's."""
+    await lab(db)
+    await queue(db, RetryPolicy())
+    dispatcher = Dispatcher(db)
+    first = await run_current(db, dispatcher)
+    assert first.device_id is not None
+    peer = await suspect_lab(db, first.device_id)
+    await maintain(db, peer)
+    await end(db, first, 1)
+    mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
+    assert [(row.state, row.suspect_retry) for row in mine] == [("retried", "retried"), ("queued", None)]
+    assert (await dispatcher.dispatch_once()).granted == ()  # the suspect is free, but never for it
+    await maintain(db, peer, DeviceState.AVAILABLE)
+    second = await run_current(db, dispatcher)
+    assert second.device_id == peer

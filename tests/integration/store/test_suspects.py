@@ -232,3 +232,38 @@ async def test_jobs_of_other_matrix_values_are_not_its_peers(db: Database) -> No
         await matrix_ran(db, PEERS[n % len(PEERS)], 1, failed=False)
     async with db.sessions() as session:
         assert await SuspectTracker().suspects(session, db.clock()) == {}
+
+
+async def test_a_failure_counted_inside_its_own_transaction_is_not_counted_again_later(
+    db: Database, clock: FakeClock
+) -> None:
+    """The job's end reads the suspects in its own transaction (its failure counted: issue 28); a look in
+    another session before that commits cannot see it yet, and a later look must not count it twice."""
+    for n in range(10):
+        await ran(db, "redbox", failed=n < 8)
+    for n in range(20):
+        await ran(db, PEERS[n % len(PEERS)], failed=False)
+    key = task_key("octo/firmware", "w", "boot")
+    tracker = SuspectTracker()
+    async with db.sessions() as session:
+        await tracker.suspects(session, db.clock())
+    session_id = str(uuid.uuid4())
+    async with db.sessions() as ending, ending.begin():
+        await create_session(ending, builders.session(session_id, ["boot"]), db.clock())
+        pk = await ending.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
+        clock.advance(1)
+        await ending.execute(
+            update(JobRow)
+            .where(JobRow.session_pk == pk)
+            .values(device_id="redbox", state="failed", started_at=db.clock(), finished_at=db.clock())
+        )
+        inside = await tracker.suspects(ending, db.clock(), ended_at=db.clock())
+        assert inside[key, "redbox"].sentence().startswith("redbox failed 9 of 11 runs")
+        ended = db.clock()
+        clock.advance(1)
+        async with db.sessions() as other:  # its own snapshot: the failure is not committed yet
+            await tracker.suspects(other, db.clock(), ended_at=db.clock())
+    clock.advance(1)
+    async with db.sessions() as session:  # within seconds: the look reads back over the failure
+        after = await tracker.suspects(session, db.clock(), ended_at=ended)
+    assert after[key, "redbox"].sentence().startswith("redbox failed 9 of 11 runs")

@@ -73,7 +73,7 @@ def test_without_an_unsuspected_peer_the_check_run_says_why_it_was_not_retried()
     _, summary = _summary([_failed(SuspectRetry.NO_PEER, "failed")], Conclusion.FAILURE)
     assert (
         "- `boot`: failed on modalix-redbox, suspect: 8 of 10 failed this week; not retried: no device that "
-        "is neither this one nor suspect can run this task now"
+        "is neither this one nor suspect can run this task"
     ) in summary
 
 

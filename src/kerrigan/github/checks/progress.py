@@ -148,7 +148,7 @@ _AFTER_SUSPECT: Final = {
     JobState.RUNNING: "running on {device}",
 }
 _NOT_RETRIED: Final = {
-    SuspectRetry.NO_PEER: "not retried: no device that is neither this one nor suspect can run this task now",
+    SuspectRetry.NO_PEER: "not retried: no device that is neither this one nor suspect can run this task",
     SuspectRetry.SPENT: "not retried: its suspect retries (retry.suspect) are spent",
 }
 
