@@ -148,8 +148,16 @@ QUEUE_WAIT_EXCEEDED: Final = "queue_wait_exceeded"
 NOT_STARTED_REASON: Final = "not_started"  # it ended on its host before its command started
 SOURCE_UNAVAILABLE: Final = "source_unavailable"  # its host could not fetch its source (GitHub, network)
 DEVICE_FAULT_EXIT: Final = 75  # EX_TEMPFAIL: a task's way of saying "the device failed me, not the test"
+# The board failed the job around its command (docs/runner.md, "Device control"): the agent's power call
+# failed or timed out, the board never showed its boot prompt (or showed a fail line), or its console went
+# away while the job ran. Each is the runner's ``outcome`` in ``/finish`` and the job's reason.
+POWER_FAILED: Final = "power_failed"
+BOOT_FAILED: Final = "boot_failed"
+CONSOLE_LOST: Final = "console_lost"
+DEVICE_CONTROL_REASONS: Final = frozenset({POWER_FAILED, BOOT_FAILED, CONSOLE_LOST})
 INFRASTRUCTURE_REASONS: Final = frozenset(
     {RUNNER_LOST, NOT_STARTED_REASON, SOURCE_UNAVAILABLE, "runner_disk_full", "device_fault"}
+    | DEVICE_CONTROL_REASONS
 )
 UNFIT_REASONS: Final = frozenset({"runner_full", "invalid_claim", "unschedulable", "session_unschedulable"})
 CHECK_BROKEN: Final = "check_broken"  # a health check that cannot run (kerrigan.core.check_verdicts)
@@ -175,6 +183,12 @@ REASON_WORDS: Final = {
     NOT_STARTED_REASON: "it ended on its runner host before its command started (see its output)",
     SOURCE_UNAVAILABLE: "its runner host could not fetch the commit's source (GitHub or the network)",
     "device_fault": f"its command reported a device fault (exit status {DEVICE_FAULT_EXIT})",
+    POWER_FAILED: "switching its board's power failed or took too long (a lab fault, not the test's)",
+    BOOT_FAILED: (
+        "its board did not boot: no boot prompt on the console in time, or a boot failure line (see the "
+        "console's last lines)"
+    ),
+    CONSOLE_LOST: "its board's console went away while the job ran (a lab fault, not the test's)",
     "unschedulable": "no device can ever run it",
     "session_unschedulable": "another task of its session can never run",
     CHECK_BROKEN: (
@@ -214,8 +228,11 @@ def failure_class(state: JobState, reason: str | None, exit_status: int | None) 
 def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> tuple[JobState, str | None]:
     """The state and reason of a job its runner host reports ended: ``outcome`` is the runner's word for a
     stop (``cancelled`` or ``timed_out``) or, for a job that never started, ``source_unavailable`` (the
-    fetch of its source failed); any other job that never started failed on the host (its tarball, its
+    fetch of its source failed) or the board's (``power_failed``, ``boot_failed``, ``console_lost``: before
+    or while its command ran); any other job that never started failed on the host (its tarball, its
     workspace), which is the lab's failure, not the test's."""
+    if outcome in DEVICE_CONTROL_REASONS:
+        return JobState.FAILED, outcome
     if outcome == "cancelled":
         return JobState.CANCELLED, "cancelled"
     if outcome == "timed_out":

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import refusal_hold
 from kerrigan.core.lifecycle import (
+    DEVICE_CONTROL_REASONS,
     ENDED,
     NOT_STARTED,
     QUEUE_WAIT_EXCEEDED,
@@ -29,7 +30,7 @@ from kerrigan.store.runners import hold_after_refusal
 from kerrigan.store.signals import Topic, mark
 from kerrigan.store.transitions import move_job, settle_session
 
-OUTCOMES = frozenset({"cancelled", "timed_out", SOURCE_UNAVAILABLE})
+OUTCOMES = frozenset({"cancelled", "timed_out", SOURCE_UNAVAILABLE}) | DEVICE_CONTROL_REASONS
 
 
 REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})
