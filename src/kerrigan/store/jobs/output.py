@@ -102,6 +102,7 @@ async def append_log(
     max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES,
     at: datetime | None = None,
     masker: Masker | None = None,
+    sent_bytes: int | None = None,
 ) -> Appended:
     """Store a chunk of the job's ``stream``, arrived ``at``; the next sequence number expected. A repeat is
     acknowledged again (its first arrival time stays).
@@ -111,7 +112,8 @@ async def append_log(
     silently. The log past ``max_bytes`` (counted in the runner's byte offsets) is not stored: the part of
     the chunk that fits is, then the cut notice, at seq ``CUT_SEQ`` (no runner chunk has a negative number,
     so the notice cannot be forged by a log). Later chunks are acknowledged in order and dropped.
-    ``masker`` hides the job's secrets in the chunk before any of it is stored (offsets stay the runner's).
+    ``masker`` hides the job's secrets in the chunk before any of it is stored (offsets stay the runner's);
+    ``sent_bytes`` is how long the runner's chunk was when ``data`` stands in for it (default: ``data``'s).
     """
     rows = LOG_ROWS[stream]
     job = await owned_job(session, job_id, host)
@@ -134,7 +136,7 @@ async def append_log(
         _move(job, stream, next_seq, sent)
     if seq > next_seq or byte_offset != sent:
         raise LogGapError(next_seq)
-    size = len(data.encode())
+    size = len(data.encode()) if sent_bytes is None else sent_bytes
     if masker is not None:
         data = masker.mask_all(data.encode()).decode(errors="replace")
     cut = cut_at is not None
