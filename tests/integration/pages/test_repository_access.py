@@ -160,6 +160,7 @@ async def test_the_api_answers_a_token_of_a_login_without_access_as_if_nothing_w
         (f"/sessions/{ran.session.id}", f"no session '{ran.session.id}'"),
         (f"/jobs/{ran.job}", f"no job {ran.job}"),
         (f"/jobs/{ran.job}/output", f"no job {ran.job}"),
+        (f"/jobs/{ran.job}/console", f"no job {ran.job}"),
     ):
         status, body = await get(reader, path)
         assert (status, body["error"]["message"]) == (404, missing), path
