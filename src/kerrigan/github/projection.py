@@ -70,6 +70,7 @@ def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
                 ),
                 record.roles,
                 record.boardless,
+                job.console_tail,
             )
         )
     return progress
