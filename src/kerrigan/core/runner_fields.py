@@ -27,6 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kerrigan.core.log_streams import LogStream
+
 MAX_ID: Final = 2**31 - 1
 MAX_SEQ: Final = 2**31 - 2
 MAX_COUNT: Final = 2**53 - 1
@@ -191,13 +193,13 @@ def size_text(count: int) -> str:
     return f"{count} bytes"
 
 
-def cut_notice(limit: int) -> str:
-    """What the output shows where the server stopped storing it."""
-    return f"[output cut at {size_text(limit)} ({OUTPUT_MAX_SETTING})]\n"
+def cut_notice(limit: int, stream: LogStream = LogStream.OUTPUT) -> str:
+    """What the output (or the console) shows where the server stopped storing it."""
+    return f"[{stream.value} cut at {size_text(limit)} ({OUTPUT_MAX_SETTING})]\n"
 
 
 _CUT_NOTICE: Final = re.compile(
-    r"\[(output cut at [0-9.]+ (?:bytes|KiB|MiB|GiB) \(KERRIGAN_OUTPUT_MAX_BYTES\))\]"
+    r"\[((?:output|console) cut at [0-9.]+ (?:bytes|KiB|MiB|GiB) \(KERRIGAN_OUTPUT_MAX_BYTES\))\]"
 )
 
 

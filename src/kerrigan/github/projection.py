@@ -71,6 +71,7 @@ def progress_of(view: Projection, details_url: str = "") -> list[JobProgress]:
                 record.roles,
                 record.boardless,
                 record.suspect_failure,
+                job.console_tail,
             )
         )
     return progress

@@ -26,6 +26,7 @@ from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.flaky import Suspect
+from kerrigan.core.log_streams import CONSOLE_SHOWN, LogStream
 from kerrigan.core.results import JUnitReport
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
@@ -39,6 +40,9 @@ from kerrigan.store.transitions import locked_session, record_version
 
 ERROR_LIMIT = 4000  # characters of GitHub's answer kept on the session
 OUTPUT_VERSION_EVERY: Final = timedelta(seconds=10)
+# Of a console, more chunks than of output for the same 20 lines: an agent may send a board's lines as
+# they come, a few at a time.
+CONSOLE_TAIL_CHUNKS: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,7 @@ class JobView:
     suspect: str = ""  # its device is suspect for its task: the numbers, as a sentence
     results: tuple[JUnitReport, ...] = ()  # the JUnit XML files its runner sent
     files: tuple[ArtifactInfo, ...] = ()  # the files it uploaded, and the notes of those not kept
+    console_tail: str = ""  # its board's console's last chunks, when it failed or timed out
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +143,12 @@ async def projection(
     # output is then the runner's reason, such as a refused tarball).
     shown = [record.pk for record in records if record.started_at or record.finished_at]
     tails = await output_tails(session, shown)
+    consoles = await output_tails(
+        session,
+        [record.pk for record in records if record.state in CONSOLE_SHOWN],
+        CONSOLE_TAIL_CHUNKS,
+        LogStream.CONSOLE,
+    )
     results = await results_of(session, shown)
     files = await artifacts_of(session, shown)
     views = [
@@ -147,6 +158,7 @@ async def projection(
             _suspect(found, record, suspects or {}),
             tuple(results.get(record.pk, ())),
             tuple(files.get(record.pk, ())),
+            consoles.get(record.pk, ""),
         )
         for record in records
     ]

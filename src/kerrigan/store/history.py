@@ -19,11 +19,11 @@ from sqlalchemy.orm import InstrumentedAttribute, aliased
 
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState, SessionState
-from kerrigan.store.jobs.output import CUT_SEQ
+from kerrigan.core.log_streams import LogStream
+from kerrigan.store.jobs.output import CUT_SEQ, LOG_ROWS
 from kerrigan.store.models import (
     DeviceLeaseRow,
     DeviceRow,
-    JobLogRow,
     JobRow,
     PoolRow,
     SessionRow,
@@ -316,17 +316,19 @@ async def output_chunks(session: AsyncSession, job_id: int) -> AsyncIterator[str
 
 
 async def timed_output_chunks(
-    session: AsyncSession, job_id: int
+    session: AsyncSession, job_id: int, stream: LogStream = LogStream.OUTPUT
 ) -> AsyncIterator[tuple[str, datetime | None]]:
-    """:func:`output_chunks`, each with when it reached the server (None: stored before that was kept)."""
+    """:func:`output_chunks` (or the console's, by ``stream``), each with when it reached the server (None:
+    stored before that was kept)."""
+    log = LOG_ROWS[stream]
     after = -1
     while True:
         batch = list(
             (
                 await session.execute(
-                    select(JobLogRow.seq, JobLogRow.data, JobLogRow.received_at)
-                    .where(JobLogRow.job_pk == job_id, JobLogRow.seq > after)
-                    .order_by(JobLogRow.seq)
+                    select(log.seq, log.data, log.received_at)
+                    .where(log.job_pk == job_id, log.seq > after)
+                    .order_by(log.seq)
                     .limit(OUTPUT_BATCH)
                 )
             ).all()
@@ -338,9 +340,7 @@ async def timed_output_chunks(
         after = int(batch[-1][0])
     notice = (
         await session.execute(
-            select(JobLogRow.data, JobLogRow.received_at).where(
-                JobLogRow.job_pk == job_id, JobLogRow.seq == CUT_SEQ
-            )
+            select(log.data, log.received_at).where(log.job_pk == job_id, log.seq == CUT_SEQ)
         )
     ).first()
     if notice is not None:

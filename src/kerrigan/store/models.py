@@ -330,6 +330,9 @@ class JobRow(Base):
     accounting: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     next_seq: Mapped[int] = mapped_column(Integer, default=0)
     log_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The same of its console (JobConsoleRow): its chunks are numbered from 0 apart from the output's.
+    console_next_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    console_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     cpus: Mapped[str | None] = mapped_column(String(500))  # the CPU list the runner pinned it to
     queue_wait_s: Mapped[float] = mapped_column(Float, default=0.0)  # spent before queue_wait_observed_at
     queue_wait_observed_at: Mapped[datetime | None] = mapped_column(Timestamp)
@@ -416,11 +419,9 @@ class JobArtifactChunkRow(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
-class JobLogRow(Base):
-    """A chunk of a job's output; chunks are numbered, so a repeat is recognised and a gap detected."""
-
-    __tablename__ = "job_log_chunks"
-    __table_args__ = (UniqueConstraint("job_pk", "seq"),)
+class LogChunkColumns:
+    """A numbered chunk of one of a job's logs (:class:`kerrigan.core.log_streams.LogStream`): a repeat is
+    recognised and a gap detected by its number."""
 
     pk: Mapped[int] = mapped_column(Integer, primary_key=True)
     job_pk: Mapped[int] = mapped_column(ForeignKey("jobs.pk", ondelete="CASCADE"), index=True)
@@ -428,6 +429,21 @@ class JobLogRow(Base):
     byte_offset: Mapped[int] = mapped_column(BigInteger)
     data: Mapped[str] = mapped_column(Text)
     received_at: Mapped[datetime | None] = mapped_column(Timestamp)  # when it reached the server
+
+
+class JobLogRow(LogChunkColumns, Base):
+    """A chunk of a job's output."""
+
+    __tablename__ = "job_log_chunks"
+    __table_args__ = (UniqueConstraint("job_pk", "seq"),)
+
+
+class JobConsoleRow(LogChunkColumns, Base):
+    """A chunk of a job's console (its board's), numbered apart from its output; a table of its own, so
+    that no query of the output needs to tell the two apart."""
+
+    __tablename__ = "job_console_chunks"
+    __table_args__ = (UniqueConstraint("job_pk", "seq"),)
 
 
 class DeviceLeaseRow(Base):

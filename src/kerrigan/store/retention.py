@@ -1,5 +1,6 @@
-"""Retention: sessions past ``KERRIGAN_HISTORY_DAYS`` go with their jobs, and job output (with the files the
-jobs uploaded) past ``KERRIGAN_OUTPUT_DAYS``, in small batches that never hold a long lock."""
+"""Retention: sessions past ``KERRIGAN_HISTORY_DAYS`` go with their jobs, and job output (with the jobs'
+consoles and the files they uploaded) past ``KERRIGAN_OUTPUT_DAYS``, in small batches that never hold a
+long lock."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kerrigan.store.models import (
     HostLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
+    JobConsoleRow,
     JobLogRow,
     JobResultRow,
     JobRow,
@@ -61,6 +63,7 @@ async def prune_history(
             job_pks = select(JobRow.pk).where(JobRow.session_pk.in_(pks))
             # Children first and explicitly: each statement stays small and none relies on a cascade.
             await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(job_pks)))
+            await session.execute(delete(JobConsoleRow).where(JobConsoleRow.job_pk.in_(job_pks)))
             await _delete_files(session, job_pks)
             await session.execute(delete(JobResultRow).where(JobResultRow.job_pk.in_(job_pks)))
             await session.execute(delete(DeviceLeaseRow).where(DeviceLeaseRow.job_pk.in_(job_pks)))
@@ -78,6 +81,7 @@ async def prune_history(
                         JobRow.finished_at < output_before,
                         or_(
                             exists().where(JobLogRow.job_pk == JobRow.pk),
+                            exists().where(JobConsoleRow.job_pk == JobRow.pk),
                             exists().where(JobArtifactRow.job_pk == JobRow.pk),
                         ),
                     )
@@ -87,6 +91,7 @@ async def prune_history(
         )
         if jobs:
             await session.execute(delete(JobLogRow).where(JobLogRow.job_pk.in_(jobs)))
+            await session.execute(delete(JobConsoleRow).where(JobConsoleRow.job_pk.in_(jobs)))  # kept alike
             await _delete_files(session, jobs)  # the files it uploaded are kept as long as its output
             output_jobs = len(jobs)
     return Pruned(sessions_deleted, output_jobs)

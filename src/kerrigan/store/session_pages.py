@@ -19,12 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import JobState
+from kerrigan.core.log_streams import LogStream
 from kerrigan.core.sessions import Conclusion, SessionState
-from kerrigan.store.jobs.output import CUT_SEQ
+from kerrigan.store.jobs.output import CUT_SEQ, LOG_ROWS
 from kerrigan.store.jobs.records import roles_of
 from kerrigan.store.models import (
     DeviceRow,
     InstallationRow,
+    JobConsoleRow,
     JobLogRow,
     JobRow,
     PoolRow,
@@ -69,6 +71,9 @@ class JobDetails:
     retry_of: int | None = None  # the job this attempt retries
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
     boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
+    console_chunks: int = 0  # chunks of its board's console stored
+    console_bytes: int = 0  # bytes of console the runner host sent
+    console_cut: str | None = None  # the server's cut notice of its console
 
     @property
     def ran_on(self) -> str | None:
@@ -88,6 +93,8 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
     ).all()
     counts: dict[int, int] = {}
     cuts: dict[int, str] = {}
+    console_chunks: dict[int, int] = {}
+    console_cuts: dict[int, str] = {}
     if rows:
         counted = await session.execute(
             select(JobLogRow.job_pk, func.count())
@@ -101,6 +108,18 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
             )
         )
         cuts = {int(pk): str(data) for pk, data in notices}
+        consoles = await session.execute(
+            select(JobConsoleRow.job_pk, func.count())
+            .where(JobConsoleRow.job_pk.in_([row.pk for row in rows]), JobConsoleRow.seq >= 0)
+            .group_by(JobConsoleRow.job_pk)
+        )
+        console_chunks = {int(pk): int(count) for pk, count in consoles}
+        console_notices = await session.execute(
+            select(JobConsoleRow.job_pk, JobConsoleRow.data).where(
+                JobConsoleRow.job_pk.in_([row.pk for row in rows]), JobConsoleRow.seq == CUT_SEQ
+            )
+        )
+        console_cuts = {int(pk): str(data) for pk, data in console_notices}
     return [
         JobDetails(
             pk=row.pk,
@@ -129,6 +148,9 @@ async def session_jobs(session: AsyncSession, session_id: str) -> list[JobDetail
             retry_of=row.retry_of,
             roles=roles_of(row.devices),
             boardless=row.boardless,
+            console_chunks=console_chunks.get(row.pk, 0),
+            console_bytes=row.console_bytes,
+            console_cut=console_cuts.get(row.pk),
         )
         for row in rows
     ]
@@ -211,15 +233,19 @@ _TAIL_BATCH: Final = 8
 _TAIL_BATCHES: Final = 32  # a flood of tiny chunks shows less of the tail, not a scan of them all
 
 
-async def output_tail(session: AsyncSession, job_pk: int, total_chunks: int, limit: int) -> OutputTail:
-    """The last ``limit`` bytes of a job's output at most, starting on a line where one starts in them."""
+async def output_tail(
+    session: AsyncSession, job_pk: int, total_chunks: int, limit: int, stream: LogStream = LogStream.OUTPUT
+) -> OutputTail:
+    """The last ``limit`` bytes of a job's output (or console) at most, starting on a line where one starts
+    in them."""
+    log = LOG_ROWS[stream]
     newest_first: list[tuple[int, str]] = []
     size, before = 0, None
     for _ in range(_TAIL_BATCHES):
-        query = select(JobLogRow.seq, JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq >= 0)
+        query = select(log.seq, log.data).where(log.job_pk == job_pk, log.seq >= 0)
         if before is not None:
-            query = query.where(JobLogRow.seq < before)
-        batch = (await session.execute(query.order_by(JobLogRow.seq.desc()).limit(_TAIL_BATCH))).all()
+            query = query.where(log.seq < before)
+        batch = (await session.execute(query.order_by(log.seq.desc()).limit(_TAIL_BATCH))).all()
         for seq, data in batch:
             if size >= limit:
                 break
@@ -266,8 +292,11 @@ async def session_job_pk(session: AsyncSession, session_id: str, job_pk: int) ->
     return int(found) if found is not None else None
 
 
-async def output_since(session: AsyncSession, job_pk: int, after: int, limit: int) -> OutputSince:
-    """The job's chunks numbered above ``after``, at most ``limit`` of them, oldest first.
+async def output_since(
+    session: AsyncSession, job_pk: int, after: int, limit: int, stream: LogStream = LogStream.OUTPUT
+) -> OutputSince:
+    """The job's chunks (of its output, or its console) numbered above ``after``, at most ``limit`` of them,
+    oldest first.
 
     The job's end is read first: a chunk stored just before it ended is then in this read or the next,
     so a reader that stops once ``ended`` comes with no chunks has missed none."""
@@ -275,11 +304,12 @@ async def output_since(session: AsyncSession, job_pk: int, after: int, limit: in
         await session.execute(select(JobRow.state, JobRow.finished_at).where(JobRow.pk == job_pk))
     ).one_or_none()
     ended = job is None or job[1] is not None
+    log = LOG_ROWS[stream]
     rows = (
         await session.execute(
-            select(JobLogRow.seq, JobLogRow.data)
-            .where(JobLogRow.job_pk == job_pk, JobLogRow.seq > after)
-            .order_by(JobLogRow.seq)
+            select(log.seq, log.data)
+            .where(log.job_pk == job_pk, log.seq > after)
+            .order_by(log.seq)
             .limit(limit + 1)  # the next chunk tells whether the last one here is an eviction notice
         )
     ).all()
@@ -289,9 +319,7 @@ async def output_since(session: AsyncSession, job_pk: int, after: int, limit: in
     )
     cut = None
     if ended and len(rows) <= limit:
-        notice = await session.scalar(
-            select(JobLogRow.data).where(JobLogRow.job_pk == job_pk, JobLogRow.seq == CUT_SEQ)
-        )
+        notice = await session.scalar(select(log.data).where(log.job_pk == job_pk, log.seq == CUT_SEQ))
         cut = str(notice) if notice is not None else None
     return OutputSince(tuple(chunks), ended, str(job[0]) if job else "", cut)
 

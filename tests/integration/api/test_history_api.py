@@ -12,7 +12,7 @@ import pytest
 from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.history import Position
 from kerrigan.store.jobs import CUT_SEQ
-from kerrigan.store.models import JobLogRow
+from kerrigan.store.models import JobConsoleRow, JobLogRow
 from kerrigan.testing.clock import FakeClock
 from kerrigan.web.api.history import SESSION_FILTERS, read_query
 from tests.integration.api.conftest import ANONYMOUS, OWNER_A, READER, Api
@@ -247,6 +247,40 @@ async def test_output_with_timestamps_starts_each_line_with_its_arrival(api: Api
         refused = await api.call("GET", f"/jobs/{job_id}/output?{query}")
         assert refused.status == 400, query
         assert refused.body["error"]["field"] == field
+
+
+async def test_the_console_is_the_boards_log_as_plain_text_with_timestamps_apart_from_the_output(
+    api: Api, clock: FakeClock
+) -> None:
+    at = datetime(2026, 12, 1, 17, 30, 0, 123456, tzinfo=UTC)
+    async with api.db.sessions() as session, session.begin():
+        _, (job_id,) = await add_session(session, clock(), runs=(Run(output=["test passed\n"]),))
+        for seq, (data, when) in enumerate(
+            [("U-Boot 2024.01\r\nboo", at), ("t\nlogin: ", at + timedelta(seconds=3))]
+        ):
+            session.add(JobConsoleRow(job_pk=job_id, seq=seq, byte_offset=seq, data=data, received_at=when))
+        session.add(JobConsoleRow(job_pk=job_id, seq=CUT_SEQ, byte_offset=0, data="\n[console cut]\n"))
+    reply = await api.call("GET", f"/jobs/{job_id}/console")
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert reply.body == "U-Boot 2024.01\r\nboot\nlogin: \n[console cut]\n"
+    assert (await api.call("GET", f"/jobs/{job_id}/output")).body == "test passed\n"  # not mixed in
+    stamped = await api.call("GET", f"/jobs/{job_id}/console?timestamps=true")
+    assert stamped.body.split("\n")[:3] == [
+        "2026-12-01T17:30:00.123Z U-Boot 2024.01\r",
+        "2026-12-01T17:30:00.123Z boot",
+        "2026-12-01T17:30:03.123Z login: ",
+    ]
+    refused = await api.call("GET", f"/jobs/{job_id}/console?timestamps=yes")
+    assert (refused.status, refused.body["error"]["field"]) == (400, "timestamps")
+    async with api.db.sessions() as session, session.begin():
+        _, (quiet,) = await add_session(session, clock())
+    assert (await api.call("GET", f"/jobs/{quiet}/console")).body == ""  # a runner that sent none
+    assert (await api.call("GET", "/jobs/999999/console")).status == 404
+    assert (await api.call("GET", f"/jobs/{job_id}/console", who=ANONYMOUS)).status == 401
+    document = await openapi(api)
+    content = document["paths"]["/jobs/{job_id}/console"]["get"]["responses"]["200"]["content"]
+    assert reply.headers["Content-Type"] in content
 
 
 async def test_a_devices_jobs_page_newest_first(api: Api, clock: FakeClock) -> None:

@@ -31,6 +31,7 @@ CALLS = [
     ("POST", "/jobs/{job}/refuse"),
     ("POST", "/jobs/{job}/start"),
     ("POST", "/jobs/{job}/output"),
+    ("POST", "/jobs/{job}/console"),
     ("POST", "/jobs/{job}/finish"),
     ("POST", "/jobs/{job}/withdrawn"),
     ("POST", "/jobs/{job}/results?path=results/unit.xml&size=9"),

@@ -97,3 +97,42 @@ async def test_a_failing_job_fails_the_check_run(harness: Harness) -> None:
         return bool(harness.github.check_runs[run["id"]].get("conclusion") == "failure")
 
     await wait_until(failed)
+
+
+async def test_a_board_that_does_not_boot_shows_its_console_on_the_check_run(harness: Harness) -> None:
+    manifest = (
+        "name: one\non: [push]\nscheduling: {labels: {kerrigan.target_id: modalix-bluebox}}\n"
+        "tasks:\n  - {id: only, run: ./x.sh}\n"
+    )
+    harness.github.add_commit(REPO, OTHER_SHA, {".kerrigan/workflows/one.yml": manifest})
+    assert await harness.deliver("push", push_payload(OTHER_SHA)) == 202
+    await harness.settle()
+
+    async def leased() -> bool:
+        async with harness.database.sessions() as session:
+            return await leased_devices(session) == {"modalix-bluebox"}
+
+    await wait_until(leased)
+    async with harness.database.sessions() as session, session.begin():
+        token = await create_runner_token(session, "lab-a-01", harness.database.clock())
+    headers = {"Authorization": f"Bearer {token}"}
+    await harness.client.post("/api/runner/v1/register", json={"protocol": [1]}, headers=headers)
+    [offer] = (await (await harness.client.get("/api/runner/v1/poll", headers=headers)).json())["offers"]
+    job = f"/api/runner/v1/jobs/{offer['id']}"
+    await harness.client.post(f"{job}/accept", json={}, headers=headers)
+    boot = "U-Boot 2024.01\r\nStarting kernel ...\r\n```\r\nKernel panic - not syncing\r\n"
+    chunk = {"seq": 0, "offset": 0, "data": boot}
+    assert (await harness.client.post(f"{job}/console", json=chunk, headers=headers)).status == 200
+    await harness.client.post(
+        f"{job}/finish", json={"exit_status": -1, "outcome": "boot_failed"}, headers=headers
+    )
+    [run] = harness.github.check_runs.values()
+
+    async def shown() -> bool:
+        return "Kernel panic - not syncing" in harness.github.check_runs[run["id"]]["output"]["summary"]
+
+    await wait_until(shown)
+    summary = harness.github.check_runs[run["id"]]["output"]["summary"]
+    assert "only (attempt 1): last lines of its board's console</summary>" in summary
+    assert "````\nU-Boot 2024.01\nStarting kernel ...\n```\nKernel panic - not syncing\n````" in summary
+    assert "`boot_failed`: its board did not boot" in summary

@@ -43,6 +43,8 @@ class Ran:
             "output page": f"{base}/jobs/{self.job}/output",
             "raw log": f"{base}/jobs/{self.job}/output.txt",
             "stream": f"{base}/jobs/{self.job}/output/stream",
+            "raw console": f"{base}/jobs/{self.job}/console.txt",
+            "console stream": f"{base}/jobs/{self.job}/console/stream",
             "uploaded file": self.file_link,
         }
 
@@ -55,6 +57,7 @@ async def ran(site: Site, browser: Open) -> AsyncIterator[Ran]:
         runner = await runner_for(site, http, "lab-a-01")
         job = await runner.started()
         await runner.call(f"/jobs/{job}/output", {"seq": 0, "offset": 0, "data": "secret build output\n"})
+        await runner.call(f"/jobs/{job}/console", {"seq": 0, "offset": 0, "data": "secret build output\n"})
         async with http.post(
             f"{runner.base}/jobs/{job}/artifacts",
             params={"path": "logs/console.log", "size": "7"},
@@ -98,12 +101,13 @@ async def test_an_admin_and_a_reader_of_the_repository_see_all_of_it(
     for login in (ADMIN, OWNER):  # an admin (no permission on GitHub at all), and a reader there
         who = await browser(login)
         for what, path in ran.paths.items():
-            if what == "stream":
+            if what in ("stream", "console stream"):
                 continue  # it streams until the job ends: its status is enough
             status, _ = await who.get(path)
             assert status == 200, (login, what)
-        async with who.http.get(site.base + ran.paths["stream"]) as response:
-            assert response.status == 200, login
+        for stream in ("stream", "console stream"):
+            async with who.http.get(site.base + ran.paths[stream]) as response:
+                assert response.status == 200, login
 
 
 async def test_a_public_repository_is_readable_by_anyone_the_lab_lets_in(
@@ -160,6 +164,7 @@ async def test_the_api_answers_a_token_of_a_login_without_access_as_if_nothing_w
         (f"/sessions/{ran.session.id}", f"no session '{ran.session.id}'"),
         (f"/jobs/{ran.job}", f"no job {ran.job}"),
         (f"/jobs/{ran.job}/output", f"no job {ran.job}"),
+        (f"/jobs/{ran.job}/console", f"no job {ran.job}"),
     ):
         status, body = await get(reader, path)
         assert (status, body["error"]["message"]) == (404, missing), path

@@ -32,6 +32,7 @@ from kerrigan.store.models import (
     HostLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
+    JobConsoleRow,
     JobResultRow,
     PoolRow,
     ReservationRow,
@@ -93,6 +94,9 @@ async def populate(db: Database, clock: FakeClock) -> None:
         session.add(artifact)
         await session.flush()
         session.add(JobArtifactChunkRow(artifact_pk=artifact.pk, seq=0, data=b"\x00\xffok"))
+        session.add(
+            JobConsoleRow(job_pk=job_pk, seq=0, byte_offset=0, data="U-Boot 2024.01\r\n", received_at=now)
+        )
         reservation = ReservationRow(
             id=str(uuid.uuid4()),
             login="olga",

@@ -1,21 +1,25 @@
 """What a runner host says of a job it was offered: accept (with its token and secrets), refuse, start,
-withdrawn, its output, and its end.
+withdrawn, its output, its console, and its end.
 
 Each call is a transition of the store's (the job's session and check run follow in the same transaction).
 "Already decided" is an answer: a repeated call gets the state it left, with ``changed`` false. A job's
 output is stored up to ``output_max_bytes`` (``KERRIGAN_OUTPUT_MAX_BYTES``); the answer to the chunk that
-crosses it, and to every later one, carries ``"output_cut": true`` so the runner stops sending.
+crosses it, and to every later one, carries ``"output_cut": true`` so the runner stops sending. Its console
+(``/console``) is a log of its own, numbered apart and capped at the same size.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from kerrigan.core.lifecycle import JobState, TransitionError
+from kerrigan.core.lifecycle import ENDED, JobState, TransitionError
+from kerrigan.core.log_streams import LogStream
+from kerrigan.core.masking import Masker
 from kerrigan.dispatch.protocol.credentials import JobTokens, LeaseEndedError, MintFailedError
 from kerrigan.dispatch.protocol.requests import (
     Chunk,
@@ -30,12 +34,15 @@ from kerrigan.store.check_runs import output_arrived
 from kerrigan.store.database import Database
 from kerrigan.store.jobs import lifecycle
 from kerrigan.store.jobs.holders import HeldLease, NotYoursError, accepted_lease, job_state
-from kerrigan.store.jobs.output import LogGapError, append_output
+from kerrigan.store.jobs.output import LogGapError, append_log
 from kerrigan.store.retrying import in_transaction
 from kerrigan.store.runners import host_report
-from kerrigan.store.secrets import JobSecrets, hand_secrets
+from kerrigan.store.secrets import JobSecrets, SecretsKeyError, given_secrets, hand_secrets
 
 Change = Callable[[AsyncSession, str, str], Awaitable[lifecycle.Transition]]
+# Stored in place of a console chunk when a secret the job was handed can no longer be read (deleted since,
+# or its key dropped): the chunk cannot be masked, so none of it is kept.
+UNMASKABLE_NOTICE: Final = "[console chunk not kept: a secret this job was handed can no longer be read]\n"
 
 
 class JobCalls:
@@ -53,6 +60,7 @@ class JobCalls:
         self.tokens = tokens
         self.output_max_bytes = output_max_bytes
         self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
+        self.maskers = Maskers(database, secrets_keys)
 
     async def _apply(self, job_id: str, host: str, change: Change) -> lifecycle.Transition:
         """Apply ``change`` to the job in one transaction (done again if the database aborts it for a
@@ -63,11 +71,14 @@ class JobCalls:
             return await change(session, job_id, host)
 
         try:
-            return await in_transaction(self.database, work, what=f"job {job_id} from {host}")
+            done = await in_transaction(self.database, work, what=f"job {job_id} from {host}")
         except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
         except TransitionError as exc:
             raise ProtocolError(409, "invalid_transition", str(exc)) from None
+        if done.state in ENDED:  # its console's masker: the job's secrets are not kept past its end
+            self.maskers.forget(job_id)
+        return done
 
     async def _transition(self, job_id: str, host: str, change: Change) -> web.Response:
         """Apply ``change``; the answer is the state it left the job in."""
@@ -168,6 +179,14 @@ class JobCalls:
 
     async def output(self, request: web.Request, host: str) -> web.Response:
         """A numbered chunk of the job's output; a repeat is acknowledged, a gap answered with 409."""
+        return await self._log(request, host, LogStream.OUTPUT)
+
+    async def console(self, request: web.Request, host: str) -> web.Response:
+        """A numbered chunk of the job's console, answered as ``/output`` is: its own numbering, from the
+        accept (power-on and boot come before the command starts) until the job ends; capped alike."""
+        return await self._log(request, host, LogStream.CONSOLE)
+
+    async def _log(self, request: web.Request, host: str, stream: LogStream) -> web.Response:
         job_id = job_id_of(request)
         chunk = await read(request, Chunk)
         if chunk.truncated_before_seq is not None:
@@ -180,20 +199,35 @@ class JobCalls:
                     "truncated_before_seq needs the log_pages capability, announced at registration",
                     "truncated_before_seq",
                 )
+        data, masker = chunk.data, None
+        if stream is LogStream.CONSOLE:
+            # The agent masks the console as it masks output; the server hides the values in each chunk
+            # again, so no value the job was handed is stored even from an agent that missed it.
+            try:
+                masker = await self.maskers.of(job_id, host)
+            except NotYoursError as exc:
+                raise ProtocolError(404, "not_found", str(exc)) from None
+            except SecretsKeyError:
+                data = UNMASKABLE_NOTICE  # never stored unmasked: its length still counts as sent
         try:
             async with self.database.writing(), self.database.sessions() as session, session.begin():
-                appended = await append_output(
+                appended = await append_log(
                     session,
                     job_id,
                     host,
+                    stream,
                     seq=chunk.seq,
                     byte_offset=chunk.offset,
-                    data=chunk.data,
+                    data=data,
+                    sent_bytes=len(chunk.data.encode()),
                     truncated_before_seq=chunk.truncated_before_seq,
                     max_bytes=self.output_max_bytes,
                     at=self.database.clock(),
+                    masker=masker,
                 )
-                if appended.next_seq == chunk.seq + 1:  # this chunk is stored: its check run may show it
+                # This chunk of output is stored: its check run may show it. (A console shows there only
+                # once its job has ended, with the version its end records.)
+                if stream is LogStream.OUTPUT and appended.next_seq == chunk.seq + 1:
                     await output_arrived(session, int(job_id), self.database.clock())
         except NotYoursError as exc:
             raise ProtocolError(404, "not_found", str(exc)) from None
@@ -205,9 +239,39 @@ class JobCalls:
                 },
                 status=409,
             )
-        if appended.cut:  # the runner stops sending: nothing more of this job's output is stored
+        if appended.cut:  # the runner stops sending: nothing more of this log is stored
             return web.json_response({"next_seq": appended.next_seq, "output_cut": True})
         return web.json_response({"next_seq": appended.next_seq})
+
+
+class Maskers:
+    """The masker of each job's secrets, read once per job (their values are decrypted for it) and kept
+    while the job sends its console; the oldest are let go past ``LIMIT`` jobs."""
+
+    LIMIT: Final = 1024
+
+    def __init__(self, database: Database, secrets_keys: tuple[str, ...]) -> None:
+        self.database = database
+        self.secrets_keys = secrets_keys
+        self._known: OrderedDict[str, Masker | None] = OrderedDict()
+
+    async def of(self, job_id: str, host: str) -> Masker | None:
+        """The job's masker (None when it was handed no secret); ``NotYoursError`` for another host's job,
+        ``SecretsKeyError`` when a secret it was handed can no longer be read."""
+        if job_id in self._known:
+            self._known.move_to_end(job_id)
+            return self._known[job_id]
+        async with self.database.sessions() as session:
+            values = await given_secrets(session, job_id, host, keys=self.secrets_keys)
+        masker = Masker.for_secrets(values) if values else None
+        self._known[job_id] = masker
+        while len(self._known) > self.LIMIT:
+            self._known.popitem(last=False)
+        return masker
+
+    def forget(self, job_id: str) -> None:
+        """The job ended: its values are not kept (a late chunk reads them again)."""
+        self._known.pop(job_id, None)
 
 
 def _answer(job_id: str, done: lifecycle.Transition) -> dict[str, Any]:

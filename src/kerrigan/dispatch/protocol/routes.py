@@ -117,6 +117,7 @@ class RunnerProtocol:
             web.post(f"{prefix}/jobs/{{job_id}}/refuse", authenticated(self.jobs.refuse)),
             web.post(f"{prefix}/jobs/{{job_id}}/start", authenticated(self.jobs.start)),
             web.post(f"{prefix}/jobs/{{job_id}}/output", authenticated(self.jobs.output)),
+            web.post(f"{prefix}/jobs/{{job_id}}/console", authenticated(self.jobs.console)),
             web.post(f"{prefix}/jobs/{{job_id}}/finish", authenticated(self.jobs.finish)),
             web.post(f"{prefix}/jobs/{{job_id}}/withdrawn", authenticated(self.jobs.withdrawn)),
             web.post(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 from kerrigan.github.checks.body import SessionContext
@@ -39,6 +40,17 @@ def cell(text: str) -> str:
     """``text`` as plain words, safe in a table cell or a list item: on one line, and nothing in it read as
     Markdown, HTML, a mention or an issue reference."""
     return text.translate(_ESCAPES)
+
+
+_BACKTICKS: Final = re.compile(r"`+")
+
+
+def fenced(text: str) -> str:
+    """``text`` as a fenced code block whose fence is longer than any run of backticks in it, so nothing in
+    the text can close the block early (and the Markdown, HTML and mentions in it stay text)."""
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def labels_text(requested: dict[str, list[str]]) -> str:

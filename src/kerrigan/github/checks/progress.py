@@ -5,11 +5,13 @@ GitHub refuses the full one."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from kerrigan.core.lifecycle import (
+    BOARD_FAULTS,
     LAB_CONCLUSIONS,
     Conclusion,
     JobState,
@@ -17,13 +19,14 @@ from kerrigan.core.lifecycle import (
     describe_attempt,
     reason_words,
 )
+from kerrigan.core.log_streams import CONSOLE_SHOWN
 from kerrigan.core.matrix import shown_name
 from kerrigan.core.results import ResultsSummary
 from kerrigan.core.runner_fields import cut_of, size_text
 from kerrigan.core.suspect_retry import SuspectFailure, SuspectRetry
 from kerrigan.github.checks.body import CheckRunBody, SessionContext, compose_body
 from kerrigan.github.checks.limits import SUMMARY_LIMIT, byte_size
-from kerrigan.github.checks.markdown import cell, code, header
+from kerrigan.github.checks.markdown import cell, code, fenced, header
 from kerrigan.github.checks.results import results_annotations, results_sections
 
 
@@ -66,6 +69,7 @@ class JobProgress:
     roles: tuple[tuple[str, str], ...] = ()  # a gang's (role, device); device_id is the first role's
     boardless: bool = False  # ``board: none``: no device; ``host`` is where it runs
     suspect_failure: SuspectFailure | None = None  # it failed on a suspect device, and what became of it
+    console_tail: str = ""  # its board's console's last chunks, when it failed or timed out
 
     def devices_cell(self) -> str:
         """Its device, or each role's: ``dut `modalix-old-02`<br>peer `davinci-old-01```; ``no board``."""
@@ -288,7 +292,35 @@ def _blocks(jobs: Sequence[JobProgress], context: SessionContext) -> list[tuple[
                 "</details>",
             ]
             blocks.append(("\n".join(folded), True))
+    blocks += [(_console_block(job), True) for job in jobs if job.console_tail and job.state in CONSOLE_SHOWN]
     return [(text, output) for text, output in blocks if text]
+
+
+# A terminal's control sequences (colours, cursor moves) and the other control characters a board prints:
+# left out of the lines shown, which are text, not a terminal.
+_TERMINAL_CONTROL: Final = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _console_block(job: JobProgress) -> str:
+    """The last lines of a failed job's console, in a fence no line can close; open when the board itself
+    failed the job (it did not power on or boot, or its console went away): they are why."""
+    lines = [_TERMINAL_CONTROL.sub("", line) for line in job.console_tail.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return ""
+    board = job.reason in BOARD_FAULTS
+    return "\n".join(
+        [
+            f"<details{' open' if board else ''}><summary>{cell(shown_name(job.task_id))}"
+            f"{f' (attempt {job.attempt})' if job.attempt > 1 or not job.current else ''}"
+            ": last lines of its board's console</summary>",
+            "",
+            fenced("\n".join(_tail_line(line) for line in lines[-TAIL_LINES:])),
+            "",
+            "</details>",
+        ]
+    )
 
 
 # What a job's state is called in a title, in the order a title names them: what went wrong first.

@@ -1,5 +1,6 @@
 """History: ``GET /api/v1/sessions`` (filtered, newest first, cursor paging), ``/sessions/{id}`` with its jobs
 and attempts, ``/jobs/{id}`` (with the files it uploaded), ``/jobs/{id}/output`` (the raw log),
+``/jobs/{id}/console`` (its board's console, a log of its own),
 ``/jobs/{id}/files/{file}`` (one uploaded file) and ``/devices/{id}/jobs``.
 
 Each answers only what the caller may read (:mod:`kerrigan.web.reading`): a list leaves out the sessions
@@ -28,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.instants import TimeError, read_time
 from kerrigan.core.lifecycle import Conclusion, SessionState
+from kerrigan.core.log_streams import LogStream
 from kerrigan.core.output_times import LineStamper
 from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
 from kerrigan.store.history import (
@@ -308,6 +310,15 @@ async def job_output(request: web.Request) -> web.StreamResponse:
         return await stream_log(request, session, job.id)
 
 
+@routes.get("/jobs/{job_id}/console")
+async def job_console(request: web.Request) -> web.StreamResponse:
+    """The job's whole stored console (its board's) as plain text, written chunk by chunk as it is read;
+    empty for a job whose runner sent none."""
+    job = await _readable_job(request)
+    async with request.config_dict[DATABASE].sessions() as session:
+        return await stream_log(request, session, job.id, LogStream.CONSOLE)
+
+
 async def _readable_job(request: web.Request) -> JobEntry:
     """The job of the path, when the caller may read its repository; else the 404 of no such job."""
     principal = await reader(request)
@@ -321,9 +332,11 @@ async def _readable_job(request: web.Request) -> JobEntry:
     return job
 
 
-async def stream_log(request: web.Request, session: AsyncSession, job_pk: int) -> web.StreamResponse:
-    """Answer with job ``job_pk``'s whole stored output as ``text/plain``, written chunk by chunk as it is
-    read (the cut notice last, when it was cut): the API's and the session page's raw log. With
+async def stream_log(
+    request: web.Request, session: AsyncSession, job_pk: int, stream: LogStream = LogStream.OUTPUT
+) -> web.StreamResponse:
+    """Answer with job ``job_pk``'s whole stored output (or console) as ``text/plain``, written chunk by chunk
+    as it is read (the cut notice last, when it was cut): the API's and the session page's raw log. With
     ``?timestamps=true`` each line starts with when it reached the server (:mod:`kerrigan.core.output_times`);
     any other query parameter, or another value, is a 400 naming it."""
     timestamps = _timestamps(request)
@@ -332,7 +345,7 @@ async def stream_log(request: web.Request, session: AsyncSession, job_pk: int) -
     response.charset = "utf-8"
     await response.prepare(request)
     stamper = LineStamper()
-    async for chunk, received_at in timed_output_chunks(session, job_pk):
+    async for chunk, received_at in timed_output_chunks(session, job_pk, stream):
         await response.write((stamper.feed(chunk, received_at) if timestamps else chunk).encode())
     await response.write_eof()
     return response

@@ -521,6 +521,30 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     },
                 ),
             },
+            "/jobs/{job_id}/console": {
+                "parameters": [
+                    _path_param("job_id"),
+                    _query(
+                        "timestamps",
+                        "true: each line starts with when it reached the server (ISO 8601, UTC, to the "
+                        "millisecond), as the output's",
+                        {"type": "string", "enum": ["true", "false"], "default": "false"},
+                    ),
+                ],
+                "get": _op(
+                    "the job's whole stored console (its board's, from power-on to the job's end), streamed; "
+                    "empty when its runner sent none",
+                    {
+                        "200": {
+                            "description": "the console as the runner sent it, the job's secrets masked (a "
+                            "cut notice last)",
+                            "content": {"text/plain; charset=utf-8": {"schema": STRING}},
+                        },
+                        "400": _error("an unknown parameter, or timestamps neither true nor false"),
+                        **_REPOSITORY_READ_ERRORS,
+                    },
+                ),
+            },
             "/devices/{device_id}/jobs": {
                 "parameters": [_path_param("device_id")],
                 "get": _op(

@@ -21,6 +21,7 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 from sqlalchemy import select
 
+from kerrigan.core.log_streams import LogStream
 from kerrigan.core.matching import Outcome
 from kerrigan.core.results import summarise
 from kerrigan.core.runner_fields import size_text
@@ -123,6 +124,12 @@ async def session_page(request: web.Request) -> web.Response:
             raise web.HTTPFound(output_path(session_id, chosen_job, chosen_page))
         each = tail_bytes(len(jobs))
         outputs = [await output_tail(db, job.pk, job.chunks, each) for job in jobs]
+        consoles = [
+            await output_tail(db, job.pk, job.console_chunks, each, LogStream.CONSOLE)
+            if job.console_chunks or job.console_cut
+            else None
+            for job in jobs
+        ]
         results = await results_of(db, [job.pk for job in jobs])
         files = await artifacts_of(db, [job.pk for job in jobs])
         cancelled = (
@@ -152,8 +159,9 @@ async def session_page(request: web.Request) -> web.Response:
             attempt_text=attempt_text(job, jobs, session.retry),
             results=summarise(results[job.pk]) if job.pk in results else None,
             files=tuple(files.get(job.pk, ())),
+            console=console,
         )
-        for job, output in zip(jobs, outputs, strict=True)
+        for job, output, console in zip(jobs, outputs, consoles, strict=True)
     ]
     github = request.config_dict[SETTINGS].github_url.rstrip("/")
     path = f"/sessions/{quote(session_id)}"
@@ -169,6 +177,12 @@ async def session_page(request: web.Request) -> web.Response:
 
     def stream_link(job_pk: int) -> str:
         return stream_path(session_id, job_pk)
+
+    def console_raw_link(job_pk: int) -> str:
+        return raw_log_path(session_id, job_pk, LogStream.CONSOLE)
+
+    def console_stream_link(job_pk: int) -> str:
+        return stream_path(session_id, job_pk, LogStream.CONSOLE)
 
     def file_link(job_pk: int, file_pk: int) -> str:
         return file_path(session_id, job_pk, file_pk)
@@ -196,6 +210,8 @@ async def session_page(request: web.Request) -> web.Response:
             "output_link": output_link,
             "raw_link": raw_link,
             "stream_link": stream_link,
+            "console_raw_link": console_raw_link,
+            "console_stream_link": console_stream_link,
             "file_link": file_link,
             "size_text": size_text,
             "diagnostics_open": _diagnostics_open(session, tasks, query_text),

@@ -75,6 +75,8 @@ def accounting_view(accounting: Mapping[str, Any] | None) -> AccountingView | No
 
 NOT_RUN: Final = "not_run"
 _WAITING_STATES: Final = frozenset({"queued", "leased"})
+# A console comes from the accept (the board powers on and boots before the command starts) to the end.
+_CONSOLE_LIVE: Final = frozenset({JobState.LEASED, JobState.ACCEPTED, JobState.RUNNING})
 
 
 def attempt_text(job: JobDetails, jobs: Sequence[JobDetails], retry: RetryPolicy) -> str | None:
@@ -101,6 +103,17 @@ class JobView:
     attempt_text: str | None = None  # "attempt 2 of 3 on modalix-redbox after runner_lost on ..."
     results: ResultsSummary | None = None  # every test of the JUnit XML files its runner sent
     files: tuple[ArtifactInfo, ...] = ()  # what it uploaded (artifacts.upload), and notes of what not
+    console: OutputTail | None = None  # the end of its board's console, when its runner sent one
+
+    @property
+    def console_size(self) -> str:
+        """How much console the runner host sent, for people."""
+        return size_text(self.job.console_bytes)
+
+    @property
+    def console_streaming(self) -> bool:
+        """Whether its console is still coming: from the accept (power-on, boot) to the job's end."""
+        return self.job.finished_at is None and self.state in _CONSOLE_LIVE
 
     @property
     def results_headline(self) -> str:

@@ -1,6 +1,6 @@
 """A job's output on the web: a page at a time (``/sessions/{id}/jobs/{job}/output?page=<n>``, each page at
 most ``CHUNKS_PER_PAGE`` chunks), whole as plain text (``/sessions/{id}/jobs/{job}/output.txt``), and
-streamed while it runs.
+streamed while it runs; its board's console whole (``console.txt``) and streamed (``console/stream``) alike.
 
 ``/sessions/{id}/jobs/{job}/output/stream`` is a stream of server-sent events, each a chunk stored after the
 last one the page has, read from the store every ``STREAM_POLL_S`` (no signal fires for output), and an
@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from kerrigan.core.log_streams import LogStream
 from kerrigan.core.runner_fields import size_text
 from kerrigan.store.session_pages import output_page, output_since, session_job_pk, session_jobs
 from kerrigan.web.api.history import stream_log
@@ -50,9 +51,9 @@ def output_path(session_id: str, job_pk: int, page: int | None = None) -> str:
     return path + (f"?page={page}" if page is not None else "")
 
 
-def raw_log_path(session_id: str, job_pk: int) -> str:
-    """Where a job's whole log is, as plain text."""
-    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/output.txt"
+def raw_log_path(session_id: str, job_pk: int, stream: LogStream = LogStream.OUTPUT) -> str:
+    """Where a job's whole log (its output, or its console) is, as plain text."""
+    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/{stream.value}.txt"
 
 
 def file_path(session_id: str, job_pk: int, file_pk: int) -> str:
@@ -60,9 +61,9 @@ def file_path(session_id: str, job_pk: int, file_pk: int) -> str:
     return f"/sessions/{quote(session_id)}/jobs/{job_pk}/files/{file_pk}"
 
 
-def stream_path(session_id: str, job_pk: int) -> str:
-    """Where a running job's new output streams from (server-sent events)."""
-    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/output/stream"
+def stream_path(session_id: str, job_pk: int, stream: LogStream = LogStream.OUTPUT) -> str:
+    """Where a running job's new output (or console) streams from (server-sent events)."""
+    return f"/sessions/{quote(session_id)}/jobs/{job_pk}/{stream.value}/stream"
 
 
 def sse_event(data: Mapping[str, Any], *, event: str | None = None, event_id: int | None = None) -> bytes:
@@ -138,6 +139,14 @@ async def job_raw_log(request: web.Request) -> web.StreamResponse:
         return await stream_log(request, db, job_pk)
 
 
+@routes.get("/sessions/{session_id}/jobs/{job_id}/console.txt")
+async def job_raw_console(request: web.Request) -> web.StreamResponse:
+    """A job's whole stored console as plain text: what ``/api/v1/jobs/{id}/console`` serves."""
+    _, job_pk = await job_of(request)
+    async with request.config_dict[DATABASE].sessions() as db:
+        return await stream_log(request, db, job_pk, LogStream.CONSOLE)
+
+
 def _after(request: web.Request) -> int:
     """The last chunk the page has: the browser's ``Last-Event-ID`` on a reconnect, else ``?after=``."""
     for raw in (request.headers.get("Last-Event-ID"), request.query.get("after")):
@@ -152,6 +161,16 @@ async def job_output_stream(request: web.Request) -> web.StreamResponse:
     (``{"seq", "data", "evicted"}``, its ``id`` the chunk's number), then ``end`` (``{"state", "cut"}``)
     once the job has ended and every chunk was sent. At most ``STREAM_BYTES`` and ``STREAM_S`` a
     connection: then it closes without ``end``, and the browser reconnects from where it was."""
+    return await _log_stream(request, LogStream.OUTPUT)
+
+
+@routes.get("/sessions/{session_id}/jobs/{job_id}/console/stream")
+async def job_console_stream(request: web.Request) -> web.StreamResponse:
+    """The job's console after the chunk the page has, as :func:`job_output_stream` sends its output."""
+    return await _log_stream(request, LogStream.CONSOLE)
+
+
+async def _log_stream(request: web.Request, stream: LogStream) -> web.StreamResponse:
     _, job_pk = await job_of(request)
     after = _after(request)
     database = request.config_dict[DATABASE]
@@ -168,7 +187,7 @@ async def job_output_stream(request: web.Request) -> web.StreamResponse:
     while sent < STREAM_BYTES and loop.time() < until:
         # A database session per read: none is held while the stream waits.
         async with database.sessions() as db:
-            since = await output_since(db, job_pk, after, STREAM_BATCH)
+            since = await output_since(db, job_pk, after, STREAM_BATCH, stream)
         for chunk in since.chunks:
             event = {"seq": chunk.seq, "data": chunk.data, "evicted": chunk.evicted}
             await response.write(sse_event(event, event_id=chunk.seq))
