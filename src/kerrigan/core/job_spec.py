@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kerrigan.core.manifest.model import DEFAULT_VCPUS, Task
+from kerrigan.core.manifest.model import DEFAULT_VCPUS, PowerChoice, Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,7 @@ class JobSpec:
     secrets: tuple[str, ...] = ()  # names of the repository secrets handed to it at acceptance
     artifacts: Mapping[str, Any] = field(default_factory=dict)  # {"download": [...], "upload": [...]}
     boardless: bool = False  # ``board: none``: it holds no device, only room on a runner host
+    power: PowerChoice = PowerChoice.CYCLE  # whether the runner power-cycles its wired boards before it
 
 
 def spec_of_task(task: Task) -> JobSpec:
@@ -45,4 +46,5 @@ def spec_of_task(task: Task) -> JobSpec:
         secrets=task.secrets,
         artifacts=task.artifacts.as_dict() if task.artifacts else {},
         boardless=task.boardless,
+        power=task.power,
     )

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from kerrigan.core.manifest import PowerChoice
 from kerrigan.runner.boards.console import Sink
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
-from kerrigan.runner.boards.control import CONSOLE_LOST, Board, BoardControl, BoardFault, PowerChoice
+from kerrigan.runner.boards.control import CONSOLE_LOST, Board, BoardControl, BoardFault
 from kerrigan.runner.devices_file.wiring import Wiring
 from kerrigan.runner.host_state import offer_roles
 from kerrigan.runner.records import JobRecord
@@ -32,6 +33,13 @@ log = logging.getLogger(__name__)
 
 CONSOLE_SEND_S: Final = 0.5  # a console line reaches the server within about this
 STOP_CHECK_S: Final = 0.2  # while boards are taken, how often a stop (a cancel) is looked for
+
+
+def offered_power(offer: Mapping[str, object]) -> PowerChoice:
+    """The task's ``power`` as offered; ``cycle`` (what every job got before the key) from a server that
+    sends none, or one this agent does not know."""
+    value = offer.get("power")
+    return next((choice for choice in PowerChoice if choice.value == value), PowerChoice.CYCLE)
 
 
 class WiredJobs(Reporting):
@@ -79,10 +87,7 @@ class WiredJobs(Reporting):
         self._console_logs[record.id] = (console_log, feeders, sender)
         record.boards = True  # a restarted agent gives them back too
         self.records.save(record)
-        # The task's ``power`` (not in offers yet: every job power-cycles its boards).
-        keep = record.offer.get("power") == PowerChoice.KEEP.value
-        choice = PowerChoice.KEEP if keep else PowerChoice.CYCLE
-        taking = asyncio.create_task(control.take(choice))
+        taking = asyncio.create_task(control.take(offered_power(record.offer)))
         while not taking.done():
             await asyncio.wait({taking}, timeout=STOP_CHECK_S)
             reason = self._stop_reasons.get(record.id)

@@ -23,6 +23,7 @@ def spec_columns(spec: JobSpec) -> dict[str, Any]:
         "secrets": list(spec.secrets),
         "artifacts": dict(spec.artifacts),
         "boardless": spec.boardless,
+        "power": spec.power,
     }
 
 
@@ -40,4 +41,5 @@ def spec_of(row: JobRow) -> JobSpec:
         secrets=tuple(row.secrets or ()),
         artifacts=dict(row.artifacts or {}),
         boardless=bool(row.boardless),
+        power=row.power,
     )

@@ -35,7 +35,13 @@ from sqlalchemy.types import TypeDecorator
 from kerrigan.core.device_status import Health
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState
-from kerrigan.core.manifest import DEFAULT_MAX_DEVKITS, DEFAULT_QUEUE_WAIT_LIMIT_S, Priority, Strategy
+from kerrigan.core.manifest import (
+    DEFAULT_MAX_DEVKITS,
+    DEFAULT_QUEUE_WAIT_LIMIT_S,
+    PowerChoice,
+    Priority,
+    Strategy,
+)
 from kerrigan.core.reservations import EndReason, ReservationState
 from kerrigan.core.sessions import SessionState
 from kerrigan.core.suspect_retry import SuspectRetry
@@ -374,6 +380,13 @@ class JobRow(Base):
     suspect_failures: Mapped[int | None] = mapped_column(Integer)
     suspect_retry: Mapped[SuspectRetry | None] = mapped_column(
         by_value(SuspectRetry, "job_suspect_retry", 16)
+    )
+    # The task's ``power`` (core.manifest.PowerChoice): whether the runner power-cycles its wired boards
+    # before it (``cycle``) or leaves one that is on as it is (``keep``).
+    power: Mapped[PowerChoice] = mapped_column(
+        by_value(PowerChoice, "job_power", 8),
+        default=PowerChoice.CYCLE,
+        server_default=PowerChoice.CYCLE.value,
     )
 
 

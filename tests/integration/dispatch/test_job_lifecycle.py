@@ -11,6 +11,7 @@ from aiohttp.test_utils import TestClient
 
 from kerrigan.app import create_app
 from kerrigan.config import Settings
+from kerrigan.core.manifest import PowerChoice
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices, take_queued_jobs
@@ -23,8 +24,8 @@ Client = TestClient  # type: ignore[type-arg]
 REGISTRATION = {"protocol": [1], "capabilities": [], "resources": {"vcpus": 8}, "devices": {}}
 
 
-async def offer_one(db: Database, host: str = "lab-a-01") -> int:
-    """A queued job, leased to modalix-bluebox on ``host``; its id."""
+async def offer_one(db: Database, host: str = "lab-a-01", power: PowerChoice = PowerChoice.CYCLE) -> int:
+    """A queued job (its task's ``power`` as given), leased to modalix-bluebox on ``host``; its id."""
     new = builders.session("33333333-3333-3333-3333-333333333333")
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
@@ -32,6 +33,7 @@ async def offer_one(db: Database, host: str = "lab-a-01") -> int:
         row = await session.get(JobRow, queued.pk)
         assert row is not None
         row.command = "./scripts/smoke.sh"
+        row.power = power
         await grant_leases(
             session,
             [Grant(queued.pk, "modalix-bluebox", host, queued.session_id)],
@@ -67,8 +69,8 @@ async def test_a_job_runs_its_course_and_repeated_calls_are_answers_not_errors(
     client, auth = hosts
     job = await offer_one(db)
     polled = await (await client.get("/api/runner/v1/poll?wait=0", headers=auth["lab-a-01"])).json()
-    assert [(o["id"], o["device"], o["command"]) for o in polled["offers"]] == [
-        (str(job), "modalix-bluebox", "./scripts/smoke.sh")
+    assert [(o["id"], o["device"], o["command"], o["power"]) for o in polled["offers"]] == [
+        (str(job), "modalix-bluebox", "./scripts/smoke.sh", "cycle")
     ]
     assert await call(client, f"/jobs/{job}/accept", auth["lab-a-01"]) == (
         200,
@@ -96,6 +98,15 @@ async def test_a_job_runs_its_course_and_repeated_calls_are_answers_not_errors(
     async with db.sessions() as session:
         assert await leased_devices(session) == set()
         assert await jobs.output(session, job) == [(0, "boot\n")]
+
+
+async def test_the_offer_says_when_the_task_keeps_its_boards_power(
+    hosts: tuple[Client, dict[str, dict[str, str]]], db: Database
+) -> None:
+    client, auth = hosts
+    job = await offer_one(db, power=PowerChoice.KEEP)
+    polled = await (await client.get("/api/runner/v1/poll?wait=0", headers=auth["lab-a-01"])).json()
+    assert [(o["id"], o["power"]) for o in polled["offers"]] == [(str(job), "keep")]
 
 
 async def test_another_host_cannot_touch_a_job_offered_elsewhere(

@@ -1,8 +1,9 @@
 """Jobs on a wired device through the real agent and the real server: the devices file wires
 ``modalix-bluebox`` (lab-a-01's) to an outlet of the PDU stand-in (through labgrid's Gude backend) and to a
 simulated board's console; the agent power-cycles the board, waits for its login prompt, runs the job, and
-powers it off after. A board that hangs ends the job ``boot_failed`` with its console's last lines; a PDU that
-hangs ends it ``power_failed`` after ``timeout_s``."""
+powers it off after; a task with ``power: keep`` finds a board that is on as it was. A board that hangs
+ends the job ``boot_failed`` with its console's last lines; a PDU that hangs ends it ``power_failed``
+after ``timeout_s``."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ async def run_job(
     board: SimulatedBoard,
     hil: str = HIL,
     meanwhile: Callable[[], Awaitable[None]] | None = None,
+    manifest: str = MANIFEST,
 ) -> str:
     """Run the board workflow on lab-a-01 with modalix-bluebox wired; its job's state, reason, output."""
     devices = tmp_path / "devices.yml"
@@ -74,7 +76,7 @@ async def run_job(
     )
     hosts = await tokens(harness, "lab-a-01")
     agents("lab-a-01", hosts["lab-a-01"], devices_file=load_devices_file(devices))
-    [run] = await harness.push_commit({".kerrigan/workflows/board.yml": MANIFEST, "scripts/hil.sh": hil})
+    [run] = await harness.push_commit({".kerrigan/workflows/board.yml": manifest, "scripts/hil.sh": hil})
     if meanwhile is not None:
         await meanwhile()
 
@@ -99,6 +101,21 @@ async def test_the_board_is_cycled_and_booted_before_the_job_and_off_after(
     # The manual switch, then the agent's cycle (off, on) and after_job's off.
     assert pdu.switches[1:] == [(OUTLET, False), (OUTLET, True), (OUTLET, False)]
     assert board.boots == 2  # the board's own power-on at the start, and the cycle's
+    assert not board.powered
+
+
+async def test_a_task_with_power_keep_finds_a_board_that_is_on_as_it_was(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    pdu.switch(OUTLET, True)  # left on, booted, by the last job
+    await wait_until(lambda: board.state is State.LOGIN, timeout=15)
+    hil = '#!/bin/sh\necho "boot seconds: ${KERRIGAN_BOOT_SECONDS:-none}"\n'
+    manifest = MANIFEST + "    power: keep\n"
+    output = await run_job(harness, agents, tmp_path, pdu, board, hil, manifest=manifest)
+    assert output == "succeeded None 0\nboot seconds: none\n", output
+    # Only the manual switch, then after_job's off: no cycle, and no boot but the board's own.
+    assert pdu.switches[1:] == [(OUTLET, False)]
+    assert board.boots == 1
     assert not board.powered
 
 

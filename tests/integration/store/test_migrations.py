@@ -395,3 +395,44 @@ async def _sessions_retry_before(database: Database) -> list[tuple[object, None]
     async with database.engine.connect() as connection:
         rows = (await connection.execute(text("SELECT resolution FROM sessions ORDER BY pk"))).all()
     return [(json.loads(value) if isinstance(value, str) else value, None) for (value,) in rows]
+
+
+async def test_a_jobs_power_is_cycle_for_jobs_stored_before_and_dropped_by_the_downgrade(
+    db: Database,
+) -> None:
+    # Revision 0029: jobs.power, checked by the database; every job stored before it was power-cycled. The
+    # downgrade drops the column in place: the jobs and their output stay.
+    from kerrigan.core.manifest import PowerChoice
+    from kerrigan.store.sessions import create_session, get_session
+    from kerrigan.testing import builders
+
+    session_id = "99999999-9999-9999-9999-999999999999"
+    try:
+        async with db.sessions() as session, session.begin():
+            await create_session(session, builders.session(session_id, ("soak",)), db.clock())
+        async with db.engine.begin() as connection:
+            await connection.execute(text("UPDATE jobs SET power = 'keep'"))
+            pk = await connection.scalar(text("SELECT pk FROM jobs"))
+            await connection.execute(
+                text(
+                    "INSERT INTO job_log_chunks (job_pk, seq, byte_offset, data) VALUES (:pk, 0, 0, 'hello')"
+                ),
+                {"pk": pk},
+            )
+        await _downgrade(db, "0027")
+        async with db.engine.connect() as connection:
+            columns = await connection.run_sync(lambda sync: sa_inspect(sync).get_columns("jobs"))
+            assert "power" not in {column["name"] for column in columns}
+            assert await connection.scalar(text("SELECT count(*) FROM job_log_chunks")) == 1
+        await upgrade(db.engine)
+        async with db.sessions() as session:
+            [job] = (await get_session(session, session_id)).jobs
+        assert job.spec.power is PowerChoice.CYCLE
+        async with db.engine.connect() as connection:
+            assert await connection.scalar(text("SELECT count(*) FROM job_log_chunks")) == 1
+            await connection.commit()
+            with pytest.raises(IntegrityError):
+                async with connection.begin():
+                    await connection.execute(text("UPDATE jobs SET power = 'reboot'"))
+    finally:
+        await upgrade(db.engine)

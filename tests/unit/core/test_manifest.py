@@ -202,7 +202,7 @@ ERRORS = [
         6,
         "tasks[0].colour",
         "unknown key 'colour'; expected one of: artifacts, board, devices, env, id, matrix, needs, "
-        "requirements, results, run, secrets, timeout_s, type, vcpus",
+        "power, requirements, results, run, secrets, timeout_s, type, vcpus",
         id="unknown-key-without-suggestion",
     ),
     pytest.param(

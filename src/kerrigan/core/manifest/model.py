@@ -47,6 +47,14 @@ class TaskType(enum.StrEnum):
     COMMAND = "command"
 
 
+class PowerChoice(enum.StrEnum):
+    """A task's ``power``: what the runner agent does with a wired board's power before the job (a board
+    whose runner host's devices file gives it ``power``; any other is left alone)."""
+
+    CYCLE = "cycle"  # off, ``off_s``, on, then wait for the boot (the default)
+    KEEP = "keep"  # left as it is; switched on (and its boot waited for) only when it is off
+
+
 @dataclass(frozen=True, slots=True)
 class BranchFilter:
     """Branch name globs; ``None`` means every branch.
@@ -120,7 +128,8 @@ class Task:
     ``needs`` names tasks as written: every job of each must succeed first; ``results`` are globs of
     the JUnit XML files the command writes. A task with ``devices`` (a gang) takes one device per role;
     its ``requirements`` are then what every role shares. A ``boardless`` task (``board: none``) holds no
-    device: it runs on a runner host, and its ``requirements`` name only ``kerrigan.host``.
+    device: it runs on a runner host, and its ``requirements`` name only ``kerrigan.host``. ``power`` says
+    whether its boards (every role's) are power-cycled before it or kept as they are.
     """
 
     id: str
@@ -139,6 +148,7 @@ class Task:
     devices: tuple[DeviceRole, ...] = ()  # a gang's roles: several devices at once, on one runner host
     secret_origins: tuple[Origin, ...] = ()  # where each of ``secrets`` is written, in the same order
     boardless: bool = False  # ``board: none``: no device, a runner host (its vCPUs still claimed)
+    power: PowerChoice = PowerChoice.CYCLE
 
     @property
     def task_id(self) -> str:

@@ -22,6 +22,7 @@ from kerrigan.core.manifest.model import (
     MAX_JOBS,
     MAX_TASKS,
     DeviceRole,
+    PowerChoice,
     Scheduling,
     Task,
     TaskType,
@@ -58,6 +59,7 @@ TASK_KEYS: Final = (
     "artifacts",
     "devices",
     "board",
+    "power",
 )
 BOARD_NONE: Final = "none"  # the one value ``board`` takes
 MAX_SECRETS: Final = 100  # a repository holds at most as many
@@ -154,6 +156,7 @@ def _task(
     if "devices" in config:
         roles = read_roles(r, config["devices"][1], field + ".devices") or ()
     boardless = "board" in config and _board(r, config, field + ".board")
+    power = _power(r, config, field + ".power", boardless=boardless)
     keys = matrix.keys if matrix is not None else None
     env = dict(workflow_env)
     if "env" in config:
@@ -195,6 +198,7 @@ def _task(
                 devices,
                 secret_origins,
                 boardless,
+                power,
             )
         )
     return task_id, needs, jobs
@@ -246,6 +250,22 @@ def _board(r: SourceReader, config: Entries, field: str) -> bool:
         f"write requirements: {{labels: {{kerrigan.board: {board}}}}}",
     )
     return False
+
+
+def _power(r: SourceReader, config: Entries, field: str, *, boardless: bool) -> PowerChoice:
+    """``power``: ``cycle`` (the default) or ``keep``; any value is an error on a ``board: none`` task,
+    which holds no board whose power the agent could cycle or keep."""
+    if "power" not in config:
+        return PowerChoice.CYCLE
+    node = config["power"][1]
+    chosen = r.choice(node, field, PowerChoice)
+    if chosen is not None and boardless:
+        r.error(
+            node,
+            field,
+            "a task with board: none holds no board whose power could be cycled or kept; leave power out",
+        )
+    return PowerChoice(chosen) if chosen else PowerChoice.CYCLE
 
 
 def _secrets(r: SourceReader, node: yaml.Node, field: str) -> dict[str, Origin]:

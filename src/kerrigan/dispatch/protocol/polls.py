@@ -149,6 +149,8 @@ def _offer_json(
         "artifacts": dict(offer.spec.artifacts),
         "claim": {"vcpus": offer.spec.vcpus},
         "timeout_s": offer.spec.timeout_s,
+        # The task's power: "cycle" its wired boards before it (the default), or "keep" one that is on.
+        "power": offer.spec.power.value,
         "queue_wait_remaining_s": max(0.0, offer.queue_wait_limit_s - offer.queue_wait_s),
         # A gang's devices by role (its first is "device" above); empty for a job of one device.
         "devices": [_role_json(role, devices.get(device_id), device_id) for role, device_id in offer.roles],

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
 from kerrigan.core.lifecycle import BOARD_FAULTS, BOOT_FAILED, CONSOLE_LOST, POWER_FAILED
+from kerrigan.core.manifest import PowerChoice
 from kerrigan.runner.boards.boot import BootFailed, watch_boot
 from kerrigan.runner.boards.console import Console, ConsoleLost, Sink
 from kerrigan.runner.boards.power import PowerDriver, PowerFailed, power_driver
@@ -32,13 +32,6 @@ log = logging.getLogger(__name__)
 __all__ = ["BOARD_FAULTS", "BOOT_FAILED", "CONSOLE_LOST", "POWER_FAILED", "BoardControl", "BoardFault"]
 
 BOOT_SECONDS: Final = "KERRIGAN_BOOT_SECONDS"
-
-
-class PowerChoice(enum.StrEnum):
-    """The task's ``power``: what the agent does with the board's power before the job."""
-
-    CYCLE = "cycle"  # off, ``off_s``, on, then wait for the boot (the default)
-    KEEP = "keep"  # left as it is; switched on (and its boot waited for) only when it is off
 
 
 class BoardFault(Exception):  # noqa: N818 -- a reason the job ends, named as the server names it
