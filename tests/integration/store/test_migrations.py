@@ -419,7 +419,7 @@ async def test_a_jobs_power_is_cycle_for_jobs_stored_before_and_dropped_by_the_d
                 ),
                 {"pk": pk},
             )
-        await _downgrade(db, "0027")
+        await _downgrade(db, "0028")
         async with db.engine.connect() as connection:
             columns = await connection.run_sync(lambda sync: sa_inspect(sync).get_columns("jobs"))
             assert "power" not in {column["name"] for column in columns}

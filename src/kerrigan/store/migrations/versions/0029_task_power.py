@@ -2,7 +2,7 @@
 it (cycle, every job before this revision) or keeps one that is on
 
 Revision ID: 0029
-Revises: 0027
+Revises: 0028
 Create Date: 2026-12-07
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0029"
-down_revision = "0027"
+down_revision = "0028"
 branch_labels = None
 depends_on = None
 
