@@ -107,7 +107,14 @@ class SuspectTracker:
                     func.sum(case((JobRow.state.in_(FAILED), 1), else_=0)),
                 )
                 .join(SessionRow, JobRow.session_pk == SessionRow.pk)
-                .where(*ended, JobRow.finished_at >= since, JobRow.finished_at <= now)
+                # Only the jobs stored by the time the newest was read: one stored between the two
+                # statements is read by the next look, by its number, and counted there, not twice.
+                .where(
+                    *ended,
+                    JobRow.finished_at >= since,
+                    JobRow.finished_at <= now,
+                    JobRow.pk <= (newest_at_load or 0),
+                )
                 .group_by(SessionRow.repository, SessionRow.workflow, JobRow.task_id, JobRow.device_id, day)
             )
             for repository, workflow, task, device, on_day, runs, failures in rows:
@@ -116,7 +123,10 @@ class SuspectTracker:
             # The next look reads a few seconds back (a job may commit after its finished_at): these are in.
             at_edge = await session.execute(
                 select(JobRow.pk, JobRow.finished_at).where(
-                    *ended, JobRow.finished_at > now - _OVERLAP, JobRow.finished_at <= now
+                    *ended,
+                    JobRow.finished_at > now - _OVERLAP,
+                    JobRow.finished_at <= now,
+                    JobRow.pk <= (newest_at_load or 0),
                 )
             )
             self._seen = {pk: ended_at for pk, ended_at in at_edge if ended_at is not None}

@@ -4,11 +4,9 @@ such a peer, or with ``retry: {suspect: 0}``, it fails as before, and its row sa
 
 from __future__ import annotations
 
-import uuid
-from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import RetryPolicy
@@ -19,10 +17,11 @@ from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import Claim, projection
 from kerrigan.store.database import Database
 from kerrigan.store.inventory import set_state
-from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.models import JobRow
 from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
+from kerrigan.testing.history import runs_of
 from tests.integration.dispatch.test_automatic_retry import (
     SESSION,
     all_jobs,
@@ -46,33 +45,11 @@ async def queue(db: Database, retry: RetryPolicy, task: str = "smoke") -> None:
         await create_session(session, new, db.clock())
 
 
-async def history(db: Database, device: str, *, runs: int, failures: int, task: str = "smoke") -> None:
-    """``runs`` earlier pushes' jobs of task ``smoke`` on ``device`` this week, ``failures`` failed."""
-    for n in range(runs):
-        session_id = str(uuid.uuid4())
-        async with db.sessions() as session, session.begin():
-            await create_session(session, builders.session(session_id, [task]), db.clock())
-            pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
-            at = db.clock() - timedelta(days=1)
-            failed = n < failures
-            await session.execute(
-                update(JobRow)
-                .where(JobRow.session_pk == pk)
-                .values(
-                    device_id=device,
-                    state="failed" if failed else "succeeded",
-                    started_at=at - timedelta(minutes=1),
-                    finished_at=at,
-                    exit_status=1 if failed else 0,
-                )
-            )
-
-
 async def suspect_lab(db: Database, suspect: str) -> str:
     """``suspect`` failed ``smoke`` 8 of 10 times this week, its peer passed it 20 times; the peer."""
     [peer] = [device for device in MATCHING if device != suspect]
-    await history(db, suspect, runs=10, failures=8)
-    await history(db, peer, runs=20, failures=0)
+    await runs_of(db, suspect, runs=10, failures=8, task="smoke")
+    await runs_of(db, peer, runs=20, failures=0, task="smoke")
     return peer
 
 
@@ -173,7 +150,7 @@ async def test_a_board_that_is_not_suspect_is_not_retried(db: Database) -> None:
     dispatcher = Dispatcher(db)
     first = await run_current(db, dispatcher)
     assert first.device_id is not None
-    await history(db, first.device_id, runs=10, failures=1)
+    await runs_of(db, first.device_id, runs=10, failures=1, task="smoke")
     await end(db, first, 1)
     mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
     assert [(row.state, row.suspect_retry) for row in mine] == [("failed", None)]
@@ -200,9 +177,9 @@ async def test_a_matrix_job_is_judged_against_the_jobs_of_its_own_matrix_values(
     first = await run_current(db, dispatcher)
     assert first.device_id is not None
     [peer] = [device for device in MATCHING if device != first.device_id]
-    await history(db, first.device_id, runs=10, failures=8, task="smoke[n=3]")
-    await history(db, peer, runs=20, failures=0, task="smoke[n=3]")
-    await history(db, first.device_id, runs=40, failures=0, task="smoke[n=1]")
+    await runs_of(db, first.device_id, runs=10, failures=8, task="smoke[n=3]")
+    await runs_of(db, peer, runs=20, failures=0, task="smoke[n=3]")
+    await runs_of(db, first.device_id, runs=40, failures=0, task="smoke[n=1]")
     await end(db, first, 1)
     mine = [row for row in await all_jobs(db) if row.session_pk == first.session_pk]
     assert [(row.state, row.suspect_retry, row.suspect_runs) for row in mine] == [
@@ -235,8 +212,8 @@ async def test_a_job_is_judged_when_it_ends_not_again_when_its_board_becomes_sus
     [other] = [job for job in leased if job.task_id == "flash"]
     assert failed.device_id is not None
     await end(db, failed, 1)  # no history yet: no suspect
-    await history(db, failed.device_id, runs=10, failures=8)  # now it is one for smoke
-    await history(db, other.device_id or "", runs=20, failures=0)
+    await runs_of(db, failed.device_id, runs=10, failures=8, task="smoke")  # now it is one for smoke
+    await runs_of(db, other.device_id or "", runs=20, failures=0, task="smoke")
     clock.advance(60)
     await end(db, other, 0)
     mine = [row for row in await all_jobs(db) if row.session_pk == failed.session_pk]

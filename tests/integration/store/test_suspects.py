@@ -5,7 +5,6 @@ follow the jobs that end later without reading the history again."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 
 from sqlalchemy import select, update
 
@@ -17,29 +16,9 @@ from kerrigan.store.sessions import create_session
 from kerrigan.store.suspects import SuspectTracker, task_key
 from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
+from kerrigan.testing.history import ran
 
 PEERS = ("bluebox", "greenbox", "whitebox", "blackbox", "pinkbox")
-
-
-async def ran(db: Database, device: str, *, failed: bool, days_ago: float = 1.0) -> str:
-    """A session of one job of task ``boot`` that ran on ``device`` and ended; its id."""
-    session_id = str(uuid.uuid4())
-    async with db.sessions() as session, session.begin():
-        await create_session(session, builders.session(session_id, ["boot"]), db.clock())
-        pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
-        at = db.clock() - timedelta(days=days_ago)
-        await session.execute(
-            update(JobRow)
-            .where(JobRow.session_pk == pk)
-            .values(
-                device_id=device,
-                state="failed" if failed else "succeeded",
-                started_at=at - timedelta(minutes=1),
-                finished_at=at,
-                exit_status=1 if failed else 0,
-            )
-        )
-    return session_id
 
 
 async def test_a_board_failing_a_task_its_peers_pass_is_named_in_the_failed_check_run(
@@ -188,22 +167,7 @@ async def test_runs_of_a_boardless_task_count_for_no_device_and_as_no_peer(
 
 async def matrix_ran(db: Database, device: str, n: int, *, failed: bool) -> None:
     """A push whose one job, ``n=<n>`` of task ``boot``'s matrix, ran on ``device`` and ended."""
-    session_id = str(uuid.uuid4())
-    async with db.sessions() as session, session.begin():
-        await create_session(session, builders.session(session_id, [f"boot[n={n}]"]), db.clock())
-        pk = await session.scalar(select(SessionRow.pk).where(SessionRow.id == session_id))
-        at = db.clock() - timedelta(days=1)
-        await session.execute(
-            update(JobRow)
-            .where(JobRow.session_pk == pk)
-            .values(
-                device_id=device,
-                state="failed" if failed else "succeeded",
-                started_at=at - timedelta(minutes=1),
-                finished_at=at,
-                exit_status=1 if failed else 0,
-            )
-        )
+    await ran(db, device, failed=failed, task=f"boot[n={n}]")
 
 
 async def test_matrix_jobs_are_compared_with_the_jobs_of_the_same_task_and_matrix_values(
