@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kerrigan import __version__
 from kerrigan.cli import (
+    device,
     explain,
     generated_settings,
     inventory,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     secrets.add_parser(commands)
     setup.add_parser(commands)
     generated_settings.add_parser(commands)
+    device.add_parser(commands)  # device power, inside a job
     return parser
 
 

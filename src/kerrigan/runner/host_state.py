@@ -28,6 +28,7 @@ import structlog
 from kerrigan.core.cpus import CpuAllocator
 from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.masking import Masker, secret_problem
+from kerrigan.runner.boards.access import BoardAccess
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import BoardControl
 from kerrigan.runner.devices_file import DevicePresence
@@ -125,6 +126,7 @@ class HostState:
         # job -> its wired boards while it holds them, and its console log on its way (wired_jobs)
         self._boards: dict[str, BoardControl] = {}
         self._console_logs: dict[str, tuple[ConsoleLog, list[RoleLines], asyncio.Task[None]]] = {}
+        self._access: dict[str, BoardAccess] = {}  # job -> its terminals and power socket while it runs
 
     def resources(self) -> dict[str, int]:
         """The host's resource values, by name."""

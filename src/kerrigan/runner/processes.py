@@ -28,6 +28,7 @@ from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
 from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT
 from kerrigan.core.variable_names import name_problem
+from kerrigan.runner.boards.access import DEVICE_SOCKET
 from kerrigan.runner.host_state import may_have_secrets, offer_roles
 from kerrigan.runner.isolation.cgroups import CgroupError, empty, memory_cap
 from kerrigan.runner.isolation.mounts import AREA_FOLDERS
@@ -254,7 +255,6 @@ class Processes(WiredJobs):
                     "fork's pull request gets it only when approved with `/kerrigan approve secrets`\n"
                 )
         env.update(gang_environment(record.offer))  # a setting named like a role's own variable loses
-        env.update(self._board_environment(record))  # KERRIGAN_BOOT_SECONDS, for a job whose board booted
         if record.user is not None:
             area = await asyncio.to_thread(self._make_area, record.id, record.user)
             home = area / "home"
@@ -266,6 +266,7 @@ class Processes(WiredJobs):
             if self.isolation.private_tmp:
                 launcher += ["--private-tmp", str(area)]
                 env["TMPDIR"] = "/tmp"  # noqa: S108 -- the job's own, in its mount namespace
+        launcher += await self._board_access(record, env)  # and KERRIGAN_BOOT_SECONDS
         launcher += ["--", "/bin/sh", "-c", command or "echo 'kerrigan: the task has no command' >&2; exit 2"]
         env_fd = environment_file(env)
         launcher[launcher.index("--cwd") : launcher.index("--cwd")] = ["--env-fd", str(env_fd)]
@@ -309,6 +310,27 @@ class Processes(WiredJobs):
         give_to(area, uid)
         return area
 
+    async def _board_access(self, record: JobRecord, env: dict[str, str]) -> list[str]:
+        """A wired job's terminals and power socket (the socket's folder in its area), and how long its
+        boards took to boot, in ``env``; the launcher's arguments that keep the folder at its path under a
+        private /tmp."""
+        env.update(self._board_environment(record))  # KERRIGAN_BOOT_SECONDS, for a job whose board booted
+        if record.id not in self._boards:
+            return []
+        area = self.area(record.id)
+        devices = area / "devices"
+        if record.user is None:
+            await asyncio.to_thread(self._make_bare_area, area)
+        access = await self._open_board_access(record, devices)
+        env.update(access)
+        return ["--keep", str(devices)] if DEVICE_SOCKET in access else []
+
+    @staticmethod
+    def _make_bare_area(area: Path) -> None:
+        """The area of a job run as the agent's own user: only its board access's folder is made in it."""
+        shutil.rmtree(area, ignore_errors=True)  # a crashed agent's, of an earlier attempt
+        area.mkdir(mode=0o700, parents=True)
+
     async def _empty_cgroup(self, record: JobRecord) -> None:
         """Kill whatever of the job is left in its cgroup, wait until it is empty and remove it (and the
         job's area): before the end is reported, so the device is free when the next job gets it. Its
@@ -325,8 +347,7 @@ class Processes(WiredJobs):
         if record.cgroup is not None:
             record.cgroup = None
             self.records.save(record)
-        if record.user is not None:
-            await asyncio.to_thread(shutil.rmtree, self.area(record.id), True)
+        await asyncio.to_thread(shutil.rmtree, self.area(record.id), True)  # none for most bare jobs
 
     def _take_back(self, record: JobRecord, uid: int) -> None:
         try:

@@ -10,6 +10,8 @@ console's last lines. While it runs, a console going away stops it (``console_lo
 (done, failed, cancelled, timed out, or followed to its end by a restarted agent), before its end is
 reported: ``after_job`` applied and the consoles closed, so the board is off before the device's next job.
 The consoles' bytes go to the server as the job's console log (:mod:`kerrigan.runner.boards.console_log`).
+The command itself gets a terminal on each console and a socket to switch its boards' power, its own user's
+(:mod:`kerrigan.runner.boards.access`), closed before the boards are given back.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from kerrigan.core.manifest import PowerChoice
+from kerrigan.runner.boards.access import BoardAccess
 from kerrigan.runner.boards.console import Sink
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import CONSOLE_LOST, Board, BoardControl, BoardFault
@@ -108,6 +112,17 @@ class WiredJobs(Reporting):
         control = self._boards.get(record.id)
         return control.environment() if control is not None else {}
 
+    async def _open_board_access(self, record: JobRecord, folder: Path) -> dict[str, str]:
+        """Just before the command: its terminals on its boards' consoles and its power socket (in
+        ``folder``, made here), the job's user's own; where the job finds them (``KERRIGAN_CONSOLE``,
+        ``KERRIGAN_DEVICE_SOCKET``, a gang role's own), nothing for a job without wired boards."""
+        control = self._boards.get(record.id)
+        if control is None:
+            return {}
+        access = await BoardAccess.open(record.id, control, record.user, folder)
+        self._access[record.id] = access
+        return access.environment()
+
     async def _send_console(self, job_id: str, console_log: ConsoleLog) -> None:
         while not console_log.done:
             await asyncio.sleep(CONSOLE_SEND_S)
@@ -115,7 +130,10 @@ class WiredJobs(Reporting):
 
     async def _give_back_boards(self, record: JobRecord, outcome: str | None) -> None:
         """Apply ``after_job`` to the job's boards and close their consoles; what could not be done and a
-        console lost meanwhile are noted in its output."""
+        console lost meanwhile are noted in its output. The job's terminals and power socket go first."""
+        access = self._access.pop(record.id, None)
+        if access is not None:
+            await access.close()
         control = self._boards.pop(record.id, None)
         if control is None:
             if not record.boards:

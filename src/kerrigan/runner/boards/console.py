@@ -53,6 +53,7 @@ LONGEST_LINE: Final = 16 * 1024  # a line that never ends (a flood with no line 
 CLOSE_WAIT_S: Final = 2.0
 
 Sink = Callable[[float, bytes], None]
+Tap = Callable[[bytes], None]  # a console's bytes as they came (the job's terminal on it)
 LineListener = Callable[[str, bool], None]  # a line's text; False while it is the unfinished last one
 
 
@@ -101,6 +102,7 @@ class Console:
         self._partial = bytearray()
         self._partial_at = 0.0
         self._listeners: list[LineListener] = []
+        self._taps: list[Tap] = []
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._port: Any = None  # a pyserial port
@@ -229,6 +231,8 @@ class Console:
         self.bytes_read += len(data)
         if self.sink is not None:
             self.sink(at, data)
+        for tap in list(self._taps):
+            tap(data)
         partial = self._partial
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
@@ -272,6 +276,16 @@ class Console:
         def stop() -> None:
             with contextlib.suppress(ValueError):
                 self._listeners.remove(listener)
+
+        return stop
+
+    def tap(self, tap: Tap) -> Callable[[], None]:
+        """Call ``tap(data)`` with every block of bytes from now on, as it came; what stops it."""
+        self._taps.append(tap)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._taps.remove(tap)
 
         return stop
 
