@@ -15,17 +15,16 @@ def code(text: str) -> str:
 
 
 # What free text (a note a person typed, a reason a runner sent, a name from a manifest) may not do in a
-# summary: start a tag (``<details>``, ``<img>``), a link or an image (``[...](...)``), a code span, emphasis
-# or strikethrough, escape what follows it, or end its line or table cell. A zero-width space after ``@``
-# and ``#`` keeps GitHub from reading a mention (which notifies) or a reference to an issue.
+# summary: start a tag (``<details>``, ``<img>``), a link or an image (``[...](...)``: its ``](`` escaped;
+# brackets alone, as in ``tags[0]``, are words), a code span, emphasis or strikethrough, escape what follows
+# it, or end its line or table cell. A zero-width space after ``@`` and ``#`` keeps GitHub from reading a
+# mention (which notifies) or a reference to an issue.
 _ESCAPES: Final = str.maketrans(
     {
         "\\": "\\\\",
         "`": "\\`",
         "*": "\\*",
         "~": "\\~",
-        "[": "\\[",
-        "]": "\\]",
         "|": "\\|",
         "<": "&lt;",
         "@": "@\u200b",
@@ -39,7 +38,7 @@ _ESCAPES: Final = str.maketrans(
 def cell(text: str) -> str:
     """``text`` as plain words, safe in a table cell or a list item: on one line, and nothing in it read as
     Markdown, HTML, a mention or an issue reference."""
-    return text.translate(_ESCAPES)
+    return text.translate(_ESCAPES).replace("](", "]\\(")
 
 
 _BACKTICKS: Final = re.compile(r"`+")
