@@ -4,7 +4,8 @@ read back through the stand-in's API.
 
 - A paused host drains: the job running there goes on (board-a's task hangs here, so it is still running
   at the end; tests/integration/github/test_host_pause_agents.py sees one finish), a push after the pause
-  gets none of its devices, and its check run says who paused the host and why.
+  gets none of its devices (board-b is in maintenance then, so the push waits), and its check run says who
+  paused the host and why.
 - An owner's maintenance, with its reason and until, reaches the check run of a push that needs the board.
 - A board whose health check fails leaves the eligible set, and comes back when its check passes.
 """
@@ -46,6 +47,11 @@ async def test_a_paused_host_drains_and_its_pause_is_explained(rigs: ProcessLab)
         async with db.sessions() as session, session.begin():
             pause = HostPause("kernel upgrade", "octocat", now)
             assert await set_pause(session, "rig-01", pause, Change("octocat", now)) is not None
+            # board-b would take the second push's tasks and pass them in a second, and a finished check
+            # run no longer lists the devices passed over; in maintenance, the push waits and says why
+            maintenance = DeviceState.MAINTENANCE
+            change = Change("octocat", now)
+            await set_state(session, "board-b", maintenance, "probe swap", until=None, change=change)
         [held] = [row for row in await jobs_of(rigs) if row.host == "rig-01" and row.state == "running"]
         second = "f" * 40
         await push(rigs, second)
@@ -58,6 +64,7 @@ async def test_a_paused_host_drains_and_its_pause_is_explained(rigs: ProcessLab)
                 break
             assert time.monotonic() < deadline, text[:2000]
             await asyncio.sleep(0.5)
+        assert "probe swap" in text
         rows = await jobs_of(rigs)
         newest = max(row.session_pk for row in rows)
         assert "rig-01" not in {row.host for row in rows if row.session_pk == newest}
