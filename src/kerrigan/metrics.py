@@ -47,6 +47,12 @@ TESTS: Final = Counter(
 )
 for _outcome in ("passed", "failed", "error", "skipped"):
     TESTS.labels(_outcome)  # each outcome is 0 from the start, not absent until a test ends so
+DEVICE_RECOVERIES: Final = Counter(
+    "kerrigan_device_recoveries",
+    "Recoveries of a board ended, by device and outcome: recovered, failed (another follows), bad (the "
+    "last of three failed in a row).",
+    ["device", "outcome"],
+)
 QUEUE_WAIT: Final = Histogram(
     "kerrigan_queue_wait_seconds",
     "Time from a job's queueing to its start on a device.",

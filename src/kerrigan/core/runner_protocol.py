@@ -16,7 +16,15 @@ from kerrigan.core.resources import ResourceCatalog, Unit
 
 PROTOCOL_VERSIONS: Final = (1,)
 SERVER_CAPABILITIES: Final = frozenset(
-    {"gate_jobs", "log_pages", "withdraw", "source_unavailable", "holder_settings", "board_faults"}
+    {
+        "gate_jobs",
+        "log_pages",
+        "withdraw",
+        "source_unavailable",
+        "holder_settings",
+        "board_faults",
+        "recovery",
+    }
 )
 LEASE_TTL_S: Final = 60
 HEARTBEATS_PER_LEASE: Final = 4  # an agent beats every quarter of the lease time unless told otherwise

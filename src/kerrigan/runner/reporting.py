@@ -214,6 +214,8 @@ class Reporting(HostState):
                 body["outcome"] = record.outcome
         if record.accounting is not None:
             body["accounting"] = record.accounting
+        if record.powered_off and "recovery" in self.capabilities:
+            body["powered_off"] = record.powered_off
         while True:
             try:
                 await self.server.job(record.id, "finish", body)

@@ -23,7 +23,15 @@ from kerrigan.core.runner_protocol import PROTOCOL_VERSIONS
 log = logging.getLogger(__name__)
 
 RUNNER_CAPABILITIES: Final = frozenset(
-    {"gate_jobs", "log_pages", "withdraw", "source_unavailable", "holder_settings", "board_faults"}
+    {
+        "gate_jobs",
+        "log_pages",
+        "withdraw",
+        "source_unavailable",
+        "holder_settings",
+        "board_faults",
+        "recovery",
+    }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure
 

@@ -8,7 +8,9 @@ for; a failure ends the job without running its command, as an infrastructure fa
 (``power_failed``, ``boot_failed``, ``console_lost``) whose note in its output says why, with the
 console's last lines. While it runs, a console going away stops it (``console_lost``). Whenever it ends
 (done, failed, cancelled, timed out, or followed to its end by a restarted agent), before its end is
-reported: ``after_job`` applied and the consoles closed, so the board is off before the device's next job.
+reported: ``after_job`` applied (every board with power switched off after a job that ended in doubt,
+which the end's ``powered_off`` tells the server, which recovers them) and the consoles closed, so the board
+is off before the device's next job.
 The consoles' bytes go to the server as the job's console log (:mod:`kerrigan.runner.boards.console_log`).
 The command itself gets a terminal on each console and a socket to switch its boards' power, its own user's
 (:mod:`kerrigan.runner.boards.access`), closed before the boards are given back.
@@ -23,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from kerrigan.core.lifecycle import BOARD_FAULTS, DEVICE_FAULT_EXIT
 from kerrigan.core.manifest import PowerChoice
 from kerrigan.runner.boards.access import BoardAccess
 from kerrigan.runner.boards.console import Sink
@@ -37,6 +40,8 @@ log = logging.getLogger(__name__)
 
 CONSOLE_SEND_S: Final = 0.5  # a console line reaches the server within about this
 STOP_CHECK_S: Final = 0.2  # while boards are taken, how often a stop (a cancel) is looked for
+# Ends after which a board is not trusted as it is (besides exit 75, the job's own word for a device fault).
+IN_DOUBT: Final = frozenset({"cancelled", "timed_out", *BOARD_FAULTS})
 
 
 def offered_power(offer: Mapping[str, object]) -> PowerChoice:
@@ -128,9 +133,12 @@ class WiredJobs(Reporting):
             await asyncio.sleep(CONSOLE_SEND_S)
             await console_log.send(self.server, job_id)
 
-    async def _give_back_boards(self, record: JobRecord, outcome: str | None) -> None:
-        """Apply ``after_job`` to the job's boards and close their consoles; what could not be done and a
-        console lost meanwhile are noted in its output. The job's terminals and power socket go first."""
+    async def _give_back_boards(
+        self, record: JobRecord, exit_status: int | None, outcome: str | None
+    ) -> None:
+        """Apply ``after_job`` to the job's boards (switch every one with power off after a job that ended
+        in doubt: the server recovers them) and close their consoles; what could not be done and a console
+        lost meanwhile are noted in its output. The job's terminals and power socket go first."""
         access = self._access.pop(record.id, None)
         if access is not None:
             await access.close()
@@ -143,8 +151,10 @@ class WiredJobs(Reporting):
         notes = []
         if control.lost is not None and outcome == CONSOLE_LOST:
             notes.append(control.lost.note())
-        problems = await control.give_back()
-        notes += [f"kerrigan: {problem}\n" for problem in problems]
+        doubt = outcome in IN_DOUBT or exit_status == DEVICE_FAULT_EXIT
+        given = await control.give_back(off=doubt)
+        record.powered_off = given.powered_off
+        notes += [f"kerrigan: {problem}\n" for problem in given.problems]
         if notes:
             with self.records.output_path(record.id).open("a", encoding="utf-8") as output:
                 output.write("".join(notes))
@@ -173,5 +183,5 @@ class WiredJobs(Reporting):
         note: str = "",
     ) -> None:
         """The boards are given back before the end is reported (and its output sent)."""
-        await self._give_back_boards(record, outcome)
+        await self._give_back_boards(record, exit_status, outcome)
         await super()._end(record, exit_status, outcome, accounting, note)

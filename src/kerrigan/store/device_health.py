@@ -5,9 +5,10 @@ gets its check queued: the check, not the count, says whether it is bad. Without
 its jobs for the infrastructure three times in a row (``runner_lost``, ``source_unavailable``, exit status
 75, ...) is set ``bad`` and leaves every eligible set until a person puts it back: setting it ``available``
 (from maintenance, say) makes its health ``unknown`` again. A job that passes, or fails its test, resets the
-count: the device worked. A cancel or a timeout says nothing about the device. A suspect device
-(:mod:`kerrigan.store.suspects`) gets its health check too, and with ``KERRIGAN_QUARANTINE=suspect`` is set
-bad until the check passes or a person puts it back.
+count: the device worked. A cancel or a timeout says nothing about the device. A device whose board the
+agent powered off at the failure gets a recovery (:mod:`kerrigan.store.health_checks.recoveries`), which
+decides instead of the count. A suspect device (:mod:`kerrigan.store.suspects`) gets its health check too,
+and with ``KERRIGAN_QUARANTINE=suspect`` is set bad until the check passes or a person puts it back.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kerrigan.core.flaky import Suspect
 from kerrigan.core.lifecycle import FailureClass, JobState
 from kerrigan.store.audit import Change
 from kerrigan.store.health_checks.ends import set_health
-from kerrigan.store.health_checks.queueing import queue_check_if_any
+from kerrigan.store.health_checks.queueing import pending_check, queue_check_if_any
 from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.store.signals import Topic, mark
 
@@ -55,6 +56,8 @@ async def count_outcome(
     if worked:
         row.infrastructure_failures = 0
         return
+    if await pending_check(session, device_id) is not None:
+        return  # the check or the recovery queued decides, not the count
     if await queue_check_if_any(session, device_id, at, why=f"infrastructure failure (job {job_pk})"):
         return  # its check decides, not the count
     row.infrastructure_failures += 1

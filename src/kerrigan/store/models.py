@@ -183,6 +183,8 @@ class DeviceRow(Base):
     # Infrastructure failures in a row (any other end resets it): three make a device without a health
     # check bad.
     infrastructure_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Recoveries failed in a row (core.recovery): three make the device bad; one that boots resets it.
+    recovery_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     health_check: Mapped[dict[str, Any] | None] = mapped_column(  # over its pool's
         JSON(none_as_null=True), nullable=True
     )

@@ -94,7 +94,15 @@ class SessionMoved:
     conclusion: Conclusion | None = None
 
 
-Fact = JobStarted | JobEnded | SessionConcluded | ResultsReceived | JobMoved | SessionMoved
+@dataclass(frozen=True, slots=True)
+class RecoveryEnded:
+    """A recovery of ``device`` ended with ``outcome`` (:class:`kerrigan.core.recovery.RecoveryOutcome`)."""
+
+    device: str
+    outcome: str
+
+
+Fact = JobStarted | JobEnded | SessionConcluded | ResultsReceived | JobMoved | SessionMoved | RecoveryEnded
 
 
 class Signals:

@@ -30,11 +30,13 @@ from kerrigan.core.lifecycle import (
     should_retry,
 )
 from kerrigan.core.matrix import task_of
+from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.core.suspect_retry import SuspectRetry
 from kerrigan.core.task_graph import Skip, Waiting, readiness, task_states
 from kerrigan.store.database import lab_conclusion_of
 from kerrigan.store.device_health import count_outcome
 from kerrigan.store.health_checks.ends import checked_device, record_check_end
+from kerrigan.store.health_checks.recoveries import record_recovery_end
 from kerrigan.store.job_specs import spec_columns, spec_of
 from kerrigan.store.leases import release_job_leases
 from kerrigan.store.models import JobRow, SessionRow
@@ -98,8 +100,11 @@ async def move_job(
         if before not in ENDED:  # failed -> retried is the same run, counted when it failed
             ran_s = (at - job.started_at).total_seconds() if job.started_at is not None else 0.0
             note(session, JobEnded(to, klass, held_devices(job), max(0.0, ran_s)))
-        checked = await checked_device(session, job.session_pk) if job.task_id == HEALTH_CHECK_TASK else None
-        if checked is not None:
+        lab_job = job.task_id in (HEALTH_CHECK_TASK, RECOVERY_TASK)
+        checked = await checked_device(session, job.session_pk) if lab_job else None
+        if checked is not None and job.task_id == RECOVERY_TASK:
+            await record_recovery_end(session, checked, job, to, at)  # its own count, not a job's failure
+        elif checked is not None:
             await record_check_end(session, checked, job, to, at)  # never counted as a device's failure
         elif before in HOLDING_A_DEVICE and job.device_id is not None and job.started_at is not None:
             # Each device of a gang ran it: a success clears each one's count, a failure of the lab's

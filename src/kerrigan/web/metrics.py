@@ -25,10 +25,18 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from kerrigan.core.reservations import ReservationState
-from kerrigan.metrics import DEVICE_BUSY, JOBS, QUEUE_WAIT, SESSIONS, TESTS
+from kerrigan.metrics import DEVICE_BUSY, DEVICE_RECOVERIES, JOBS, QUEUE_WAIT, SESSIONS, TESTS
 from kerrigan.store.database import Database
 from kerrigan.store.lab_figures import LabFigures, PoolsOfRequirements, read_figures
-from kerrigan.store.signals import Fact, JobEnded, JobStarted, ResultsReceived, SessionConcluded, Topic
+from kerrigan.store.signals import (
+    Fact,
+    JobEnded,
+    JobStarted,
+    RecoveryEnded,
+    ResultsReceived,
+    SessionConcluded,
+    Topic,
+)
 from kerrigan.web.errors import Handler, error_response
 
 log = logging.getLogger(__name__)
@@ -54,6 +62,8 @@ def count_fact(fact: Fact) -> None:
             TESTS.labels("failed").inc(failed)
             TESTS.labels("error").inc(errors)
             TESTS.labels("skipped").inc(skipped)
+        case RecoveryEnded(device, outcome):
+            DEVICE_RECOVERIES.labels(device, outcome).inc()
 
 
 class LabFiguresCollector(Collector):

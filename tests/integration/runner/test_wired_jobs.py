@@ -3,7 +3,8 @@
 simulated board's console; the agent power-cycles the board, waits for its login prompt, runs the job, and
 powers it off after; a task with ``power: keep`` finds a board that is on as it was. A board that hangs
 ends the job ``boot_failed`` with its console's last lines; a PDU that hangs ends it ``power_failed``
-after ``timeout_s``."""
+after ``timeout_s``. A board left in doubt is recovered before its next job: power-cycled and booted,
+``good`` when it boots, ``bad`` with its console's last lines after three recoveries fail."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from pathlib import Path
 from typing import Final
 
 import pytest
+from sqlalchemy import select
 
+from kerrigan.core.device_status import Health
+from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.runner.devices_file import load_devices_file
+from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.testing.board import Mode, SimulatedBoard, State
 from kerrigan.testing.pdu import MODEL, GudePdu
 from kerrigan.testing.waiting import wait_until
@@ -84,8 +89,20 @@ async def run_job(
         return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
 
     await harness.wait_until(ended, timeout=30)
-    [row] = await job_rows(harness)
+    row = (await job_rows(harness))[0]  # after it, the board's recoveries when it ended in doubt
     return f"{row.state} {row.reason} {row.exit_status}\n" + await job_output(harness, row.pk)
+
+
+async def recoveries(harness: Harness) -> list[JobRow]:
+    """The recovery jobs of the lab, oldest first."""
+    return [row for row in await job_rows(harness) if row.task_id == RECOVERY_TASK]
+
+
+async def health_of(harness: Harness, device_id: str) -> tuple[Health, str]:
+    async with harness.database.sessions() as session:
+        row = await session.scalar(select(DeviceRow).where(DeviceRow.id == device_id))
+    assert row is not None
+    return row.health, row.health_reason
 
 
 async def test_the_board_is_cycled_and_booted_before_the_job_and_off_after(
@@ -164,3 +181,45 @@ async def test_a_console_that_goes_away_while_the_job_runs_stops_it_console_lost
     assert "never" not in output
     assert f"kerrigan: console_lost: modalix-bluebox: console {board.path} went away: " in output
     assert pdu.switches[-1] == (OUTLET, False)  # powered off after
+
+
+async def test_a_board_that_hung_is_recovered_and_good_again(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    board.mode = Mode.HANG_AT_BOOT
+    output = await run_job(harness, agents, tmp_path, pdu, board)
+    assert output.startswith("failed boot_failed 75\n"), output
+    board.mode = Mode.BOOTS  # whatever hung it has passed: the recovery's power cycle brings it back
+
+    async def recovered() -> bool:
+        return any(row.state == "succeeded" for row in await recoveries(harness))
+
+    await harness.wait_until(recovered, timeout=30)
+    [recovery] = await recoveries(harness)
+    assert recovery.device_id == "modalix-bluebox"
+    assert await health_of(harness, "modalix-bluebox") == (Health.GOOD, "recovered: it booted")
+    assert board.boots == 2  # the job's hung boot, then the recovery's
+    assert pdu.switches[-3:] == [(OUTLET, False), (OUTLET, True), (OUTLET, False)]  # cycled, then off
+
+
+async def test_three_failed_recoveries_make_the_board_bad_with_its_console_as_evidence(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    board.mode = Mode.HANG_AT_BOOT
+    output = await run_job(harness, agents, tmp_path, pdu, board)
+    assert output.startswith("failed boot_failed 75\n"), output
+
+    async def bad() -> bool:
+        return (await health_of(harness, "modalix-bluebox"))[0] is Health.BAD
+
+    await harness.wait_until(bad, timeout=60)
+    _, reason = await health_of(harness, "modalix-bluebox")
+    assert reason.startswith(
+        "3 recoveries failed in a row (the last boot_failed); the console's last lines: "
+    )
+    assert "printk: console [ttyS2] enabled" in reason  # where the simulated board hangs
+    rows = await recoveries(harness)
+    assert [(row.state, row.reason) for row in rows] == [("failed", "boot_failed")] * 3
+    assert board.boots == 4  # the job's, then each recovery's
+    await harness.settle()
+    assert len(await recoveries(harness)) == 3  # no fourth: a bad board waits for a person or its check

@@ -174,6 +174,7 @@ class JobCalls:
                 exit_status=sent.exit_status,
                 accounting=sent.accounting,
                 outcome=sent.outcome,
+                powered_off=sent.powered_off,
             ),
         )
 

@@ -23,6 +23,7 @@ from kerrigan.core.runner_fields import MAX_BODY_BYTES, FieldError, size_text
 from kerrigan.store.jobs.lifecycle import OUTCOMES
 
 DEVICE_STATES: Final = frozenset({"present", "missing", "error"})
+MAX_POWERED_OFF: Final = 64  # a gang's boards; no job holds more
 REFUSALS: Final = frozenset({"runner_full", "runner_disk_full", "invalid_claim"})
 
 Body = Mapping[str, Any]
@@ -269,17 +270,23 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """``/finish``: the job's exit status, its accounting when the runner has it, and an ``outcome`` when
-    the runner, not the command, ended it."""
+    """``/finish``: the job's exit status, its accounting when the runner has it, an ``outcome`` when
+    the runner, not the command, ended it, and the job's boards it ``powered_off`` at its end (a runner
+    that speaks ``recovery``)."""
 
     optional: ClassVar[bool] = False
     exit_status: int
     accounting: dict[str, Any] | None
     outcome: str | None
+    powered_off: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, body: Body) -> Self:
         status, accounting, outcome = body.get("exit_status"), body.get("accounting"), body.get("outcome")
+        powered_off = body.get("powered_off", [])
+        if not isinstance(powered_off, list) or len(powered_off) > MAX_POWERED_OFF:
+            raise FieldError("powered_off", f"powered_off is a list of at most {MAX_POWERED_OFF} device ids")
+        devices = tuple(fields.text(device, "powered_off", fields.MAX_NAME) for device in powered_off)
         if not isinstance(status, int) or isinstance(status, bool):
             raise FieldError("exit_status", "exit_status must be a whole number")
         if accounting is not None and not isinstance(accounting, dict):
@@ -289,7 +296,7 @@ class Finish:
             fields.figures(accounting, "accounting")
         if outcome is not None and outcome not in OUTCOMES:
             raise FieldError("outcome", f"outcome must be one of {sorted(OUTCOMES)}")
-        return cls(status, accounting, outcome)
+        return cls(status, accounting, outcome, devices)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ For every device of the job that has wiring (every role of a gang), all boards a
 opened before power-on and kept until the job ends; the board is power-cycled (``power: cycle``, the
 default) or, with ``power: keep``, only switched on when it is off; its boot is waited for (``boot.ready``)
 when the agent powered it on and ``boot`` is set. At the end ``after_job`` is applied (``off`` by default
-for a device with power) and the consoles are closed.
+for a device with power; every board with power is switched off after a job that ended in doubt, for the
+server's recovery) and the consoles are closed.
 
 What goes wrong is a :class:`BoardFault` whose ``reason`` is the job's end reason: ``power_failed``,
 ``boot_failed`` or ``console_lost`` (a console that goes away while the job runs too: ``on_lost`` hears of
@@ -177,27 +178,40 @@ class BoardControl:
             env[BOOT_SECONDS] = f"{max(board.boot_s or 0.0 for board in booted):.3f}"
         return env
 
-    async def give_back(self) -> list[str]:
-        """Apply every board's ``after_job`` and close the consoles; what failed, in words (a board left
-        on: the job's end stands, the device's next job power-cycles it)."""
+    async def give_back(self, *, off: bool = False) -> GivenBack:
+        """Apply every board's ``after_job`` (``off``: switch every board with power off, whatever its
+        ``after_job`` says: the job ended in doubt) and close the consoles. A board left on is a problem in
+        words: the job's end stands, the device's next job power-cycles it."""
         for watch in self._watches:
             watch.cancel()
         await asyncio.gather(*self._watches, return_exceptions=True)
         self._watches.clear()
-        problems = await asyncio.gather(*(self._after_job(board) for board in self.boards))
+        ends = await asyncio.gather(*(self._after_job(board, off) for board in self.boards))
         for board in self.boards:
             if board.console is not None:
                 with contextlib.suppress(Exception):
                     await board.console.close()
-        return [problem for problem in problems if problem is not None]
+        return GivenBack(
+            [board.device_id for board, (switched, _) in zip(self.boards, ends, strict=True) if switched],
+            [problem for _, problem in ends if problem is not None],
+        )
 
     @staticmethod
-    async def _after_job(board: Board) -> str | None:
-        if board.power is None or board.wiring.after_job is not AfterJob.OFF:
-            return None
+    async def _after_job(board: Board, off: bool) -> tuple[bool, str | None]:
+        """Whether the board was switched off, and what went wrong."""
+        if board.power is None or (board.wiring.after_job is not AfterJob.OFF and not off):
+            return False, None
         try:
             await board.power.off()
         except PowerFailed as err:
             log.warning("board %s not powered off after its job: %s", board.named, err)
-            return f"{board.named} not powered off after the job: {err}"
-        return None
+            return False, f"{board.named} not powered off after the job: {err}"
+        return True, None
+
+
+@dataclass(frozen=True, slots=True)
+class GivenBack:
+    """What giving a job's boards back did: the devices switched off, and what failed, in words."""
+
+    powered_off: list[str]
+    problems: list[str]

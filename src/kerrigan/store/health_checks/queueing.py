@@ -1,11 +1,12 @@
 """Health checks queued: a device's check as its pool defines it, one pending at a time, and the checks due.
 
-A health check runs as a job of a session of its own: event ``health_check``, no repository, no commit, no
-check run (:func:`kerrigan.store.transitions.record_version` records no version for it), one job pinned to
-the device (``kerrigan.target_id``) in the gate tier of the queue, so it runs before the device's next
-normal job. It may run on a ``bad`` device (that is how one comes back); never on one in maintenance or
-retired, nor on a paused or offline runner host (matching rules those out as for any job). At most one
-check per device is queued or running at a time.
+A health check (and a recovery, :mod:`kerrigan.store.health_checks.recoveries`) runs as a job of a session
+of its own: event ``health_check``, no repository, no commit, no check run
+(:func:`kerrigan.store.transitions.record_version` records no version for it), one job pinned to the device
+(``kerrigan.target_id``) in the gate tier of the queue, so it runs before the device's next normal job. It
+may run on a ``bad`` device (that is how one comes back); never on one in maintenance or retired, nor on a
+paused or offline runner host (matching rules those out as for any job). At most one check (or recovery)
+per device is queued or running at a time.
 
 This module builds its rows itself rather than through :mod:`kerrigan.store.sessions`: the job transitions
 call it, and those are below sessions.
@@ -84,15 +85,17 @@ async def device_health_check(session: AsyncSession, device_id: str) -> HealthCh
     return stored_health_check(found[0]) or stored_health_check(found[1])
 
 
-async def pending_check(session: AsyncSession, device_id: str) -> int | None:
-    """The job of the device's health check that is queued or running, if there is one."""
-    return await session.scalar(
+async def pending_check(session: AsyncSession, device_id: str, *, besides: int | None = None) -> int | None:
+    """The job of the device's health check (or recovery) that is queued or running, if there is one;
+    ``besides``: a session not to count (the one ending)."""
+    query = (
         select(JobRow.pk)
         .join(SessionRow, JobRow.session_pk == SessionRow.pk)
         .where(SessionRow.health_check_device == device_id, SessionRow.state != SessionState.COMPLETED)
-        .order_by(JobRow.pk.desc())
-        .limit(1)
     )
+    if besides is not None:
+        query = query.where(SessionRow.pk != besides)
+    return await session.scalar(query.order_by(JobRow.pk.desc()).limit(1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,20 @@ async def queue_check(
     pending = await pending_check(session, device_id)
     if pending is not None:
         return QueuedCheck(pending, queued=False)
+    return QueuedCheck(await queue_device_job(session, device_id, at, why=why, check=check), queued=True)
+
+
+async def queue_device_job(
+    session: AsyncSession,
+    device_id: str,
+    at: datetime,
+    *,
+    why: str,
+    check: HealthCheck,
+    task: str = HEALTH_CHECK_TASK,
+) -> int:
+    """A session of its own for one job of the lab's on ``device_id`` (a health check, or a recovery:
+    ``task``), running ``check``; the job's key. The caller made sure none is pending."""
     row = SessionRow(
         id=str(uuid.uuid4()),
         repository="",
@@ -149,7 +166,7 @@ async def queue_check(
     await session.flush()
     job = JobRow(
         session_pk=row.pk,
-        task_id=HEALTH_CHECK_TASK,
+        task_id=task,
         created_at=at,
         command=check.run,
         vcpus=check.vcpus,
@@ -159,7 +176,7 @@ async def queue_check(
     session.add(job)
     await session.flush()
     mark(session, Topic.DISPATCH)
-    return QueuedCheck(job.pk, queued=True)
+    return job.pk
 
 
 async def queue_check_if_any(session: AsyncSession, device_id: str, at: datetime, *, why: str) -> bool:

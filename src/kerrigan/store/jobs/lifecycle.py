@@ -5,6 +5,7 @@ Every call a runner repeats is idempotent: "already decided" is an answer, not a
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import refusal_hold
+from kerrigan.core.health_checks import HEALTH_CHECK_TASK
 from kerrigan.core.lifecycle import (
     BOARD_FAULTS,
     ENDED,
@@ -22,13 +24,16 @@ from kerrigan.core.lifecycle import (
     JobState,
     TransitionError,
     ended_by_runner,
+    failure_class,
 )
+from kerrigan.core.recovery import RECOVERY_TASK, needs_recovery, why_queued
 from kerrigan.store.audit import KERRIGAN_ACTOR
+from kerrigan.store.health_checks.recoveries import queue_recoveries
 from kerrigan.store.jobs.holders import owned_job
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.runners import hold_after_refusal
 from kerrigan.store.signals import Topic, mark
-from kerrigan.store.transitions import move_job, settle_session
+from kerrigan.store.transitions import held_devices, move_job, settle_session
 
 OUTCOMES = frozenset({"cancelled", "timed_out", SOURCE_UNAVAILABLE, *BOARD_FAULTS})
 
@@ -145,6 +150,7 @@ async def finish(
     exit_status: int,
     accounting: dict[str, Any] | None,
     outcome: str | None = None,
+    powered_off: Collection[str] = (),
 ) -> Transition:
     """The job ended; its device is free again.
 
@@ -152,6 +158,8 @@ async def finish(
     or, before its command started, ``source_unavailable`` (GitHub or the network failed the fetch). Any
     other job that ends before its command started failed on its host (``not_started``, the lab's failure).
     A job offered but never accepted cannot end this way: :class:`~kerrigan.core.lifecycle.TransitionError`.
+    ``powered_off``: the job's boards its runner switched off at its end; each gets a recovery before its
+    next job when the job ended in doubt (:func:`~kerrigan.core.recovery.needs_recovery`).
     """
     job = await owned_job(session, job_id, host)
     if job.state in ENDED:
@@ -159,6 +167,11 @@ async def finish(
     state, reason = ended_by_runner(exit_status, outcome, started=job.started_at is not None)
     if job.state == JobState.LEASED:  # only a lost lease ends a job its host never took
         raise TransitionError("job", job.state, state.value)
+    doubtful = set(powered_off) & set(held_devices(job))  # a host names only the job's own boards
+    lab_job = job.task_id in (HEALTH_CHECK_TASK, RECOVERY_TASK)  # its own end decides what follows
+    if doubtful and not lab_job and needs_recovery(state, failure_class(state, reason, exit_status)):
+        # Queued before the end is recorded, so that the device's count sees the recovery decide.
+        await queue_recoveries(session, doubtful, at, why=why_queued(reason, state, job.pk))
     await move_job(session, job, state, at, reason=reason, exit_status=exit_status)
     job.accounting = accounting
     await settle_session(session, job.session_pk, at)
