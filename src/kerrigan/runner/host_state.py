@@ -31,6 +31,7 @@ from kerrigan.core.masking import Masker, secret_problem
 from kerrigan.runner.boards.access import BoardAccess
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import BoardControl
+from kerrigan.runner.boards.figures import BoardFigures
 from kerrigan.runner.devices_file import DevicePresence
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
@@ -107,6 +108,7 @@ class HostState:
         self.devices: dict[str, str] = {}
         self.presence = DevicePresence(settings.devices_file)  # what --devices-file finds, and device env
         self.refusals: dict[str, int] = {}
+        self.board_figures = BoardFigures()  # power switches and boot times, for /metrics
         self.lease_ttl_s = 60.0
         self.poll_timeout_s = 25.0
         self.capabilities: frozenset[str] = frozenset()  # what registration agreed on

@@ -2,8 +2,10 @@
 
 Every figure is read from the agent's live state when Prometheus scrapes (a collector, not gauges kept in
 step with it): the jobs it holds by state, the vCPUs their claims hold against ``max_weight``, the CPUs it
-can pin jobs to, the free space of its work dir and the offers it refused, by reason. Each agent has a
-registry of its own, so several agents in one process (the tests) never share a figure.
+can pin jobs to, the free space of its work dir and the offers it refused, by reason; and of the boards its
+devices file wires, every power switch by why it was made and how long each boot took
+(:mod:`kerrigan.runner.boards.figures`). Each agent has a registry of its own, so several agents in one
+process (the tests) never share a figure.
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ from typing import Final
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 
+from kerrigan.runner.boards.figures import BOOT_BUCKETS, BootTimes, SwitchReason
 from kerrigan.runner.host_state import HostState
 
 # A job the agent holds, by its record's state; an ended one's record is kept a day as history, not held.
@@ -82,6 +90,40 @@ class AgentCollector:
         for reason, count in sorted((dict.fromkeys(REFUSAL_REASONS, 0) | state.refusals).items()):
             refusals.add_metric([reason], count)
         yield refusals
+        yield from self._boards()
+
+    def _boards(self) -> Iterator[Metric]:
+        """The boards' figures: every device with power (booting: with power, console and boot) shown
+        from the start, at 0, and any other the agent switched or booted."""
+        figures = self._state.board_figures
+        entries = self._state.presence.entries
+        powered = {device for device, entry in entries.items() if entry.wiring.power is not None}
+        powered |= {device for device, _ in figures.switches}
+        switches = CounterMetricFamily(
+            "kerrigan_device_power_cycles",
+            "Switches of a board's power (a cycle, an on or an off) since the agent started, by why.",
+            labels=["device", "reason"],
+        )
+        for device in sorted(powered):
+            for reason in SwitchReason:
+                switches.add_metric([device, reason.value], figures.switches[device, reason])
+        yield switches
+        booting = {
+            device
+            for device, entry in entries.items()
+            if None not in (entry.wiring.power, entry.wiring.console, entry.wiring.boot)
+        }
+        boots = HistogramMetricFamily(
+            "kerrigan_device_boot_seconds",
+            "Seconds from a board's power-on to its boot.ready line, when the agent powered it on.",
+            labels=["device"],
+        )
+        for device in sorted(booting | set(figures.boots)):
+            times = figures.boots.get(device, BootTimes())
+            within = zip(BOOT_BUCKETS, times.within, strict=True)
+            buckets = [(f"{bound:g}", float(count)) for bound, count in within] + [("+Inf", times.count)]
+            boots.add_metric([device], buckets, times.total_s)
+        yield boots
 
 
 def agent_registry(state: HostState) -> CollectorRegistry:

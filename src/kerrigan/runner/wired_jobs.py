@@ -87,7 +87,7 @@ class WiredJobs(Reporting):
             feeders.append(lines)
             return lambda at, data: lines.feed(data)
 
-        control = BoardControl.of(wired, sink_for)
+        control = BoardControl.of(wired, sink_for, figures=self.board_figures)
         control.on_lost = on_lost
         self._boards[record.id] = control
         sender = asyncio.create_task(
@@ -147,7 +147,7 @@ class WiredJobs(Reporting):
             if not record.boards:
                 return
             # Taken by an agent before a restart: its consoles are gone with it, its after_job is not.
-            control = BoardControl.of([(d, r, w) for d, r, w in self._wired(record)], consoles=False)
+            control = BoardControl.of(self._wired(record), consoles=False, figures=self.board_figures)
         notes = []
         if control.lost is not None and outcome == CONSOLE_LOST:
             notes.append(control.lost.note())

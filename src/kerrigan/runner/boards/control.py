@@ -19,12 +19,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
 from kerrigan.core.lifecycle import BOARD_FAULTS, BOOT_FAILED, CONSOLE_LOST, POWER_FAILED
 from kerrigan.core.manifest import PowerChoice
 from kerrigan.runner.boards.boot import BootFailed, watch_boot
 from kerrigan.runner.boards.console import Console, ConsoleLost, Sink
+from kerrigan.runner.boards.figures import BoardFigures, SwitchReason
 from kerrigan.runner.boards.power import PowerDriver, PowerFailed, power_driver
 from kerrigan.runner.devices_file.wiring import AfterJob, Wiring
 
@@ -55,6 +57,35 @@ class BoardFault(Exception):  # noqa: N818 -- a reason the job ends, named as th
         return text
 
 
+class CountedPower:
+    """A board's power driver whose every switch is counted: under the reason the agent's own call gives
+    (None: not counted, as the off of the agent's own cycle), or as ``job_request`` when none is given:
+    the job's power socket (:mod:`~kerrigan.runner.boards.power_socket`) calls it as a plain driver."""
+
+    def __init__(self, driver: PowerDriver, switched: Callable[[SwitchReason], None]) -> None:
+        self.driver = driver
+        self._switched = switched
+
+    def _count(self, reason: SwitchReason | None) -> None:
+        if reason is not None:
+            self._switched(reason)
+
+    async def on(self, reason: SwitchReason | None = SwitchReason.JOB_REQUEST) -> None:
+        await self.driver.on()
+        self._count(reason)
+
+    async def off(self, reason: SwitchReason | None = SwitchReason.JOB_REQUEST) -> None:
+        await self.driver.off()
+        self._count(reason)
+
+    async def cycle(self, off_s: float, reason: SwitchReason | None = SwitchReason.JOB_REQUEST) -> None:
+        await self.driver.cycle(off_s)
+        self._count(reason)
+
+    async def status(self) -> bool | None:
+        return await self.driver.status()
+
+
 @dataclass
 class Board:
     """One device's board as a job holds it."""
@@ -62,7 +93,7 @@ class Board:
     device_id: str
     role: str | None  # the gang role, None for a job of one device
     wiring: Wiring
-    power: PowerDriver | None = None
+    power: CountedPower | None = None
     console: Console | None = None
     boot_s: float | None = None  # how long its boot took, when the agent powered it on and waited
 
@@ -76,6 +107,7 @@ class BoardControl:
     """The wired boards of one job: :meth:`take` them before its command, :meth:`give_back` at its end."""
 
     boards: list[Board]
+    figures: BoardFigures = field(default_factory=BoardFigures)
     on_lost: Callable[[BoardFault], object] | None = None
     lost: BoardFault | None = None  # a console that went away while the job held it
     _watches: list[asyncio.Task[None]] = field(default_factory=list)
@@ -87,18 +119,21 @@ class BoardControl:
         sink_for: Callable[[Board], Sink | None] = lambda board: None,
         *,
         consoles: bool = True,
+        figures: BoardFigures | None = None,
     ) -> BoardControl:
         """The boards of ``devices`` (id, role, wiring), their power drivers made from their wiring and
-        (unless not ``consoles``) consoles whose bytes go to ``sink_for(board)``."""
+        (unless not ``consoles``) consoles whose bytes go to ``sink_for(board)``; what they do is counted in
+        ``figures`` (the agent's, for its ``/metrics``; a count of their own without)."""
+        figures = figures if figures is not None else BoardFigures()
         boards = []
         for device_id, role, wiring in devices:
             board = Board(device_id, role, wiring)
             if wiring.power is not None:
-                board.power = power_driver(wiring.power)
+                board.power = CountedPower(power_driver(wiring.power), partial(figures.switched, device_id))
             if wiring.console is not None and consoles:
                 board.console = Console(wiring.console, sink=sink_for(board))
             boards.append(board)
-        return cls(boards)
+        return cls(boards, figures)
 
     async def take(self, choice: PowerChoice = PowerChoice.CYCLE) -> None:
         """Open every console, then power every board and wait for its boot, all boards at once; a
@@ -139,18 +174,19 @@ class BoardControl:
             if choice is PowerChoice.KEEP and await power.status() is not False:
                 return  # on, or not known: left as it is, its boot not waited for
             if choice is PowerChoice.CYCLE:
-                await power.off()
+                await power.off(reason=None)  # the cycle is counted once, at its on
                 await asyncio.sleep(board.wiring.power.off_s)
             boot, console = board.wiring.boot, board.console
             watch = watch_boot(console, boot) if boot is not None and console is not None else None
             try:
-                await power.on()
+                await power.on(reason=SwitchReason.JOB)
             except BaseException:
                 if watch is not None:
                     watch.cancel()
                 raise
             if watch is not None:
                 board.boot_s = await watch.wait()
+                self.figures.booted(board.device_id, board.boot_s)
                 log.info("board %s booted in %.2f s", board.named, board.boot_s)
         except PowerFailed as err:
             raise BoardFault(POWER_FAILED, f"{board.named}: {err}") from None
@@ -202,7 +238,7 @@ class BoardControl:
         if board.power is None or (board.wiring.after_job is not AfterJob.OFF and not off):
             return False, None
         try:
-            await board.power.off()
+            await board.power.off(reason=SwitchReason.AFTER_JOB)
         except PowerFailed as err:
             log.warning("board %s not powered off after its job: %s", board.named, err)
             return False, f"{board.named} not powered off after the job: {err}"
