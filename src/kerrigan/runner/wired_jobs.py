@@ -27,10 +27,12 @@ from typing import Any, Final
 
 from kerrigan.core.lifecycle import BOARD_FAULTS, DEVICE_FAULT_EXIT
 from kerrigan.core.manifest import PowerChoice
+from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.runner.boards.access import BoardAccess
 from kerrigan.runner.boards.console import Sink
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import CONSOLE_LOST, Board, BoardControl, BoardFault
+from kerrigan.runner.boards.figures import SwitchReason
 from kerrigan.runner.devices_file.wiring import Wiring
 from kerrigan.runner.host_state import offer_roles
 from kerrigan.runner.records import JobRecord
@@ -96,7 +98,8 @@ class WiredJobs(Reporting):
         self._console_logs[record.id] = (console_log, feeders, sender)
         record.boards = True  # a restarted agent gives them back too
         self.records.save(record)
-        taking = asyncio.create_task(control.take(offered_power(record.offer)))
+        why = SwitchReason.RECOVERY if record.offer.get("task") == RECOVERY_TASK else SwitchReason.JOB
+        taking = asyncio.create_task(control.take(offered_power(record.offer), why))
         while not taking.done():
             await asyncio.wait({taking}, timeout=STOP_CHECK_S)
             reason = self._stop_reasons.get(record.id)

@@ -14,12 +14,12 @@ import pytest
 
 from kerrigan.runner.agent import Agent
 from kerrigan.runner.boards.figures import BOOT_BUCKETS
-from kerrigan.testing.board import SimulatedBoard, State
+from kerrigan.testing.board import Mode, SimulatedBoard, State
 from kerrigan.testing.pdu import GudePdu
 from kerrigan.testing.waiting import wait_until
 from tests.integration.github.conftest import Harness
 from tests.integration.runner.agents import AgentFactory
-from tests.integration.runner.test_wired_jobs import BOOT_S, MANIFEST, OUTLET, board, pdu, run_job
+from tests.integration.runner.test_wired_jobs import BOOT_S, MANIFEST, OUTLET, board, pdu, recoveries, run_job
 from tests.unit.runner.metrics_scrape import Scrape, scrape
 
 pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
@@ -59,7 +59,7 @@ async def scraped(agent: Agent) -> Scrape:
 def cycles(figures: Scrape) -> dict[str, float]:
     return {
         reason: figures.value(CYCLES, device=DEVICE, reason=reason)
-        for reason in ("job", "job_request", "after_job")
+        for reason in ("job", "recovery", "job_request", "after_job")
     }
 
 
@@ -73,7 +73,7 @@ async def test_a_jobs_cycle_its_own_cycle_and_the_off_after_are_counted_and_its_
     figures = await scraped(agent)
 
     # The agent's cycle before the job, the job's own, the agent's off after it: one each.
-    assert cycles(figures) == {"job": 1, "job_request": 1, "after_job": 1}
+    assert cycles(figures) == {"job": 1, "recovery": 0, "job_request": 1, "after_job": 1}
     assert pdu.switches == [(OUTLET, False), (OUTLET, True)] * 2 + [(OUTLET, False)]
     # One boot waited for (the job's own cycle is not waited for by the agent), as long as the job was told.
     boots = "kerrigan_device_boot_seconds"
@@ -98,6 +98,26 @@ async def test_power_keep_on_a_board_that_is_on_counts_only_the_off_after_and_no
     [agent] = started
     figures = await scraped(agent)
 
-    assert cycles(figures) == {"job": 0, "job_request": 0, "after_job": 1}
+    assert cycles(figures) == {"job": 0, "recovery": 0, "job_request": 0, "after_job": 1}
     assert figures.value("kerrigan_device_boot_seconds_count", device=DEVICE) == 0
     assert figures.value("kerrigan_device_boot_seconds_sum", device=DEVICE) == 0
+
+
+async def test_a_recoverys_cycle_is_counted_as_one_and_its_boot_timed(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    board.mode = Mode.HANG_AT_BOOT
+    started: list[Agent] = []
+    output = await run_job(harness, with_metrics(agents, started), tmp_path, pdu, board)
+    assert output.startswith("failed boot_failed 75\n"), output
+    board.mode = Mode.BOOTS
+
+    async def recovered() -> bool:
+        return any(row.state == "succeeded" for row in await recoveries(harness))
+
+    await harness.wait_until(recovered, timeout=30)
+    [agent] = started
+    figures = await scraped(agent)
+    # The job's cycle (its boot hung), the recovery's, and the off after each.
+    assert cycles(figures) == {"job": 1, "recovery": 1, "job_request": 0, "after_job": 2}
+    assert figures.value("kerrigan_device_boot_seconds_count", device=DEVICE) == 1  # the hung one never ended

@@ -135,16 +135,18 @@ class BoardControl:
             boards.append(board)
         return cls(boards, figures)
 
-    async def take(self, choice: PowerChoice = PowerChoice.CYCLE) -> None:
-        """Open every console, then power every board and wait for its boot, all boards at once; a
-        :class:`BoardFault` (the first board's, in order) when one fails."""
+    async def take(
+        self, choice: PowerChoice = PowerChoice.CYCLE, reason: SwitchReason = SwitchReason.JOB
+    ) -> None:
+        """Open every console, then power every board and wait for its boot, all boards at once (its switch
+        counted under ``reason``); a :class:`BoardFault` (the first board's, in order) when one fails."""
         opened = await asyncio.gather(
             *(self._open(board) for board in self.boards if board.console is not None),
             return_exceptions=True,
         )
         self._raise_first(opened)
         powered = await asyncio.gather(
-            *(self._bring_up(board, choice) for board in self.boards), return_exceptions=True
+            *(self._bring_up(board, choice, reason) for board in self.boards), return_exceptions=True
         )
         self._raise_first(powered)
         for board in self.boards:
@@ -166,7 +168,7 @@ class BoardControl:
         except ConsoleLost as err:
             raise BoardFault(CONSOLE_LOST, f"{board.named}: {err}") from None
 
-    async def _bring_up(self, board: Board, choice: PowerChoice) -> None:
+    async def _bring_up(self, board: Board, choice: PowerChoice, reason: SwitchReason) -> None:
         power = board.power
         if power is None or board.wiring.power is None:
             return
@@ -179,7 +181,7 @@ class BoardControl:
             boot, console = board.wiring.boot, board.console
             watch = watch_boot(console, boot) if boot is not None and console is not None else None
             try:
-                await power.on(reason=SwitchReason.JOB)
+                await power.on(reason=reason)
             except BaseException:
                 if watch is not None:
                     watch.cancel()

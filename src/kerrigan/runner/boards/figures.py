@@ -22,6 +22,7 @@ class SwitchReason(enum.Enum):
     """Why the agent switched a board's power."""
 
     JOB = "job"  # before a job's command: its power cycle (or, under power: keep, a board off switched on)
+    RECOVERY = "recovery"  # the power cycle of a recovery the server queued (core.recovery)
     JOB_REQUEST = "job_request"  # the job's own `kerrigan device power cycle|on|off`
     AFTER_JOB = "after_job"  # after a job: after_job: off (a restarted agent's too)
 
