@@ -3,13 +3,13 @@
 are the console.
 
 Bytes are read in large blocks off the event loop (a serial console by a daemon thread of its own, which
-wakes at most every :data:`READ_WAIT_S` or when :data:`READ_BLOCK` bytes have come; a command's stdout by
-the loop's own non-blocking pipe), so that one agent keeps up with many boards and a flooding one. Each
-block is handed as it came to a sink (the agent sends it to the server as the job's console log), then
-split into lines with the time they arrived; the last lines are kept (a ring) for a failed boot's report,
-and listeners (the boot wait) hear every line. A console that goes away while open (the port unplugged, the
-connection closed, the command ended) is noticed: :attr:`Console.lost` says why and :class:`ConsoleLost`
-is raised to whoever waits on it.
+lets a tty's bytes gather for a moment and takes them all, a URL's through pyserial's timed read; a
+command's stdout by the loop's own non-blocking pipe), so that one agent keeps up with many boards and a
+flooding one. Each block is handed as it came to a sink (the agent sends it to the server as the job's
+console log), then split into lines with the time they arrived; the last lines are kept (a ring, as bytes,
+decoded when asked for) for a failed boot's report, and listeners (the boot wait) hear every line. A
+console that goes away while open (the port unplugged, the connection closed, the command ended) is
+noticed: :attr:`Console.lost` says why and :class:`ConsoleLost` is raised to whoever waits on it.
 
 pyserial was chosen because its URL handlers already speak RFC 2217 (ser2net, terminal servers) and raw
 TCP (QEMU's ``-serial tcp:``); labgrid's ``kerrigan[labgrid]`` extra brings it (as ``pyserial-labgrid``,
@@ -24,8 +24,10 @@ import asyncio
 import collections
 import contextlib
 import importlib.util
+import itertools
 import logging
 import os
+import select
 import signal
 import threading
 import time
@@ -47,6 +49,11 @@ log = logging.getLogger(__name__)
 
 READ_BLOCK: Final = 64 * 1024  # bytes asked for at once: at 3 Mbaud that is about 0.2 s of a flood
 READ_WAIT_S: Final = 0.05  # a serial read returns what came within this, so lines reach listeners promptly
+# A tty's bytes are let gather before one read takes them all (a read per line the board writes is what
+# costs): about this many, at the rate the board printed last, and for at most READ_WAIT_S (115,200 baud:
+# 0.05 s; 3 Mbaud: 0.007 s). A pty holds about 19 KB and a USB serial adapter ignores its baud rate, so the
+# wait is cut short once half of them came.
+GATHER_BYTES: Final = 2048
 OPEN_TIMEOUT_S: Final = 10.0  # a console that does not open within this (a terminal server away) is lost
 KEEP_LINES: Final = 200
 LONGEST_LINE: Final = 16 * 1024  # a line that never ends (a flood with no line ends) is cut here
@@ -94,11 +101,14 @@ class Console:
     ) -> None:
         self.wiring = wiring
         self.sink = sink
-        self.lines: collections.deque[ConsoleLine] = collections.deque(maxlen=keep_lines)
+        # The last lines as they came (arrival time, bytes): decoded only when asked for, since a board
+        # printing thousands of lines a second is asked for its last few once.
+        self._kept: collections.deque[tuple[float, bytes]] = collections.deque(maxlen=keep_lines)
         self.bytes_read = 0
         self.lines_read = 0
         self.lost: str | None = None  # why it went away, once it has
         self.gone = asyncio.Event()  # set when it went away (not when it was closed)
+        self._keep = keep_lines
         self._partial = bytearray()
         self._partial_at = 0.0
         self._listeners: list[LineListener] = []
@@ -109,6 +119,11 @@ class Console:
         self._thread: threading.Thread | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
+
+    @property
+    def lines(self) -> list[ConsoleLine]:
+        """The last lines kept, oldest first (the unfinished one not among them)."""
+        return [ConsoleLine(at, _text(raw)) for at, raw in self._kept]
 
     @property
     def named(self) -> str:
@@ -196,12 +211,27 @@ class Console:
     # -- reading -------------------------------------------------------------------------------------
 
     def _read_port(self, port: Any) -> None:
-        """The reading thread: large blocks, each handed to the loop as it came."""
+        """The reading thread: large blocks, each handed to the loop as it came.
+
+        A tty is waited on here, then read at once, all it holds, after its bytes gathered
+        (:data:`GATHER_BYTES`): pyserial's own read wakes for every write the board makes, and a board
+        writes a line at a time. Other ports (a URL's) are read through pyserial's timed read."""
         loop = self._loop
         assert loop is not None
+        fd = getattr(port, "fd", None)  # a tty opened by pyserial's POSIX port
+        rate, last = 0.0, time.monotonic()  # how fast the board printed at the last read (bytes a second)
         try:
             while not self._closing:
-                data = port.read(READ_BLOCK)
+                if isinstance(fd, int):
+                    if not select.select([fd], [], [], READ_WAIT_S)[0]:
+                        continue
+                    _gather(port, min(READ_WAIT_S, GATHER_BYTES / rate) if rate > 0 else READ_WAIT_S)
+                    # What the tty holds, in one read (none: it went away, which the read raises).
+                    data = port.read(min(READ_BLOCK, max(1, port.in_waiting)))
+                    now = time.monotonic()
+                    rate, last = len(data) / max(now - last, 0.001), now
+                else:
+                    data = port.read(READ_BLOCK)
                 if data:
                     loop.call_soon_threadsafe(self._arrived, time.time(), bytes(data))
         except Exception as err:
@@ -234,17 +264,20 @@ class Console:
         for tap in list(self._taps):
             tap(data)
         partial = self._partial
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
+        # Split and kept by C code: Python touches each line only for a listener (the boot wait).
+        *complete, rest = data.split(b"\n")
+        if complete:
             if partial:
-                partial += data[start:end]
-                self._line(at, bytes(partial))
+                complete[0] = bytes(partial + complete[0])
                 partial.clear()
-            else:
-                self._line(at, data[start:end])
-            start = end + 1
-        if start < len(data):
-            partial += data[start:]
+            self._kept.extend(zip(itertools.repeat(at), complete[-self._keep :], strict=False))
+            self.lines_read += len(complete)
+            for raw in complete if self._listeners else ():
+                text = _text(raw)
+                for listener in list(self._listeners):
+                    listener(text, True)
+        if rest:
+            partial += rest
             self._partial_at = at
             if len(partial) >= LONGEST_LINE:
                 self._line(at, bytes(partial))
@@ -256,7 +289,7 @@ class Console:
 
     def _line(self, at: float, raw: bytes) -> None:
         text = _text(raw)
-        self.lines.append(ConsoleLine(at, text))
+        self._kept.append((at, raw))
         self.lines_read += 1
         for listener in list(self._listeners):
             listener(text, True)
@@ -291,7 +324,7 @@ class Console:
 
     def last_lines(self, count: int = 20) -> list[str]:
         """The last ``count`` lines, the unfinished one last."""
-        found = [line.text for line in self.lines]
+        found = [_text(raw) for _, raw in list(self._kept)[-count:]]
         if self._partial:
             found.append(_text(self._partial))
         return found[-count:]
@@ -314,6 +347,15 @@ class Console:
             await asyncio.to_thread(port.write, data)
         except Exception as err:
             raise ConsoleLost(f"console {self.named} cannot be written: {_said(err)}") from None
+
+
+def _gather(port: Any, seconds: float) -> None:
+    """Let a tty's bytes gather for ``seconds``, or less once half of :data:`GATHER_BYTES` came (a board
+    that was quiet and floods now)."""
+    half = seconds / 2
+    time.sleep(half)
+    if port.in_waiting < GATHER_BYTES // 2:
+        time.sleep(half)
 
 
 def _text(raw: bytes | bytearray) -> str:
