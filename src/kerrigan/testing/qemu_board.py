@@ -276,7 +276,7 @@ class QemuBoard:
         self.exits: list[int] = []  # each machine's exit status: -9 when the power went, 0 after poweroff
         self.transcript: collections.deque[str] = collections.deque(maxlen=TRANSCRIPT_LINES)
         self.socket_url = ""
-        self.qemu_errors = ""  # what the last machine wrote to stderr, to explain a start that failed
+        self.qemu_errors = ""  # what the last machine wrote to stderr (or why it did not start)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._switching: asyncio.Task[None] | None = None
@@ -387,12 +387,16 @@ class QemuBoard:
             await self._kill(self._process)
 
     async def _launch(self) -> None:
-        process = await asyncio.create_subprocess_exec(
-            *self.command(),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.command(),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as err:  # no qemu: a board that does not come on, as one with a blown fuse
+            self.qemu_errors = f"{QEMU} could not be started: {err}"
+            return
         self._process = process
         self.starts += 1
         self._output = asyncio.create_task(self._relay(process))

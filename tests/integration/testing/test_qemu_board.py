@@ -115,6 +115,19 @@ async def test_root_logs_in_and_a_real_shell_answers_until_poweroff(
     assert qemu_board.starts == 1
 
 
+async def test_a_machine_that_cannot_start_says_why_and_stays_dark(
+    qemu_initramfs: Path, tmp_path: Path
+) -> None:
+    async with QemuBoard(tmp_path / "no-such-vmlinuz", qemu_initramfs, accelerator="tcg") as board:
+        board.power(True)
+        await board.settled()
+        await wait_until(lambda: bool(board.exits), timeout=30, what="qemu's exit")
+        assert board.exits == [1]
+        assert "no-such-vmlinuz" in board.qemu_errors
+        assert not board.running
+        assert list(board.transcript) == []
+
+
 def test_the_initramfs_is_a_newc_archive_of_busybox_and_its_init(tmp_path: Path) -> None:
     if not BUSYBOX.exists():
         pytest.skip(f"no {BUSYBOX} (apt-get install busybox-static)")
