@@ -24,6 +24,7 @@ from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.store.database import Database
 from kerrigan.testing.github import GitHubStandIn, generate_app_key
 from kerrigan.testing.job_users import spare_job_users
+from kerrigan.testing.qemu_board import QemuBoard, build_initramfs, find_kernel, qemu_board_problem
 from tests.integration.github.conftest import (
     FORK_SHA,
     INSTALLATION,
@@ -124,6 +125,28 @@ async def agents(harness: Harness, tmp_path: Path) -> AsyncIterator[AgentFactory
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+# -- The QEMU board (kerrigan.testing.qemu_board): its initramfs built once a session --------------------
+
+
+@pytest.fixture(scope="session")
+def qemu_initramfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The QEMU board's busybox initramfs, built once for the session; the test is skipped, naming what is
+    missing, on a host without QEMU, a kernel or a static busybox (.ci/install-qemu-board installs them)."""
+    problem = qemu_board_problem()
+    if problem is not None:
+        pytest.skip(f"no QEMU board: {problem}")
+    return build_initramfs(tmp_path_factory.mktemp("qemu-board") / "initramfs.cpio")
+
+
+@pytest.fixture
+async def qemu_board(qemu_initramfs: Path) -> AsyncIterator[QemuBoard]:
+    """A QEMU board, off, its console served (killed at the end of the test)."""
+    kernel = find_kernel()
+    assert kernel is not None  # qemu_initramfs skipped the test otherwise
+    async with QemuBoard(kernel, qemu_initramfs) as board:
+        yield board
 
 
 # -- For the stand-in's own tests (tests/integration/github/test_standin*.py) --------------------------------
