@@ -192,3 +192,38 @@ def test_a_serial_console_without_pyserial_is_refused_at_start_in_one_line(tmp_p
         "devices file devices.yml: devices.bluebox.console.serial is read with pyserial, which is not "
         "installed: pip install 'kerrigan[labgrid]' on this host"
     )
+
+
+FLOOD_OF_LINE_ENDS = (
+    "import sys\nsys.stdout.buffer.write(b'\\n' * 1_000_000 + b'last words\\n' + b'prompt')\n"
+    "sys.stdout.flush()\nsys.stdin.read()\n"
+)
+
+
+async def read_flood_of_line_ends(heard: list[str] | None) -> Console:
+    """A command console printing a million line ends, read until its prompt (``heard``: a listener's)."""
+    console = Console(CommandConsole((sys.executable, "-c", FLOOD_OF_LINE_ENDS)))
+    if heard is not None:
+        console.listen(lambda text, whole: heard.append(text) if whole else None)
+    await console.open()
+    try:
+        await wait_until(lambda: console.lines_read >= 1_000_001, timeout=30)
+        await wait_until(lambda: console.last_lines(1) == ["prompt"], timeout=5)
+    finally:
+        await console.close()
+    return console
+
+
+async def test_a_flood_of_line_ends_is_counted_whole_and_its_last_lines_kept() -> None:
+    # A hostile job's board printing nothing but line ends (`yes ''` at its shell, over a console with no
+    # baud rate to slow it: a socket, USB's CDC ACM): every line is counted and the ring keeps the last ones,
+    # but only those are made, so the agent's loop is not kept busy line by line; a listener (the boot wait)
+    # still hears every one.
+    heard: list[str] = []
+    for console in (await read_flood_of_line_ends(None), await read_flood_of_line_ends(heard)):
+        assert console.lines_read == 1_000_002  # the prompt, ended by the close
+        assert len(console.lines) == 200
+        assert [line.text for line in console.lines][-3:] == ["", "last words", "prompt"]
+        assert console.bytes_read == 1_000_000 + len("last words\nprompt")
+    assert len(heard) == 1_000_002
+    assert heard[-2:] == ["last words", "prompt"]

@@ -234,17 +234,21 @@ class Console:
         for tap in list(self._taps):
             tap(data)
         partial = self._partial
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
+        *whole, rest = data.split(b"\n")
+        if whole:
             if partial:
-                partial += data[start:end]
-                self._line(at, bytes(partial))
+                whole[0] = bytes(partial + whole[0])
                 partial.clear()
-            else:
-                self._line(at, data[start:end])
-            start = end + 1
-        if start < len(data):
-            partial += data[start:]
+            keep = self.lines.maxlen
+            if not self._listeners and keep is not None and len(whole) > keep:
+                # Nobody hears every line (no boot is waited for): only the ring's last lines are made,
+                # so a board printing nothing but line ends (a job's `yes ''`) cannot busy the agent.
+                self.lines_read += len(whole) - keep
+                whole = whole[-keep:]
+            for raw in whole:
+                self._line(at, raw)
+        if rest:
+            partial += rest
             self._partial_at = at
             if len(partial) >= LONGEST_LINE:
                 self._line(at, bytes(partial))
