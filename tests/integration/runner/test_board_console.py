@@ -4,6 +4,8 @@ port, as ser2net offers one), and a command whose stdin and stdout are the conso
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import re
 import sys
 import time
@@ -227,3 +229,34 @@ async def test_a_flood_of_line_ends_is_counted_whole_and_its_last_lines_kept() -
         assert console.bytes_read == 1_000_000 + len("last words\nprompt")
     assert len(heard) == 1_000_002
     assert heard[-2:] == ["last words", "prompt"]
+
+
+async def test_typing_at_a_console_that_takes_nothing_holds_none_of_the_agents_shared_threads() -> None:
+    # A terminal server that stopped reading: what a job types at its board waits there, maybe for ever.
+    # That wait must not hold a thread of the loop's shared executor, which the agent's other work needs.
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # its reader stops the socket's reading once 2 KiB wait in it
+
+    server = await asyncio.start_server(never_reads, "127.0.0.1", 0, limit=1024)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    shared = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(shared)
+    console = Console(UrlConsole(f"socket://127.0.0.1:{port}"))
+    await console.open()
+    try:
+        typing = asyncio.create_task(console.write(b"y" * (64 << 20)))  # more than any socket buffer holds
+        await asyncio.sleep(0.5)
+        assert not typing.done()  # still waiting for the terminal server
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "the agent's work"), 10) == "the agent's work"
+    finally:
+        await asyncio.wait_for(console.close(), 10)  # its reader's join needs a shared thread too
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(typing, 10)
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+        shared.shutdown(wait=False)
