@@ -9,6 +9,7 @@ power, it says so and exits 2. Only the standard library is used here.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -73,7 +74,9 @@ def ask(path: str, request: PowerRequest, wait_s: float) -> PowerAnswer:
         sock.settimeout(wait_s)
         try:
             connect(sock, path)
-            sock.sendall(request.line())
+            # Refused at once and hung up on (another uid, too many connections): its answer waits to be read.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(request.line())
             received = bytearray()
             while b"\n" not in received and len(received) < LONGEST_ANSWER:
                 chunk = sock.recv(4096)

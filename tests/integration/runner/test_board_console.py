@@ -4,6 +4,8 @@ port, as ser2net offers one), and a command whose stdin and stdout are the conso
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import re
 import sys
 import time
@@ -192,3 +194,69 @@ def test_a_serial_console_without_pyserial_is_refused_at_start_in_one_line(tmp_p
         "devices file devices.yml: devices.bluebox.console.serial is read with pyserial, which is not "
         "installed: pip install 'kerrigan[labgrid]' on this host"
     )
+
+
+FLOOD_OF_LINE_ENDS = (
+    "import sys\nsys.stdout.buffer.write(b'\\n' * 1_000_000 + b'last words\\n' + b'prompt')\n"
+    "sys.stdout.flush()\nsys.stdin.read()\n"
+)
+
+
+async def read_flood_of_line_ends(heard: list[str] | None) -> Console:
+    """A command console printing a million line ends, read until its prompt (``heard``: a listener's)."""
+    console = Console(CommandConsole((sys.executable, "-c", FLOOD_OF_LINE_ENDS)))
+    if heard is not None:
+        console.listen(lambda text, whole: heard.append(text) if whole else None)
+    await console.open()
+    try:
+        await wait_until(lambda: console.lines_read >= 1_000_001, timeout=30)
+        await wait_until(lambda: console.last_lines(1) == ["prompt"], timeout=5)
+    finally:
+        await console.close()
+    return console
+
+
+async def test_a_flood_of_line_ends_is_counted_whole_and_its_last_lines_kept() -> None:
+    # A hostile job's board printing nothing but line ends (`yes ''` at its shell, over a console with no
+    # baud rate to slow it: a socket, USB's CDC ACM): every line is counted and the ring keeps the last ones,
+    # but only those are made, so the agent's loop is not kept busy line by line; a listener (the boot wait)
+    # still hears every one.
+    heard: list[str] = []
+    for console in (await read_flood_of_line_ends(None), await read_flood_of_line_ends(heard)):
+        assert console.lines_read == 1_000_002  # the prompt, ended by the close
+        assert len(console.lines) == 200
+        assert [line.text for line in console.lines][-3:] == ["", "last words", "prompt"]
+        assert console.bytes_read == 1_000_000 + len("last words\nprompt")
+    assert len(heard) == 1_000_002
+    assert heard[-2:] == ["last words", "prompt"]
+
+
+async def test_typing_at_a_console_that_takes_nothing_holds_none_of_the_agents_shared_threads() -> None:
+    # A terminal server that stopped reading: what a job types at its board waits there, maybe for ever.
+    # That wait must not hold a thread of the loop's shared executor, which the agent's other work needs.
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_reads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # its reader stops the socket's reading once 2 KiB wait in it
+
+    server = await asyncio.start_server(never_reads, "127.0.0.1", 0, limit=1024)
+    port = server.sockets[0].getsockname()[1]
+    loop = asyncio.get_running_loop()
+    shared = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(shared)
+    console = Console(UrlConsole(f"socket://127.0.0.1:{port}"))
+    await console.open()
+    try:
+        typing = asyncio.create_task(console.write(b"y" * (64 << 20)))  # more than any socket buffer holds
+        await asyncio.sleep(0.5)
+        assert not typing.done()  # still waiting for the terminal server
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "the agent's work"), 10) == "the agent's work"
+    finally:
+        await asyncio.wait_for(console.close(), 10)  # its reader's join needs a shared thread too
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(typing, 10)
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+        shared.shutdown(wait=False)

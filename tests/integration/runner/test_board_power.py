@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kerrigan.runner.boards.control import BoardControl, BoardFault
 from kerrigan.runner.boards.power import (
     CommandSwitch,
     PduSwitch,
@@ -18,7 +19,14 @@ from kerrigan.runner.boards.power import (
     backend_address,
     power_driver,
 )
-from kerrigan.runner.devices_file.wiring import CommandPower, PduPower, PowerWiring, UsbPower
+from kerrigan.runner.devices_file.wiring import (
+    AfterJob,
+    CommandPower,
+    PduPower,
+    PowerWiring,
+    UsbPower,
+    Wiring,
+)
 from kerrigan.testing.pdu import MODEL, GudePdu
 
 pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
@@ -183,3 +191,23 @@ async def test_a_usb_hub_port_is_switched_and_read_with_uhubctls_arguments(tmp_p
         "-l 1-1.4 -p 2 -a off",
         "-l 1-1.4 -p 2",
     ]
+
+
+async def test_a_failing_commands_arguments_and_output_stay_out_of_the_jobs_output(tmp_path: Path) -> None:
+    # A command in the devices file may carry a credential (an SNMP community, curl -u): the job's output
+    # (its check run, its pages) names the program and its exit status; the agent's log has the rest.
+    failing = script(tmp_path, "pdu-ctl", 'echo "auth failed for $2" >&2\nexit 1\n')
+    off = (failing, "--community", "hunter2-private", "7", "off")
+    wiring = Wiring(PowerWiring(CommandPower(("true",), off), 1, 5), None, None, AfterJob.OFF)
+    control = BoardControl.of([("modalix-bluebox", None, wiring)])
+    with pytest.raises(BoardFault) as fault:
+        await control.take()
+    problems = await control.give_back()
+    shown = f"the power command {failing} exited 1"
+    assert fault.value.note() == f"kerrigan: power_failed: modalix-bluebox: {shown}\n"
+    assert problems == [f"modalix-bluebox not powered off after the job: {shown}"]
+    with pytest.raises(PowerFailed) as failed:
+        await CommandSwitch(CommandPower(("true",), off), 5).off()
+    said = "exited 1: auth failed for hunter2-private"
+    assert str(failed.value) == f"{failing} --community hunter2-private 7 off {said}"  # the agent's log
+    assert failed.value.shown == shown

@@ -10,7 +10,7 @@ from typing import Final
 
 import pytest
 
-from kerrigan.runner.boards.control import BoardControl
+from kerrigan.runner.boards.control import BoardControl, GivenBack
 from kerrigan.runner.devices_file import parse_devices_file
 from kerrigan.testing.pdu import MODEL, GudePdu
 from kerrigan.testing.qemu_board import BANNER, LOGIN, QemuBoard
@@ -67,7 +67,7 @@ async def test_the_board_is_cycled_booted_to_login_over_its_socket_console_and_o
     assert qemu_board.exits == [-9]
     assert qemu_board.starts == 2
 
-    assert await boards.give_back() == []
+    assert await boards.give_back() == GivenBack(powered_off=["qemu-x86"], problems=[])
     await wait_until(lambda: not qemu_board.running, timeout=10, what="the machine's end")
     assert pdu.switches == [(OUTLET, True), (OUTLET, False), (OUTLET, True), (OUTLET, False)]
     assert qemu_board.exits == [-9, -9]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+from pathlib import Path
+
 import pytest
 
-from kerrigan.cli import main
+from kerrigan.cli import device, main
 from kerrigan.runner.boards.power_requests import (
     PowerAnswer,
     PowerOp,
@@ -68,3 +72,38 @@ def test_kerrigan_device_power_with_no_agent_listening_exits_1(
         "kerrigan device power on: cannot reach the agent at /nonexistent/device.sock: "
         "No such file or directory\n"
     )
+
+
+def test_kerrigan_device_power_reads_a_refusal_sent_before_its_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The agent answers another uid's connection at once and hangs up without reading it: the request's
+    # send then fails (a broken pipe), and the refusal waiting to be read must still be what is said.
+    path = tmp_path / "device.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+    hung_up = threading.Event()
+
+    def refuse() -> None:
+        connection, _ = listener.accept()
+        connection.sendall(PowerAnswer(error="refused: this socket is another job's").line())
+        connection.close()
+        hung_up.set()
+
+    agent = threading.Thread(target=refuse)
+    agent.start()
+    connect = device.connect
+
+    def connected_then_hung_up_on(sock: socket.socket, at: str) -> None:
+        connect(sock, at)
+        assert hung_up.wait(10)
+
+    monkeypatch.setattr(device, "connect", connected_then_hung_up_on)
+    monkeypatch.setenv("KERRIGAN_DEVICE_SOCKET", str(path))
+    try:
+        assert main(["device", "power", "off"]) == 1
+    finally:
+        agent.join()
+        listener.close()
+    assert capsys.readouterr().err == "kerrigan device power off: refused: this socket is another job's\n"

@@ -344,7 +344,9 @@ class Console:
         if port is None:
             raise ConsoleLost(f"console {self.named} is not open")
         try:
-            await asyncio.to_thread(port.write, data)
+            # A thread of its own, never the loop's shared executor: a write waits for the console to take
+            # it (a slow baud rate, a terminal server that stopped reading), maybe for ever.
+            await in_own_thread(lambda: port.write(data), "kerrigan-console")
         except Exception as err:
             raise ConsoleLost(f"console {self.named} cannot be written: {_said(err)}") from None
 

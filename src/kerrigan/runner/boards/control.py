@@ -191,7 +191,8 @@ class BoardControl:
                 self.figures.booted(board.device_id, board.boot_s)
                 log.info("board %s booted in %.2f s", board.named, board.boot_s)
         except PowerFailed as err:
-            raise BoardFault(POWER_FAILED, f"{board.named}: {err}") from None
+            log.warning("board %s: power failed: %s", board.named, err)  # the job's output gets err.shown
+            raise BoardFault(POWER_FAILED, f"{board.named}: {err.shown}") from None
         except BootFailed as err:
             raise BoardFault(BOOT_FAILED, f"{board.named}: {err.reason}", err.last_lines) from None
         except ConsoleLost as err:
@@ -243,7 +244,7 @@ class BoardControl:
             await board.power.off(reason=SwitchReason.AFTER_JOB)
         except PowerFailed as err:
             log.warning("board %s not powered off after its job: %s", board.named, err)
-            return False, f"{board.named} not powered off after the job: {err}"
+            return False, f"{board.named} not powered off after the job: {err.shown}"
         return True, None
 
 

@@ -32,7 +32,14 @@ SHOWN_OUTPUT: Final = 200  # characters of a failed command's last line kept in 
 
 
 class PowerFailed(Exception):  # noqa: N818 -- the board's fault, named as the job's end reason says it
-    """A power call failed or did not finish within ``timeout_s``: one line saying which and why."""
+    """A power call failed or did not finish within ``timeout_s``: one line saying which and why (for the
+    agent's log), and :attr:`shown`, the same for a job's output, which names a command by its program
+    alone: its arguments and its output may hold a credential the devices file wrote (``snmpset -c
+    private``, ``curl -u admin:secret``), and a job's output reaches its check run and pages."""
+
+    def __init__(self, reason: str, shown: str | None = None) -> None:
+        super().__init__(reason)
+        self.shown = reason if shown is None else shown
 
 
 class PowerDriver(Protocol):
@@ -155,7 +162,7 @@ async def run_bounded(argv: tuple[str, ...], timeout_s: float) -> tuple[int, str
     """Run ``argv`` (no shell) in its own process group with nothing of the agent's settings in its
     environment; its exit status and output. Killed with its group when ``timeout_s`` runs out:
     :class:`PowerFailed`."""
-    shown = shlex.join(argv)
+    shown, program = shlex.join(argv), _program(argv)
     env = {key: value for key, value in os.environ.items() if not key.startswith("KERRIGAN_")}
     try:
         process = await asyncio.create_subprocess_exec(
@@ -167,11 +174,13 @@ async def run_bounded(argv: tuple[str, ...], timeout_s: float) -> tuple[int, str
             start_new_session=True,
         )
     except OSError as err:
-        raise PowerFailed(f"{shown} could not be started: {err.strerror or err}") from None
+        unstarted = f"{shown} could not be started: {err.strerror or err}"
+        raise PowerFailed(unstarted, f"{program} could not be started") from None
     try:
         out, _ = await asyncio.wait_for(process.communicate(), timeout_s)
     except TimeoutError:
-        raise PowerFailed(f"{shown} did not finish within {timeout_s:g} s; killed") from None
+        late = f"did not finish within {timeout_s:g} s; killed"
+        raise PowerFailed(f"{shown} {late}", f"{program} {late}") from None
     finally:
         if process.returncode is None:  # timed out, or the job was stopped meanwhile
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -185,7 +194,12 @@ def _failed(argv: tuple[str, ...], status: int, output: str) -> PowerFailed:
     last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
     said = f": {last[:SHOWN_OUTPUT]}" if last else ""
     how = f"was killed by signal {-status}" if status < 0 else f"exited {status}"
-    return PowerFailed(f"{shlex.join(argv)} {how}{said}")
+    return PowerFailed(f"{shlex.join(argv)} {how}{said}", f"{_program(argv)} {how}")
+
+
+def _program(argv: tuple[str, ...]) -> str:
+    """A command as a job's output names it: its program, without its arguments."""
+    return f"the power command {shlex.quote(argv[0])}"
 
 
 class CommandSwitch(_Switch):

@@ -62,6 +62,7 @@ class PowerSocket:
         self._server: asyncio.Server | None = None
         self._lock = asyncio.Lock()  # one power call at a time
         self._connections: set[asyncio.Task[None]] = set()
+        self._calls: set[asyncio.Task[PowerState]] = set()  # power calls under way, which close waits for
 
     @property
     def path(self) -> Path:
@@ -91,13 +92,17 @@ class PowerSocket:
         return self.path
 
     async def close(self) -> None:
-        """Stop answering, end every connection, remove the folder."""
+        """Stop answering, end every connection, let a power call under way end (each is bounded), remove
+        the folder."""
         if self._server is not None:
             self._server.close()
             self._server = None
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        # A call the job asked for is let finish (each is bounded), never left running behind the agent's
+        # own: a PDU's call, in a thread no cancel stops, could switch the board on after after_job's off.
+        await asyncio.gather(*self._calls, return_exceptions=True)
         await asyncio.to_thread(shutil.rmtree, self.folder, True)  # fd-based: links in it are not followed
 
     # -- a connection ------------------------------------------------------------------------------
@@ -171,8 +176,11 @@ class PowerSocket:
         log.info("job %s: power %s of %s, as the job asked", self.job_id, request.op.value, board.named)
         # The drivers bound every call by timeout_s; a cycle is two calls and off_s between.
         bound = 2 * wiring.timeout_s + wiring.off_s + SLACK_S
+        call = asyncio.create_task(asyncio.wait_for(self._switch(board, request.op), bound))
+        self._calls.add(call)
+        call.add_done_callback(self._calls.discard)
         try:
-            state = await asyncio.wait_for(self._switch(board, request.op), bound)
+            state = await asyncio.shield(call)  # the job hanging up, or its end, does not stop the call
         except (PowerFailed, TimeoutError) as err:
             log.warning("job %s: power %s of %s failed: %s", self.job_id, request.op.value, board.named, err)
             return PowerAnswer(
