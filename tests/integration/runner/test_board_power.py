@@ -202,7 +202,7 @@ async def test_a_failing_commands_arguments_and_output_stay_out_of_the_jobs_outp
     control = BoardControl.of([("modalix-bluebox", None, wiring)])
     with pytest.raises(BoardFault) as fault:
         await control.take()
-    problems = await control.give_back()
+    problems = (await control.give_back()).problems
     shown = f"the power command {failing} exited 1"
     assert fault.value.note() == f"kerrigan: power_failed: modalix-bluebox: {shown}\n"
     assert problems == [f"modalix-bluebox not powered off after the job: {shown}"]
