@@ -2,10 +2,11 @@
 
 It makes a SQLite database in a temporary folder, imports the example lab, starts a GitHub stand-in on
 loopback holding a repository with example manifests and the scripts their tasks run, starts Kerrigan
-against both and a runner agent for each online runner host (the devices are simulated: the scripts print
-what a real test would), sends a signed push delivery, waits until the jobs that can run have run, and
-prints the check runs as GitHub would show them.
-"""
+against both, a PDU stand-in with a simulated board on an outlet for each device of the online runner hosts
+(one of them told to hang at its first boot), and a runner agent for each online host with a devices file
+wiring its boards (``power: command``, ``console: command``: neither needs labgrid nor pyserial). It sends a
+signed push delivery, waits until the jobs that can run have run, and prints the check runs as GitHub would
+show them, then which job the hung board failed and where its retry passed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import os
 import secrets
 import sys
 import tempfile
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import aiohttp
+import yaml
 from aiohttp import web
 from cryptography.fernet import Fernet
 from sqlalchemy import select
@@ -31,8 +34,9 @@ from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
-from kerrigan.core.lifecycle import HOLDING_A_DEVICE
+from kerrigan.core.lifecycle import BOOT_FAILED, HOLDING_A_DEVICE, JobState
 from kerrigan.runner.agent import Agent, AgentSettings
+from kerrigan.runner.devices_file import DevicesFile, load_devices_file
 from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database, upgrade
@@ -42,19 +46,30 @@ from kerrigan.store.inventory import apply_diff
 from kerrigan.store.models import JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.secrets import Keyring, set_secret
+from kerrigan.testing.board import Mode, SimulatedBoard
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from kerrigan.testing.github.schema import find_description
 from kerrigan.testing.job_users import spare_job_users
+from kerrigan.testing.pdu import GudePdu
 from kerrigan.testing.processes import free_port
 
 REPOSITORY = "octo/firmware"
 INSTALLATION = 1
 SHA = "3f2a9c1e" * 5
 HOSTS = ("lab-a-01", "lab-a-02", "lab-b-01")  # the lab's online hosts; lab-b-02 is offline
+HUNG = "modalix-redbox"  # its board hangs at its first boot: the job it fails is retried on a peer
+BOOT_S = 0.6  # a simulated board's boot, power-on to login prompt
+BOOT_TIMEOUT_S = 2  # boot.timeout_s: how long the agent waits for the login prompt before boot_failed
 
 
 def _data(name: str) -> str:
     return (resources.files("kerrigan.demo") / name).read_text(encoding="utf-8")
+
+
+def _lab() -> Inventory:
+    result = parse_inventory(_data("lab.yml"), "lab.yml")
+    assert result.inventory is not None  # the shipped lab is valid; tests keep it so
+    return result.inventory
 
 
 def _workflows() -> dict[str, str]:
@@ -74,15 +89,9 @@ def _scripts() -> dict[str, str]:
 async def _prepare_database(url: str, secrets_key: str) -> Database:
     database = Database.connect(url)
     await upgrade(database.engine)
-    result = parse_inventory(_data("lab.yml"), "lab.yml")
-    assert result.inventory is not None  # the shipped lab is valid; tests keep it so
+    lab = _lab()
     async with database.sessions() as session, session.begin():
-        await apply_diff(
-            session,
-            result.inventory,
-            diff_inventories(Inventory(), result.inventory),
-            Change("demo", database.clock()),
-        )
+        await apply_diff(session, lab, diff_inventories(Inventory(), lab), Change("demo", database.clock()))
         # The repository is installed, with the secret hil-pipeline's UART suite names.
         installation = await upsert_installation(session, INSTALLATION, "octo", database.clock())
         await add_repositories(session, installation, [(7, REPOSITORY)])
@@ -168,8 +177,13 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
             runner = web.AppRunner(create_app(settings), access_log=None)
             await runner.setup()
             await web.TCPSite(runner, "127.0.0.1", port).start()
-            agents = await _start_agents(url, f"http://127.0.0.1:{port}", Path(folder))
+            boards = contextlib.AsyncExitStack()
+            agents_http = aiohttp.ClientSession()
+            agents: list[asyncio.Task[None]] = []
             try:
+                devices, hung = await _wire_boards(boards, Path(folder))
+                server = f"http://127.0.0.1:{port}"
+                agents = await _start_agents(url, server, Path(folder), devices, agents_http)
                 out.write(
                     f"Kerrigan is running at http://127.0.0.1:{port}, "
                     f"with a GitHub stand-in at {github.url}.\n"
@@ -186,12 +200,18 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 ):
                     out.write(f"The webhook was answered {response.status} {response.reason}.\n")
                 await _settle(url)
-                out.write(f"Runner agents for {', '.join(HOSTS)} take the jobs their devices can run...\n")
+                out.write(
+                    f"Runner agents for {', '.join(HOSTS)} take the jobs their devices can run, "
+                    f"driving {sum(len(file.devices) for file in devices.values())} simulated boards on a "
+                    f"PDU stand-in through their devices files ({HUNG}'s board is told to hang at its "
+                    "first boot)...\n"
+                )
                 await _jobs_done(url)
                 runs = sorted(github.check_runs.values(), key=lambda run: str(run["name"]))
                 out.write(f"GitHub now shows {len(runs)} check runs on {SHA[:12]}:\n")
                 for run in runs:
                     show_check_run(run, out)
+                await _show_boot_failures(url, hung, out)
                 if keep_running:
                     base = f"http://127.0.0.1:{port}"
                     out.write(
@@ -204,19 +224,112 @@ async def run_demo(out: TextIO = sys.stdout, *, keep_running: bool = False) -> i
                 for agent in agents:
                     agent.cancel()
                 await asyncio.gather(*agents, return_exceptions=True)
+                # After the agents: one still stopping (its loops, its jobs) may have a request under way,
+                # which closing the session would cut off mid-body.
+                await agents_http.close()
+                await boards.aclose()
                 await runner.cleanup()
     return 0
 
 
-async def _start_agents(url: str, server: str, folder: Path) -> list[asyncio.Task[None]]:
-    """A runner agent per online host, each with its own token and work dir, in this process."""
+async def _wire_boards(
+    boards: contextlib.AsyncExitStack, folder: Path
+) -> tuple[dict[str, DevicesFile], SimulatedBoard]:
+    """A PDU stand-in and, on an outlet of it each, a simulated board for every device of the online hosts;
+    each host's devices file wiring its boards, read as ``kerrigan runner --devices-file`` reads it, and
+    the board that hangs. The power and console are commands (``kerrigan.testing.wires``), so that neither
+    labgrid nor pyserial is needed."""
+    lab = [device for device in _lab().devices if device.host in HOSTS]
+    pdu = GudePdu(outlets=len(lab))
+    await pdu.start()
+    boards.push_async_callback(pdu.close)
+    wires = [sys.executable, "-m", "kerrigan.testing.wires"]
+    wiring: dict[str, dict[str, Any]] = {host: {} for host in HOSTS}
+    hung = None
+    for outlet, device in enumerate(lab, start=1):
+        board = SimulatedBoard(boot_s=BOOT_S)
+        await board.start(serve_socket=True)
+        boards.push_async_callback(board.close)
+        board.attach(pdu, outlet)
+        if device.id == HUNG:
+            _hang_at_first_boot(board, pdu, outlet)
+            hung = board
+        assert board.socket_url is not None
+        switch = [*wires, "outlet", pdu.url, str(outlet)]
+        wiring[device.host][device.id] = {
+            "power": {
+                "command": {"on": [*switch, "on"], "off": [*switch, "off"], "status": [*switch, "status"]},
+                "off_s": 1,
+                "timeout_s": 10,
+            },
+            "console": {"command": [*wires, "console", board.socket_url.removeprefix("socket://")]},
+            "boot": {"ready": "login:", "fail": ["Kernel panic"], "timeout_s": BOOT_TIMEOUT_S},
+        }
+    files = {}
+    for host, devices in wiring.items():
+        path = folder / f"devices-{host}.yml"
+        # Readable by the agent's user alone, as docs/runner.md asks of a devices file.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            yaml.safe_dump({"devices": devices}, file, sort_keys=False)
+        files[host] = load_devices_file(path)
+    assert hung is not None  # the shipped lab has it on an online host; tests keep it so
+    return files, hung
+
+
+def _hang_at_first_boot(board: SimulatedBoard, pdu: GudePdu, outlet: int) -> None:
+    """The board hangs midway through its kernel at its first power-on and boots at every later one, so
+    that a power cycle (a later job's, or a recovery's) brings it back."""
+    board.mode = Mode.HANG_AT_BOOT
+
+    def switched(on: bool) -> None:
+        if on:  # the board (attached before) has read its mode for this boot: the next one boots
+            board.mode = Mode.BOOTS
+
+    pdu.on_switch(outlet, switched)
+
+
+async def _show_boot_failures(url: str, hung: SimulatedBoard, out: TextIO) -> None:
+    """Which job the hung board failed, and where its retry ran."""
+    database = Database.connect(url)
+    try:
+        async with database.sessions() as session:
+            jobs = {job.pk: job for job in (await session.scalars(select(JobRow))).all()}
+    finally:
+        await database.close()
+    retries = {job.retry_of: job for job in jobs.values() if job.retry_of is not None}
+    out.write(f"\n{HUNG}'s board was told to hang at its first boot, midway through its kernel.\n")
+    failed = [job for job in jobs.values() if job.reason == BOOT_FAILED]
+    if not failed:
+        out.write(f"No job ran on {HUNG}.\n")
+    for job in failed:
+        out.write(
+            f"{job.task_id} ended {BOOT_FAILED} on {job.device_id}: no login prompt within "
+            f"{BOOT_TIMEOUT_S} s (its check run shows the console's last lines)"
+        )
+        retry = retries.get(job.pk)
+        while retry is not None and retry.state is JobState.RETRIED and retry.pk in retries:
+            retry = retries[retry.pk]
+        if retry is None:
+            out.write(", and was not retried.\n")
+        else:
+            out.write(f"; retried on {retry.device_id} ({retry.host}), it {retry.state.value}.\n")
+    out.write(
+        f"{HUNG}'s board is {hung.state.value} now, after {hung.boots} power-on(s); it boots at every one "
+        "after its first (a later job's, or a recovery's).\n"
+    )
+
+
+async def _start_agents(
+    url: str, server: str, folder: Path, devices: dict[str, DevicesFile], http: aiohttp.ClientSession
+) -> list[asyncio.Task[None]]:
+    """A runner agent per online host, each with its own token, work dir and devices file, in this process."""
     database = Database.connect(url)
     try:
         async with database.sessions() as session, session.begin():
             tokens = {host: await create_runner_token(session, host, database.clock()) for host in HOSTS}
     finally:
         await database.close()
-    http = aiohttp.ClientSession()
     tasks = []
     for host, token in tokens.items():
         settings = AgentSettings(
@@ -229,15 +342,10 @@ async def _start_agents(url: str, server: str, folder: Path) -> list[asyncio.Tas
             kill_grace_s=2.0,
             systemd_scope="never",
             job_users=spare_job_users(),  # each agent its own: they share this machine
+            devices_file=devices[host],
         )
         tasks.append(asyncio.create_task(Agent(settings, http).run(), name=f"demo-runner-{host}"))
 
-    async def close_http() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.Event().wait()
-        await http.close()
-
-    tasks.append(asyncio.create_task(close_http()))
     return tasks
 
 

@@ -163,6 +163,11 @@ class SimulatedBoard:
     def powered(self) -> bool:
         return self.state is not State.OFF
 
+    @property
+    def connections(self) -> int:
+        """How many are connected to the console's socket (``serve_socket``) now."""
+        return len(self._clients)
+
     # -- life ------------------------------------------------------------------------------------
 
     async def start(self, *, serve_socket: bool = False) -> None:

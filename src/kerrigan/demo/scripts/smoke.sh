@@ -1,6 +1,6 @@
 #!/bin/sh
-# The demo's smoke test: what a real one does against the board on $KERRIGAN_DEVICE_ID, simulated.
+# The demo's smoke test: log in on the board's console and ask its kernel who it is.
+set -e
 echo "smoke: $GITHUB_REPOSITORY at ${GITHUB_SHA%"${GITHUB_SHA#????????????}"} on $KERRIGAN_DEVICE_ID ($KERRIGAN_DEVICE_BOARD), CPUs $KERRIGAN_CPUS"
-echo "smoke: opening the UART console... ok"
-echo "smoke: login prompt within 2 s... ok"
-echo "smoke: 3 of 3 checks passed"
+./scripts/console 'uname -a' 'cat /proc/version'
+echo "smoke: logged in on the console, and the kernel answered"
