@@ -60,7 +60,12 @@ def test_demo_pushes_and_prints_the_check_runs(tmp_path: Path) -> None:
     assert retried is not None, out
     assert retried[2] != "modalix-redbox"
     assert retried[4] == "succeeded"
-    assert "modalix-redbox's board is off now" in out
+    # Kerrigan power-cycled the hung board before its next job, and it booted: the device is good again.
+    assert re.search(
+        r"\nKerrigan recovered modalix-redbox before its next job: job \d+ power-cycled it, it booted\.\n",
+        out,
+    )
+    assert "modalix-redbox's health: good (recovered: it booted); its board is off now" in out
     assert "● kerrigan / waiting  (queued)" in out
     assert "✗ kerrigan / org-class  (completed, failure)" in out
     assert "purpose expected ci, got ga-validation" in out

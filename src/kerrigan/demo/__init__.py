@@ -35,6 +35,7 @@ from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
 from kerrigan.core.lifecycle import BOOT_FAILED, HOLDING_A_DEVICE, JobState
+from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.devices_file import DevicesFile, load_devices_file
 from kerrigan.store.audit import Change
@@ -43,7 +44,7 @@ from kerrigan.store.database import Database, upgrade
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.installations import add_repositories, find_repository, upsert_installation
 from kerrigan.store.inventory import apply_diff
-from kerrigan.store.models import JobRow
+from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.secrets import Keyring, set_secret
 from kerrigan.testing.board import Mode, SimulatedBoard
@@ -290,13 +291,19 @@ def _hang_at_first_boot(board: SimulatedBoard, pdu: GudePdu, outlet: int) -> Non
 
 
 async def _show_boot_failures(url: str, hung: SimulatedBoard, out: TextIO) -> None:
-    """Which job the hung board failed, and where its retry ran."""
+    """Which job the hung board failed, where its retry ran, and the board's recovery."""
     database = Database.connect(url)
     try:
         async with database.sessions() as session:
             jobs = {job.pk: job for job in (await session.scalars(select(JobRow))).all()}
+            found = (
+                await session.execute(
+                    select(DeviceRow.health, DeviceRow.health_reason).where(DeviceRow.id == HUNG)
+                )
+            ).first()
     finally:
         await database.close()
+    health, reason = (found[0], found[1]) if found is not None else (None, "")
     retries = {job.retry_of: job for job in jobs.values() if job.retry_of is not None}
     out.write(f"\n{HUNG}'s board was told to hang at its first boot, midway through its kernel.\n")
     failed = [job for job in jobs.values() if job.reason == BOOT_FAILED]
@@ -314,10 +321,14 @@ async def _show_boot_failures(url: str, hung: SimulatedBoard, out: TextIO) -> No
             out.write(", and was not retried.\n")
         else:
             out.write(f"; retried on {retry.device_id} ({retry.host}), it {retry.state.value}.\n")
-    out.write(
-        f"{HUNG}'s board is {hung.state.value} now, after {hung.boots} power-on(s); it boots at every one "
-        "after its first (a later job's, or a recovery's).\n"
-    )
+    recoveries = [job for job in jobs.values() if job.task_id == RECOVERY_TASK and job.device_id == HUNG]
+    for job in sorted(recoveries, key=lambda job: job.pk):
+        out.write(f"Kerrigan recovered {HUNG} before its next job: job {job.pk} power-cycled it, ")
+        out.write("it booted" if job.state is JobState.SUCCEEDED else f"it {job.reason or job.state.value}")
+        out.write(".\n")
+    if health is not None:
+        out.write(f"{HUNG}'s health: {health.value}{f' ({reason})' if reason else ''}; ")
+    out.write(f"its board is {hung.state.value} now, after {hung.boots} power-on(s).\n")
 
 
 async def _start_agents(
