@@ -32,7 +32,9 @@ from kerrigan.web.state import DATABASE
 
 routes = web.RouteTableDef()
 
-STREAM_POLL_S: Final = 1.0
+# A line reaches the page within a second (issue 29): the runner sends every 0.5 s, the page reads this
+# often (two indexed reads a poll; 1.0 s made the p95 1.5 s, benchmarks/bench_console_latency.py).
+STREAM_POLL_S: Final = 0.25
 STREAM_BATCH: Final = 8  # chunks read at a time
 STREAM_BYTES: Final = 4 * 1024 * 1024  # a connection's output at most; the browser reconnects for more
 STREAM_S: Final = 600.0
