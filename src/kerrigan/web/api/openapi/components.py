@@ -523,7 +523,7 @@ SCHEMAS: Final[dict[str, Any]] = {
         }
     ),
     "PowerRequest": _object({"action": enum_of(PowerAction)}),
-    "PowerState": _object(
+    "DevicePower": _object(
         {"device": STRING, "action": enum_of(PowerAction), "state": enum_of(PowerState)},
     ),
     "HostState": _object(

@@ -300,7 +300,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     "switch or read a board's power through its runner host's agent (the person holding its "
                     "reservation and System Admins); waits for the agent's answer, at most 60 s",
                     {
-                        "200": _json("PowerState", "the action done: the power state its switch then read"),
+                        "200": _json("DevicePower", "the action done: the power state its switch then read"),
                         "400": _error("invalid input: the error names the field (action) and the rule"),
                         "401": _error("no valid token"),
                         "403": _error("the caller holds no reservation of the device (nor is an admin)"),
