@@ -7,6 +7,7 @@ import enum
 from collections.abc import Iterator
 from typing import Any, Final
 
+from kerrigan.core.device_power import PowerAction, PowerState
 from kerrigan.core.device_status import Health
 from kerrigan.core.inventory import DeviceState, LabelSource
 from kerrigan.core.inventory_diff import ChangeKind
@@ -35,6 +36,9 @@ MIRRORS: Final[dict[tuple[str, str], type[enum.Enum]]] = {
     ("Cancelled", "conclusion"): Conclusion,
     ("ExplainTask", "outcome"): Outcome,
     ("/devices", "state"): DeviceState,
+    ("PowerRequest", "action"): PowerAction,
+    ("DevicePower", "action"): PowerAction,
+    ("DevicePower", "state"): PowerState,
     ("/sessions", "state"): SessionState,
     ("/sessions", "conclusion"): Conclusion,
 }

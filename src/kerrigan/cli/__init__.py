@@ -15,6 +15,7 @@ from kerrigan.cli import (
     generated_settings,
     inventory,
     lab,
+    power,
     reservations,
     runner,
     secrets,
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_parser(commands)
     sessions.add_parser(commands)
     reservations.add_parsers(commands)
+    power.add_parser(commands)  # a reserved board's power, through the server
     inventory.add_parser(commands)
     secrets.add_parser(commands)
     setup.add_parser(commands)

@@ -47,11 +47,13 @@ async def api_call(
     path: str,
     query: dict[str, str] | None = None,
     body: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = 60.0,
 ) -> dict[str, Any]:
     """One request to ``/api/v1`` (with ``body`` as JSON, if given); the JSON answer. An API error is
-    :class:`ApiRefusedError` (its ``body`` the whole answer); a lab that cannot be reached is a
-    :class:`UsageError` of one line."""
-    url, answer, _ = await _send(args, method, path, query, body)
+    :class:`ApiRefusedError` (its ``body`` the whole answer); a lab that cannot be reached (or silent for
+    ``timeout_s``) is a :class:`UsageError` of one line."""
+    url, answer, _ = await _send(args, method, path, query, body, timeout_s=timeout_s)
     try:
         parsed = json.loads(answer)
     except ValueError:
@@ -79,6 +81,8 @@ async def _send(
     path: str,
     query: dict[str, str] | None,
     body: dict[str, Any] | None,
+    *,
+    timeout_s: float = 60.0,
 ) -> tuple[str, bytes, dict[str, str]]:
     """The lab's address, the answer's bytes and its headers; an API error raised as
     :class:`ApiRefusedError`."""
@@ -88,7 +92,7 @@ async def _send(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as http,
             http.request(method, f"{url}/api/v1{path}", params=query, headers=headers, json=body) as response,
         ):
             answer = await response.read()

@@ -24,6 +24,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "holder_settings",
         "board_faults",
         "recovery",
+        "device_power",
     }
 )
 LEASE_TTL_S: Final = 60

@@ -326,6 +326,12 @@ class Agent(Recovery):
         for asked in answer.get("settings_for", []):
             new = True
             await self._report_holder_settings(str(asked.get("reservation")), str(asked.get("device")))
+        for asked in answer.get("device_requests", []):
+            new = True
+            if isinstance(asked, dict):  # done beside the poll: a cycle takes seconds
+                task = asyncio.create_task(self._device_request(asked), name="kerrigan-device-request")
+                self._person_tasks.add(task)
+                task.add_done_callback(self._person_tasks.discard)
         if not new:
             # Only requests already under way (a cancel waiting out its grace period): do not spin.
             await asyncio.sleep(IDLE_POLL_S)
@@ -351,6 +357,14 @@ class Agent(Recovery):
             device_id,
             ", ".join(sorted(settings)) or "no settings",
         )
+
+    async def _device_request(self, asked: dict[str, Any]) -> None:
+        """Do a person's power request (:mod:`kerrigan.runner.person_power`); tell the server how it went."""
+        answer = await self._person_power.perform(asked)
+        try:
+            await self.server.device_request(str(asked.get("id")), answer)
+        except (ServerUnavailable, ServerRefused) as err:  # the person's call ends unanswered (504)
+            log.warning("device request %s not reported: %s", asked.get("id"), err)
 
     # -- scheduling --------------------------------------------------------------------------------
 

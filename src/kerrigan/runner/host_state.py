@@ -33,9 +33,11 @@ from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import BoardControl
 from kerrigan.runner.boards.figures import BoardFigures
 from kerrigan.runner.devices_file import DevicePresence
+from kerrigan.runner.devices_file.wiring import Wiring
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
 from kerrigan.runner.isolation.users import allocate, ids_in_use
+from kerrigan.runner.person_power import PersonPower
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.server import ServerClient, ServerRefused, ServerUnavailable
 from kerrigan.runner.settings import AgentSettings
@@ -129,6 +131,23 @@ class HostState:
         self._boards: dict[str, BoardControl] = {}
         self._console_logs: dict[str, tuple[ConsoleLog, list[RoleLines], asyncio.Task[None]]] = {}
         self._access: dict[str, BoardAccess] = {}  # job -> its terminals and power socket while it runs
+        # A person's power requests (kerrigan power) under way, beside the poll.
+        self._person_power = PersonPower(self._wiring_of, self.board_figures, self._held_by_job)
+        self._person_tasks: set[asyncio.Task[None]] = set()
+
+    def _wiring_of(self, device_id: str) -> Wiring | None:
+        entry = self.presence.entries.get(device_id)
+        return entry.wiring if entry is not None else None
+
+    def _held_by_job(self, device_id: str) -> bool:
+        """Whether a job this agent holds (not ended) has ``device_id``, alone or as a gang's role."""
+        for record in self.jobs.values():
+            if record.state == "ended":
+                continue
+            held = {record.offer.get("device")} | {role.get("id") for role in offer_roles(record.offer)}
+            if device_id in held:
+                return True
+        return False
 
     def resources(self) -> dict[str, int]:
         """The host's resource values, by name."""

@@ -31,6 +31,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         "holder_settings",
         "board_faults",
         "recovery",
+        "device_power",
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure
@@ -173,6 +174,11 @@ class ServerClient:
             f"/reservations/{quote(reservation_id, safe='')}/settings",
             {"device": device_id, "settings": dict(settings)},
         )
+        return bool(answer.get("recorded"))
+
+    async def device_request(self, request_id: str, body: Mapping[str, Any]) -> bool:
+        """Report the outcome of a person's power request; whether the server still waited for it."""
+        answer = await self.call("POST", f"/device-requests/{quote(request_id, safe='')}", body)
         return bool(answer.get("recorded"))
 
     async def results(

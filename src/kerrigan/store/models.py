@@ -32,6 +32,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from kerrigan.core.device_power import PowerAction, PowerFailure, PowerState, RequestState
 from kerrigan.core.device_status import Health
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import Conclusion, FailureClass, JobState
@@ -523,6 +524,29 @@ class ReservationRow(Base):
     # While it is active: the private settings its runner host's devices file gives the device, as the
     # host reported them for its person (None: not reported); erased when it ends.
     holder_settings: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True))
+
+
+class DeviceRequestRow(Base):
+    """A person's request of a device's power (:mod:`kerrigan.core.device_power`), handed to its host's
+    agent in its long poll and answered by it; audited once it ends."""
+
+    __tablename__ = "device_requests"
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    id: Mapped[str] = mapped_column(String(36), unique=True)
+    device_id: Mapped[str] = mapped_column(NAME, index=True)
+    host: Mapped[str] = mapped_column(NAME, index=True)
+    login: Mapped[str] = mapped_column(String(100))
+    action: Mapped[PowerAction] = mapped_column(by_value(PowerAction, "device_power_action", 8))
+    state: Mapped[RequestState] = mapped_column(
+        by_value(RequestState, "device_request_state", 16), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(Timestamp)
+    sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    answered_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    power: Mapped[PowerState | None] = mapped_column(by_value(PowerState, "device_power_state", 8))
+    failure: Mapped[PowerFailure | None] = mapped_column(by_value(PowerFailure, "device_power_failure", 16))
+    message: Mapped[str] = mapped_column(String(500), default="")
 
 
 class DeliveryRow(Base):

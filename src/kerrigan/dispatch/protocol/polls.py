@@ -1,5 +1,6 @@
-"""The long poll: the jobs offered to a host, the jobs it is asked to cancel or withdraw, and the devices
-whose settings a reservation's holder waits for; held open until there is one, or the wait is over.
+"""The long poll: the jobs offered to a host, the jobs it is asked to cancel or withdraw, the devices
+whose settings a reservation's holder waits for and a person's requests of a device's power; held open
+until there is one, or the wait is over.
 
 A dispatch round of this process that leases to a host, or a commit here that asks a runner to stop a job,
 answers the host's waiting polls at once; the check every :data:`POLL_INTERVAL_S` is for what another
@@ -16,12 +17,14 @@ from typing import Any
 
 from aiohttp import web
 
+from kerrigan.core.device_power import CAPABILITY as DEVICE_POWER
 from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.manifest import Priority
 from kerrigan.core.runner_protocol import POLL_TIMEOUT_S
 from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.dispatch.protocol.requests import ProtocolError
 from kerrigan.store.database import Database
+from kerrigan.store.device_requests import DeviceRequest, requests_waiting, take_requests
 from kerrigan.store.inventory import StoredDevice, host_devices
 from kerrigan.store.jobs.offers import Offer, RunnerRequests, offers, runner_requests
 from kerrigan.store.reservations import settings_wanted
@@ -86,6 +89,7 @@ class Polls:
         waiting = self._waiting.setdefault(host, set())
         waiting.add(woken)
         wanted: list[tuple[str, str]] = []
+        powers = False
         try:
             while True:
                 woken.clear()  # before reading: a lease made meanwhile means read again at once
@@ -96,7 +100,9 @@ class Polls:
                         requests = RunnerRequests(cancel=requests.cancel)
                     if "holder_settings" in capabilities:
                         wanted = await settings_wanted(session, host)
-                if found or requests.cancel or requests.withdraw or wanted:
+                    if DEVICE_POWER in capabilities:
+                        powers = await requests_waiting(session, host, self.database.clock())
+                if found or requests.cancel or requests.withdraw or wanted or powers:
                     break
                 if self._stopping or asyncio.get_running_loop().time() >= deadline:
                     break
@@ -106,6 +112,10 @@ class Polls:
             waiting.discard(woken)
             if not waiting:
                 self._waiting.pop(host, None)
+        taken: list[DeviceRequest] = []
+        if powers:  # handed to this poll alone: another poll of the host finds them taken
+            async with self.database.writing(), self.database.sessions() as session, session.begin():
+                taken = await take_requests(session, host, self.database.clock())
         devices: dict[str, StoredDevice] = {}
         if found:  # read once the long poll is over, not on each of its rounds
             async with self.database.sessions() as session:
@@ -120,6 +130,11 @@ class Polls:
             # person, asked for while the reservation holds it and never before.
             answer["settings_for"] = [
                 {"reservation": reservation, "device": device} for reservation, device in wanted
+            ]
+        if DEVICE_POWER in capabilities:
+            # A person's requests of a device's power (core.device_power): answered at device-requests/{id}.
+            answer["device_requests"] = [
+                {"id": asked.id, "device": asked.device_id, "action": asked.action.value} for asked in taken
             ]
         return web.json_response(answer)
 

@@ -19,6 +19,7 @@ from aiohttp import web
 
 from kerrigan.core import runner_fields as fields
 from kerrigan.core.cpus import parse_cpu_list
+from kerrigan.core.device_power import MAX_MESSAGE, PowerFailure, PowerState
 from kerrigan.core.runner_fields import MAX_BODY_BYTES, FieldError, size_text
 from kerrigan.store.jobs.lifecycle import OUTCOMES
 
@@ -312,3 +313,35 @@ class HolderSettings:
         return cls(
             fields.text(body.get("device"), "device", fields.MAX_NAME), fields.settings(body.get("settings"))
         )
+
+
+@dataclass(frozen=True, slots=True)
+class DevicePowerAnswer:
+    """``/device-requests/{id}``: a person's power request done, with the ``state`` the switch then read;
+    or not, with the ``failure`` and a ``message`` saying why."""
+
+    optional: ClassVar[bool] = False
+    state: PowerState | None
+    failure: PowerFailure | None
+    message: str
+
+    @classmethod
+    def of(cls, body: Body) -> Self:
+        failure = _one_of(body.get("failure"), "failure", PowerFailure, optional=True)
+        state = _one_of(body.get("state"), "state", PowerState, optional=failure is not None)
+        message = body.get("message", "")
+        message = "" if message == "" else fields.text(message, "message", MAX_MESSAGE)
+        return cls(state, failure, message)
+
+
+E = TypeVar("E", PowerState, PowerFailure)
+
+
+def _one_of(value: object, field: str, kind: type[E], *, optional: bool) -> E | None:
+    """``value`` as a member of ``kind`` (None when it is missing or null and ``optional``)."""
+    if value is None and optional:
+        return None
+    for member in kind:
+        if member.value == value:
+            return member
+    raise FieldError(field, f"{field} must be one of {', '.join(member.value for member in kind)}")

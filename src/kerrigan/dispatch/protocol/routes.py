@@ -15,6 +15,7 @@ from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.dispatch.protocol.authentication import host_of
 from kerrigan.dispatch.protocol.credentials import MINT_RETRY_S, Answer, Credentials, JobTokens
+from kerrigan.dispatch.protocol.device_requests import DeviceRequestsCall
 from kerrigan.dispatch.protocol.hosts import HostReports
 from kerrigan.dispatch.protocol.jobs import JobCalls
 from kerrigan.dispatch.protocol.polls import Polls
@@ -54,6 +55,7 @@ class RunnerProtocol:
             database, self.tokens, output_max_bytes=output_max_bytes, secrets_keys=secrets_keys
         )
         self.holders = HolderSettingsCall(database)
+        self.device_requests = DeviceRequestsCall(database)
 
     # What the app wires once the GitHub App is connected, kept by the job tokens.
     @property
@@ -123,4 +125,5 @@ class RunnerProtocol:
             web.post(
                 f"{prefix}/reservations/{{reservation_id}}/settings", authenticated(self.holders.record)
             ),
+            web.post(f"{prefix}/device-requests/{{request_id}}", authenticated(self.device_requests.record)),
         ]

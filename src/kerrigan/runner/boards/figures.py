@@ -25,6 +25,7 @@ class SwitchReason(enum.Enum):
     RECOVERY = "recovery"  # the power cycle of a recovery the server queued (core.recovery)
     JOB_REQUEST = "job_request"  # the job's own `kerrigan device power cycle|on|off`
     AFTER_JOB = "after_job"  # after a job: after_job: off (a restarted agent's too)
+    PERSON = "person"  # a person's `kerrigan power` on a board they hold (core.device_power)
 
 
 @dataclass

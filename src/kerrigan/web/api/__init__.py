@@ -12,6 +12,7 @@ from kerrigan.web.api import (
     hosts,
     inventory,
     openapi,
+    power,
     registry,
     reservations,
     secrets,
@@ -32,6 +33,7 @@ def create_api() -> web.Application:
         cancel,
         secrets,
         reservations,
+        power,
         openapi,
     ):
         api.add_routes(module.routes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kerrigan.core.device_power import PowerAction, PowerState
 from kerrigan.core.device_status import Health
 from kerrigan.core.health_checks import MAX_EVERY_S, MAX_RUN, MAX_TIMEOUT_S, MAX_VCPUS, MIN_EVERY_S
 from kerrigan.core.inventory import DeviceState, LabelSource
@@ -520,6 +521,10 @@ SCHEMAS: Final[dict[str, Any]] = {
                 },
             },
         }
+    ),
+    "PowerRequest": _object({"action": enum_of(PowerAction)}),
+    "DevicePower": _object(
+        {"device": STRING, "action": enum_of(PowerAction), "state": enum_of(PowerState)},
     ),
     "HostState": _object(
         {

@@ -294,6 +294,29 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     },
                 ),
             },
+            "/devices/{device_id}/power": {
+                "parameters": [_path_param("device_id")],
+                "post": _op(
+                    "switch or read a board's power through its runner host's agent (the person holding its "
+                    "reservation and System Admins); waits for the agent's answer, at most 60 s",
+                    {
+                        "200": _json("DevicePower", "the action done: the power state its switch then read"),
+                        "400": _error("invalid input: the error names the field (action) and the rule"),
+                        "401": _error("no valid token"),
+                        "403": _error("the caller holds no reservation of the device (nor is an admin)"),
+                        "404": _error("no such device"),
+                        "409": _error(
+                            "device_busy: a job holds the device; no_power: its devices file gives it no "
+                            "power; not_supported: its host's agent does not speak device_power"
+                        ),
+                        "413": _error("too_large: the body is over the limit"),
+                        "502": _error("power_failed: the switch failed or did not answer; the message says"),
+                        "503": _error("host_offline: the device's runner host's agent is offline"),
+                        "504": _error("no_answer: the agent did not answer in time; the request expired"),
+                    },
+                    requestBody=_body("PowerRequest"),
+                ),
+            },
             "/label-keys": {
                 "get": _op(
                     "list approved label keys", {"200": _json("LabelKeyList", "keys"), **_READ_ERRORS}

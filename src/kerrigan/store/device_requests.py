@@ -1,0 +1,192 @@
+"""A person's requests of a device's power in the database (:mod:`kerrigan.core.device_power`).
+
+:func:`ask_power` stores one ``waiting`` (and wakes the long polls); the device's host takes it in its poll
+(:func:`take_requests`: ``sent``); its agent's answer ends it ``done`` or ``failed`` (:func:`answer`), or
+the API, tired of waiting, ``expired`` (:func:`expire`). Every end is in the audit log: who, which device,
+the action and its outcome (subject ``device``, field ``power``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from kerrigan.core.device_power import (
+    ANSWER_WITHIN_S,
+    MAX_MESSAGE,
+    PENDING,
+    Holder,
+    PowerAction,
+    PowerFailure,
+    PowerState,
+    RequestState,
+    outcome_text,
+)
+from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.store.audit import Change, record
+from kerrigan.store.models import DeviceLeaseRow, DeviceRequestRow, DeviceRow, PoolRow, ReservationRow
+from kerrigan.store.signals import Topic, mark
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """One request as stored."""
+
+    id: str
+    device_id: str
+    host: str
+    login: str
+    action: PowerAction
+    state: RequestState
+    power: PowerState | None
+    failure: PowerFailure | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PowerAnswer:
+    """An agent's answer: the power state it read, or why it could not do it."""
+
+    power: PowerState | None
+    failure: PowerFailure | None = None
+    message: str = ""
+
+
+def _request(row: DeviceRequestRow) -> DeviceRequest:
+    return DeviceRequest(
+        row.id, row.device_id, row.host, row.login, row.action, row.state, row.power, row.failure, row.message
+    )
+
+
+async def device_holder(session: AsyncSession, device_id: str) -> Holder:
+    """Who holds ``device_id`` now: the login of the reservation whose lease it is, or the job's id."""
+    found = (
+        await session.execute(
+            select(DeviceLeaseRow.job_pk, ReservationRow.login)
+            .outerjoin(ReservationRow, ReservationRow.pk == DeviceLeaseRow.reservation_pk)
+            .where(DeviceLeaseRow.device_id == device_id)
+        )
+    ).first()
+    if found is None:
+        return Holder()
+    job, login = found
+    return Holder(login=login, job=job)
+
+
+async def ask_power(
+    session: AsyncSession, device_id: str, host: str, *, login: str, action: PowerAction, now: datetime
+) -> str:
+    """Store ``login``'s request of ``action`` on ``device_id`` for ``host``'s agent; its id."""
+    request_id = str(uuid.uuid4())
+    session.add(
+        DeviceRequestRow(
+            id=request_id,
+            device_id=device_id,
+            host=host,
+            login=login,
+            action=action,
+            state=RequestState.WAITING,
+            created_at=now,
+            message="",
+        )
+    )
+    await session.flush()
+    mark(session, Topic.RUNNER_REQUESTS)  # the host's waiting poll hands it over at once
+    return request_id
+
+
+def _fresh(now: datetime) -> datetime:
+    """Requests made before this are no longer waited for: not handed to an agent."""
+    return now - timedelta(seconds=ANSWER_WITHIN_S)
+
+
+async def requests_waiting(session: AsyncSession, host: str, now: datetime) -> bool:
+    """Whether ``host`` has a request its agent has not been handed."""
+    found = await session.scalar(
+        select(DeviceRequestRow.pk)
+        .where(
+            DeviceRequestRow.host == host,
+            DeviceRequestRow.state == RequestState.WAITING,
+            DeviceRequestRow.created_at > _fresh(now),
+        )
+        .limit(1)
+    )
+    return found is not None
+
+
+async def take_requests(session: AsyncSession, host: str, now: datetime) -> list[DeviceRequest]:
+    """``host``'s waiting requests, oldest first, now ``sent``: each is handed to one poll only."""
+    rows = await session.scalars(
+        select(DeviceRequestRow)
+        .where(
+            DeviceRequestRow.host == host,
+            DeviceRequestRow.state == RequestState.WAITING,
+            DeviceRequestRow.created_at > _fresh(now),
+        )
+        .order_by(DeviceRequestRow.pk)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    taken = []
+    for row in rows:
+        row.state, row.sent_at = RequestState.SENT, now
+        taken.append(_request(row))
+    await session.flush()
+    return taken
+
+
+async def get_request(session: AsyncSession, request_id: str) -> DeviceRequest | None:
+    """One request, or None."""
+    row = await session.scalar(select(DeviceRequestRow).where(DeviceRequestRow.id == request_id))
+    return _request(row) if row is not None else None
+
+
+async def _pending_row(session: AsyncSession, request_id: str) -> DeviceRequestRow | None:
+    row = await session.scalar(
+        select(DeviceRequestRow)
+        .where(DeviceRequestRow.id == request_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return row if row is not None and row.state in PENDING else None
+
+
+async def answer(
+    session: AsyncSession, host: str, request_id: str, answered: PowerAnswer, now: datetime
+) -> bool:
+    """End ``host``'s request with its agent's answer, audited; False (nothing changed) unless it is that
+    host's and still waits for one."""
+    row = await _pending_row(session, request_id)
+    if row is None or row.host != host:
+        return False
+    row.state = RequestState.FAILED if answered.failure is not None else RequestState.DONE
+    row.power, row.failure = answered.power, answered.failure
+    row.message, row.answered_at = answered.message[:MAX_MESSAGE], now
+    await _audit(session, row, now)
+    return True
+
+
+async def expire(session: AsyncSession, request_id: str, now: datetime) -> DeviceRequest | None:
+    """End a request no answer came for, audited; None when it had ended meanwhile."""
+    row = await _pending_row(session, request_id)
+    if row is None:
+        return None
+    row.state, row.answered_at = RequestState.EXPIRED, now
+    await _audit(session, row, now)
+    return _request(row)
+
+
+async def _audit(session: AsyncSession, row: DeviceRequestRow, now: datetime) -> None:
+    pool = await session.scalar(
+        select(PoolRow.id)
+        .join(DeviceRow, DeviceRow.pool_pk == PoolRow.pk)
+        .where(DeviceRow.id == row.device_id)
+    )
+    outcome = outcome_text(row.state, row.power, row.message)
+    change = FieldChange(ChangeKind.CHANGE, "device", row.device_id, "power", row.action.value, outcome)
+    await record(session, Change(row.login, now), change, pool)
+    await session.flush()
