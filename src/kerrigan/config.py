@@ -252,6 +252,7 @@ class Settings:
     secrets_keys: tuple[str, ...] = field(default=(), repr=False)
     reservation_max_s: int = 8 * 3600  # the longest a person may reserve a device for
     reservations_per_user: int = 2  # reservations a person may hold or wait for at once
+    hold_s: int = 1800  # how long "Hold board" reserves a failed job's board(s) for its clicker
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -330,6 +331,12 @@ class Settings:
         values.update(_public_read(get("PUBLIC_READ")))
         values.update(_secrets_keys(get("SECRETS_KEY")))
         values.update(_reservations(get("RESERVATION_MAX_S"), get("RESERVATIONS_PER_USER")))
+        if (hold := get("HOLD_S")) is not None:
+            if (number := _whole_number(hold, 60, 30 * 86_400)) is None:
+                raise ConfigError(
+                    f"{PREFIX}HOLD_S must be whole seconds from 60 to 2592000 (30 days), not {hold[:40]!r}"
+                )
+            values["hold_s"] = number
         return cls(**values)  # type: ignore[arg-type]
 
 

@@ -86,6 +86,7 @@ def test_who_may_sign_in_is_two_comma_separated_lists_compared_without_case() ->
         ({"KERRIGAN_RESERVATION_MAX_S": "8h"}, "KERRIGAN_RESERVATION_MAX_S"),
         ({"KERRIGAN_RESERVATION_MAX_S": "10"}, "KERRIGAN_RESERVATION_MAX_S"),
         ({"KERRIGAN_RESERVATIONS_PER_USER": "0"}, "KERRIGAN_RESERVATIONS_PER_USER"),
+        ({"KERRIGAN_HOLD_S": "30m"}, "KERRIGAN_HOLD_S"),
         (
             {"KERRIGAN_GITHUB_PRIVATE_KEY": BROKEN_KEY},
             "KERRIGAN_GITHUB_PRIVATE_KEY",
@@ -207,3 +208,8 @@ def test_reservations_have_a_longest_duration_and_a_per_person_limit() -> None:
     assert (Settings().reservation_max_s, Settings().reservations_per_user) == (28_800, 2)
     chosen = Settings.from_env({"KERRIGAN_RESERVATION_MAX_S": "3600", "KERRIGAN_RESERVATIONS_PER_USER": "5"})
     assert (chosen.reservation_max_s, chosen.reservations_per_user) == (3600, 5)
+
+
+def test_a_hold_lasts_half_an_hour_unless_told() -> None:
+    assert Settings().hold_s == 1800
+    assert Settings.from_env({"KERRIGAN_HOLD_S": "600"}).hold_s == 600

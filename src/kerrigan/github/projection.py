@@ -8,6 +8,9 @@ session's own state and conclusion.
 
 from __future__ import annotations
 
+from typing import Final
+
+from kerrigan.core.holds import hold_line
 from kerrigan.core.lifecycle import retry_cause
 from kerrigan.core.results import summarise
 from kerrigan.github.checks import (
@@ -20,6 +23,8 @@ from kerrigan.github.checks import (
     short_body,
 )
 from kerrigan.store.check_runs import Projection
+
+MAX_HOLD_LINES: Final = 10  # the newest holds a check run lists
 
 
 def context_of(view: Projection, details_url: str) -> SessionContext:
@@ -97,7 +102,14 @@ def render(view: Projection, details_url: str) -> CheckRunBody:
         session.state,
         session.conclusion,
         cancel_reason=cancel_reason,
+        holds=holds_of(view),
     )
+
+
+def holds_of(view: Projection) -> list[str]:
+    """Who holds which failed job's board, in words, and why the last click held nothing."""
+    lines = [hold_line(hold) for hold in view.holds[-MAX_HOLD_LINES:]]
+    return [*lines, view.hold_note] if view.hold_note else lines
 
 
 def render_short(view: Projection, details_url: str, refusal: str) -> CheckRunBody:

@@ -26,10 +26,12 @@ from sqlalchemy import ColumnElement, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.flaky import Suspect
+from kerrigan.core.holds import HoldShown
 from kerrigan.core.log_streams import CONSOLE_SHOWN, LogStream
 from kerrigan.core.results import JUnitReport
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.store.artifacts import ArtifactInfo, artifacts_of
+from kerrigan.store.holds import holds_of
 from kerrigan.store.jobs.output import output_tails
 from kerrigan.store.jobs.records import JobRecord, session_job_records
 from kerrigan.store.models import JobRow, SessionRow
@@ -79,6 +81,8 @@ class Projection:
     resolution_body: dict[str, object] | None
     create_sent_version: int | None
     cancel_reason: str | None = None  # "cancelled by hubot", "superseded by 3f2a1b0"
+    holds: tuple[HoldShown, ...] = ()  # who holds (or held) which failed job's board
+    hold_note: str | None = None  # why the last Hold board click held nothing
 
 
 def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
@@ -163,7 +167,13 @@ async def projection(
         for record in records
     ]
     return Projection(
-        found, tuple(views), row.check_run_resolution, row.create_sent_version, row.cancel_reason
+        found,
+        tuple(views),
+        row.check_run_resolution,
+        row.create_sent_version,
+        row.cancel_reason,
+        tuple(await holds_of(session, [record.pk for record in records])),
+        row.hold_note,
     )
 
 

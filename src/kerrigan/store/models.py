@@ -298,6 +298,8 @@ class SessionRow(Base):
     # Who ended it early (a login, or None when Kerrigan did) and why ("superseded by 3f2a1b0").
     cancelled_by: Mapped[str | None] = mapped_column(String(100))
     cancel_reason: Mapped[str | None] = mapped_column(String(500))
+    # The last Hold board request on its check run that held nothing, and why ("@bob may not ...").
+    hold_note: Mapped[str | None] = mapped_column(String(300))
     concurrency_group: Mapped[str | None] = mapped_column(String(300), index=True)
     # The device a health-check session checks (its event is "health_check"; it has no repository and no
     # check run); None for every other session.
@@ -524,6 +526,9 @@ class ReservationRow(Base):
     # While it is active: the private settings its runner host's devices file gives the device, as the
     # host reported them for its person (None: not reported); erased when it ends.
     holder_settings: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True))
+    # A hold (Hold board): the failed job whose board(s) this reservation holds, so its workspace can be
+    # kept and a shell opened in it while the hold lasts. A plain number: the job may be deleted since.
+    held_job_pk: Mapped[int | None] = mapped_column(Integer, index=True)
 
 
 class DeviceRequestRow(Base):

@@ -35,8 +35,9 @@ from kerrigan.core.reservations import (
 )
 from kerrigan.core.roles import Principal
 from kerrigan.store.audit import Change, record
-from kerrigan.store.models import DeviceLeaseRow, DeviceRow, PoolRow, ReservationRow
+from kerrigan.store.models import DeviceLeaseRow, DeviceRow, JobRow, PoolRow, ReservationRow
 from kerrigan.store.signals import Topic, mark
+from kerrigan.store.transitions import locked_session, record_version
 
 RESERVATION_PREFIX = "reservation:"  # a reservation's id in the dispatch queue, beside jobs' row numbers
 
@@ -81,6 +82,7 @@ class Reservation:
     pk: int = 0  # its row number: of two asked at one moment, the first stands first
     # Active: the devices-file settings its runner host reported for its person (None: not reported).
     holder_settings: dict[str, str] | None = None
+    held_job_pk: int | None = None  # a hold of this failed job's board (Hold board)
 
     @property
     def queue_id(self) -> str:
@@ -109,6 +111,7 @@ def _reservation(row: ReservationRow) -> Reservation:
         row.ended_by,
         row.pk,
         dict(row.holder_settings) if row.holder_settings is not None else None,
+        row.held_job_pk,
     )
 
 
@@ -130,11 +133,13 @@ async def create_reservation(
     *,
     inventory: Inventory,
     per_user: int = DEFAULT_PER_USER,
+    held_job_pk: int | None = None,
 ) -> tuple[Reservation, TaskResolution]:
     """Queue ``request`` for ``principal``; the reservation and how its request resolved now.
 
     :class:`RequestError` for an unknown device or a person over the limit, :class:`UnmatchableError` when
-    no device can ever match; either way nothing is queued.
+    no device can ever match; either way nothing is queued. ``held_job_pk``: a hold of that failed job's
+    board (:mod:`kerrigan.store.holds`, which counts the hold's boards against the limit as one).
     """
     resolution = _matching(request, inventory)
     if resolution.outcome is Outcome.UNSCHEDULABLE:
@@ -142,15 +147,8 @@ async def create_reservation(
     if session.get_bind().dialect.name == "postgresql":
         # One person's requests one at a time: two at once would both count below the limit.
         await session.execute(select(func.pg_advisory_xact_lock(func.hashtext(principal.login.lower()))))
-    held = await session.scalar(
-        select(func.count())
-        .select_from(ReservationRow)
-        .where(
-            func.lower(ReservationRow.login) == principal.login.lower(),
-            ReservationRow.state != ReservationState.ENDED,
-        )
-    )
-    problem = over_limit(int(held or 0), per_user)
+    held = await held_count(session, principal.login)
+    problem = over_limit(held, per_user) if held_job_pk is None else None
     if request.id is not None and await session.scalar(
         select(ReservationRow.pk).where(ReservationRow.id == request.id)
     ):
@@ -168,11 +166,30 @@ async def create_reservation(
         state=ReservationState.WAITING,
         created_at=now,
         wait_until=now + timedelta(seconds=request.waits_s),
+        held_job_pk=held_job_pk,
     )
     session.add(row)
     await session.flush()
     mark(session, Topic.DISPATCH)  # the dispatcher is woken, not left to its next second
     return _reservation(row), resolution
+
+
+async def hold_changed(session: AsyncSession, job_pk: int, at: datetime) -> None:
+    """A hold of ``job_pk``'s board was asked for, granted or refused: its session's check run, which
+    tells who holds which board, shows it anew (a job deleted since has nothing to show)."""
+    session_pk = await session.scalar(select(JobRow.session_pk).where(JobRow.pk == job_pk))
+    if session_pk is not None:
+        record_version(session, await locked_session(session, session_pk), at)
+
+
+async def held_count(session: AsyncSession, login: str) -> int:
+    """How many reservations ``login`` holds or waits for, a hold of a gang job's boards counted once."""
+    mine = (func.lower(ReservationRow.login) == login.lower(), ReservationRow.state != ReservationState.ENDED)
+    plain = await session.scalar(
+        select(func.count()).select_from(ReservationRow).where(*mine, ReservationRow.held_job_pk.is_(None))
+    )
+    holds = await session.scalar(select(func.count(func.distinct(ReservationRow.held_job_pk))).where(*mine))
+    return int(plain or 0) + int(holds or 0)
 
 
 async def waiting_reservations(session: AsyncSession) -> list[Reservation]:
@@ -240,6 +257,8 @@ async def grant_reservations(
             actor=row.login,
             at=now,
         )
+        if row.held_job_pk is not None:
+            await hold_changed(session, row.held_job_pk, now)
         granted.append(_reservation(row))
     await session.flush()
     return granted

@@ -11,7 +11,7 @@ most 3 :mod:`~kerrigan.github.checks.actions`.
 
 from __future__ import annotations
 
-from kerrigan.github.checks.actions import CANCEL_ACTION, RETRY_ACTION, validate_actions
+from kerrigan.github.checks.actions import CANCEL_ACTION, HOLD_ACTION, RETRY_ACTION, validate_actions
 from kerrigan.github.checks.annotations import hint_annotations, manifest_annotations
 from kerrigan.github.checks.body import (
     CheckRunBody,
@@ -42,6 +42,7 @@ from kerrigan.github.checks.resolution import (
 __all__ = [
     "ANNOTATIONS_PER_REQUEST",
     "CANCEL_ACTION",
+    "HOLD_ACTION",
     "MAX_ACTIONS",
     "RETRY_ACTION",
     "SUMMARY_LIMIT",

@@ -1,4 +1,5 @@
-"""The buttons a check run shows: *Retry* once it completed, *Cancel* while it can still be stopped."""
+"""The buttons a check run shows: *Cancel* while it can still be stopped; once it completed, *Retry*, and
+*Hold board* beside it when a job failed on a board (GitHub shows at most 3: these are never more than 2)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ CANCEL_ACTION: Final = {
     "label": "Cancel",
     "description": "Stop this session's jobs",
     "identifier": "cancel",
+}
+
+HOLD_ACTION: Final = {
+    "label": "Hold board",
+    "description": "Reserve the failed job's board for you",
+    "identifier": "hold",
 }
 
 

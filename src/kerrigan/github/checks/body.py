@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kerrigan.github.checks.actions import CANCEL_ACTION, RETRY_ACTION
+from kerrigan.github.checks.actions import CANCEL_ACTION, HOLD_ACTION, RETRY_ACTION
 from kerrigan.github.checks.limits import batched
 
 NAME_PREFIX: Final = "kerrigan / "
@@ -112,8 +112,10 @@ def compose_body(
     summary: str,
     conclusion: str | None = None,
     annotations: list[dict[str, Any]] | None = None,
+    holdable: bool = False,
 ) -> CheckRunBody:
-    """A body of the fields every one of ours has: its name, commit, session, and the action it offers."""
+    """A body of the fields every one of ours has: its name, commit, session, and the actions it offers
+    (``holdable``: a job failed on a board, which *Hold board* reserves once the check run completed)."""
     first, more = batched(annotations or [])
     output: dict[str, Any] = {"title": title[:255], "summary": summary}
     if first:
@@ -128,7 +130,7 @@ def compose_body(
     }
     if conclusion is not None:
         fields["conclusion"] = conclusion
-        fields["actions"] = [RETRY_ACTION]
+        fields["actions"] = [RETRY_ACTION, HOLD_ACTION] if holdable else [RETRY_ACTION]
     else:
         fields["actions"] = [CANCEL_ACTION]  # queued or in progress: it can still be stopped
     return CheckRunBody(fields, more)

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from kerrigan.core.holds import HELD_STATES
 from kerrigan.core.lifecycle import (
     BOARD_FAULTS,
     LAB_CONCLUSIONS,
@@ -431,10 +432,12 @@ def progress_body(
     conclusion: Conclusion | None,
     *,
     cancel_reason: str | None = None,
+    holds: Sequence[str] = (),
 ) -> CheckRunBody:
     """The check run while and after the jobs run: each job's device, host, duration, result and output;
     each attempt of a task that was retried; who cancelled it, or which commit superseded it; for a session
-    the lab failed, why (:func:`lab_section`).
+    the lab failed, why (:func:`lab_section`); who holds which failed job's board (``holds``, with the
+    last refusal of a *Hold board*), and the *Hold board* action when a job failed on a board.
 
     The status and conclusion are the session's, as the store derived them (``kerrigan.core.lifecycle``);
     counts are of the current attempts (one a retry replaced does not count).
@@ -445,6 +448,8 @@ def progress_body(
         lines += ["", f"{cell(cancel_line(cancel_reason))}."]
     if state is SessionState.COMPLETED and conclusion in LAB_CONCLUSIONS:
         lines += lab_section(jobs, conclusion)
+    if holds:
+        lines += ["", "**Held boards**:", "", *(f"- {line}" for line in holds)]
     lines += ["", "| task | state | device | runner host | duration | exit |", "|---|---|---|---|---|---|"]
     rows = []
     for job in jobs:
@@ -469,6 +474,7 @@ def progress_body(
         title=progress_title(current, state, conclusion, cancel_reason),
         summary=summary,
         conclusion=(conclusion or Conclusion.FAILURE).value if state is SessionState.COMPLETED else None,
+        holdable=any(job.state in HELD_STATES and not job.boardless and job.device_id for job in jobs),
     )
     if state is not SessionState.COMPLETED:
         return body

@@ -1,20 +1,24 @@
 """From GitHub's UI: a check run's *Re-run* and *Retry* action and *Re-run all* on the suite, each making a
-fresh session for the same commit and workflow; and a check run's *Cancel* action, cancelling its session.
+fresh session for the same commit and workflow; a check run's *Cancel* action, cancelling its session; and
+its *Hold board* action, reserving a failed job's board(s) for the clicker (:mod:`kerrigan.github.holds`).
 
-Cancel is for the repository's writers and System Admins (``comments.may_cancel``); anyone else's click
-changes nothing and is logged (a check run's action has no way to answer the clicker).
+Cancel and Hold board are for the repository's writers and System Admins (``comments.may_cancel``); anyone
+else's Cancel changes nothing and is logged (a check run's action has no way to answer the clicker); their
+Hold board is refused on the check run itself, with the reason.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from gidgethub.routing import Router
 from gidgethub.sansio import Event
 
 from kerrigan.core.sessions import Session
-from kerrigan.github.checks import CANCEL_ACTION, RETRY_ACTION, workflow_of
+from kerrigan.github.checks import CANCEL_ACTION, HOLD_ACTION, RETRY_ACTION, workflow_of
 from kerrigan.github.github_app import GitHubApp
+from kerrigan.github.holds import failed_job_of, hold, refuse
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import Repository
 from kerrigan.github.routes.comments import LOGIN, may_cancel
@@ -26,6 +30,7 @@ from kerrigan.store.sessions import find_sessions, latest_per_workflow
 
 log = logging.getLogger(__name__)
 router = Router()
+ACTIONS: Final = (RETRY_ACTION["identifier"], CANCEL_ACTION["identifier"], HOLD_ACTION["identifier"])
 
 
 @router.register("check_run", action="rerequested")
@@ -38,7 +43,11 @@ async def on_check_run(event: Event, app: GitHubApp) -> None:
     if data.optional_string("action") == "requested_action":
         requested = data.optional_object("requested_action")
         identifier = requested.optional_string("identifier") if requested is not None else None
-        if identifier not in (RETRY_ACTION["identifier"], CANCEL_ACTION["identifier"]):
+        if identifier not in (
+            RETRY_ACTION["identifier"],
+            CANCEL_ACTION["identifier"],
+            HOLD_ACTION["identifier"],
+        ):
             log.info("check_run action %r ignored", identifier)
             return
     installation, name = installation_id(data), repository_name(data)
@@ -49,11 +58,14 @@ async def on_check_run(event: Event, app: GitHubApp) -> None:
         log.warning("check run %s of %s has no session here; nothing to do", check_run.integer("id"), name)
         return
     repo = app.repository(installation, name)
-    if identifier == CANCEL_ACTION["identifier"]:
+    if identifier in (CANCEL_ACTION["identifier"], HOLD_ACTION["identifier"]):
         login = data.object("sender").string("login", max_length=100)
         if LOGIN.fullmatch(login) is None:  # it goes into the permission call's path
             raise PayloadError(f"payload field sender.login not a GitHub login ({login[:50]!r})")
-        await _cancel(app, repo, sessions[-1], login)
+        if identifier == HOLD_ACTION["identifier"]:
+            await _hold(app, repo, sessions[-1], login)
+        else:
+            await _cancel(app, repo, sessions[-1], login)
         return
     await retry(app, repo, sessions[-1:], event.delivery_id)
 
@@ -89,6 +101,26 @@ async def _cancel(app: GitHubApp, repo: Repository, session: Session, login: str
         log.info("session %s: cancel by %s changed nothing (%s)", session.id, login, done.state.value)
     else:
         log.info("session %s cancelled by %s", session.id, login)
+
+
+async def _hold(app: GitHubApp, repo: Repository, session: Session, login: str) -> None:
+    """Hold board: the session's failed job's board(s) for a writer; the check run says who holds which
+    board until when, or why nothing was held."""
+    job = await failed_job_of(app, session.id)
+    if job is None:
+        log.info("session %s: hold by %s, but no job of it failed on a board", session.id, login)
+        return
+    may, role = await may_cancel(app, repo, login)
+    if not may:
+        log.warning("%s (%s on %s) may not hold job %d's board", login, role, repo.full_name, job.pk)
+        await refuse(
+            app,
+            job,
+            f"@{login} holds no board: Hold board needs write, maintain or admin permission on "
+            f"{repo.full_name}; {login} has {role}",
+        )
+        return
+    await hold(app, job, login)
 
 
 @router.register("check_suite", action="rerequested")

@@ -1,16 +1,19 @@
-"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]`` and ``/kerrigan approve [SHA] [secrets]``
-in pull request comments (``approve`` runs a fork's commit: the one named, or the head the comment was
-written on, :mod:`kerrigan.core.approvals`; ``secrets`` also gives its jobs the repository secrets they name).
+"""``/kerrigan retry [workflow]``, ``/kerrigan cancel [workflow]``, ``/kerrigan hold [task]`` (hold a failed
+job's board, :mod:`kerrigan.github.holds`) and ``/kerrigan approve [SHA] [secrets]`` in pull request
+comments (``approve`` runs a fork's commit: the one named, or the head the comment was written on,
+:mod:`kerrigan.core.approvals`; ``secrets`` also gives its jobs the repository secrets they name).
 
-Only commenters with write, maintain or admin permission may use them (and System Admins may cancel); others
-get a reply saying so. Bots and edited comments are ignored. A command that was carried out gets a reaction.
-A comment approves once: the same comment delivered again approves nothing (:mod:`kerrigan.store.approvals`).
+Only commenters with write, maintain or admin permission may use them (and System Admins may cancel and
+hold); others get a reply saying so. Bots and edited comments are ignored. A command that was carried out
+gets a reaction. A comment approves once: the same comment delivered again approves nothing
+(:mod:`kerrigan.store.approvals`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from typing import Final
 
 from cachetools import TTLCache
@@ -26,8 +29,10 @@ from kerrigan.core.approvals import (
     decide,
     read_approve,
 )
+from kerrigan.core.holds import HoldableJob
 from kerrigan.core.sessions import Session, SessionState
 from kerrigan.github.github_app import GitHubApp
+from kerrigan.github.holds import hold, job_for_command
 from kerrigan.github.payload import Payload, PayloadError
 from kerrigan.github.repository import COMMENT_LIMIT, Repository
 from kerrigan.github.routes.payloads import installation_id, repository_name
@@ -35,6 +40,7 @@ from kerrigan.github.sessions import approve, retry, still_never_scheduled
 from kerrigan.store.approvals import Approval, find_approval
 from kerrigan.store.cancel import cancel_session
 from kerrigan.store.deliveries import check_fence
+from kerrigan.store.reservations import Reservation
 from kerrigan.store.sessions import commits_beginning, find_sessions, latest_per_workflow
 
 log = logging.getLogger(__name__)
@@ -43,7 +49,7 @@ router = Router()
 MAX_NUMBER = 2**31 - 1  # sessions keep the pull request's number in a 32-bit column
 LOGIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}")
 QUOTED_MAX: Final = 100  # characters of a command's argument a reply quotes back
-COMMAND = re.compile(r"\A\s*/kerrigan\s+(?P<verb>retry|cancel|approve)\b[ \t]*(?P<argument>[^\n]*)")
+COMMAND = re.compile(r"\A\s*/kerrigan\s+(?P<verb>retry|cancel|approve|hold)\b[ \t]*(?P<argument>[^\n]*)")
 PERMISSION_TTL_S: Final = 60
 # GitHub's answers to "may this login write here?", kept briefly: a burst of Cancel clicks asks once.
 # Keyed by the API's address too, so two GitHubs (a test's stand-ins, say) never share an answer.
@@ -84,7 +90,7 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
     repo = app.repository(installation, name)
     verb = match["verb"]
     may_write, permission = (
-        await may_cancel(app, repo, login) if verb == "cancel" else await repo.permission(login)
+        await may_cancel(app, repo, login) if verb in ("cancel", "hold") else await repo.permission(login)
     )
     if not may_write:
         await repo.comment(
@@ -99,7 +105,10 @@ async def on_comment(event: Event, app: GitHubApp) -> None:
             await repo.react(comment_id, "rocket")
         return
     sha = Payload(await repo.pull_request(number), "pull_request").object("head").sha("sha")
-    if verb == "cancel":
+    if verb == "hold":
+        if not await _hold(app, repo, number, sha, task=match["argument"].strip(), login=login):
+            return
+    elif verb == "cancel":
         workflow = match["argument"].strip()
         if not await _cancel(app, repo, sha, workflow, login):
             what = f"workflow {quoted(workflow)}" if workflow else "session"
@@ -263,6 +272,39 @@ async def _retry(
     if not chosen:
         return [], skipped
     return await retry(app, repo, chosen, delivery_id), skipped
+
+
+async def _hold(app: GitHubApp, repo: Repository, number: int, sha: str, *, task: str, login: str) -> bool:
+    """Carry out ``/kerrigan hold [task]`` from a writer and reply who holds which board until when, or
+    why nothing was held; whether a hold is there."""
+    job, problem = await job_for_command(app, repo.full_name, sha, task)
+    if job is None:
+        await repo.comment(number, f"@{login} holds no board: {problem}.")
+        return False
+    outcome = await hold(app, job, login)
+    if outcome.refused:
+        await repo.comment(number, f"@{login} holds no board: {outcome.refused}.")
+        return False
+    await repo.comment(number, hold_reply(login, job, outcome.reservations, made=outcome.made))
+    return True
+
+
+def hold_reply(login: str, job: HoldableJob, reservations: Sequence[Reservation], *, made: bool) -> str:
+    """Who holds which board of ``job``, and until when (or that it is queued for it)."""
+    lines = [
+        f"@{login} {'' if made else 'already '}holds the board(s) of failed job {job.pk} "
+        f"({quoted(job.task_id)}):",
+        "",
+    ]
+    for reservation in reservations:
+        device = reservation.device_id or reservation.device or "?"
+        if reservation.ends_at is not None:
+            when = f"until {reservation.ends_at.strftime('%Y-%m-%d %H:%M UTC')}"
+        else:
+            when = f"queued: granted once it is free ({reservation.duration_s // 60} min from then)"
+        lines.append(f"- `{device}`, reservation `{reservation.id[:8]}`: {when}")
+    lines += ["", "`kerrigan reservations` lists them; `kerrigan release ID` gives a board back."]
+    return "\n".join(lines)
 
 
 async def _cancel(app: GitHubApp, repo: Repository, sha: str, workflow: str, login: str) -> list[str]:
