@@ -12,9 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0032"
-# MERGE NOTE: 0031 is another branch's (issue 30, in parallel); this one was tested chained to 0030 and is
-# re-chained to "0031" when both are merged.
-down_revision = "0030"
+down_revision = "0031"
 branch_labels = None
 depends_on = None
 
