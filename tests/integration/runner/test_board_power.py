@@ -4,6 +4,7 @@ PDU stand-in, and the operator's commands (and uhubctl) as real scripts run as s
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from kerrigan.runner.devices_file.wiring import (
     Wiring,
 )
 from kerrigan.testing.pdu import MODEL, GudePdu
+from kerrigan.testing.waiting import wait_until
 
 pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
 
@@ -81,6 +83,22 @@ async def test_a_pdu_that_hangs_is_power_failed_after_timeout_s_not_a_hung_call(
         await pdu_switch(pdu, timeout_s=0.5).off()
     assert time.monotonic() - started < 2.0
     pdu.behave()  # the request left hanging in its own thread ends too
+
+
+async def test_a_pdu_that_never_answers_is_not_asked_again_until_it_answers(pdu: GudePdu) -> None:
+    pdu.hang()
+    switch = pdu_switch(pdu, timeout_s=0.5)
+    with pytest.raises(PowerFailed, match=r"no answer within 0\.5 s"):
+        await switch.status()
+    threads = threading.active_count()
+    for _ in range(5):  # a job asking again and again: refused at once, no thread more for each
+        with pytest.raises(PowerFailed, match=r"reading its state: an earlier call still waits"):
+            await switch.status()
+    assert threading.active_count() <= threads
+    pdu.behave()  # the hanging request is answered at last: the PDU is asked again
+    await wait_until(lambda: threading.active_count() < threads, timeout=10)
+    await switch.on()
+    assert pdu.is_on(3)
 
 
 async def test_a_pdus_credentials_reach_the_pdu_but_never_a_reason() -> None:

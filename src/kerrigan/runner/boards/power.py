@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import signal
+import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Final, Protocol, TypeVar
@@ -86,6 +87,9 @@ class PduSwitch(_Switch):
     def __init__(self, pdu: PduPower, timeout_s: float) -> None:
         self.pdu = pdu
         self.timeout_s = timeout_s
+        # Set when the last call given up is answered at last: until then no other call is made, so that
+        # a job asking again and again of a PDU that never answers leaves one thread behind, not one a call.
+        self._unanswered: threading.Event | None = None
 
     async def set(self, on: bool) -> None:
         word = "on" if on else "off"
@@ -110,14 +114,22 @@ class PduSwitch(_Switch):
         return backend.power_get(host, port, self.pdu.index)
 
     async def _call(self, doing: str, work: Callable[[ModuleType], T]) -> T:
+        if self._unanswered is not None and not self._unanswered.is_set():
+            raise PowerFailed(f"{self._named}: {doing}: an earlier call still waits for the PDU's answer")
+        answered = threading.Event()
+
         def call() -> T:
-            # The model was checked at start to be a plain name labgrid has a backend of: never a path.
-            backend = importlib.import_module(f"labgrid.driver.power.{self.pdu.model}")
-            return work(backend)
+            try:
+                # The model was checked at start to be a plain name labgrid has a backend of: never a path.
+                backend = importlib.import_module(f"labgrid.driver.power.{self.pdu.model}")
+                return work(backend)
+            finally:
+                answered.set()
 
         try:
             return await asyncio.wait_for(in_own_thread(call), self.timeout_s)
         except TimeoutError:
+            self._unanswered = answered
             raise PowerFailed(f"{self._named}: {doing}: no answer within {self.timeout_s:g} s") from None
         except Exception as err:  # whatever the backend raises: requests' errors, labgrid's, an assert
             raise PowerFailed(f"{self._named}: {doing}: {self._masked(err)}") from None
