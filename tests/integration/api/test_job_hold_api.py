@@ -20,6 +20,8 @@ from kerrigan.store.sessions import create_session
 from kerrigan.testing import builders
 from kerrigan.testing.github import GitHubStandIn
 from tests.integration.api.conftest import ADMIN, ANONYMOUS, OWNER_A, OWNER_B, READER, Api
+from tests.integration.api.test_cli_reservations import kerrigan
+from tests.integration.api.test_cli_sessions import _lab
 from tests.integration.api.test_errors_and_openapi import openapi, validate
 from tests.integration.api.test_reservation_settings import runner
 from tests.integration.github.conftest import REPO
@@ -197,3 +199,36 @@ async def test_the_heartbeat_answer_names_the_held_job_while_the_hold_lasts_and_
     released = await api.call("DELETE", f"/reservations/{reservation['id']}", who=ADMIN)
     assert released.status == 200, released.body
     assert (await heartbeat(api, speaks))["held_workspaces"] == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_kerrigan_reserve_job_holds_the_board_says_until_when_and_refuses_a_reader(
+    api: Api, jobs: dict[str, int], github: GitHubStandIn
+) -> None:
+    lab = _lab(api)  # rita's token: a writer here
+    github.set_permission(REPO, WRITER, "write")
+    reader = lab | {"KERRIGAN_TOKEN": api.tokens[OWNER_A]}  # olga reads octo/firmware
+    status, out, err = await kerrigan("reserve", "--job", str(jobs["boot"]), env=reader)
+    assert status == 1, out
+    assert "Hold board needs write, maintain or admin permission on octo/firmware (you have read)" in err
+    assert "(HTTP 403)" in err
+
+    status, out, err = await kerrigan("reserve", "--job", str(jobs["boot"]), env=lab)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"holding the board(s) of failed job {jobs['boot']}"
+    assert lines[1].startswith("reserved dev-b1 on runner host lab-b-01 until ")
+    status, out, err = await kerrigan("reserve", "--job", str(jobs["boot"]), env=lab)
+    assert (status, out.splitlines()[0]) == (
+        0,
+        f"holding the board(s) of failed job {jobs['boot']} (held already)",
+    )
+
+    status, _, err = await kerrigan("reserve", "--job", str(jobs["smoke"]), env=lab)
+    assert status == 1
+    assert "did not fail (it is succeeded)" in err
+    for extra in (("--for", "1h"), ("--device", "dev-b1"), ("--wait", "5m")):
+        status, _, err = await kerrigan("reserve", "--job", str(jobs["boot"]), *extra, env=lab)
+        assert status == 2, (extra, err)
+    status, _, err = await kerrigan("reserve", "--job", "boot", env=lab)
+    assert (status, "--job takes a job id" in err) == (2, True)
