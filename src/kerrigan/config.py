@@ -337,7 +337,17 @@ class Settings:
                     f"{PREFIX}HOLD_S must be whole seconds from 60 to 2592000 (30 days), not {hold[:40]!r}"
                 )
             values["hold_s"] = number
-        return cls(**values)  # type: ignore[arg-type]
+        return _hold_within_reservations(cls(**values))  # type: ignore[arg-type]
+
+
+def _hold_within_reservations(settings: Settings) -> Settings:
+    """``settings``, unless a hold (a reservation) would last longer than a person may reserve a board."""
+    if settings.hold_s > settings.reservation_max_s:
+        raise ConfigError(
+            f"{PREFIX}HOLD_S ({settings.hold_s} s) must not exceed {PREFIX}RESERVATION_MAX_S "
+            f"({settings.reservation_max_s} s): a hold is a reservation; lower the first or raise the second"
+        )
+    return settings
 
 
 def _logins(name: str, text: str) -> frozenset[str]:

@@ -213,3 +213,16 @@ def test_reservations_have_a_longest_duration_and_a_per_person_limit() -> None:
 def test_a_hold_lasts_half_an_hour_unless_told() -> None:
     assert Settings().hold_s == 1800
     assert Settings.from_env({"KERRIGAN_HOLD_S": "600"}).hold_s == 600
+
+
+def test_a_hold_may_not_outlast_the_longest_reservation() -> None:
+    with pytest.raises(ConfigError) as raised:
+        Settings.from_env({"KERRIGAN_HOLD_S": "7200", "KERRIGAN_RESERVATION_MAX_S": "3600"})
+    message = str(raised.value)
+    assert "KERRIGAN_HOLD_S (7200 s)" in message
+    assert "KERRIGAN_RESERVATION_MAX_S (3600 s)" in message
+    # The default hold (30 min) against a shorter longest reservation is refused too: it names both.
+    with pytest.raises(ConfigError, match=r"KERRIGAN_HOLD_S .* KERRIGAN_RESERVATION_MAX_S"):
+        Settings.from_env({"KERRIGAN_RESERVATION_MAX_S": "600"})
+    equal = Settings.from_env({"KERRIGAN_HOLD_S": "3600", "KERRIGAN_RESERVATION_MAX_S": "3600"})
+    assert (equal.hold_s, equal.reservation_max_s) == (3600, 3600)

@@ -53,14 +53,28 @@ async def api_call(
     """One request to ``/api/v1`` (with ``body`` as JSON, if given); the JSON answer. An API error is
     :class:`ApiRefusedError` (its ``body`` the whole answer); a lab that cannot be reached (or silent for
     ``timeout_s``) is a :class:`UsageError` of one line."""
-    url, answer, _ = await _send(args, method, path, query, body, timeout_s=timeout_s)
+    _, parsed = await api_call_status(args, method, path, query, body, timeout_s=timeout_s)
+    return parsed
+
+
+async def api_call_status(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    query: dict[str, str] | None = None,
+    body: dict[str, Any] | None = None,
+    *,
+    timeout_s: float = 60.0,
+) -> tuple[int, dict[str, Any]]:
+    """As :func:`api_call`, with the answer's status (a 201 made something, a 200 found it made)."""
+    url, status, answer, _ = await _send(args, method, path, query, body, timeout_s=timeout_s)
     try:
         parsed = json.loads(answer)
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
         raise UsageError(f"{url} did not answer as Kerrigan's API does (no JSON object at {path})")
-    return parsed
+    return status, parsed
 
 
 async def api_call_text(
@@ -71,7 +85,7 @@ async def api_call_text(
     body: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """As :func:`api_call`, for an answer that is text: the text and the answer's headers."""
-    _, answer, headers = await _send(args, method, path, query, body)
+    _, _, answer, headers = await _send(args, method, path, query, body)
     return answer.decode("utf-8", "replace"), headers
 
 
@@ -83,8 +97,8 @@ async def _send(
     body: dict[str, Any] | None,
     *,
     timeout_s: float = 60.0,
-) -> tuple[str, bytes, dict[str, str]]:
-    """The lab's address, the answer's bytes and its headers; an API error raised as
+) -> tuple[str, int, bytes, dict[str, str]]:
+    """The lab's address, the answer's status, bytes and headers; an API error raised as
     :class:`ApiRefusedError`."""
     import aiohttp
 
@@ -110,6 +124,6 @@ async def _send(
                     str(error.get("message")),
                     parsed if isinstance(parsed, dict) else {},
                 )
-            return url, answer, dict(response.headers)
+            return url, response.status, answer, dict(response.headers)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise UsageError(f"cannot reach {url}: {first_line(exc) or type(exc).__name__}") from None

@@ -3,7 +3,9 @@ against a live lab's API (docs/reservations.md).
 
 ``reserve`` asks for a device by labels and tags (or by id) for a duration; with ``--wait`` it waits in the
 queue, printing its place and what it waits on, gives up cleanly when the wait runs out, and withdraws the
-request on Ctrl-C. Exit status: 0 reserved (or released), 1 the lab refused or no device freed, 2 usage.
+request on Ctrl-C. ``reserve --job ID`` holds a failed job's board(s) instead (Hold board:
+``POST /jobs/{id}/hold``), for ``KERRIGAN_HOLD_S``, waiting for them as a reservation does. Exit status: 0
+reserved (or released), 1 the lab refused or no device freed, 2 usage.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any, Final, TypeVar
 
-from kerrigan.cli.api_client import ApiRefusedError, api_call, api_options
+from kerrigan.cli.api_client import ApiRefusedError, api_call, api_call_status, api_options
 from kerrigan.cli.columns import columns
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.durations import DurationError, duration_text, parse_duration
@@ -227,11 +229,78 @@ async def _withdraw(args: argparse.Namespace, reservation_id: str) -> None:
         print(f"kerrigan reserve: withdrawn ({reservation_id})", file=sys.stderr)
 
 
+async def _hold(args: argparse.Namespace) -> int:
+    """``reserve --job ID``: hold the failed job's board(s), each waited for as ``reserve`` waits for one;
+    Ctrl-C or a board not freed in time withdraws what this command queued (a hold it found, made before,
+    is left as it is)."""
+    made, granted, ids = False, False, []
+    interrupt = Interrupt()
+    try:
+        try:
+            status, answer = await interrupt.unless_interrupted(
+                api_call_status(args, "POST", f"/jobs/{args.job}/hold")
+            )
+        except ApiRefusedError as exc:
+            _refused(exc)
+            return EXIT_REFUSED
+        made = status == 201
+        ids = [str(reservation["id"]) for reservation in answer.get("reservations") or ()]
+        reservations = [
+            await _wait_for_grant(args, reservation, interrupt)
+            for reservation in answer.get("reservations") or ()
+        ]
+        granted = bool(reservations) and all(body.get("state") == "active" for body in reservations)
+        if granted:
+            reservations = [await _with_settings(args, body) for body in reservations]
+    except ApiRefusedError as exc:
+        print(f"kerrigan reserve: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        return EXIT_REFUSED
+    except WaitInterruptedError:
+        return EXIT_INTERRUPTED  # withdrawn below
+    finally:
+        if made and not granted:  # a gang's boards are held together or not at all
+            for reservation_id in ids:
+                await asyncio.shield(_withdraw(args, reservation_id))
+        interrupt.close()
+    if args.json:
+        print(json.dumps({"job": answer.get("job"), "reservations": reservations}, indent=2))
+    if not granted:
+        ended = next((body for body in reservations if body.get("state") != "active"), {})
+        waited = duration_text(int(ended.get("wait_s") or 0))
+        reason = (
+            "no board freed within " + waited if ended.get("end_reason") == "wait_expired" else "it ended"
+        )
+        print(f"kerrigan reserve: nothing is held: {reason} ({ended.get('end_reason')})", file=sys.stderr)
+        return EXIT_REFUSED
+    if not args.json:
+        print(f"holding the board(s) of failed job {answer.get('job')}" + ("" if made else " (held already)"))
+        print("\n".join(_described(body) for body in reservations))
+    return 0
+
+
 def _reserve_command(args: argparse.Namespace) -> int:
     # The first Ctrl-C is caught by :class:`Interrupt` (the request is withdrawn, then 130); a second one,
     # while withdrawing, ends the command at once.
+    if args.job is not None:
+        given = [
+            option
+            for option, value in (
+                ("--labels", args.labels),
+                ("--tags", args.tags),
+                ("--device", args.device),
+                ("--wait", args.wait),
+                ("--note", args.note),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"--job holds the job's own board(s) for KERRIGAN_HOLD_S: not with {', '.join(given)}"
+            )
+        if not (args.job.isascii() and args.job.isdigit()):
+            raise UsageError(f"--job takes a job id (a whole number), not {args.job[:40]!r}")
     try:
-        return asyncio.run(_reserve(args))
+        return asyncio.run(_hold(args) if args.job is not None else _reserve(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
@@ -323,15 +392,22 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "reserve",
         help="reserve a board for yourself on a running lab (KERRIGAN_URL, KERRIGAN_TOKEN)",
         description="Reserve a device by labels and tags, or by id, for a while: queued after gate work, "
-        "before CI's. Exit status: 0 reserved, 1 refused or no device freed in time, 2 usage or connection "
-        "error, 130 interrupted (the request is withdrawn).",
+        "before CI's; or with --job, hold a failed job's board(s). Exit status: 0 reserved, 1 refused or no "
+        "device freed in time, 2 usage or connection error, 130 interrupted (the request is withdrawn).",
     )
     reserve.add_argument(
         "--labels", nargs="+", action="append", metavar="KEY=VALUE", help="labels the device must have"
     )
     reserve.add_argument("--tags", nargs="+", action="append", metavar="TAG", help="tags it must have")
     reserve.add_argument("--device", metavar="ID", help="this device (its labels and tags must match too)")
-    reserve.add_argument("--for", dest="duration", required=True, metavar="DURATION", help="2h, 30m, 1h30m")
+    how = reserve.add_mutually_exclusive_group(required=True)
+    how.add_argument("--for", dest="duration", metavar="DURATION", help="2h, 30m, 1h30m")
+    how.add_argument(
+        "--job",
+        metavar="ID",
+        help="hold this failed job's board(s) (a gang's: all) for KERRIGAN_HOLD_S, its workspace kept "
+        "(Hold board; you must write to its repository)",
+    )
     reserve.add_argument("--wait", metavar="DURATION", help="wait this long for one to free (default: not)")
     reserve.add_argument("--note", metavar="TEXT", help="why, shown wherever the device is (200 characters)")
     reserve.add_argument("--json", action="store_true", help="print the API's answer")

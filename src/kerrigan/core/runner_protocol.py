@@ -15,6 +15,9 @@ from typing import Final
 from kerrigan.core.resources import ResourceCatalog, Unit
 
 PROTOCOL_VERSIONS: Final = (1,)
+# The capability by which the server names, in each heartbeat's answer, the jobs whose workspaces holds keep
+# (``held_workspaces``), and the agent keeps them (docs/runner.md).
+HELD_WORKSPACES: Final = "held_workspaces"
 SERVER_CAPABILITIES: Final = frozenset(
     {
         "gate_jobs",
@@ -25,6 +28,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "board_faults",
         "recovery",
         "device_power",
+        HELD_WORKSPACES,
     }
 )
 LEASE_TTL_S: Final = 60

@@ -97,9 +97,11 @@ class Admission(Preparation):
         if not policy.enabled or free >= policy.soft_goal_bytes:
             return None  # nothing to measure or evict
         busy = self.workspaces_in_use()
+        # Until the server has said which workspaces holds keep, none is a candidate for eviction.
+        candidates = self.workspaces.workspaces(running=busy) if self.may_remove_workspaces else []
         plan = plan_admission(
             free,
-            self.workspaces.workspaces(running=busy),
+            candidates,
             policy,
             self.clock(),
             protected=frozenset({workspace}),

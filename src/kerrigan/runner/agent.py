@@ -248,6 +248,7 @@ class Agent(Recovery):
         except ServerUnavailable as err:
             log.warning("heartbeat failed: %s", err)
             return
+        self.hear_holds(answer)
         server_jobs = answer.get("jobs")
         if isinstance(server_jobs, dict):
             await self._reconcile(held, {str(k): str(v) for k, v in server_jobs.items()})
@@ -401,9 +402,11 @@ class Agent(Recovery):
         await asyncio.to_thread(self.maintain)
 
     def maintain(self) -> None:
-        """Expire job records and idle workspaces after 24 hours, and unused cached tarballs."""
+        """Expire job records and idle workspaces after 24 hours (not those of jobs holds keep), and unused
+        cached tarballs."""
         now = self.clock()
-        self.records.expire(self.jobs, now)
-        busy = self.workspaces_in_use()
-        self.workspaces.expire_idle(now, in_use=busy)
+        if self.may_remove_workspaces:  # a held job's record names its workspace: kept while it is
+            self.records.expire(self.jobs, now, keep=self.held_jobs)
+            busy = self.workspaces_in_use()
+            self.workspaces.expire_idle(now, in_use=busy)
         self.sources.expire(now)

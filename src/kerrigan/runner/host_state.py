@@ -28,6 +28,7 @@ import structlog
 from kerrigan.core.cpus import CpuAllocator
 from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.masking import Masker, secret_problem
+from kerrigan.core.runner_protocol import HELD_WORKSPACES
 from kerrigan.runner.boards.access import BoardAccess
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import BoardControl
@@ -114,6 +115,10 @@ class HostState:
         self.lease_ttl_s = 60.0
         self.poll_timeout_s = 25.0
         self.capabilities: frozenset[str] = frozenset()  # what registration agreed on
+        # The jobs whose workspaces a hold keeps (the server's word in each heartbeat answer), and whether
+        # it has been heard since the start: until it is, no workspace is evicted or expired.
+        self.held_jobs: frozenset[str] = frozenset()
+        self.holds_heard = False
         self._credentials: dict[str, dict[str, Any]] = {}  # job -> its GitHub token; in memory only
         self._issued: dict[str, dict[str, str]] = {}  # job -> every token it was handed -> its API
         # job -> the secrets its accept handed out, and the masker of what it was handed (those and its
@@ -166,22 +171,41 @@ class HostState:
     def workspaces_in_use(self) -> set[str]:
         """The workspaces of jobs not ended, and of ended jobs whose cgroup could not be emptied yet: what
         is left of those may still write there, so the workspace is not given to another job, evicted or
-        expired (its uid is held as long, :meth:`allocate_user`)."""
+        expired (its uid is held as long, :meth:`allocate_user`). So are those of the jobs a hold keeps
+        (:attr:`held_jobs`): the person holding the failed job's board looks at what it left."""
         return {
             r.workspace
             for r in self.jobs.values()
-            if r.workspace is not None and (r.state != "ended" or r.cgroup is not None)
+            if r.workspace is not None
+            and (r.state != "ended" or r.cgroup is not None or r.id in self.held_jobs)
         }
 
+    @property
+    def may_remove_workspaces(self) -> bool:
+        """Whether workspaces may be evicted or expired now: not before the server has said which of them
+        holds keep (a server that does not speak ``held_workspaces`` keeps none)."""
+        return self.holds_heard or HELD_WORKSPACES not in self.capabilities
+
+    def hear_holds(self, answer: Mapping[str, Any]) -> None:
+        """Take the jobs whose workspaces holds keep from a heartbeat's answer (none when it names none)."""
+        listed = answer.get("held_workspaces")
+        held = frozenset(str(job) for job in listed) if isinstance(listed, list) else frozenset()
+        if held != self.held_jobs:
+            log.info("workspaces kept for holds: jobs %s", ", ".join(sorted(held)) or "none")
+        self.held_jobs, self.holds_heard = held, True
+
     def allocate_user(self, record: JobRecord) -> int | None:
-        """The job's own uid (kept on its record), when jobs run as their own users."""
+        """The job's own uid (kept on its record), when jobs run as their own users; the uid of a job whose
+        workspace a hold keeps is no other job's while it does (its files are that uid's)."""
         if self.isolation.users is None:
             return None
         if record.user is None:
             live = {
                 r.user
                 for r in self.jobs.values()
-                if r.user is not None and r is not record and (r.state != "ended" or r.cgroup is not None)
+                if r.user is not None
+                and r is not record
+                and (r.state != "ended" or r.cgroup is not None or r.id in self.held_jobs)
             }
             record.user = allocate(self.isolation.users, live, self._taken_ids)
         return record.user

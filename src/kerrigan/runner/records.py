@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import shutil
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -233,10 +234,15 @@ class JobRecords:
         with contextlib.suppress(FileNotFoundError):
             self.output_path(record.id).unlink()
 
-    def expire(self, records: dict[str, JobRecord], now_s: float) -> list[str]:
-        """Delete records (and their pages) 24 hours after their job ended and was reported; their ids."""
+    def expire(
+        self, records: dict[str, JobRecord], now_s: float, keep: Collection[str] = frozenset()
+    ) -> list[str]:
+        """Delete records (and their pages) 24 hours after their job ended and was reported, but those of
+        ``keep``; their ids."""
         gone = []
         for job_id, record in list(records.items()):
+            if job_id in keep:
+                continue
             if record.reported and job_history_expired(record.ended_at, record.accepted_at, now_s):
                 shutil.rmtree(self.folder(job_id), ignore_errors=True)
                 del records[job_id]

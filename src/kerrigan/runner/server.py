@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import stamina
 
-from kerrigan.core.runner_protocol import PROTOCOL_VERSIONS
+from kerrigan.core.runner_protocol import HELD_WORKSPACES, PROTOCOL_VERSIONS
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         "board_faults",
         "recovery",
         "device_power",
+        HELD_WORKSPACES,
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure

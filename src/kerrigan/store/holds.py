@@ -4,7 +4,8 @@
 the hold of that job (``held_job_pk``), and audits it; asked again by the same person while their hold
 lasts (a redelivered webhook, a second click), it answers the hold there is rather than making another.
 :func:`note_refusal` keeps on the job's session why a click held nothing, for its check run to say;
-:func:`holds_of` reads a session's holds for its check run.
+:func:`holds_of` reads a session's holds for its check run; :func:`held_workspaces` tells a runner host
+which of its jobs' workspaces a hold keeps.
 """
 
 from __future__ import annotations
@@ -165,3 +166,16 @@ async def holds_of(session: AsyncSession, job_pks: Collection[int]) -> list[Hold
         device = row.device_id or row.device or "?"
         shown.append(HoldShown(row.login, device, int(row.held_job_pk or 0), task_id, row.state, until))
     return shown
+
+
+async def held_workspaces(session: AsyncSession, host: str) -> list[str]:
+    """The ids of the jobs run on runner host ``host`` that a hold not ended (waiting or active) holds:
+    their workspaces are kept there until it ends (docs/runner.md, capability ``held_workspaces``)."""
+    rows = await session.scalars(
+        select(JobRow.pk)
+        .join(ReservationRow, ReservationRow.held_job_pk == JobRow.pk)
+        .where(JobRow.host == host, ReservationRow.state != ReservationState.ENDED)
+        .distinct()
+        .order_by(JobRow.pk)
+    )
+    return [str(pk) for pk in rows]

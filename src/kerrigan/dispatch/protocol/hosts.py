@@ -16,9 +16,16 @@ from aiohttp import web
 
 from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.resources import Skipped, initial_values, update_values
-from kerrigan.core.runner_protocol import POLL_TIMEOUT_S, NoCommonVersionError, negotiate, server_catalog
+from kerrigan.core.runner_protocol import (
+    HELD_WORKSPACES,
+    POLL_TIMEOUT_S,
+    NoCommonVersionError,
+    negotiate,
+    server_catalog,
+)
 from kerrigan.dispatch.protocol.requests import Heartbeat, ProtocolError, Registration, read
 from kerrigan.store.database import Database
+from kerrigan.store.holds import held_workspaces
 from kerrigan.store.inventory import host_devices
 from kerrigan.store.jobs.offers import held_jobs, observe_runner_waits
 from kerrigan.store.leases import renew_leases
@@ -102,8 +109,12 @@ class HostReports:
             renewed = await renew_leases(session, host, now, timedelta(seconds=self.lease_ttl_s))
             await observe_runner_waits(session, host, dict(sent.waiting), now)
             held = await held_jobs(session, host)
+            kept = await held_workspaces(session, host) if HELD_WORKSPACES in report.capabilities else None
         # The jobs the server holds this host to (accepted or running): the agent reconciles against them.
-        return web.json_response(_answer(report, skipped) | {"leases_renewed": renewed, "jobs": held})
+        answer = _answer(report, skipped) | {"leases_renewed": renewed, "jobs": held}
+        if kept is not None:  # the jobs whose workspaces a hold keeps here, to an agent that keeps them
+            answer["held_workspaces"] = kept
+        return web.json_response(answer)
 
 
 def _answer(report: HostReport, skipped: list[Skipped]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from kerrigan.web.api import (
     cancel,
     explain,
     history,
+    holds,
     hosts,
     inventory,
     openapi,
@@ -33,6 +34,7 @@ def create_api() -> web.Application:
         cancel,
         secrets,
         reservations,
+        holds,
         power,
         openapi,
     ):

@@ -95,6 +95,7 @@ def _reservation_json(
         "waiting_on": None,
         "end_reason": reservation.end_reason,
         "ended_by": reservation.ended_by,
+        "held_job": reservation.held_job_pk,
     }
     if reservation.device_id is not None:
         device = inventory.devices_by_id.get(reservation.device_id)
@@ -192,11 +193,11 @@ async def reservations_create(request: web.Request) -> web.Response:
     except UnmatchableError as exc:
         error = {"code": "unschedulable", "message": f"no device can ever match: {exc}", "field": None}
         return web.json_response({"error": error, "resolution": resolution_json(exc.resolution)}, status=422)
-    reservation = await _decided(request, reservation)
+    reservation = await decided(request, reservation)
     return web.json_response(await reservation_json(request, reservation, principal.login), status=201)
 
 
-async def _decided(request: web.Request, reservation: Reservation) -> Reservation:
+async def decided(request: web.Request, reservation: Reservation) -> Reservation:
     """The reservation once the dispatcher (woken by its commit) has granted it, or after a short while."""
     database = request.config_dict[DATABASE]
     loop = asyncio.get_running_loop()

@@ -470,6 +470,10 @@ SCHEMAS: Final[dict[str, Any]] = {
             "waiting_on": {"type": ["string", "null"], "description": "what it waits on, in words"},
             "end_reason": enum_of(EndReason, nullable=True),
             "ended_by": _NULLABLE_STRING,
+            "held_job": {
+                "type": ["integer", "null"],
+                "description": "a hold (Hold board, reserve --job): the failed job whose board it is",
+            },
             "settings": {
                 "type": ["object", "null"],
                 "additionalProperties": STRING,
@@ -495,7 +499,19 @@ SCHEMAS: Final[dict[str, Any]] = {
             "waiting_on",
             "end_reason",
             "ended_by",
+            "held_job",
         ],
+    ),
+    "JobHold": _object(
+        {
+            "job": {"type": "integer", "description": "the failed job whose board(s) are held"},
+            "reservations": {
+                "type": "array",
+                "items": ref("Reservation"),
+                "minItems": 1,
+                "description": "one per board of the job (a gang job's: each of its devices), in role order",
+            },
+        }
     ),
     "ReservationExtension": _object({"extend_s": {"type": "integer", "minimum": 1}}),
     "ReservationList": _object(

@@ -509,6 +509,29 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                 "parameters": [_path_param("job_id")],
                 "get": _op("one job", {"200": _json("Job", "the job", etag=True), **_REPOSITORY_READ_ERRORS}),
             },
+            "/jobs/{job_id}/hold": {
+                "parameters": [_path_param("job_id")],
+                "post": _op(
+                    "Hold board: reserve the failed job's board(s) for the caller for KERRIGAN_HOLD_S, each "
+                    "pinned to its device, its workspace kept on its runner host while the hold lasts (the "
+                    "repository's writers and System Admins); answered once the dispatcher has decided",
+                    {
+                        "200": _json("JobHold", "the caller's hold of this job, which lasts still"),
+                        "201": _json("JobHold", "held: each board granted, or waiting for it"),
+                        "401": _error("no valid token"),
+                        "403": _error(
+                            "the caller may not: the message names the permission they lack on the repository"
+                        ),
+                        "404": _error("no such job, or a job of a repository the caller may not read"),
+                        "409": _error(
+                            "not_holdable: the job did not fail, ran on no board, or its board is retired or "
+                            "gone; too_many: the caller holds or waits for KERRIGAN_RESERVATIONS_PER_USER"
+                        ),
+                        "422": _error("unschedulable: no request can ever have the job's board"),
+                        "503": _error("github_unavailable: GitHub did not say if the caller writes there"),
+                    },
+                ),
+            },
             "/jobs/{job_id}/files/{file_id}": {
                 "parameters": [_path_param("job_id"), _path_param("file_id")],
                 "get": _op(
