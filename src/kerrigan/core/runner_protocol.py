@@ -25,6 +25,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "board_faults",
         "recovery",
         "device_power",
+        "device_console",
     }
 )
 LEASE_TTL_S: Final = 60

@@ -7,6 +7,7 @@ from aiohttp import web
 from kerrigan.web.api import (
     audit,
     cancel,
+    console,
     explain,
     history,
     hosts,
@@ -34,6 +35,7 @@ def create_api() -> web.Application:
         secrets,
         reservations,
         power,
+        console,
         openapi,
     ):
         api.add_routes(module.routes)

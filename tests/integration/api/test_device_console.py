@@ -1,0 +1,248 @@
+"""A board's console in the hands of the person holding it (issue 30): ``GET /api/v1/devices/{id}/console``
+through the real server to a real agent, whose devices file wires ``dev-a1`` to an outlet of the PDU
+stand-in and a simulated board's console. The holder types at the login prompt, logs in and runs a command,
+power-cycles the board through the power API and watches it boot on the console; the pool's owner watches
+read-only; a stranger is refused before anything reaches the agent; a watcher that never reads is cut off
+while the writer keeps typing; every session is in the audit log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from typing import Any
+
+import aiohttp
+import pytest
+
+from kerrigan.runner.agent import Agent
+from kerrigan.store.audit import list_audit
+from kerrigan.testing.board import HOSTNAME, PROMPT, SimulatedBoard, State
+from kerrigan.testing.pdu import GudePdu
+from kerrigan.testing.waiting import wait_until
+from tests.integration.api.conftest import ADMIN, OWNER_A, OWNER_B, READER, Api
+from tests.integration.api.test_cli_reservations import kerrigan
+from tests.integration.api.test_cli_sessions import _lab
+from tests.integration.api.test_device_power import agent, board, pdu, reserve, switch
+from tests.integration.test_cli_explain import ROOT
+
+pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
+pytest.importorskip("serial", reason="pyserial comes with the test extra (labgrid's pyserial-labgrid)")
+
+__all__ = ["agent", "board", "pdu"]  # the fixtures, shared with the power tests
+
+PATH = "/api/v1/devices/dev-a1/console"
+
+
+async def started(*args: str, env: dict[str, str], stdin: int) -> asyncio.subprocess.Process:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("KERRIGAN_")} | env
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kerrigan.cli", *args,
+        cwd=ROOT, env=environment, stdin=stdin,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+class Screen:
+    """What one person's WebSocket showed: the board's bytes and the server's notices."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse) -> None:
+        self.socket = socket
+        self.seen = bytearray()
+        self.frames: list[dict[str, Any]] = []
+
+    async def until(self, text: str) -> None:
+        """Read until the board's bytes contain ``text``."""
+        while text.encode() not in self.seen:
+            await self.read_one()
+
+    async def read_one(self) -> None:
+        message = await self.socket.receive(timeout=20)
+        if message.type is aiohttp.WSMsgType.BINARY:
+            self.seen += message.data
+        elif message.type is aiohttp.WSMsgType.TEXT:
+            self.frames.append(json.loads(message.data))
+        else:
+            raise AssertionError(f"the console closed: {message!r} after {self.frames}")
+
+    async def frame(self, kind: str) -> dict[str, Any]:
+        """The next text frame of ``kind``."""
+        while not any(frame["type"] == kind for frame in self.frames):
+            await self.read_one()
+        found = next(frame for frame in self.frames if frame["type"] == kind)
+        self.frames.remove(found)
+        return found
+
+
+async def open_console(api: Api, who: str) -> Screen:
+    socket = await api.client.ws_connect(PATH, headers={"Authorization": f"Bearer {api.tokens[who]}"})
+    return Screen(socket)
+
+
+async def console_uses(api: Api) -> list[Any]:
+    """The audit log's console sessions of dev-a1."""
+    async with api.db.sessions() as session:
+        return [entry for entry in await list_audit(session, device_id="dev-a1") if entry.field == "console"]
+
+
+async def test_the_holder_logs_in_and_watches_a_power_cycle_an_owner_watches_a_stranger_is_refused(
+    api: Api, agent: Agent, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    await reserve(api, "dev-a1")
+    assert (await switch(api, "dev-a1", "on"))[0] == 200  # through its outlet, as a person would
+    await wait_until(lambda: board.state is State.LOGIN, timeout=15)
+
+    for stranger in (OWNER_B,):  # holds no reservation and owns no pool of dev-a1
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await api.client.ws_connect(PATH, headers={"Authorization": f"Bearer {api.tokens[stranger]}"})
+        assert refused.value.status == 403
+    reply = await api.call("GET", "/devices/dev-a1/console", who=OWNER_B)
+    assert reply.status == 403, reply.body
+    assert (
+        "you do not hold a reservation of dev-a1 and are not an owner of its pool"
+        in (reply.body["error"]["message"])
+    )
+    assert api.db.consoles.sessions() == []  # nothing was asked of the agent
+
+    holder = await open_console(api, READER)
+    assert await holder.frame("open") == {"type": "open", "device": "dev-a1", "read_only": False}
+    await holder.socket.send_bytes(b"\n")
+    await holder.until(f"{HOSTNAME} login:")
+    await holder.socket.send_bytes(b"root\n")
+    await holder.until(PROMPT)
+    await holder.socket.send_bytes(b"uname -a\n")
+    await holder.until("Linux kerrigan-board")
+
+    owner = await open_console(api, OWNER_A)
+    assert await owner.frame("open") == {"type": "open", "device": "dev-a1", "read_only": True}
+    await owner.socket.send_bytes(b"poweroff\n")
+    notice = await owner.frame("notice")
+    assert "read-only for you" in notice["message"]
+    assert board.state is State.SHELL  # the owner's keystrokes never reached it
+
+    # An admin joins while the holder types: one writer, so the admin watches.
+    admin = await open_console(api, ADMIN)
+    assert (await admin.frame("open"))["read_only"] is True
+    assert "someone else types" in (await admin.frame("notice"))["message"]
+    await admin.socket.close()
+
+    assert await switch(api, "dev-a1", "cycle") == (
+        200,
+        {"device": "dev-a1", "action": "cycle", "state": "on"},
+    )
+    for screen in (holder, owner):
+        await screen.until("Starting kernel ...")
+        await screen.until("Welcome to Buildroot")
+    await holder.socket.send_bytes(b"\n")
+    await holder.until(f"{HOSTNAME} login: \r\n{HOSTNAME} login:")
+
+    await owner.socket.close()
+    await holder.socket.close()  # the last watcher leaves: the session ends, the agent closes the console
+    await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
+
+    async with api.db.sessions() as session:
+        audited = [
+            entry for entry in await list_audit(session, device_id="dev-a1") if entry.field == "console"
+        ]
+    uses = sorted((entry.actor, entry.before["access"]) for entry in audited)  # type: ignore[index]
+    assert uses == [(ADMIN, "read-only"), (OWNER_A, "read-only"), (READER, "read-write")]
+    for entry in audited:
+        assert entry.pool_id == "pool-a"
+        assert entry.after["seconds"] >= 0  # type: ignore[index]
+        assert entry.after["reason"]  # type: ignore[index]
+
+
+async def test_a_watcher_that_never_reads_is_cut_off_while_the_writer_keeps_typing(
+    api: Api, agent: Agent, board: SimulatedBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("kerrigan.store.consoles.WATCHER_QUEUE_BYTES", 4096)
+    monkeypatch.setattr("kerrigan.store.consoles.ConsoleSession.watcher_limit", 4096)
+    await reserve(api, "dev-a1")
+    assert (await switch(api, "dev-a1", "on"))[0] == 200  # through its outlet, as a person would
+    await wait_until(lambda: board.state is State.LOGIN, timeout=15)
+    holder = await open_console(api, READER)
+    await holder.frame("open")
+    await holder.socket.send_bytes(b"root\n")
+    await holder.until(PROMPT)
+
+    # The owner's WebSocket, by hand: upgraded, then never read, its receive buffer as small as can be.
+    port = api.client.port
+    assert port is not None
+    slow = socket.create_connection(("127.0.0.1", port))
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    slow.sendall(
+        f"GET {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        f"Authorization: Bearer {api.tokens[OWNER_A]}\r\n\r\n".encode()
+    )
+    try:
+        await wait_until(lambda: len(api.db.consoles.sessions()[0].watchers) == 2, timeout=15)
+        slow_watcher = api.db.consoles.sessions()[0].watchers[1]
+        line = "x" * 200
+        for _ in range(2000):  # the board echoes and answers: far more than the slow watcher can take
+            if slow_watcher.cut is not None:
+                break
+            await holder.socket.send_bytes(f"echo {line}\n".encode())
+            await holder.until(f"{line}\r\n{PROMPT}")
+            holder.seen.clear()
+        assert slow_watcher.cut is not None
+        assert "too slow" in slow_watcher.cut
+        await wait_until(lambda: len(api.db.consoles.sessions()[0].watchers) == 1, timeout=15)
+        await holder.socket.send_bytes(b"hostname\n")
+        await holder.until(f"{HOSTNAME}\r\n{PROMPT}")  # the writer works on
+    finally:
+        slow.close()
+    await holder.socket.close()
+    await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
+    async with api.db.sessions() as session:
+        audited = [
+            entry for entry in await list_audit(session, device_id="dev-a1") if entry.field == "console"
+        ]
+    reasons = {entry.actor: entry.after["reason"] for entry in audited}  # type: ignore[index]
+    assert "too slow" in reasons[OWNER_A]
+
+
+async def test_kerrigan_console_reads_the_board_and_types_and_a_refusal_is_the_servers_message(
+    api: Api, agent: Agent, board: SimulatedBoard
+) -> None:
+    holder = _lab(api)
+    stranger = holder | {"KERRIGAN_TOKEN": api.tokens[OWNER_B]}
+    status, out, err = await kerrigan("console", "dev-a1", env=stranger)
+    assert (status, out) == (1, ""), err
+    assert "bob may not use the console of dev-a1: you do not hold a reservation of dev-a1" in err
+    assert "(HTTP 403)" in err
+    assert "Traceback" not in err
+    await reserve(api, "dev-a1")
+    assert (await switch(api, "dev-a1", "on"))[0] == 200  # through its outlet, as a person would
+    await wait_until(lambda: board.state is State.LOGIN, timeout=15)
+
+    process = await started("console", "dev-a1", env=holder, stdin=asyncio.subprocess.PIPE)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    seen = bytearray()
+
+    async def until(text: str) -> None:
+        assert process.stdout is not None
+        while text.encode() not in seen:
+            data = await asyncio.wait_for(process.stdout.read(4096), 30)
+            assert data, seen
+            seen.extend(data)
+
+    for typed, shown in [
+        (b"\n", f"{HOSTNAME} login:"),
+        (b"root\n", PROMPT),
+        (b"hostname\n", f"{PROMPT}hostname\r\n{HOSTNAME}\r\n"),
+    ]:
+        process.stdin.write(typed)
+        await process.stdin.drain()
+        await until(shown)
+    process.stdin.write(b"\x1d")  # Ctrl-] leaves
+    await process.stdin.drain()
+    _, err_bytes = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, err_bytes
+    assert b"connected to dev-a1; Ctrl-] leaves" in err_bytes
+    await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
+    [use] = await console_uses(api)
+    assert (use.actor, use.before["access"], use.after["reason"]) == (READER, "read-write", "you left")
