@@ -45,6 +45,7 @@ class Watcher:
         self._limit = limit
         self._ready = asyncio.Event()
         self.cut: str | None = None
+        self.cut_off = asyncio.Event()  # set with cut: its WebSocket is dropped even while a send waits
 
     @property
     def read_only(self) -> bool:
@@ -62,6 +63,7 @@ class Watcher:
             )
             self._queue.clear()
             self._ready.set()
+            self.cut_off.set()
             return
         self._queue.append(data)
         self._queued += len(data)
@@ -151,6 +153,7 @@ class Consoles:
         self._by_id: dict[str, ConsoleSession] = {}
         self._by_device: dict[str, ConsoleSession] = {}
         self.requested: list[Callable[[str], None]] = []
+        self.watcher_limit = WATCHER_QUEUE_BYTES  # bytes queued for one watcher before it is cut off
 
     def open(
         self, device_id: str, host: str, watchdog: Callable[[ConsoleSession], Coroutine[Any, Any, None]]
@@ -159,7 +162,7 @@ class Consoles:
         found = self._by_device.get(device_id)
         if found is not None and not found.ended.is_set():
             return found
-        session = ConsoleSession(str(uuid.uuid4()), device_id, host)
+        session = ConsoleSession(str(uuid.uuid4()), device_id, host, self.watcher_limit)
         self._by_id[session.id] = session
         self._by_device[device_id] = session
         session.watchdog = asyncio.create_task(watchdog(session), name="kerrigan-console-watchdog")

@@ -105,8 +105,8 @@ async def device_console(request: web.Request) -> web.StreamResponse:
     try:
         await _bridge(console, watcher, socket)
     finally:
+        reason = watcher.cut or (console.reason if console.ended.is_set() else "you left")
         console.leave(watcher)
-        reason = watcher.cut or console.reason or "you left"
         code = CUT_OFF if watcher.cut else FAULT if console.failed else CLOSED_NORMALLY
         async with writing(request) as session:
             await audit_console(
@@ -121,12 +121,13 @@ async def _bridge(console: ConsoleSession, watcher: Watcher, socket: web.WebSock
     down = asyncio.create_task(_to_person(watcher, socket), name="kerrigan-console-person-down")
     up = asyncio.create_task(_from_person(console, watcher, socket), name="kerrigan-console-person-up")
     ended = asyncio.create_task(console.ended.wait(), name="kerrigan-console-person-ended")
+    cut = asyncio.create_task(watcher.cut_off.wait(), name="kerrigan-console-person-cut")
     try:
-        await asyncio.wait({down, up, ended}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({down, up, ended, cut}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (down, up, ended):
+        for task in (down, up, ended, cut):
             task.cancel()
-        await asyncio.gather(down, up, ended, return_exceptions=True)
+        await asyncio.gather(down, up, ended, cut, return_exceptions=True)
 
 
 async def _to_person(watcher: Watcher, socket: web.WebSocketResponse) -> None:
