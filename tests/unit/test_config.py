@@ -213,3 +213,11 @@ def test_reservations_have_a_longest_duration_and_a_per_person_limit() -> None:
 def test_a_hold_lasts_half_an_hour_unless_told() -> None:
     assert Settings().hold_s == 1800
     assert Settings.from_env({"KERRIGAN_HOLD_S": "600"}).hold_s == 600
+
+
+def test_a_console_session_idles_out_after_a_quarter_of_an_hour_unless_told() -> None:
+    assert Settings().console_idle_s == 900
+    assert Settings.from_env({"KERRIGAN_CONSOLE_IDLE_S": "60"}).console_idle_s == 60
+    for bad in ("0", "9", "86401", "1.5", "soon"):
+        with pytest.raises(ConfigError, match="KERRIGAN_CONSOLE_IDLE_S must be whole seconds"):
+            Settings.from_env({"KERRIGAN_CONSOLE_IDLE_S": bad})
