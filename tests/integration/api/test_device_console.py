@@ -20,12 +20,15 @@ import pytest
 from kerrigan.runner.agent import Agent
 from kerrigan.store.audit import list_audit
 from kerrigan.testing.board import HOSTNAME, PROMPT, Mode, SimulatedBoard, State
+from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.pdu import GudePdu
 from kerrigan.testing.waiting import wait_until
+from kerrigan.web.api import console
 from tests.integration.api.conftest import ADMIN, OWNER_A, OWNER_B, READER, Api
 from tests.integration.api.test_cli_reservations import kerrigan
 from tests.integration.api.test_cli_sessions import _lab
-from tests.integration.api.test_device_power import agent, board, pdu, reserve, switch
+from tests.integration.api.test_device_power import _held_by_job, agent, board, pdu, reserve, switch
+from tests.integration.api.test_reservation_settings import poll, runner
 from tests.integration.test_cli_explain import ROOT
 
 pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
@@ -81,10 +84,10 @@ async def open_console(api: Api, who: str) -> Screen:
     return Screen(socket)
 
 
-async def console_uses(api: Api) -> list[Any]:
-    """The audit log's console sessions of dev-a1."""
+async def console_uses(api: Api, device: str = "dev-a1") -> list[Any]:
+    """The audit log's console sessions of ``device``."""
     async with api.db.sessions() as session:
-        return [entry for entry in await list_audit(session, device_id="dev-a1") if entry.field == "console"]
+        return [entry for entry in await list_audit(session, device_id=device) if entry.field == "console"]
 
 
 async def test_the_holder_logs_in_and_watches_a_power_cycle_an_owner_watches_a_stranger_is_refused(
@@ -240,3 +243,87 @@ async def test_kerrigan_console_reads_the_board_and_types_and_a_refusal_is_the_s
     await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
     [use] = await console_uses(api)
     assert (use.actor, use.before["access"], use.after["reason"]) == (READER, "read-write", "you left")
+
+
+async def agent_socket(api: Api, headers: dict[str, str], request_id: str) -> aiohttp.ClientWebSocketResponse:
+    return await api.client.ws_connect(
+        f"/api/runner/v1/device-requests/{request_id}/console", headers=headers
+    )
+
+
+async def test_the_protocol_hands_the_console_to_its_host_alone_and_the_reservations_end_ends_it(
+    api: Api,
+) -> None:
+    """The agent's side by hand: lab-b-01's poll hands the request once, another host cannot take it, bytes
+    go both ways, and releasing the reservation ends the session for the person and the agent."""
+    reservation = await reserve(api, "dev-b1")
+    headers = await runner(api, "lab-b-01", ["device_power", "device_console"])
+    other = await runner(api, "lab-a-01", ["device_power", "device_console"])
+    person = Screen(
+        await api.client.ws_connect(
+            "/api/v1/devices/dev-b1/console", headers={"Authorization": f"Bearer {api.tokens[READER]}"}
+        )
+    )
+    assert (await person.frame("open"))["read_only"] is False
+    [asked] = (await poll(api, headers))["device_requests"]
+    assert (asked["device"], asked["action"]) == ("dev-b1", "console")
+    assert (await poll(api, headers, wait=0))["device_requests"] == []  # handed once
+    assert (await poll(api, other, wait=0))["device_requests"] == []
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await agent_socket(api, other, asked["id"])
+    assert refused.value.status == 404
+    board = await agent_socket(api, headers, asked["id"])
+    await board.send_bytes(b"kerrigan-board login: ")
+    await person.until("kerrigan-board login: ")
+    await person.socket.send_bytes(b"root\n")
+    assert (await board.receive(timeout=20)).data == b"root\n"
+
+    async with api.client.delete(
+        f"/api/v1/reservations/{reservation}", headers={"Authorization": f"Bearer {api.tokens[READER]}"}
+    ) as released:
+        assert released.status < 300, await released.text()
+    end = await person.frame("end")
+    assert end == {"type": "end", "reason": "the reservation of dev-b1 ended", "ok": True}
+    closed = await person.socket.receive(timeout=20)
+    assert (closed.type, person.socket.close_code) == (aiohttp.WSMsgType.CLOSE, 1000)
+    closing = await board.receive(timeout=20)
+    assert closing.type is aiohttp.WSMsgType.CLOSE
+    assert closing.extra == "the reservation of dev-b1 ended"
+    await board.close()
+    await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
+    [use] = await console_uses(api, "dev-b1")
+    assert (use.actor, use.before["access"], use.after["reason"]) == (
+        READER,
+        "read-write",
+        "the reservation of dev-b1 ended",
+    )
+
+
+async def test_an_agent_that_never_connects_ends_the_session_saying_so_and_an_old_or_busy_one_is_named(
+    api: Api, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(console, "AGENT_WITHIN_S", 0.3)
+    await reserve(api, "dev-b1")
+    await runner(api, "lab-b-01", ["device_power"])  # an older agent
+    reply = await api.call("GET", "/devices/dev-b1/console", who=READER)
+    assert (reply.status, reply.body["error"]["code"]) == (409, "not_supported"), reply.body
+    await runner(api, "lab-b-01", ["device_power", "device_console"])
+    person = Screen(
+        await api.client.ws_connect(
+            "/api/v1/devices/dev-b1/console", headers={"Authorization": f"Bearer {api.tokens[READER]}"}
+        )
+    )
+    end = await person.frame("end")
+    assert end == {"type": "end", "reason": "the agent of lab-b-01 did not connect within 0.3 s", "ok": False}
+    await person.socket.receive(timeout=20)
+    assert person.socket.close_code == 1011
+    reply = await api.call("GET", "/devices/dev-b1/console", who=READER)  # a plain request
+    assert (reply.status, reply.body["error"]["code"]) == (400, "not_websocket"), reply.body
+
+    await runner(api, "lab-a-02", ["device_power", "device_console"])
+    job = await _held_by_job(api, clock, "dev-a2", "lab-a-02")
+    reply = await api.call("GET", "/devices/dev-a2/console", who=ADMIN)
+    assert (reply.status, reply.body["error"]["code"]) == (409, "device_busy"), reply.body
+    assert f"job {job} holds dev-a2: the job has its console" in reply.body["error"]["message"]
+    reply = await api.call("GET", "/devices/dev-a2/console", who=OWNER_B)
+    assert reply.status == 403, reply.body
