@@ -20,7 +20,7 @@ from typing import Any, Final
 import aiohttp
 
 from kerrigan.core.device_console import Frame
-from kerrigan.runner.boards.console import Console, ConsoleLost
+from kerrigan.runner.boards.console import INTERACTIVE_GATHER_S, Console, ConsoleLost
 from kerrigan.runner.devices_file.wiring import Wiring
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class PersonConsole:
                 return
             self._open.add(device_id)
             try:
-                await self._bridge(socket, device_id, Console(console))
+                await self._bridge(socket, device_id, Console(console, gather_s=INTERACTIVE_GATHER_S))
             finally:
                 self._open.discard(device_id)
         finally:
