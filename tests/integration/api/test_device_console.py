@@ -84,10 +84,19 @@ async def open_console(api: Api, who: str) -> Screen:
     return Screen(socket)
 
 
-async def console_uses(api: Api, device: str = "dev-a1") -> list[Any]:
-    """The audit log's console sessions of ``device``."""
-    async with api.db.sessions() as session:
-        return [entry for entry in await list_audit(session, device_id=device) if entry.field == "console"]
+async def console_uses(api: Api, device: str = "dev-a1", count: int = 1) -> list[Any]:
+    """The audit log's console sessions of ``device``, once there are ``count`` (each is written as its
+    person's WebSocket closes, after the session ended)."""
+    found: list[Any] = []
+
+    async def written() -> bool:
+        async with api.db.sessions() as session:
+            audited = await list_audit(session, device_id=device)
+        found[:] = [entry for entry in audited if entry.field == "console"]
+        return len(found) >= count
+
+    await wait_until(written, timeout=15)
+    return found
 
 
 async def test_the_holder_logs_in_and_watches_a_power_cycle_an_owner_watches_a_stranger_is_refused(
@@ -145,16 +154,13 @@ async def test_the_holder_logs_in_and_watches_a_power_cycle_an_owner_watches_a_s
     await holder.socket.close()  # the last watcher leaves: the session ends, the agent closes the console
     await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
 
-    async with api.db.sessions() as session:
-        audited = [
-            entry for entry in await list_audit(session, device_id="dev-a1") if entry.field == "console"
-        ]
-    uses = sorted((entry.actor, entry.before["access"]) for entry in audited)  # type: ignore[index]
+    audited = await console_uses(api, count=3)
+    uses = sorted((entry.actor, entry.before["access"]) for entry in audited)
     assert uses == [(ADMIN, "read-only"), (OWNER_A, "read-only"), (READER, "read-write")]
     for entry in audited:
         assert entry.pool_id == "pool-a"
-        assert entry.after["seconds"] >= 0  # type: ignore[index]
-        assert entry.after["reason"]  # type: ignore[index]
+        assert entry.after["seconds"] >= 0
+        assert entry.after["reason"]
 
 
 async def test_a_watcher_that_never_reads_is_cut_off_while_the_writer_keeps_typing(
@@ -196,7 +202,7 @@ async def test_a_watcher_that_never_reads_is_cut_off_while_the_writer_keeps_typi
         slow.close()
     await holder.socket.close()
     await wait_until(lambda: api.db.consoles.sessions() == [], timeout=15)
-    reasons = {entry.actor: entry.after["reason"] for entry in await console_uses(api)}
+    reasons = {entry.actor: entry.after["reason"] for entry in await console_uses(api, count=2)}
     assert "too slow" in reasons[OWNER_A]
     assert reasons[READER] == "you left"
 
