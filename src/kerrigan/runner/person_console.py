@@ -25,6 +25,7 @@ from kerrigan.runner.devices_file.wiring import Wiring
 
 log = logging.getLogger(__name__)
 
+BUSY_CHECK_S: Final = 0.2  # how often an open console looks whether a job of this agent took its board
 UP_QUEUED: Final = 256  # blocks of the board's bytes waiting for the WebSocket; past this they are dropped
 
 Connect = Callable[[str], Awaitable[aiohttp.ClientWebSocketResponse]]
@@ -98,20 +99,29 @@ class PersonConsole:
         sending = asyncio.create_task(_send(socket, up), name="kerrigan-person-console-up")
         typing = asyncio.create_task(_type(socket, console), name="kerrigan-person-console-down")
         gone = asyncio.create_task(console.gone.wait(), name="kerrigan-person-console-gone")
+        # A job offered the board (the server ends the session too, within a second): the job's console.
+        taken = asyncio.create_task(self._until_busy(device_id), name="kerrigan-person-console-taken")
+        tasks = (sending, typing, gone, taken)
         try:
-            await asyncio.wait({sending, typing, gone}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             lost = console.lost
             if lost is None and typing.done() and not typing.cancelled():
                 lost = typing.result()
+            if lost is None and taken.done():
+                lost = f"a job holds {device_id} on this host now: the job has its console"
             if lost is not None:
                 await _end(socket, lost)
         finally:
             stop_tap()
-            for task in (sending, typing, gone):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(sending, typing, gone, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             await console.close()
             log.info("console of %s for a person closed", device_id)
+
+    async def _until_busy(self, device_id: str) -> None:
+        while not self._busy(device_id):
+            await asyncio.sleep(BUSY_CHECK_S)
 
 
 async def _send(socket: aiohttp.ClientWebSocketResponse, up: asyncio.Queue[bytes]) -> None:

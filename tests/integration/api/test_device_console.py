@@ -17,18 +17,24 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kerrigan.app import create_app
+from kerrigan.config import Settings
 from kerrigan.runner.agent import Agent
 from kerrigan.store.audit import list_audit
+from kerrigan.store.database import Database
 from kerrigan.testing.board import HOSTNAME, PROMPT, Mode, SimulatedBoard, State
 from kerrigan.testing.clock import FakeClock
+from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.pdu import GudePdu
 from kerrigan.testing.waiting import wait_until
 from kerrigan.web.api import console
-from tests.integration.api.conftest import ADMIN, OWNER_A, OWNER_B, READER, Api
+from kerrigan.web.state import DATABASE
+from tests.integration.api.conftest import ADMIN, OWNER_A, OWNER_B, READER, Api, seed_lab
 from tests.integration.api.test_cli_reservations import kerrigan
 from tests.integration.api.test_cli_sessions import _lab
 from tests.integration.api.test_device_power import _held_by_job, agent, board, pdu, reserve, switch
 from tests.integration.api.test_reservation_settings import poll, runner
+from tests.integration.github.conftest import REPO
 from tests.integration.test_cli_explain import ROOT
 
 pytest.importorskip("labgrid", reason="labgrid is an optional extra: pip install -e '.[labgrid]'")
@@ -333,3 +339,46 @@ async def test_an_agent_that_never_connects_ends_the_session_saying_so_and_an_ol
     assert f"job {job} holds dev-a2: the job has its console" in reply.body["error"]["message"]
     reply = await api.call("GET", "/devices/dev-a2/console", who=OWNER_B)
     assert reply.status == 403, reply.body
+
+
+@pytest.fixture
+async def idle_api(
+    aiohttp_client: Any, database_url: str, db: Database, clock: FakeClock, github: GitHubStandIn
+) -> Api:
+    """The ``api`` fixture's server, with KERRIGAN_CONSOLE_IDLE_S at one second."""
+    for login in (OWNER_A, OWNER_B, READER):
+        github.set_permission(REPO, login, "read")
+    settings = Settings(
+        database_url=database_url,
+        admins=frozenset({ADMIN}),
+        github_api_url=github.url,
+        github_app_id=github.app_id,
+        github_private_key=github.private_key,
+        console_idle_s=1,
+    )
+    client = await aiohttp_client(create_app(settings, clock=clock))
+    database = client.app[DATABASE]
+    return Api(client, await seed_lab(database), database)
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_console_without_a_keystroke_for_the_idle_time_ends(idle_api: Api) -> None:
+    api = idle_api
+    await reserve(api, "dev-b1")
+    headers = await runner(api, "lab-b-01", ["device_power", "device_console"])
+    person = Screen(
+        await api.client.ws_connect(
+            "/api/v1/devices/dev-b1/console", headers={"Authorization": f"Bearer {api.tokens[READER]}"}
+        )
+    )
+    [asked] = (await poll(api, headers))["device_requests"]
+    board = await agent_socket(api, headers, asked["id"])
+    await board.send_bytes(b"login: ")  # the board printing is no keystroke: the session still idles
+    await person.until("login: ")
+    end = await person.frame("end")
+    assert end == {"type": "end", "reason": "no keystroke for 1 s: the console was idle", "ok": True}
+    closing = await board.receive(timeout=20)
+    assert closing.type is aiohttp.WSMsgType.CLOSE
+    await board.close()
+    [use] = await console_uses(api, "dev-b1")
+    assert use.after["reason"] == "no keystroke for 1 s: the console was idle"
