@@ -253,6 +253,7 @@ class Settings:
     reservation_max_s: int = 8 * 3600  # the longest a person may reserve a device for
     reservations_per_user: int = 2  # reservations a person may hold or wait for at once
     hold_s: int = 1800  # how long "Hold board" reserves a failed job's board(s) for its clicker
+    console_idle_s: int = 900  # a person's console session without a keystroke this long ends
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -337,6 +338,7 @@ class Settings:
                     f"{PREFIX}HOLD_S must be whole seconds from 60 to 2592000 (30 days), not {hold[:40]!r}"
                 )
             values["hold_s"] = number
+        values.update(_console_idle(get("CONSOLE_IDLE_S")))
         return _hold_within_reservations(cls(**values))  # type: ignore[arg-type]
 
 
@@ -359,6 +361,15 @@ def _logins(name: str, text: str) -> frozenset[str]:
         what = "an organization" if name == "ALLOWED_ORGS" else "a GitHub login"
         raise ConfigError(f"{PREFIX}{name} holds {bad[0][:40]!r}, which is not {what}")
     return frozenset(login.lower() for login in logins)
+
+
+def _console_idle(idle: str | None) -> dict[str, int]:
+    """``console_idle_s`` from ``KERRIGAN_CONSOLE_IDLE_S``, if it is set."""
+    if idle is None:
+        return {}
+    if (number := _whole_number(idle, 10, 86_400)) is None:
+        raise ConfigError(f"{PREFIX}CONSOLE_IDLE_S must be whole seconds from 10 to 86400, not {idle[:40]!r}")
+    return {"console_idle_s": number}
 
 
 def _whole_number(text: str, low: int, high: int) -> int | None:

@@ -226,3 +226,11 @@ def test_a_hold_may_not_outlast_the_longest_reservation() -> None:
         Settings.from_env({"KERRIGAN_RESERVATION_MAX_S": "600"})
     equal = Settings.from_env({"KERRIGAN_HOLD_S": "3600", "KERRIGAN_RESERVATION_MAX_S": "3600"})
     assert (equal.hold_s, equal.reservation_max_s) == (3600, 3600)
+
+
+def test_a_console_session_idles_out_after_a_quarter_of_an_hour_unless_told() -> None:
+    assert Settings().console_idle_s == 900
+    assert Settings.from_env({"KERRIGAN_CONSOLE_IDLE_S": "60"}).console_idle_s == 60
+    for bad in ("0", "9", "86401", "1.5", "soon"):
+        with pytest.raises(ConfigError, match="KERRIGAN_CONSOLE_IDLE_S must be whole seconds"):
+            Settings.from_env({"KERRIGAN_CONSOLE_IDLE_S": bad})

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from kerrigan import __version__
 from kerrigan.cli import (
+    console,
     device,
     explain,
     generated_settings,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_parser(commands)
     reservations.add_parsers(commands)
     power.add_parser(commands)  # a reserved board's power, through the server
+    console.add_parser(commands)  # a reserved board's console, through the server
     inventory.add_parser(commands)
     secrets.add_parser(commands)
     setup.add_parser(commands)

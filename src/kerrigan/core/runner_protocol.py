@@ -29,6 +29,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "recovery",
         "device_power",
         HELD_WORKSPACES,
+        "device_console",
     }
 )
 LEASE_TTL_S: Final = 60

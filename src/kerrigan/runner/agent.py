@@ -29,6 +29,7 @@ import structlog
 
 from kerrigan.core import runner_fields as fields
 from kerrigan.core.accounting import health_report
+from kerrigan.core.device_console import ACTION as CONSOLE_ACTION
 from kerrigan.core.host_capacity import startable
 from kerrigan.core.runner_protocol import HEARTBEATS_PER_LEASE
 from kerrigan.runner.isolation.own_files import check_own_files
@@ -360,7 +361,11 @@ class Agent(Recovery):
         )
 
     async def _device_request(self, asked: dict[str, Any]) -> None:
-        """Do a person's power request (:mod:`kerrigan.runner.person_power`); tell the server how it went."""
+        """Do a person's power request (:mod:`kerrigan.runner.person_power`); tell the server how it went. A
+        console request (:mod:`kerrigan.runner.person_console`) is bridged until it ends."""
+        if asked.get("action") == CONSOLE_ACTION:
+            await self._person_console.perform(asked)
+            return
         answer = await self._person_power.perform(asked)
         try:
             await self.server.device_request(str(asked.get("id")), answer)

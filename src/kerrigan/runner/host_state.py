@@ -38,6 +38,7 @@ from kerrigan.runner.devices_file.wiring import Wiring
 from kerrigan.runner.github_requests import RetryBudget, revoke_token
 from kerrigan.runner.isolation.probe import HostFacts, Isolation, agent_key, choose, read_host_facts
 from kerrigan.runner.isolation.users import allocate, ids_in_use
+from kerrigan.runner.person_console import PersonConsole
 from kerrigan.runner.person_power import PersonPower
 from kerrigan.runner.records import JobRecord, JobRecords
 from kerrigan.runner.server import ServerClient, ServerRefused, ServerUnavailable
@@ -139,6 +140,10 @@ class HostState:
         # A person's power requests (kerrigan power) under way, beside the poll.
         self._person_power = PersonPower(self._wiring_of, self.board_figures, self._held_by_job)
         self._person_tasks: set[asyncio.Task[None]] = set()
+        self._person_console = PersonConsole(self._wiring_of, self._held_by_job, self._console_socket)
+
+    async def _console_socket(self, request_id: str) -> aiohttp.ClientWebSocketResponse:
+        return await self.server.console_socket(request_id)
 
     def _wiring_of(self, device_id: str) -> Wiring | None:
         entry = self.presence.entries.get(device_id)

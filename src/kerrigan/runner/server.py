@@ -33,6 +33,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         "recovery",
         "device_power",
         HELD_WORKSPACES,
+        "device_console",
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure
@@ -181,6 +182,15 @@ class ServerClient:
         """Report the outcome of a person's power request; whether the server still waited for it."""
         answer = await self.call("POST", f"/device-requests/{quote(request_id, safe='')}", body)
         return bool(answer.get("recorded"))
+
+    async def console_socket(self, request_id: str) -> aiohttp.ClientWebSocketResponse:
+        """The WebSocket of a person's console request, bridged by the server to the person's."""
+        return await self.http.ws_connect(
+            f"{self.base_url}/device-requests/{quote(request_id, safe='')}/console",
+            headers=self._headers,
+            heartbeat=30.0,
+            timeout=aiohttp.ClientWSTimeout(ws_close=5.0),
+        )
 
     async def results(
         self, job_id: str, path: str, data: bytes, size: int, workspace: str, *, withheld: bool = False

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
 from kerrigan.core.lifecycle import Conclusion
+from kerrigan.store.consoles import Consoles
 from kerrigan.store.signals import Signals
 
 LAB_CONCLUSION: Final = "kerrigan.lab_conclusion"  # in each session's ``info``: KERRIGAN_LAB_CONCLUSION
@@ -73,6 +74,9 @@ class Database:
     clock: Clock = utc_now
     signals: Signals = field(default_factory=Signals)
     _write_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    # The consoles people watch now, in this process (kerrigan.store.consoles): the API's WebSockets and
+    # the runner protocol's meet there.
+    consoles: Consoles = field(default_factory=Consoles, repr=False)
 
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:

@@ -17,12 +17,15 @@ from typing import Any
 
 from aiohttp import web
 
+from kerrigan.core.device_console import ACTION as CONSOLE_ACTION
+from kerrigan.core.device_console import CAPABILITY as DEVICE_CONSOLE
 from kerrigan.core.device_power import CAPABILITY as DEVICE_POWER
 from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.manifest import Priority
 from kerrigan.core.runner_protocol import POLL_TIMEOUT_S
 from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.dispatch.protocol.requests import ProtocolError
+from kerrigan.store.consoles import ConsoleSession
 from kerrigan.store.database import Database
 from kerrigan.store.device_requests import DeviceRequest, requests_waiting, take_requests
 from kerrigan.store.inventory import StoredDevice, host_devices
@@ -57,8 +60,14 @@ class Polls:
             if alive is not None:
                 alive.wake(frozenset(alive._waiting))
 
+        def console_asked(host: str) -> None:
+            alive = polls()
+            if alive is not None:
+                alive.wake(frozenset({host}))
+
         listen_for_leases(database, leased)
         database.signals.listen(Topic.RUNNER_REQUESTS, asked)
+        database.consoles.requested.append(console_asked)
 
     def wake(self, hosts: frozenset[str]) -> None:
         """Wake the waiting long polls of ``hosts``: they have new offers (or requests to stop a job)."""
@@ -102,7 +111,8 @@ class Polls:
                         wanted = await settings_wanted(session, host)
                     if DEVICE_POWER in capabilities:
                         powers = await requests_waiting(session, host, self.database.clock())
-                if found or requests.cancel or requests.withdraw or wanted or powers:
+                consoles = DEVICE_CONSOLE in capabilities and self.database.consoles.waiting(host)
+                if found or requests.cancel or requests.withdraw or wanted or powers or consoles:
                     break
                 if self._stopping or asyncio.get_running_loop().time() >= deadline:
                     break
@@ -131,12 +141,20 @@ class Polls:
             answer["settings_for"] = [
                 {"reservation": reservation, "device": device} for reservation, device in wanted
             ]
-        if DEVICE_POWER in capabilities:
-            # A person's requests of a device's power (core.device_power): answered at device-requests/{id}.
-            answer["device_requests"] = [
-                {"id": asked.id, "device": asked.device_id, "action": asked.action.value} for asked in taken
-            ]
+        if DEVICE_POWER in capabilities or DEVICE_CONSOLE in capabilities:
+            # A person's consoles (store.consoles) are this process's: handed by this poll alone.
+            answer["device_requests"] = _device_requests(
+                taken, self.database.consoles.take(host) if DEVICE_CONSOLE in capabilities else []
+            )
         return web.json_response(answer)
+
+
+def _device_requests(taken: list[DeviceRequest], watched: list[ConsoleSession]) -> list[dict[str, str]]:
+    """A person's requests of a device's power (core.device_power: answered at device-requests/{id}) and
+    console (core.device_console: its agent connects to device-requests/{id}/console)."""
+    powers = [{"id": asked.id, "device": asked.device_id, "action": asked.action.value} for asked in taken]
+    consoles = [{"id": asked.id, "device": asked.device_id, "action": CONSOLE_ACTION} for asked in watched]
+    return powers + consoles
 
 
 def _offer_json(

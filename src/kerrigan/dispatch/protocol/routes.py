@@ -14,6 +14,7 @@ from aiohttp import web
 from kerrigan.core.runner_fields import DEFAULT_OUTPUT_MAX_BYTES
 from kerrigan.core.runner_protocol import LEASE_TTL_S
 from kerrigan.dispatch.protocol.authentication import host_of
+from kerrigan.dispatch.protocol.consoles import ConsoleCall
 from kerrigan.dispatch.protocol.credentials import MINT_RETRY_S, Answer, Credentials, JobTokens
 from kerrigan.dispatch.protocol.device_requests import DeviceRequestsCall
 from kerrigan.dispatch.protocol.hosts import HostReports
@@ -23,7 +24,7 @@ from kerrigan.dispatch.protocol.requests import ProtocolError, error_response, j
 from kerrigan.dispatch.protocol.reservations import HolderSettingsCall
 from kerrigan.store.database import Database
 
-Handler = Callable[[web.Request, str], Awaitable[web.Response]]
+Handler = Callable[[web.Request, str], Awaitable[web.StreamResponse]]
 
 
 class RunnerProtocol:
@@ -56,6 +57,7 @@ class RunnerProtocol:
         )
         self.holders = HolderSettingsCall(database)
         self.device_requests = DeviceRequestsCall(database)
+        self.consoles = ConsoleCall(database)
 
     # What the app wires once the GitHub App is connected, kept by the job tokens.
     @property
@@ -95,11 +97,11 @@ class RunnerProtocol:
 
     job_id_of = staticmethod(job_id_of)
 
-    def authenticated(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def authenticated(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         """``handler`` behind the host's token: it runs only for a call whose token is valid, and each
         :class:`ProtocolError` it raises is answered as the API answers errors."""
 
-        async def call(request: web.Request) -> web.Response:
+        async def call(request: web.Request) -> web.StreamResponse:
             try:
                 host = await self.host_of(request)
                 return await handler(request, host)
@@ -126,4 +128,5 @@ class RunnerProtocol:
                 f"{prefix}/reservations/{{reservation_id}}/settings", authenticated(self.holders.record)
             ),
             web.post(f"{prefix}/device-requests/{{request_id}}", authenticated(self.device_requests.record)),
+            web.get(f"{prefix}/device-requests/{{request_id}}/console", authenticated(self.consoles.bridge)),
         ]

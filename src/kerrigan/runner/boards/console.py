@@ -54,6 +54,7 @@ READ_WAIT_S: Final = 0.05  # a serial read returns what came within this, so lin
 # 0.05 s; 3 Mbaud: 0.007 s). A pty holds about 19 KB and a USB serial adapter ignores its baud rate, so the
 # wait is cut short once half of them came.
 GATHER_BYTES: Final = 2048
+INTERACTIVE_GATHER_S: Final = 0.002  # a person's console: an echo is read within this of its arrival
 OPEN_TIMEOUT_S: Final = 10.0  # a console that does not open within this (a terminal server away) is lost
 KEEP_LINES: Final = 200
 LONGEST_LINE: Final = 16 * 1024  # a line that never ends (a flood with no line ends) is cut here
@@ -97,9 +98,17 @@ class Console:
     """One board's console: :meth:`open` it, then it reads until :meth:`close` or until it goes away."""
 
     def __init__(
-        self, wiring: ConsoleWiring, *, sink: Sink | None = None, keep_lines: int = KEEP_LINES
+        self,
+        wiring: ConsoleWiring,
+        *,
+        sink: Sink | None = None,
+        keep_lines: int = KEEP_LINES,
+        gather_s: float = READ_WAIT_S,
     ) -> None:
         self.wiring = wiring
+        # How long a tty's bytes may gather before a read (GATHER_BYTES): a person typing at it wants each
+        # echo at once (INTERACTIVE_GATHER_S), a job's log wants few large reads.
+        self._gather_s = gather_s
         self.sink = sink
         # The last lines as they came (arrival time, bytes): decoded only when asked for, since a board
         # printing thousands of lines a second is asked for its last few once.
@@ -225,7 +234,8 @@ class Console:
                 if isinstance(fd, int):
                     if not select.select([fd], [], [], READ_WAIT_S)[0]:
                         continue
-                    _gather(port, min(READ_WAIT_S, GATHER_BYTES / rate) if rate > 0 else READ_WAIT_S)
+                    wait = self._gather_s
+                    _gather(port, min(wait, GATHER_BYTES / rate) if rate > 0 else wait)
                     # What the tty holds, in one read (none: it went away, which the read raises).
                     data = port.read(min(READ_BLOCK, max(1, port.in_waiting)))
                     now = time.monotonic()

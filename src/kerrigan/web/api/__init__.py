@@ -7,6 +7,7 @@ from aiohttp import web
 from kerrigan.web.api import (
     audit,
     cancel,
+    console,
     explain,
     history,
     holds,
@@ -36,6 +37,7 @@ def create_api() -> web.Application:
         reservations,
         holds,
         power,
+        console,
         openapi,
     ):
         api.add_routes(module.routes)

@@ -317,6 +317,25 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     requestBody=_body("PowerRequest"),
                 ),
             },
+            "/devices/{device_id}/console": {
+                "parameters": [_path_param("device_id")],
+                "get": _op(
+                    "a board's console as a WebSocket through its runner host's agent (the person holding "
+                    "its reservation and System Admins type, its pool's owners watch); frames: docs/api.md",
+                    {
+                        "101": {"description": "switching to the WebSocket protocol"},
+                        "400": _error("not_websocket: a plain request; the console is a WebSocket"),
+                        "401": _error("no valid token"),
+                        "403": _error("the caller holds no reservation of the device nor owns its pool"),
+                        "404": _error("no such device"),
+                        "409": _error(
+                            "device_busy: a job holds the device; not_supported: its host's agent does not "
+                            "speak device_console"
+                        ),
+                        "503": _error("host_offline: the device's runner host's agent is offline"),
+                    },
+                ),
+            },
             "/label-keys": {
                 "get": _op(
                     "list approved label keys", {"200": _json("LabelKeyList", "keys"), **_READ_ERRORS}

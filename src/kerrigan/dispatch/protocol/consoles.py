@@ -1,0 +1,75 @@
+"""The agent's side of a person's console: ``GET /api/runner/v1/device-requests/{id}/console``, a WebSocket
+the device's agent opens once its long poll handed it a console request (action ``console``), bridged to the
+people watching (:mod:`kerrigan.store.consoles`).
+
+Binary frames up are the board's bytes, binary frames down the writer's keystrokes. The server ends the
+session by closing the WebSocket (its close message says why); the agent, when the console goes away or
+cannot be opened, by closing it with its reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from aiohttp import WSMsgType, web
+
+from kerrigan.core.device_console import Frame
+from kerrigan.dispatch.protocol.requests import ProtocolError
+from kerrigan.store.consoles import ConsoleSession
+from kerrigan.store.database import Database
+
+MAX_UP_FRAME = 1 << 20  # a frame of the board's bytes: the agent reads in blocks of 64 KiB
+
+
+class ConsoleCall:
+    """``/device-requests/{request_id}/console``, for a host whose token was checked."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def bridge(self, request: web.Request, host: str) -> web.StreamResponse:
+        """Bridge the agent's WebSocket to the session it was handed; 404 for one not its or not open."""
+        request_id = request.match_info["request_id"]
+        session = self.database.consoles.attach(request_id, host)
+        if session is None:
+            raise ProtocolError(404, "not_found", "no such console request waits for this host")
+        socket = web.WebSocketResponse(max_msg_size=MAX_UP_FRAME, heartbeat=30.0)
+        try:
+            await socket.prepare(request)
+        except Exception:
+            session.end("the agent's WebSocket could not be opened", failed=True)
+            raise
+        down = asyncio.create_task(_keystrokes(session, socket), name="kerrigan-console-down")
+        up = asyncio.create_task(_board(session, socket), name="kerrigan-console-up")
+        ended = asyncio.create_task(session.ended.wait(), name="kerrigan-console-ended")
+        try:
+            await asyncio.wait({down, up, ended}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (down, up, ended):
+                task.cancel()
+            await asyncio.gather(down, up, ended, return_exceptions=True)
+            said = up.result() if up.done() and not up.cancelled() and up.exception() is None else None
+            session.end(said or "the agent's WebSocket closed", failed=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(socket.close(message=session.reason.encode()[:120]), 2.0)
+        return socket
+
+
+async def _keystrokes(session: ConsoleSession, socket: web.WebSocketResponse) -> None:
+    while True:
+        await socket.send_bytes(await session.to_board.get())
+
+
+async def _board(session: ConsoleSession, socket: web.WebSocketResponse) -> str:
+    """The board's bytes to the watchers until the agent closes; why it did."""
+    async for message in socket:
+        if message.type is WSMsgType.BINARY:
+            session.from_board(message.data)
+        elif message.type is WSMsgType.TEXT:  # {"type": "end", "reason"}: why the agent ends it
+            with contextlib.suppress(ValueError, AttributeError):
+                said = json.loads(message.data)
+                if said.get("type") == Frame.END.value:
+                    return str(said.get("reason", ""))[:300] or "the agent ended the console"
+    return "the agent closed the console"

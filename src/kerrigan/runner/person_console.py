@@ -1,0 +1,149 @@
+"""A person's console of a board (``kerrigan console``), as the long poll hands it to the agent
+(``device_requests``, action ``console``): the agent opens a WebSocket to the server
+(``/api/runner/v1/device-requests/{id}/console``) and bridges it to the board's console, opened from the
+devices file's wiring: the board's bytes go up as binary frames, the person's keystrokes come down.
+
+The server hands a console only for a device no job holds; the agent checks again, and opens one person's
+console of a board at a time. What cannot be done (no console wiring, a job holds it, the console does not
+open or goes away) is said to the server as ``{"type": "end", "reason"}`` before the WebSocket closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+import aiohttp
+
+from kerrigan.core.device_console import Frame
+from kerrigan.runner.boards.console import INTERACTIVE_GATHER_S, Console, ConsoleLost
+from kerrigan.runner.devices_file.wiring import Wiring
+
+log = logging.getLogger(__name__)
+
+BUSY_CHECK_S: Final = 0.2  # how often an open console looks whether a job of this agent took its board
+UP_QUEUED: Final = 256  # blocks of the board's bytes waiting for the WebSocket; past this they are dropped
+
+Connect = Callable[[str], Awaitable[aiohttp.ClientWebSocketResponse]]
+
+
+class PersonConsole:
+    """Bridges the consoles people ask for to one agent's boards; ``busy(device)`` says whether a job holds
+    one, ``connect(request_id)`` opens the WebSocket to the server."""
+
+    def __init__(
+        self, wiring_of: Callable[[str], Wiring | None], busy: Callable[[str], bool], connect: Connect
+    ) -> None:
+        self._wiring_of = wiring_of
+        self._busy = busy
+        self._connect = connect
+        self._open: set[str] = set()
+
+    async def perform(self, asked: Mapping[str, Any]) -> None:
+        """Bridge one console request until the server or the console ends it."""
+        request_id, device_id = str(asked.get("id")), str(asked.get("device"))
+        try:
+            socket = await self._connect(request_id)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            log.warning("console of %s for a person: the server's WebSocket did not open: %s", device_id, err)
+            return
+        try:
+            refused = self._refusal(device_id)
+            if refused is not None:
+                await _end(socket, refused)
+                return
+            wiring = self._wiring_of(device_id)
+            console = wiring.console if wiring is not None else None
+            if console is None:  # the devices file was read anew meanwhile
+                await _end(socket, f"{device_id} has no console wiring in this host's devices file")
+                return
+            self._open.add(device_id)
+            try:
+                await self._bridge(socket, device_id, Console(console, gather_s=INTERACTIVE_GATHER_S))
+            finally:
+                self._open.discard(device_id)
+        finally:
+            with contextlib.suppress(Exception):
+                await socket.close()
+
+    def _refusal(self, device_id: str) -> str | None:
+        wiring = self._wiring_of(device_id)
+        if wiring is None or wiring.console is None:
+            return f"{device_id} has no console wiring in this host's devices file"
+        if self._busy(device_id):
+            return f"a job holds {device_id} on this host: the job has its console"
+        if device_id in self._open:
+            return f"{device_id}'s console is open for a person already on this host"
+        return None
+
+    async def _bridge(
+        self, socket: aiohttp.ClientWebSocketResponse, device_id: str, console: Console
+    ) -> None:
+        try:
+            await console.open()
+        except ConsoleLost as err:
+            await _end(socket, str(err))
+            return
+        up: asyncio.Queue[bytes] = asyncio.Queue(UP_QUEUED)
+
+        def arrived(data: bytes) -> None:
+            with contextlib.suppress(asyncio.QueueFull):  # the server lags far behind: like a UART, drop
+                up.put_nowait(data)
+
+        stop_tap = console.tap(arrived)
+        log.info("console of %s opened for a person", device_id)
+        sending = asyncio.create_task(_send(socket, up), name="kerrigan-person-console-up")
+        typing = asyncio.create_task(_type(socket, console), name="kerrigan-person-console-down")
+        gone = asyncio.create_task(console.gone.wait(), name="kerrigan-person-console-gone")
+        # A job offered the board (the server ends the session too, within a second): the job's console.
+        taken = asyncio.create_task(self._until_busy(device_id), name="kerrigan-person-console-taken")
+        tasks = (sending, typing, gone, taken)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            lost = console.lost
+            if lost is None and typing.done() and not typing.cancelled():
+                lost = typing.result()
+            if lost is None and taken.done():
+                lost = f"a job holds {device_id} on this host now: the job has its console"
+            if lost is not None:
+                await _end(socket, lost)
+        finally:
+            stop_tap()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await console.close()
+            log.info("console of %s for a person closed", device_id)
+
+    async def _until_busy(self, device_id: str) -> None:
+        while not self._busy(device_id):
+            await asyncio.sleep(BUSY_CHECK_S)
+
+
+async def _send(socket: aiohttp.ClientWebSocketResponse, up: asyncio.Queue[bytes]) -> None:
+    while True:
+        data = [await up.get()]
+        while not up.empty():  # what gathered meanwhile, in one frame
+            data.append(up.get_nowait())
+        await socket.send_bytes(b"".join(data))
+
+
+async def _type(socket: aiohttp.ClientWebSocketResponse, console: Console) -> str | None:
+    """The person's keystrokes to the board until the server closes; why the console failed, if it did."""
+    async for message in socket:
+        if message.type is aiohttp.WSMsgType.BINARY:
+            try:
+                await console.write(message.data)
+            except ConsoleLost as err:
+                return str(err)
+    return None
+
+
+async def _end(socket: aiohttp.ClientWebSocketResponse, reason: str) -> None:
+    log.warning("console for a person ended: %s", reason)
+    with contextlib.suppress(Exception):
+        await socket.send_str(json.dumps({"type": Frame.END.value, "reason": reason}))
