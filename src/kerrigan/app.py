@@ -46,6 +46,7 @@ from kerrigan.web.api.secrets import (
     REPOSITORY_FINDER,
     RepositoryFinder,
 )
+from kerrigan.web.errors import client_gone
 from kerrigan.web.headers import install_security_headers
 from kerrigan.web.membership import PEOPLE, GitHubAnswers
 from kerrigan.web.metrics import LabMetrics, count_fact, metrics_handler, process_exposition
@@ -70,7 +71,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
     or by that many ``kerrigan worker`` processes, which leave this one free to answer webhooks at once.
     Everything stops with the application.
     """
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[fresh_log_context])
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[fresh_log_context, client_gone])
     install_security_headers(app)
     app[SETTINGS] = settings
     database = Database.connect(settings.database_url, clock, lab_conclusion=settings.lab_conclusion)

@@ -83,3 +83,18 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return error_response(
             500, "internal", "Kerrigan failed to answer this request; the failure is logged"
         )
+
+
+@web.middleware
+async def client_gone(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A client that goes away while its body is read (a runner agent stopping mid-call, a browser closing
+    a tab mid-upload) ends its request quietly: there is nobody to answer, and it is not the server's fault,
+    so it is one line in the log, never a traceback."""
+    try:
+        return await handler(request)
+    except ConnectionResetError as err:
+        path = request.rel_url.raw_path
+        log.info(
+            "%s %s: the client went away before its request was read whole (%s)", request.method, path, err
+        )
+        return web.Response(status=400, text="the connection was lost before the request was read whole\n")
