@@ -17,6 +17,7 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import func, select, text
 
+from kerrigan.core.device_power import PowerAction, PowerState, RequestState
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import SessionState
 from kerrigan.store.audit import Change
@@ -29,6 +30,7 @@ from kerrigan.store.label_keys import put_label_key
 from kerrigan.store.models import (
     ApprovalRow,
     DeviceLeaseRow,
+    DeviceRequestRow,
     HostLeaseRow,
     JobArtifactChunkRow,
     JobArtifactRow,
@@ -112,6 +114,20 @@ async def populate(db: Database, clock: FakeClock) -> None:
             holder_settings={"BAUD": "115200"},
         )
         session.add(reservation)
+        session.add(  # the holder switched the board on
+            DeviceRequestRow(
+                id=str(uuid.uuid4()),
+                device_id="modalix-redbox",
+                host="lab-a-01",
+                login="olga",
+                action=PowerAction.ON,
+                state=RequestState.DONE,
+                created_at=now,
+                sent_at=now,
+                answered_at=now,
+                power=PowerState.ON,
+            )
+        )
         build_session, [build_job] = await add_session(  # a job with board: none, on a host's room
             session, now, state=SessionState.IN_PROGRESS, conclusion=None, runs=(Run(state="running"),)
         )
