@@ -27,6 +27,7 @@ from kerrigan.core.device_power import (
     outcome_text,
 )
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.core.reservations import ReservationState
 from kerrigan.store.audit import Change, record
 from kerrigan.store.models import DeviceLeaseRow, DeviceRequestRow, DeviceRow, PoolRow, ReservationRow
 from kerrigan.store.signals import Topic, mark
@@ -62,18 +63,22 @@ def _request(row: DeviceRequestRow) -> DeviceRequest:
     )
 
 
-async def device_holder(session: AsyncSession, device_id: str) -> Holder:
-    """Who holds ``device_id`` now: the login of the reservation whose lease it is, or the job's id."""
+async def device_holder(session: AsyncSession, device_id: str, now: datetime) -> Holder:
+    """Who holds ``device_id`` at ``now``: the login of the reservation whose lease it is (only while that
+    reservation is active and not past its end: a dispatcher late to end it grants nothing more), or the
+    job's id."""
     found = (
         await session.execute(
-            select(DeviceLeaseRow.job_pk, ReservationRow.login)
+            select(DeviceLeaseRow.job_pk, ReservationRow.login, ReservationRow.state, ReservationRow.ends_at)
             .outerjoin(ReservationRow, ReservationRow.pk == DeviceLeaseRow.reservation_pk)
             .where(DeviceLeaseRow.device_id == device_id)
         )
     ).first()
     if found is None:
         return Holder()
-    job, login = found
+    job, login, state, ends_at = found
+    if login is not None and (state != ReservationState.ACTIVE or (ends_at is not None and ends_at <= now)):
+        return Holder()  # its reservation is over: the person holds it no more
     return Holder(login=login, job=job)
 
 

@@ -301,3 +301,18 @@ async def test_an_agent_without_the_capability_or_offline_or_silent_or_unwired_i
         )
     status, body = await switch(api, "dev-b1", "cycle")
     assert (status, body["error"]["code"]) == (503, "host_offline"), body
+
+
+async def test_a_reservation_past_its_end_gives_no_power_even_before_the_dispatcher_ends_it(
+    api: Api, clock: FakeClock
+) -> None:
+    await runner(api, "lab-a-02", ["device_power"])
+    await reserve(api, "dev-a2")
+    clock.advance(601)  # its 600 s are over; no dispatcher round has ended it yet: its lease is still there
+    async with api.db.sessions() as session:
+        assert await session.scalar(
+            select(DeviceLeaseRow.device_id).where(DeviceLeaseRow.device_id == "dev-a2")
+        )
+    status, body = await switch(api, "dev-a2", "cycle", who=READER)
+    assert status == 403, body
+    assert "you do not hold a reservation of dev-a2" in body["error"]["message"]

@@ -66,7 +66,7 @@ async def device_console(request: web.Request) -> web.StreamResponse:
             stored = await get_device(session, device_id)
         except NotFoundError:
             raise ApiError(404, "not_found", f"there is no device {device_id[:63]!r}") from None
-        holder = await device_holder(session, device_id)
+        holder = await device_holder(session, device_id, database.clock())
         access = console_access(principal, device_id, holder, stored.pool.owners)
         if not isinstance(access, Access):  # a StrEnum is a str too: asked the other way round
             raise ApiError(
@@ -191,7 +191,7 @@ async def _watch(
             console.end(f"no keystroke for {idle_s:g} s: the console was idle")
             continue
         async with database.sessions() as session:
-            now_held = await device_holder(session, console.device_id)
+            now_held = await device_holder(session, console.device_id, database.clock())
         if now_held != holder:
             if now_held.job is not None:
                 console.end(f"job {now_held.job} holds {console.device_id} now: the job has its console")

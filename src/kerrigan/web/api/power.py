@@ -62,7 +62,7 @@ async def device_power(request: web.Request) -> web.Response:
             host = (await get_device(session, device_id)).device.host
         except NotFoundError:
             raise ApiError(404, "not_found", f"there is no device {device_id[:63]!r}") from None
-        holder = await device_holder(session, device_id)
+        holder = await device_holder(session, device_id, database.clock())
         refused = refusal(principal, device_id, holder)
         if refused is not None:
             raise ApiError(
