@@ -23,6 +23,7 @@ from kerrigan.cli import (
     serve,
     sessions,
     setup,
+    shell,
 )
 from kerrigan.cli.usage import UsageError
 from kerrigan.core.explain import EXIT_INVALID
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     reservations.add_parsers(commands)
     power.add_parser(commands)  # a reserved board's power, through the server
     console.add_parser(commands)  # a reserved board's console, through the server
+    shell.add_parser(commands)  # a shell in a held job's sandbox, through the server
     inventory.add_parser(commands)
     secrets.add_parser(commands)
     setup.add_parser(commands)

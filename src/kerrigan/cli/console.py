@@ -51,14 +51,21 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _console(args: argparse.Namespace) -> int:
     path = f"/devices/{quote(args.device, safe='')}/console"
+    return run_session(args, path, "console", f"the console of {args.device}")
+
+
+def run_session(args: argparse.Namespace, path: str, command: str, what: str) -> int:
+    """``kerrigan console`` and ``kerrigan shell``: the WebSocket at ``path`` bridged to this terminal
+    until the person leaves (Ctrl-]) or the server ends it; ``command`` names this command's own lines,
+    ``what`` the thing opened."""
     try:
-        return asyncio.run(_session(args, path))
+        return asyncio.run(_session(args, path, command, what))
     except ApiRefusedError as exc:
-        print(f"kerrigan console: {exc.message} (HTTP {exc.status})", file=sys.stderr)
+        print(f"kerrigan {command}: {exc.message} (HTTP {exc.status})", file=sys.stderr)
         return EXIT_REFUSED
 
 
-async def _session(args: argparse.Namespace, path: str) -> int:
+async def _session(args: argparse.Namespace, path: str, command: str, what: str) -> int:
     import aiohttp
 
     url = (args.url or os.environ.get("KERRIGAN_URL", "")).rstrip("/")
@@ -72,14 +79,14 @@ async def _session(args: argparse.Namespace, path: str) -> int:
         except aiohttp.WSServerHandshakeError:
             # The refusal's words are in a plain call's answer (a handshake's error has no body).
             await api_call(args, "GET", path)
-            raise UsageError(f"{url} did not open the console of {args.device}") from None
+            raise UsageError(f"{url} did not open {what}") from None
         except aiohttp.ClientError as err:
             raise UsageError(f"{url} could not be reached: {err}") from None
         async with socket:
-            return await _bridge(socket, read_only=args.read_only)
+            return await _bridge(socket, read_only=getattr(args, "read_only", False), command=command)
 
 
-async def _bridge(socket: ClientWebSocketResponse, *, read_only: bool) -> int:
+async def _bridge(socket: ClientWebSocketResponse, *, read_only: bool, command: str) -> int:
     import aiohttp
 
     loop = asyncio.get_running_loop()
@@ -110,10 +117,9 @@ async def _bridge(socket: ClientWebSocketResponse, *, read_only: bool) -> int:
             elif message.type is aiohttp.WSMsgType.TEXT:
                 frame = json.loads(message.data)
                 if frame.get("type") == "open":
-                    mode = " (read-only)" if frame.get("read_only") else ""
-                    _say(f"connected to {frame.get('device')}{mode}; Ctrl-] leaves", terminal)
+                    _say(f"connected to {_opened(frame)}; Ctrl-] leaves", terminal, command)
                 elif frame.get("type") == "notice":
-                    _say(str(frame.get("message")), terminal)
+                    _say(str(frame.get("message")), terminal, command)
                 elif frame.get("type") == "end":
                     end.update(frame)
 
@@ -132,11 +138,19 @@ async def _bridge(socket: ClientWebSocketResponse, *, read_only: bool) -> int:
         if saved is not None:
             termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
     if left:
-        _say("you left", terminal=False)
+        _say("you left", terminal=False, command=command)
         return 0
-    reason = str(end.get("reason") or f"the server closed the console (code {socket.close_code})")
-    _say(reason, terminal=False)
+    reason = str(end.get("reason") or f"the server closed the {command} (code {socket.close_code})")
+    _say(reason, terminal=False, command=command)
     return 0 if end.get("ok") else EXIT_REFUSED
+
+
+def _opened(frame: dict[str, object]) -> str:
+    """What the open frame says was opened: a device's console, or a job's sandbox."""
+    mode = " (read-only)" if frame.get("read_only") else ""
+    if "job" in frame:
+        return f"job {frame['job']}'s sandbox (device {frame.get('device')}){mode}"
+    return f"{frame.get('device')}{mode}"
 
 
 def _read_stdin(loop: asyncio.AbstractEventLoop, fd: int, keys: asyncio.Queue[bytes]) -> None:
@@ -164,8 +178,8 @@ def _read_stdin(loop: asyncio.AbstractEventLoop, fd: int, keys: asyncio.Queue[by
         threading.Thread(target=read_all, name="kerrigan-console-stdin", daemon=True).start()
 
 
-def _say(text: str, terminal: bool) -> None:
+def _say(text: str, terminal: bool, command: str) -> None:
     """A line of this command's own, on stderr (a raw terminal needs its carriage returns)."""
-    line = f"\r\nkerrigan console: {text}\r\n" if terminal else f"kerrigan console: {text}\n"
+    line = f"\r\nkerrigan {command}: {text}\r\n" if terminal else f"kerrigan {command}: {text}\n"
     sys.stderr.write(line)
     sys.stderr.flush()

@@ -18,6 +18,9 @@ PROTOCOL_VERSIONS: Final = (1,)
 # The capability by which the server names, in each heartbeat's answer, the jobs whose workspaces holds keep
 # (``held_workspaces``), and the agent keeps them (docs/runner.md).
 HELD_WORKSPACES: Final = "held_workspaces"
+# The capability by which the long poll hands a person's ``kerrigan shell`` in a held job's sandbox to the
+# job's agent (``job_shells``), which connects back to ``job-shells/{id}`` (docs/runner.md).
+JOB_SHELL: Final = "job_shell"
 SERVER_CAPABILITIES: Final = frozenset(
     {
         "gate_jobs",
@@ -30,6 +33,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "device_power",
         HELD_WORKSPACES,
         "device_console",
+        JOB_SHELL,
     }
 )
 LEASE_TTL_S: Final = 60

@@ -328,6 +328,12 @@ class Agent(Recovery):
         for asked in answer.get("settings_for", []):
             new = True
             await self._report_holder_settings(str(asked.get("reservation")), str(asked.get("device")))
+        for asked in answer.get("job_shells", []):
+            new = True
+            if isinstance(asked, dict):  # bridged beside the poll until it ends (job_shell)
+                task = asyncio.create_task(self.job_shell(asked), name="kerrigan-job-shell")
+                self._person_tasks.add(task)
+                task.add_done_callback(self._person_tasks.discard)
         for asked in answer.get("device_requests", []):
             new = True
             if isinstance(asked, dict):  # done beside the poll: a cycle takes seconds

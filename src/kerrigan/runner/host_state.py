@@ -141,6 +141,7 @@ class HostState:
         self._person_power = PersonPower(self._wiring_of, self.board_figures, self._held_by_job)
         self._person_tasks: set[asyncio.Task[None]] = set()
         self._person_console = PersonConsole(self._wiring_of, self._held_by_job, self._console_socket)
+        self._shells: set[str] = set()  # the jobs with a person's shell open in their sandbox (job_shell)
 
     async def _console_socket(self, request_id: str) -> aiohttp.ClientWebSocketResponse:
         return await self.server.console_socket(request_id)

@@ -17,6 +17,8 @@ stdout and stderr the job's log file. The launcher:
   of its own, so its keyrings go with it (:mod:`kerrigan.runner.isolation.keyrings`);
 - gives the command a pipe as its stdout and stderr and copies what comes through it to its own stdout,
   up to ``--output-max-bytes``: the command cannot seek, truncate or stretch the log (:class:`Output`);
+  with ``--terminal`` (``kerrigan shell``: the launcher's stdin, stdout and stderr are a pty's terminal) the
+  command keeps them instead, in a session of its own whose controlling terminal that is;
 - becomes a *child subreaper*, so processes the command leaves behind are re-parented to it, not to init;
 - runs the command, waits for it, then ends everything the command left running (SIGTERM, then SIGKILL
   after ``--grace-s``), so nothing outlives the job and holds its device;
@@ -47,6 +49,7 @@ import os
 import select
 import signal
 import sys
+import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -238,6 +241,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--env-fd", type=int, help="a descriptor holding the command's environment (JSON)")
     parser.add_argument("--cwd", type=Path, help="the folder the command runs in")
     parser.add_argument("--output-max-bytes", type=int, help="the most of the command's output kept")
+    parser.add_argument(
+        "--terminal", action="store_true", help="the command keeps stdin, stdout and stderr: a terminal"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     return parser
 
@@ -261,6 +267,11 @@ class Output:
         """In the command's process: the pipe as its stdout and stderr."""
         os.dup2(self.write_end, 1)
         os.dup2(self.write_end, 2)
+        os.close(self.write_end)
+        os.close(self.read_end)
+
+    def drop(self) -> None:
+        """In the command's process of ``--terminal``: the pipe is not its, it keeps the terminal."""
         os.close(self.write_end)
         os.close(self.read_end)
 
@@ -314,6 +325,13 @@ class Output:
         return True
 
 
+def _own_terminal() -> None:
+    """A session of the command's own, the terminal on its stdin its controlling one: the shell has job
+    control, and a hangup of the terminal reaches it."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 def _command(
     args: argparse.Namespace,
     command: list[str],
@@ -325,7 +343,11 @@ def _command(
     for name in ("SIGTERM", "SIGPIPE", "SIGXFSZ"):  # as a shell would start it, not as Python runs
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     try:
-        output.give()
+        if args.terminal:
+            output.drop()  # the launcher then finds the pipe ended at once, and copies nothing
+            _own_terminal()
+        else:
+            output.give()
         if handshake is not None:
             (ready_read, ready_write), (go_read, go_write) = handshake
             os.close(ready_read)

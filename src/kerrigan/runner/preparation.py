@@ -9,7 +9,7 @@ import logging
 
 from kerrigan.runner.artifacts import download_artifacts, downloads_of
 from kerrigan.runner.isolation.users import NoJobUserError, give_to
-from kerrigan.runner.processes import Processes
+from kerrigan.runner.job_shell import JobShells
 from kerrigan.runner.records import JobRecord
 from kerrigan.runner.sources import SourceError, empty_folder, unpack
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
@@ -17,7 +17,7 @@ from kerrigan.runner.workspaces import UnsafeWorkspaceError
 log = logging.getLogger(__name__)
 
 
-class Preparation(Processes):
+class Preparation(JobShells):
     """The workspace and the source of accepted jobs."""
 
     async def _prepare(self, record: JobRecord) -> None:

@@ -255,17 +255,7 @@ class Processes(WiredJobs):
                     "fork's pull request gets it only when approved with `/kerrigan approve secrets`\n"
                 )
         env.update(gang_environment(record.offer))  # a setting named like a role's own variable loses
-        if record.user is not None:
-            area = await asyncio.to_thread(self._make_area, record.id, record.user)
-            home = area / "home"
-            launcher += ["--user", str(record.user), "--keep", str(home)]
-            launcher += ["--groups", ",".join(map(str, self.settings.job_groups))]
-            env.update({"HOME": str(home), "USER": JOB_USER_NAME, "LOGNAME": JOB_USER_NAME})
-            if self.isolation.own_keyrings:
-                launcher += ["--user-namespace"]
-            if self.isolation.private_tmp:
-                launcher += ["--private-tmp", str(area)]
-                env["TMPDIR"] = "/tmp"  # noqa: S108 -- the job's own, in its mount namespace
+        launcher += await self.sandbox(record, env)
         launcher += await self._board_access(record, env)  # and KERRIGAN_BOOT_SECONDS
         launcher += ["--", "/bin/sh", "-c", command or "echo 'kerrigan: the task has no command' >&2; exit 2"]
         env_fd = environment_file(env)
@@ -290,6 +280,25 @@ class Processes(WiredJobs):
         record.pid_started = process_start_time(process.pid)
         self.records.save(record)
         log.info("job %s: started on CPUs %s (pid %s)", record.id, format_cpu_list(cpus), process.pid)
+
+    async def sandbox(self, record: JobRecord, env: dict[str, str]) -> list[str]:
+        """The launcher's arguments that run the command in the job's sandbox, where the host allows it:
+        as the job's own user with only the job groups, in its own user namespace, with its area's private
+        /tmp and /proc; its user's variables in ``env``. The job's command and ``kerrigan shell``
+        (:mod:`kerrigan.runner.job_shell`) both run in it."""
+        if record.user is None:
+            return []
+        area = await asyncio.to_thread(self._make_area, record.id, record.user)
+        home = area / "home"
+        launcher = ["--user", str(record.user), "--keep", str(home)]
+        launcher += ["--groups", ",".join(map(str, self.settings.job_groups))]
+        env.update({"HOME": str(home), "USER": JOB_USER_NAME, "LOGNAME": JOB_USER_NAME})
+        if self.isolation.own_keyrings:
+            launcher += ["--user-namespace"]
+        if self.isolation.private_tmp:
+            launcher += ["--private-tmp", str(area)]
+            env["TMPDIR"] = "/tmp"  # noqa: S108 -- the job's own, in its mount namespace
+        return launcher
 
     def memory_cap(self, claim: int) -> int | None:
         """The memory cap of a job claiming ``claim`` vCPUs, where the host can enforce one."""

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import stamina
 
-from kerrigan.core.runner_protocol import HELD_WORKSPACES, PROTOCOL_VERSIONS
+from kerrigan.core.runner_protocol import HELD_WORKSPACES, JOB_SHELL, PROTOCOL_VERSIONS
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         "device_power",
         HELD_WORKSPACES,
         "device_console",
+        JOB_SHELL,
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure
@@ -187,6 +188,15 @@ class ServerClient:
         """The WebSocket of a person's console request, bridged by the server to the person's."""
         return await self.http.ws_connect(
             f"{self.base_url}/device-requests/{quote(request_id, safe='')}/console",
+            headers=self._headers,
+            heartbeat=30.0,
+            timeout=aiohttp.ClientWSTimeout(ws_close=5.0),
+        )
+
+    async def shell_socket(self, request_id: str) -> aiohttp.ClientWebSocketResponse:
+        """The WebSocket of a person's shell request (``kerrigan shell``), bridged by the server to theirs."""
+        return await self.http.ws_connect(
+            f"{self.base_url}/job-shells/{quote(request_id, safe='')}",
             headers=self._headers,
             heartbeat=30.0,
             timeout=aiohttp.ClientWSTimeout(ws_close=5.0),

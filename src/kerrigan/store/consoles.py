@@ -224,3 +224,31 @@ async def audit_console(
     change = FieldChange(ChangeKind.CHANGE, "device", device_id, "console", before, after)
     await record(session, Change(watcher.login, ended), change, pool)
     await session.flush()
+
+
+async def audit_shell(
+    session: AsyncSession,
+    job_pk: int,
+    device_id: str,
+    watcher: Watcher,
+    *,
+    host: str,
+    started: datetime,
+    ended: datetime,
+    reason: str,
+) -> None:
+    """One person's shell in a held job's sandbox (``kerrigan shell``) in the audit log (subject the job's
+    ``device``, field ``shell``): which job on which host, when it started and ended, how long, why it
+    ended."""
+    pool = await session.scalar(
+        select(PoolRow.id).join(DeviceRow, DeviceRow.pool_pk == PoolRow.pk).where(DeviceRow.id == device_id)
+    )
+    before = {"job": job_pk, "host": host, "access": watcher.access.value, "started": started.isoformat()}
+    after = {
+        "ended": ended.isoformat(),
+        "seconds": round((ended - started).total_seconds(), 3),
+        "reason": reason[:300],
+    }
+    change = FieldChange(ChangeKind.CHANGE, "device", device_id, "shell", before, after)
+    await record(session, Change(watcher.login, ended), change, pool)
+    await session.flush()

@@ -77,6 +77,8 @@ class Database:
     # The consoles people watch now, in this process (kerrigan.store.consoles): the API's WebSockets and
     # the runner protocol's meet there.
     consoles: Consoles = field(default_factory=Consoles, repr=False)
+    # The shells people have open in held jobs' sandboxes (kerrigan shell), bridged the same way, by job id.
+    shells: Consoles = field(default_factory=Consoles, repr=False)
 
     @contextlib.asynccontextmanager
     async def writing(self) -> AsyncIterator[None]:

@@ -5,7 +5,7 @@ the hold of that job (``held_job_pk``), and audits it; asked again by the same p
 lasts (a redelivered webhook, a second click), it answers the hold there is rather than making another.
 :func:`note_refusal` keeps on the job's session why a click held nothing, for its check run to say;
 :func:`holds_of` reads a session's holds for its check run; :func:`held_workspaces` tells a runner host
-which of its jobs' workspaces a hold keeps.
+which of its jobs' workspaces a hold keeps; :func:`shell_target` who may open a shell in a job's sandbox.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from kerrigan.core.holds import HoldableJob, HoldShown, hold_requests, refusal
 from kerrigan.core.inventory import DeviceState, Inventory
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
+from kerrigan.core.job_shell import HoldOfJob
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.reservations import DEFAULT_PER_USER, RequestError, ReservationState, over_limit
 from kerrigan.core.roles import Principal
@@ -179,3 +180,27 @@ async def held_workspaces(session: AsyncSession, host: str) -> list[str]:
         .order_by(JobRow.pk)
     )
     return [str(pk) for pk in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class ShellTarget:
+    """A job a shell may be asked for: where it ran (None: nowhere yet), its device and its holds."""
+
+    host: str | None
+    device_id: str | None
+    holds: tuple[HoldOfJob, ...]
+
+
+async def shell_target(session: AsyncSession, job_pk: int) -> ShellTarget | None:
+    """Job ``job_pk``'s host, device and the reservations holding it (``kerrigan shell``), or None when
+    there is no such job."""
+    job = (await session.execute(select(JobRow.host, JobRow.device_id).where(JobRow.pk == job_pk))).first()
+    if job is None:
+        return None
+    rows = await session.execute(
+        select(ReservationRow.login, ReservationRow.state, ReservationRow.ends_at)
+        .where(ReservationRow.held_job_pk == job_pk, ReservationRow.state != ReservationState.ENDED)
+        .order_by(ReservationRow.pk)
+    )
+    holds = tuple(HoldOfJob(login, ReservationState(state), ends_at) for login, state, ends_at in rows)
+    return ShellTarget(job.host, job.device_id, holds)

@@ -1,6 +1,7 @@
 """The agent's side of a person's console: ``GET /api/runner/v1/device-requests/{id}/console``, a WebSocket
 the device's agent opens once its long poll handed it a console request (action ``console``), bridged to the
-people watching (:mod:`kerrigan.store.consoles`).
+people watching (:mod:`kerrigan.store.consoles`). A shell in a held job's sandbox (``kerrigan shell``) is
+bridged the same way at ``GET /api/runner/v1/job-shells/{id}``, from its own registry (``Database.shells``).
 
 Binary frames up are the board's bytes, binary frames down the writer's keystrokes. The server ends the
 session by closing the WebSocket (its close message says why); the agent, when the console goes away or
@@ -17,7 +18,7 @@ from aiohttp import WSMsgType, web
 
 from kerrigan.core.device_console import Frame
 from kerrigan.dispatch.protocol.requests import ProtocolError
-from kerrigan.store.consoles import ConsoleSession
+from kerrigan.store.consoles import Consoles, ConsoleSession
 from kerrigan.store.database import Database
 
 MAX_UP_FRAME = 1 << 20  # a frame of the board's bytes: the agent reads in blocks of 64 KiB
@@ -26,13 +27,14 @@ MAX_UP_FRAME = 1 << 20  # a frame of the board's bytes: the agent reads in block
 class ConsoleCall:
     """``/device-requests/{request_id}/console``, for a host whose token was checked."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, registry: Consoles | None = None) -> None:
         self.database = database
+        self.registry = registry if registry is not None else database.consoles
 
     async def bridge(self, request: web.Request, host: str) -> web.StreamResponse:
         """Bridge the agent's WebSocket to the session it was handed; 404 for one not its or not open."""
         request_id = request.match_info["request_id"]
-        session = self.database.consoles.attach(request_id, host)
+        session = self.registry.attach(request_id, host)
         if session is None:
             raise ProtocolError(404, "not_found", "no such console request waits for this host")
         socket = web.WebSocketResponse(max_msg_size=MAX_UP_FRAME, heartbeat=30.0)

@@ -22,7 +22,7 @@ from kerrigan.core.device_console import CAPABILITY as DEVICE_CONSOLE
 from kerrigan.core.device_power import CAPABILITY as DEVICE_POWER
 from kerrigan.core.inventory import effective_target_labels
 from kerrigan.core.manifest import Priority
-from kerrigan.core.runner_protocol import POLL_TIMEOUT_S
+from kerrigan.core.runner_protocol import JOB_SHELL, POLL_TIMEOUT_S
 from kerrigan.dispatch.dispatcher import listen_for_leases
 from kerrigan.dispatch.protocol.requests import ProtocolError
 from kerrigan.store.consoles import ConsoleSession
@@ -68,6 +68,7 @@ class Polls:
         listen_for_leases(database, leased)
         database.signals.listen(Topic.RUNNER_REQUESTS, asked)
         database.consoles.requested.append(console_asked)
+        database.shells.requested.append(console_asked)
 
     def wake(self, hosts: frozenset[str]) -> None:
         """Wake the waiting long polls of ``hosts``: they have new offers (or requests to stop a job)."""
@@ -111,8 +112,8 @@ class Polls:
                         wanted = await settings_wanted(session, host)
                     if DEVICE_POWER in capabilities:
                         powers = await requests_waiting(session, host, self.database.clock())
-                consoles = DEVICE_CONSOLE in capabilities and self.database.consoles.waiting(host)
-                if found or requests.cancel or requests.withdraw or wanted or powers or consoles:
+                people = self._people_waiting(host, capabilities)
+                if found or requests.cancel or requests.withdraw or wanted or powers or people:
                     break
                 if self._stopping or asyncio.get_running_loop().time() >= deadline:
                     break
@@ -146,7 +147,20 @@ class Polls:
             answer["device_requests"] = _device_requests(
                 taken, self.database.consoles.take(host) if DEVICE_CONSOLE in capabilities else []
             )
-        return web.json_response(answer)
+        return web.json_response(answer | self._job_shells(host, capabilities))
+
+    def _people_waiting(self, host: str, capabilities: frozenset[str]) -> bool:
+        """Whether a person's console or shell waits for ``host``'s agent (in this process)."""
+        consoles = DEVICE_CONSOLE in capabilities and self.database.consoles.waiting(host)
+        return consoles or (JOB_SHELL in capabilities and self.database.shells.waiting(host))
+
+    def _job_shells(self, host: str, capabilities: frozenset[str]) -> dict[str, Any]:
+        """A person's shells in held jobs' sandboxes (web.api.shell), this process's as consoles are (the
+        session's key is the job's id): the agent connects to job-shells/{id}."""
+        if JOB_SHELL not in capabilities:
+            return {}
+        taken = self.database.shells.take(host)
+        return {"job_shells": [{"id": asked.id, "job": asked.device_id} for asked in taken]}
 
 
 def _device_requests(taken: list[DeviceRequest], watched: list[ConsoleSession]) -> list[dict[str, str]]:

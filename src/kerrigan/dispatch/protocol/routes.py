@@ -58,6 +58,7 @@ class RunnerProtocol:
         self.holders = HolderSettingsCall(database)
         self.device_requests = DeviceRequestsCall(database)
         self.consoles = ConsoleCall(database)
+        self.shells = ConsoleCall(database, database.shells)  # kerrigan shell: bridged as consoles are
 
     # What the app wires once the GitHub App is connected, kept by the job tokens.
     @property
@@ -129,4 +130,5 @@ class RunnerProtocol:
             ),
             web.post(f"{prefix}/device-requests/{{request_id}}", authenticated(self.device_requests.record)),
             web.get(f"{prefix}/device-requests/{{request_id}}/console", authenticated(self.consoles.bridge)),
+            web.get(f"{prefix}/job-shells/{{request_id}}", authenticated(self.shells.bridge)),
         ]

@@ -18,6 +18,7 @@ from kerrigan.web.api import (
     registry,
     reservations,
     secrets,
+    shell,
 )
 from kerrigan.web.errors import json_errors
 
@@ -38,6 +39,7 @@ def create_api() -> web.Application:
         holds,
         power,
         console,
+        shell,
         openapi,
     ):
         api.add_routes(module.routes)

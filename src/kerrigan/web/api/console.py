@@ -101,9 +101,9 @@ async def device_console(request: web.Request) -> web.StreamResponse:
         json.dumps({"type": Frame.OPEN.value, "device": device_id, "read_only": watcher.read_only})
     )
     if access is Access.READ_WRITE and watcher.read_only:
-        await _notice(socket, "someone else types on this console now: you watch it read-only")
+        await notice(socket, "someone else types on this console now: you watch it read-only")
     try:
-        await _bridge(console, watcher, socket)
+        await bridge_person(console, watcher, socket)
     finally:
         reason = watcher.cut or (console.reason if console.ended.is_set() else "you left")
         console.leave(watcher)
@@ -112,11 +112,11 @@ async def device_console(request: web.Request) -> web.StreamResponse:
             await audit_console(
                 session, device_id, watcher, started=started, ended=database.clock(), reason=reason
             )
-        await _close(request, socket, reason, code)
+        await close_person(request, socket, reason, code)
     return socket
 
 
-async def _bridge(console: ConsoleSession, watcher: Watcher, socket: web.WebSocketResponse) -> None:
+async def bridge_person(console: ConsoleSession, watcher: Watcher, socket: web.WebSocketResponse) -> None:
     """The board's bytes to the person, their keys to it: until the session ends, they leave or are cut."""
     down = asyncio.create_task(_to_person(watcher, socket), name="kerrigan-console-person-down")
     up = asyncio.create_task(_from_person(console, watcher, socket), name="kerrigan-console-person-up")
@@ -149,15 +149,15 @@ async def _from_person(console: ConsoleSession, watcher: Watcher, socket: web.We
             told = False
         elif not told:
             told = True
-            await _notice(socket, refused)
+            await notice(socket, refused)
 
 
-async def _notice(socket: web.WebSocketResponse, message: str) -> None:
+async def notice(socket: web.WebSocketResponse, message: str) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await socket.send_str(json.dumps({"type": Frame.NOTICE.value, "message": message}))
 
 
-async def _close(request: web.Request, socket: web.WebSocketResponse, reason: str, code: int) -> None:
+async def close_person(request: web.Request, socket: web.WebSocketResponse, reason: str, code: int) -> None:
     """Say why, then close; a WebSocket that does not read is dropped rather than waited for."""
     end = {"type": Frame.END.value, "reason": reason, "ok": code == CLOSED_NORMALLY}
     try:
