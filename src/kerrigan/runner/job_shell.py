@@ -197,7 +197,7 @@ class JobShells(Processes):
             finally:
                 await self.close_shell(shell)
             if reason is not None:
-                await _end(socket, reason)
+                await _end(socket, reason, ok=True)
         finally:
             with contextlib.suppress(Exception):
                 await socket.close()
@@ -271,7 +271,9 @@ async def _write_all(fd: int, data: bytes) -> None:
             await asyncio.sleep(0.01)
 
 
-async def _end(socket: aiohttp.ClientWebSocketResponse, reason: str) -> None:
-    log.warning("shell for a person ended: %s", reason)
+async def _end(socket: aiohttp.ClientWebSocketResponse, reason: str, *, ok: bool = False) -> None:
+    """Tell the server why the agent ends the shell; ``ok``: as sessions end (it exited, the hold ended),
+    not refused or failed."""
+    (log.info if ok else log.warning)("shell for a person ended: %s", reason)
     with contextlib.suppress(Exception):
-        await socket.send_str(json.dumps({"type": Frame.END.value, "reason": reason}))
+        await socket.send_str(json.dumps({"type": Frame.END.value, "reason": reason, "ok": ok}))

@@ -52,8 +52,10 @@ class ConsoleCall:
             for task in (down, up, ended):
                 task.cancel()
             await asyncio.gather(down, up, ended, return_exceptions=True)
-            said = up.result() if up.done() and not up.cancelled() and up.exception() is None else None
-            session.end(said or "the agent's WebSocket closed", failed=True)
+            said, ok = (None, False)
+            if up.done() and not up.cancelled() and up.exception() is None:
+                said, ok = up.result()
+            session.end(said or "the agent's WebSocket closed", failed=not ok)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(socket.close(message=session.reason.encode()[:120]), 2.0)
         return socket
@@ -64,14 +66,16 @@ async def _keystrokes(session: ConsoleSession, socket: web.WebSocketResponse) ->
         await socket.send_bytes(await session.to_board.get())
 
 
-async def _board(session: ConsoleSession, socket: web.WebSocketResponse) -> str:
-    """The board's bytes to the watchers until the agent closes; why it did."""
+async def _board(session: ConsoleSession, socket: web.WebSocketResponse) -> tuple[str, bool]:
+    """The board's bytes to the watchers until the agent closes; why it did, and whether as sessions end
+    (``"ok": true`` in its end frame: a shell that exited) rather than for a fault."""
     async for message in socket:
         if message.type is WSMsgType.BINARY:
             session.from_board(message.data)
-        elif message.type is WSMsgType.TEXT:  # {"type": "end", "reason"}: why the agent ends it
+        elif message.type is WSMsgType.TEXT:  # {"type": "end", "reason", "ok"}: why the agent ends it
             with contextlib.suppress(ValueError, AttributeError):
                 said = json.loads(message.data)
                 if said.get("type") == Frame.END.value:
-                    return str(said.get("reason", ""))[:300] or "the agent ended the console"
-    return "the agent closed the console"
+                    reason = str(said.get("reason", ""))[:300] or "the agent ended the console"
+                    return reason, said.get("ok") is True
+    return "the agent closed the console", False

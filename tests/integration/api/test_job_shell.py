@@ -1,0 +1,251 @@
+"""``kerrigan shell JOB`` (issue 30): ``GET /api/v1/jobs/{id}/shell`` through the real server to a real agent
+(lab-b-01), whose records hold the failed boot job as it ended there: its workspace kept by the hold. The
+holder gets a shell in the job's workspace, as the job's own user where this machine isolates jobs, with the
+job's environment but not its secrets, runs a command and sees its output; a stranger is refused before
+anything reaches the agent; a job no hold holds is a 409; when the hold ends the shell is closed and
+everything it started killed; every session is in the audit log; ``kerrigan shell`` does it all from a
+terminal's side."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+import pytest
+
+from kerrigan.core.disk import DiskPolicy
+from kerrigan.core.runner_protocol import JOB_SHELL
+from kerrigan.runner.agent import Agent, AgentSettings
+from kerrigan.runner.devices_file import load_devices_file
+from kerrigan.runner.processes import process_start_time
+from kerrigan.runner.records import JobRecord
+from kerrigan.store.audit import list_audit
+from kerrigan.store.runners import create_runner_token, host_report
+from kerrigan.testing.job_users import spare_job_users
+from kerrigan.testing.waiting import wait_until
+from tests.integration.api.conftest import ADMIN, OWNER_B, READER, Api
+from tests.integration.api.test_cli_sessions import _lab
+from tests.integration.api.test_device_console import Screen, started
+from tests.integration.api.test_job_hold_api import _jobs
+
+SECRET: Final = "job-secret-5d1f0c"
+DEVICE_SECRET: Final = "pdu-pass-9c4e1a77"
+TOKEN: Final = "ghs_the_jobs_github_token"
+
+
+@pytest.fixture
+async def agent(api: Api, tmp_path: Path) -> AsyncIterator[Agent]:
+    """lab-b-01's agent (dev-b1 in its devices file, with an env and a secret_env), registered."""
+    devices = tmp_path / "devices.yml"
+    devices.write_text(
+        "devices:\n"
+        "  dev-b1:\n"
+        "    env: {POWER_OUTLET: 'pdu-3:7'}\n"
+        f"    secret_env: {{PDU_PASSWORD: '{DEVICE_SECRET}'}}\n",
+        encoding="utf-8",
+    )
+    async with api.db.sessions() as session, session.begin():
+        token = await create_runner_token(session, "lab-b-01", api.db.clock())
+    async with aiohttp.ClientSession() as http:
+        settings = AgentSettings(
+            server_url=str(api.client.make_url("")),
+            token=token,
+            host_id="lab-b-01",
+            work_dir=tmp_path / "lab-b-01",
+            disk=DiskPolicy(0),
+            heartbeat_s=0.2,
+            systemd_scope="never",
+            job_users=spare_job_users(),
+            devices_file=load_devices_file(devices),
+        )
+        made = Agent(settings, http)
+        task = asyncio.create_task(made.run())
+
+        async def registered() -> bool:
+            async with api.db.sessions() as session:
+                report = await host_report(session, "lab-b-01")
+            return report is not None and JOB_SHELL in report.capabilities
+
+        await wait_until(registered, timeout=15)
+        yield made
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def ended_job(agent: Agent, job_pk: int) -> JobRecord:
+    """The failed job's record as the agent keeps it once the job ended: its workspace (a file the job
+    left in it), its uid where jobs run as their own users, the secrets its accept handed out."""
+    name = f"octo-firmware-{job_pk}"
+    workspace = agent.workspaces.mark_used(name, agent.clock())
+    (workspace / "build.log").write_text("error: the job failed here\n", encoding="utf-8")
+    offer = {
+        "id": str(job_pk),
+        "session": "30303030-3030-3030-3030-303030303030",
+        "task": "boot",
+        "device": "dev-b1",
+        "board": "stm32",
+        "repository": "octo/firmware",
+        "sha": "a" * 40,
+        "command": "make boot",
+        "env": {"BUILD_MODE": "debug"},
+        "secrets": ["JOB_SECRET"],
+        "secrets_allowed": True,
+        "claim": {"vcpus": 1},
+    }
+    record = JobRecord(str(job_pk), offer, state="ended", workspace=name, reported=True, outcome="failed")
+    agent.allocate_user(record)
+    agent.records.save(record)
+    agent.jobs[record.id] = record
+    agent._secrets[record.id] = {"JOB_SECRET": SECRET}  # in memory, as an accept leaves them
+    agent._credentials[record.id] = {"token": TOKEN, "api_url": "https://api.github.com"}
+    return record
+
+
+async def held(api: Api, agent: Agent, job_pk: int, who: str = ADMIN) -> str:
+    """Hold the job's board for ``who``; the reservation's id once the agent heard of the hold."""
+    made = await api.call("POST", f"/jobs/{job_pk}/hold", who=who)
+    assert made.status == 201, made.body
+    [reservation] = made.body["reservations"]
+    assert reservation["state"] == "active", reservation
+    await wait_until(lambda: str(job_pk) in agent.held_jobs, timeout=15)
+    return str(reservation["id"])
+
+
+async def open_shell(api: Api, job_pk: int, who: str) -> Screen:
+    socket = await api.client.ws_connect(
+        f"/api/v1/jobs/{job_pk}/shell", headers={"Authorization": f"Bearer {api.tokens[who]}"}
+    )
+    return Screen(socket)
+
+
+async def shell_uses(api: Api, count: int = 1) -> list[Any]:
+    """The audit log's shell sessions on dev-b1, once there are ``count``."""
+    found: list[Any] = []
+
+    async def written() -> bool:
+        async with api.db.sessions() as session:
+            audited = await list_audit(session, device_id="dev-b1")
+        found[:] = [entry for entry in audited if entry.field == "shell"]
+        return len(found) >= count
+
+    await wait_until(written, timeout=15)
+    return found
+
+
+async def test_the_holder_runs_a_command_in_the_jobs_sandbox_without_its_secrets_a_stranger_is_refused(
+    api: Api, agent: Agent
+) -> None:
+    jobs = await _jobs(api)
+    job = jobs["boot"]
+    record = ended_job(agent, job)
+
+    for stranger in (READER, OWNER_B):  # nobody's hold yet; then the admin's, not theirs
+        reply = await api.call("GET", f"/jobs/{job}/shell", who=stranger)
+        assert reply.status == 403, reply.body
+        assert "you do not hold its board" in reply.body["error"]["message"]
+    reply = await api.call("GET", f"/jobs/{job}/shell", who=ADMIN)
+    assert (reply.status, reply.body["error"]["code"]) == (409, "not_held")
+    assert "is not held now" in reply.body["error"]["message"]
+    assert (await api.call("GET", "/jobs/987654/shell", who=ADMIN)).status == 404
+
+    await held(api, agent, job, who=ADMIN)
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await open_shell(api, job, OWNER_B)
+    assert refused.value.status == 403
+    assert api.db.shells.sessions() == []  # nothing was asked of the agent
+
+    shell = await open_shell(api, job, ADMIN)
+    opened = await shell.frame("open")
+    assert opened == {"type": "open", "job": job, "device": "dev-b1", "read_only": False}
+    await shell.socket.send_bytes(
+        b'echo "uid=$(id -u) cwd=$(pwd) job=$KERRIGAN_JOB_ID mode=$BUILD_MODE outlet=$POWER_OUTLET'
+        b' secret=[$JOB_SECRET$PDU_PASSWORD$GITHUB_TOKEN]"; cat build.log\n'
+    )
+    await shell.until("the job failed here")
+    workspace = agent.workspaces.path(str(record.workspace))
+    uid = record.user if record.user is not None else os.geteuid()
+    expected = f"uid={uid} cwd={workspace} job={job} mode=debug outlet=pdu-3:7 secret=[]"
+    assert expected in shell.seen.decode(errors="replace")
+    for secret in (SECRET, DEVICE_SECRET, TOKEN):
+        assert secret not in shell.seen.decode(errors="replace")
+
+    await shell.socket.send_bytes(b"exit\n")
+    end = await shell.frame("end")
+    assert end == {"type": "end", "reason": "the shell exited", "ok": True}
+    [use] = await shell_uses(api)
+    assert use.actor == ADMIN
+    assert use.before["job"] == job
+    assert use.before["host"] == "lab-b-01"
+    assert use.after["reason"] == "the shell exited"
+    assert use.after["seconds"] >= 0
+    await wait_until(lambda: record.id not in agent._shells and record.cgroup is None, timeout=15)
+    if record.user is not None:  # taken back from the job's user once the shell closed, as at a job's end
+        assert workspace.stat().st_uid == 0
+
+
+async def test_the_holds_end_closes_the_shell_and_kills_what_it_started(api: Api, agent: Agent) -> None:
+    jobs = await _jobs(api)
+    job = jobs["boot"]
+    record = ended_job(agent, job)
+    reservation = await held(api, agent, job, who=ADMIN)
+    shell = await open_shell(api, job, ADMIN)
+    await shell.frame("open")
+    await shell.socket.send_bytes(b'sleep 987 & echo "LEFT$((1+1))=$!."\n')  # the echo is no match
+    await shell.until("LEFT2=")
+    await shell.until(".")
+    left = int(shell.seen.decode(errors="replace").split("LEFT2=", 1)[1].split(".")[0])
+    assert process_start_time(left) is not None
+
+    released = await api.call("DELETE", f"/reservations/{reservation}", who=ADMIN)
+    assert released.status == 200, released.body
+
+    end = await shell.frame("end")
+    assert end["reason"] == f"the hold of job {job} ended"
+    await wait_until(lambda: process_start_time(left) is None, timeout=15)
+    await wait_until(lambda: record.id not in agent._shells, timeout=15)
+    [use] = await shell_uses(api)
+    assert use.after["reason"] == f"the hold of job {job} ended"
+    after = await api.call("GET", f"/jobs/{job}/shell", who=ADMIN)
+    assert (after.status, after.body["error"]["code"]) == (409, "not_held")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_kerrigan_shell_runs_a_command_and_leaves_and_a_stranger_is_told_why_not(
+    api: Api, agent: Agent
+) -> None:
+    jobs = await _jobs(api)
+    job = jobs["boot"]
+    ended_job(agent, job)
+    await held(api, agent, job, who=ADMIN)
+    lab = _lab(api)
+    admin = lab | {"KERRIGAN_TOKEN": api.tokens[ADMIN]}
+    stranger = lab | {"KERRIGAN_TOKEN": api.tokens[OWNER_B]}
+
+    refused = await started("shell", str(job), env=stranger, stdin=asyncio.subprocess.DEVNULL)
+    out, err = await asyncio.wait_for(refused.communicate(), 30)
+    assert refused.returncode == 1, (out, err)
+    assert b"may not open a shell in job" in err
+    assert b"(HTTP 403)" in err
+
+    read, write = os.pipe()
+    process = await started("shell", str(job), env=admin, stdin=read)
+    os.close(read)
+    os.write(write, b"echo shell-says-$((6*7))\n")
+    assert process.stdout is not None
+    seen = b""
+    while b"shell-says-42" not in seen:
+        seen += await asyncio.wait_for(process.stdout.read(4096), 30)
+    os.write(write, b"\x1d")  # Ctrl-] leaves
+    os.close(write)
+    rest, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, (seen + rest, err)
+    assert f"kerrigan shell: connected to job {job}'s sandbox (device dev-b1)".encode() in err
+    assert b"kerrigan shell: you left" in err
+    [use] = await shell_uses(api)
+    assert use.after["reason"] == "you left"
