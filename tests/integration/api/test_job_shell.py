@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,6 +24,7 @@ from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.runner_protocol import JOB_SHELL
 from kerrigan.runner.agent import Agent, AgentSettings
 from kerrigan.runner.devices_file import load_devices_file
+from kerrigan.runner.isolation.users import give_to
 from kerrigan.runner.processes import process_start_time
 from kerrigan.runner.records import JobRecord
 from kerrigan.store.audit import list_audit
@@ -39,9 +42,27 @@ TOKEN: Final = "ghs_the_jobs_github_token"
 
 
 @pytest.fixture
-async def agent(api: Api, tmp_path: Path) -> AsyncIterator[Agent]:
-    """lab-b-01's agent (dev-b1 in its devices file, with an env and a secret_env), registered."""
-    devices = tmp_path / "devices.yml"
+def base(tmp_path: Path) -> Iterator[Path]:
+    """Where the agent keeps its work dir and devices file: as root outside /tmp (as in
+    /var/lib/kerrigan-runner and /etc/kerrigan), where the shell's private /tmp does not hide them and a
+    refusal is its permissions' doing; under the test's own folder otherwise."""
+    if os.geteuid() != 0:
+        yield tmp_path
+        return
+    made = Path(tempfile.mkdtemp(prefix="kerrigan-shell-test-", dir="/var/lib"))
+    made.chmod(0o711)
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@pytest.fixture
+async def agent(api: Api, base: Path) -> AsyncIterator[Agent]:
+    """lab-b-01's agent (dev-b1 in its devices file, with an env and a secret_env, the file the agent's
+    alone as deployed), registered."""
+    devices = base / "devices.yml"
+    devices.touch(mode=0o600)
     devices.write_text(
         "devices:\n"
         "  dev-b1:\n"
@@ -56,7 +77,7 @@ async def agent(api: Api, tmp_path: Path) -> AsyncIterator[Agent]:
             server_url=str(api.client.make_url("")),
             token=token,
             host_id="lab-b-01",
-            work_dir=tmp_path / "lab-b-01",
+            work_dir=base / "lab-b-01",
             disk=DiskPolicy(0),
             heartbeat_s=0.2,
             systemd_scope="never",
@@ -249,3 +270,79 @@ async def test_kerrigan_shell_runs_a_command_and_leaves_and_a_stranger_is_told_w
     assert b"kerrigan shell: you left" in err
     [use] = await shell_uses(api)
     assert use.after["reason"] == "you left"
+
+
+def probes_of(agent: Agent, base: Path, other: Path, token: Path, job: int) -> list[tuple[str, str]]:
+    """What a hostile person's shell tries: each should be refused (what it reads is there: root reads it)."""
+    work, me = agent.settings.work_dir, os.getpid()
+    record = agent.records.folder(str(job)) / "record.json"
+    for there in (other / "secret.txt", record, token, base / "devices.yml"):
+        assert there.read_text(encoding="utf-8")
+    return [
+        ("other-workspace", f"cat {other}/secret.txt"),
+        ("other-workspace-list", f"ls {other}"),
+        ("other-workspace-write", f"touch {other}/planted"),
+        ("record", f"cat {record}"),  # the held job's own
+        ("records-list", f"ls {work}/jobs"),
+        ("token", f"cat {token}"),
+        ("devices-file", f"cat {base}/devices.yml"),
+        ("agent-environ", f"cat /proc/{me}/environ"),
+        ("agent-cmdline", f"cat /proc/{me}/cmdline"),
+        ("agent-fds", f"ls /proc/{me}/fd"),
+        ("agent-memory", f"head -c1 /proc/{me}/mem"),
+        ("agent-signal", f"kill -0 {me}"),
+        ("work-list", f"ls {work}"),
+        ("write-work", f"touch {work}/planted"),
+        ("write-base", f"touch {base}/planted"),
+        ("write-etc", "touch /etc/kerrigan-planted"),
+        ("write-usr", "touch /usr/local/kerrigan-planted"),
+        ("become-root", "unshare -r cat /etc/shadow"),
+        # And what it may: its own workspace, its own /tmp (the controls: a refusal above is no accident).
+        ("own-workspace", "cat build.log && touch mine"),
+        ("own-tmp", "touch /tmp/mine"),
+    ]
+
+
+async def test_a_shell_cannot_reach_another_jobs_workspace_the_agents_files_or_write_outside_its_own(
+    api: Api, agent: Agent, base: Path
+) -> None:
+    if agent.isolation.users is None:
+        pytest.skip(f"this machine does not run jobs as users of their own: {agent.isolation.missing}")
+    jobs = await _jobs(api)
+    job = jobs["boot"]
+    record = ended_job(agent, job)
+    token = agent.settings.work_dir.parent / "runner-token"  # as /etc/kerrigan/runner-token
+    token.touch(mode=0o600)
+    token.write_text("kgr_the_runner_token\n", encoding="utf-8")
+    # Another job's workspace: one running as its own user (a neighbouring uid) and with a secret.
+    other = agent.workspaces.mark_used("octo-firmware-other", agent.clock())
+    (other / "secret.txt").write_text("the other job's secret\n", encoding="utf-8")
+    assert record.user is not None
+    give_to(other, record.user + 1 if record.user + 1 <= agent.isolation.users.last else record.user - 1)
+    probes = probes_of(agent, base, other, token, job)
+    script = agent.workspaces.path(str(record.workspace)) / "probe.sh"
+    script.write_text(
+        "".join(
+            f"if {{ {command}; }} >/dev/null 2>&1; then echo '{name} DONE'; else echo '{name} denied'; fi\n"
+            for name, command in probes
+        ),
+        encoding="utf-8",
+    )
+    await held(api, agent, job, who=ADMIN)
+    shell = await open_shell(api, job, ADMIN)
+    await shell.frame("open")
+    await shell.socket.send_bytes(b"sh probe.sh > probe.out 2>&1; echo PROBED$((1+1))\n")
+    await shell.until("PROBED2")
+
+    workspace = agent.workspaces.path(str(record.workspace))
+    said = (workspace / "probe.out").read_text(encoding="utf-8").splitlines()
+    expected = [f"{name} denied" for name, _ in probes[:-2]] + ["own-workspace DONE", "own-tmp DONE"]
+    assert said == expected
+    for planted in (other / "planted", agent.settings.work_dir / "planted", base / "planted"):
+        assert not planted.exists()
+    assert not Path("/etc/kerrigan-planted").exists()
+    assert not Path("/tmp/mine").exists()  # its /tmp was its own
+    assert (workspace / "mine").stat().st_uid == record.user
+    await shell.socket.close()
+    await wait_until(lambda: record.id not in agent._shells, timeout=15)
+    assert workspace.stat().st_uid == 0  # taken back from the job's user
