@@ -551,6 +551,25 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                     },
                 ),
             },
+            "/jobs/{job_id}/shell": {
+                "parameters": [_path_param("job_id")],
+                "get": _op(
+                    "a shell in the held job's sandbox on its runner host, as a WebSocket (kerrigan shell): "
+                    "for the person whose hold of its board lasts and System Admins; frames: docs/api.md",
+                    {
+                        "101": {"description": "switching to the WebSocket protocol"},
+                        "400": _error("not_websocket: a plain request; the shell is a WebSocket"),
+                        "401": _error("no valid token"),
+                        "403": _error("the caller does not hold the job's board (its hold is another's or none)"),
+                        "404": _error("no such job"),
+                        "409": _error(
+                            "not_held: no hold of the job's board lasts now (or the caller's waits); "
+                            "not_supported: its host's agent does not speak job_shell"
+                        ),
+                        "503": _error("host_offline: the job's runner host's agent is offline"),
+                    },
+                ),
+            },
             "/jobs/{job_id}/files/{file_id}": {
                 "parameters": [_path_param("job_id"), _path_param("file_id")],
                 "get": _op(
