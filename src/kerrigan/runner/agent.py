@@ -218,7 +218,9 @@ class Agent(Recovery):
         self._stopping = True
         for job_id in list(self.jobs):
             self._stop(job_id, "cancelled")
-        pending = [task for task in self._tasks.values() if not task.done()]
+        for person in list(self._person_tasks):  # people's consoles and shells: a shell's cgroup is emptied
+            person.cancel()
+        pending = [task for task in [*self._tasks.values(), *self._person_tasks] if not task.done()]
         if pending:
             await asyncio.wait(pending, timeout=self.settings.kill_grace_s * 2 + 20)
         for record in list(self.jobs.values()):  # a job still being followed: nothing of it outlives us

@@ -560,7 +560,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         "101": {"description": "switching to the WebSocket protocol"},
                         "400": _error("not_websocket: a plain request; the shell is a WebSocket"),
                         "401": _error("no valid token"),
-                        "403": _error("the caller does not hold the job's board (its hold is another's or none)"),
+                        "403": _error("the caller does not hold the job's board (its hold is another's)"),
                         "404": _error("no such job"),
                         "409": _error(
                             "not_held: no hold of the job's board lasts now (or the caller's waits); "
