@@ -29,12 +29,16 @@ from kerrigan.runner.processes import process_start_time
 from kerrigan.runner.records import JobRecord
 from kerrigan.store.audit import list_audit
 from kerrigan.store.runners import create_runner_token, host_report
+from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.waiting import wait_until
-from tests.integration.api.conftest import ADMIN, OWNER_B, READER, Api
+from tests.integration.api.conftest import ADMIN, OWNER_A, OWNER_B, READER, Api
 from tests.integration.api.test_cli_sessions import _lab
-from tests.integration.api.test_device_console import Screen, started
+from tests.integration.api.test_device_console import Screen, idle_api, started
 from tests.integration.api.test_job_hold_api import _jobs
+from tests.integration.github.conftest import REPO
+
+__all__ = ["idle_api"]  # the fixture, shared with the console's tests
 
 SECRET: Final = "job-secret-5d1f0c"
 DEVICE_SECRET: Final = "pdu-pass-9c4e1a77"
@@ -59,6 +63,13 @@ def base(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture
 async def agent(api: Api, base: Path) -> AsyncIterator[Agent]:
+    """lab-b-01's agent, registered with ``api``'s server."""
+    async with running_agent(api, base) as made:
+        yield made
+
+
+@contextlib.asynccontextmanager
+async def running_agent(api: Api, base: Path) -> AsyncIterator[Agent]:
     """lab-b-01's agent (dev-b1 in its devices file, with an env and a secret_env, the file the agent's
     alone as deployed), registered."""
     devices = base / "devices.yml"
@@ -160,13 +171,14 @@ async def shell_uses(api: Api, count: int = 1) -> list[Any]:
 
 
 async def test_the_holder_runs_a_command_in_the_jobs_sandbox_without_its_secrets_a_stranger_is_refused(
-    api: Api, agent: Agent
+    api: Api, agent: Agent, github: GitHubStandIn
 ) -> None:
     jobs = await _jobs(api)
     job = jobs["boot"]
     record = ended_job(agent, job)
+    github.set_permission(REPO, READER, "write")  # rita may hold the board
 
-    for stranger in (READER, OWNER_B):  # nobody's hold yet; then the admin's, not theirs
+    for stranger in (READER, OWNER_B):  # nobody's hold yet
         reply = await api.call("GET", f"/jobs/{job}/shell", who=stranger)
         assert reply.status == 403, reply.body
         assert "you do not hold its board" in reply.body["error"]["message"]
@@ -175,13 +187,16 @@ async def test_the_holder_runs_a_command_in_the_jobs_sandbox_without_its_secrets
     assert "is not held now" in reply.body["error"]["message"]
     assert (await api.call("GET", "/jobs/987654/shell", who=ADMIN)).status == 404
 
-    await held(api, agent, job, who=ADMIN)
-    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-        await open_shell(api, job, OWNER_B)
-    assert refused.value.status == 403
+    await held(api, agent, job, who=READER)
+    for stranger in (OWNER_A, OWNER_B):  # rita's hold, not theirs (olga owns the pool: no matter)
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await open_shell(api, job, stranger)
+        assert refused.value.status == 403
+        reply = await api.call("GET", f"/jobs/{job}/shell", who=stranger)
+        assert f"{stranger} may not open a shell in job {job}'s sandbox" in reply.body["error"]["message"]
     assert api.db.shells.sessions() == []  # nothing was asked of the agent
 
-    shell = await open_shell(api, job, ADMIN)
+    shell = await open_shell(api, job, READER)
     opened = await shell.frame("open")
     assert opened == {"type": "open", "job": job, "device": "dev-b1", "read_only": False}
     await shell.socket.send_bytes(
@@ -200,7 +215,7 @@ async def test_the_holder_runs_a_command_in_the_jobs_sandbox_without_its_secrets
     end = await shell.frame("end")
     assert end == {"type": "end", "reason": "the shell exited", "ok": True}
     [use] = await shell_uses(api)
-    assert use.actor == ADMIN
+    assert use.actor == READER
     assert use.before["job"] == job
     assert use.before["host"] == "lab-b-01"
     assert use.after["reason"] == "the shell exited"
@@ -346,3 +361,19 @@ async def test_a_shell_cannot_reach_another_jobs_workspace_the_agents_files_or_w
     await shell.socket.close()
     await wait_until(lambda: record.id not in agent._shells, timeout=15)
     assert workspace.stat().st_uid == 0  # taken back from the job's user
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_shell_without_a_keystroke_for_the_idle_time_ends(idle_api: Api, base: Path) -> None:
+    api = idle_api
+    async with running_agent(api, base) as agent:
+        job = (await _jobs(api))["boot"]
+        record = ended_job(agent, job)
+        await held(api, agent, job, who=ADMIN)
+        shell = await open_shell(api, job, ADMIN)
+        await shell.frame("open")
+        end = await shell.frame("end")  # the shell's prompt is no keystroke: it idles
+        assert end == {"type": "end", "reason": "no keystroke for 1 s: the shell was idle", "ok": True}
+        await wait_until(lambda: record.id not in agent._shells and record.cgroup is None, timeout=15)
+        [use] = await shell_uses(api)
+        assert use.after["reason"] == "no keystroke for 1 s: the shell was idle"
