@@ -33,8 +33,8 @@ from kerrigan.testing.github import GitHubStandIn
 from kerrigan.testing.job_users import spare_job_users
 from kerrigan.testing.waiting import wait_until
 from tests.integration.api.conftest import ADMIN, OWNER_A, OWNER_B, READER, Api
+from tests.integration.api.person_sockets import Screen, idle_api, started
 from tests.integration.api.test_cli_sessions import _lab
-from tests.integration.api.test_device_console import Screen, idle_api, started
 from tests.integration.api.test_job_hold_api import _jobs
 from tests.integration.github.conftest import REPO
 
