@@ -10,10 +10,13 @@ without its secrets (no secret the accept handed out, no ``secret_env`` of the d
 token). The launcher runs it on a pty (``--terminal``) in a session of its own.
 
 Only for a job of this agent that ended and whose workspace a hold keeps (the server's word in each
-heartbeat answer), one shell per job at a time. It ends when the server closes the WebSocket (the person
-left, idle, the hold ended), when the shell exits, or when the hold is no longer named: its terminal is
-hung up, the launcher told to stop, and the job's cgroup emptied (everything the shell started is killed),
-the workspace taken back from the job's user and its area removed, as at a job's end. The cgroup is on the
+heartbeat answer), one shell per job at a time, and only where the job ran as a user of its own: on a host
+that does not isolate jobs a shell would run as the agent's user, and reach its token and records.
+
+It ends when the server closes the WebSocket (the person left, idle, the hold ended), when the shell exits,
+or when the hold is no longer named: its terminal is hung up, the launcher told to stop, and the job's
+cgroup emptied (everything the shell started is killed), the workspace taken back from the job's user and
+its area removed, as at a job's end. The cgroup is on the
 job's record meanwhile: a restarted agent empties it.
 """
 
@@ -75,6 +78,11 @@ class JobShells(Processes):
             return f"job {job_id} has not ended on this host"
         if job_id not in self.held_jobs:
             return f"no hold keeps job {job_id}'s workspace on this host"
+        if record.user is None:  # a shell as the agent's user would reach its token and its records
+            return (
+                f"job {job_id} ran as the agent's own user on this host (it does not run jobs as users of "
+                "their own): no shell is opened there"
+            )
         if job_id in self._shells or record.cgroup is not None:
             return f"a shell is open in job {job_id}'s sandbox already"
         return None

@@ -96,6 +96,8 @@ async def running_agent(api: Api, base: Path) -> AsyncIterator[Agent]:
             devices_file=load_devices_file(devices),
         )
         made = Agent(settings, http)
+        if made.isolation.users is None:
+            pytest.skip(f"a shell opens only where jobs run as users of their own: {made.isolation.missing}")
         task = asyncio.create_task(made.run())
 
         async def registered() -> bool:
@@ -377,3 +379,20 @@ async def test_a_shell_without_a_keystroke_for_the_idle_time_ends(idle_api: Api,
         await wait_until(lambda: record.id not in agent._shells and record.cgroup is None, timeout=15)
         [use] = await shell_uses(api)
         assert use.after["reason"] == "no keystroke for 1 s: the shell was idle"
+
+
+async def test_no_shell_where_the_job_ran_as_the_agents_own_user(api: Api, agent: Agent) -> None:
+    job = (await _jobs(api))["boot"]
+    record = ended_job(agent, job)
+    record.user = None  # as on a host that does not run jobs as users of their own
+    await held(api, agent, job, who=ADMIN)
+    shell = await open_shell(api, job, ADMIN)
+    await shell.frame("open")
+    end = await shell.frame("end")
+    assert end["ok"] is False
+    assert end["reason"] == (
+        f"job {job} ran as the agent's own user on this host (it does not run jobs as users of their own): "
+        "no shell is opened there"
+    )
+    assert record.cgroup is None
+    assert not (agent.area(record.id) / "home").exists()
