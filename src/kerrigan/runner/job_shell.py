@@ -16,8 +16,8 @@ that does not isolate jobs a shell would run as the agent's user, and reach its 
 It ends when the server closes the WebSocket (the person left, idle, the hold ended), when the shell exits,
 or when the hold is no longer named: its terminal is hung up, the launcher told to stop, and the job's
 cgroup emptied (everything the shell started is killed), the workspace taken back from the job's user and
-its area removed, as at a job's end. The cgroup is on the
-job's record meanwhile: a restarted agent empties it.
+its area removed, as at a job's end. The cgroup is on the job's record meanwhile: a restarted agent empties
+it.
 """
 
 from __future__ import annotations
