@@ -10,10 +10,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Protocol
 
+from kerrigan.testing.console_socket import ConsoleSocket
 from kerrigan.testing.qemu_board.host import MEMORY_MB, QEMU, kvm_boots
 
 TRANSCRIPT_LINES: Final = 2000
-SOCKET_BACKLOG: Final = 1 << 16  # a connection this far behind loses what the board prints, as a slow UART
 
 
 class Outlet(Protocol):
@@ -47,9 +47,7 @@ class QemuBoard:
         self._switching: asyncio.Task[None] | None = None
         self._output: asyncio.Task[None] | None = None
         self._line = bytearray()
-        self._server: asyncio.Server | None = None
-        self._clients: set[asyncio.StreamWriter] = set()
-        self._client_tasks: set[asyncio.Task[None]] = set()
+        self._socket = ConsoleSocket(self._type)
 
     @property
     def running(self) -> bool:
@@ -95,22 +93,13 @@ class QemuBoard:
         self._loop = asyncio.get_running_loop()
         if not self.accelerator:
             self.accelerator = "kvm" if await kvm_boots(self.kernel) else "tcg"
-        self._server = await asyncio.start_server(self._serve_client, "127.0.0.1", 0)
-        self.socket_url = f"socket://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        self.socket_url = await self._socket.start()
 
     async def close(self) -> None:
         """Power off (the machine is killed) and stop serving the console."""
         self.power(False)
         await self.settled()
-        if self._server is not None:
-            self._server.close()
-            for writer in list(self._clients):
-                writer.close()
-            for task in list(self._client_tasks):
-                task.cancel()
-            await asyncio.gather(*self._client_tasks, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
+        await self._socket.close()
 
     async def __aenter__(self) -> QemuBoard:
         await self.start()
@@ -190,24 +179,7 @@ class QemuBoard:
         while (end := self._line.find(b"\n")) >= 0:
             self.transcript.append(self._line[:end].rstrip(b"\r").decode(errors="replace"))
             del self._line[: end + 1]
-        for writer in list(self._clients):
-            if writer.transport.get_write_buffer_size() < SOCKET_BACKLOG:
-                writer.write(data)
-
-    async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._clients.add(writer)
-        self._client_tasks.add(task)
-        try:
-            while data := await reader.read(4096):
-                self._type(data)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            self._clients.discard(writer)
-            self._client_tasks.discard(task)
-            writer.close()
+        self._socket.print(data)
 
     def _type(self, data: bytes) -> None:
         process = self._process
