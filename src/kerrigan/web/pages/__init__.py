@@ -19,6 +19,7 @@ from kerrigan.web import signin
 from kerrigan.web.membership import who_may_sign_in
 from kerrigan.web.pages import (
     audit,
+    device_hands,
     devices,
     explain,
     history,
@@ -92,5 +93,17 @@ def setup_pages(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/login/github", signin.login_github)
     app.router.add_get("/auth/callback", signin.auth_callback)
     app.router.add_post("/logout", signin.logout)
-    for module in (pools, history, devices, sessions, job_files, explain, queue, runners, lab_health, audit):
+    for module in (
+        pools,
+        history,
+        devices,
+        device_hands,
+        sessions,
+        job_files,
+        explain,
+        queue,
+        runners,
+        lab_health,
+        audit,
+    ):
         app.router.add_routes(module.routes)

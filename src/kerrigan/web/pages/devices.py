@@ -65,6 +65,7 @@ from kerrigan.store.suspects import tracker_of
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
 from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.pages.device_hands import device_hands
 from kerrigan.web.pages.history import duration
 from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
@@ -168,6 +169,7 @@ async def _device_page(
         reservation = (await active_reservations(session)).get(device_id)
         mine = await list_reservations(session, login=principal.login) if principal is not None else []
         outages = await host_outages(session, [stored.device.host])
+        hands = await device_hands(session, principal, stored, database.clock())
     device, pool = stored.device, stored.pool
     outage = (await read_access(request, principal).outages(outages)).get(device.host)
     # People's labels first, then the generated ones; each group by key.
@@ -198,6 +200,7 @@ async def _device_page(
         and reservation is not None
         and may_end(principal, reservation.login, frozenset(o.lower() for o in pool.owners)),
         "may_reserve": principal is not None,
+        "hands": hands,
         "my_reservations": mine,
         "may_check": principal is not None and may_check_health(principal, pool),
         "duration": _job_duration,
