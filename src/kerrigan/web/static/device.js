@@ -14,7 +14,8 @@ function powerSection(section) {
     forms.forEach((f) => f.querySelectorAll("button").forEach((b) => (b.disabled = true)));
     words.textContent = `(asking its runner host: ${action}…)`;
     try {
-      const answer = await fetch(form.action, {
+      // form.action would be the input named "action", not the form's address.
+      const answer = await fetch(form.getAttribute("action"), {
         method: "POST",
         body: new FormData(form),
         headers: { Accept: "application/json" },
