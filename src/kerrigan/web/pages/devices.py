@@ -17,6 +17,9 @@ code: roles, label rules, approved keys, audit log):
 - ``POST /devices/{device_id}/tags/{tag}/delete``: remove it (the pool's tags stay)
 - ``POST /devices/{device_id}/state`` (``state``, ``reason``): System Admins only
 - ``POST /devices/{device_id}/health-check``: queue its health check (admins and the pool's owners)
+- ``POST /devices/{device_id}/power`` (``action``): switch or read its power (the person holding its
+  reservation and System Admins; :mod:`kerrigan.web.pages.device_hands`, which also gives the page its power
+  state and live console)
 
 The label and tag forms (the same as the pool page's: :mod:`kerrigan.web.pages.label_forms`) are for
 System Admins and the owners of the device's pool. Success redirects back with a notice; a broken rule
