@@ -1,7 +1,7 @@
 """The web pages: server-rendered with Jinja2 (aiohttp-jinja2), every edit a plain form, a little
-JavaScript only to sort and filter tables in place. DESIGN.md's routes: ``/login``, ``/auth/callback``,
-``/logout``, ``/pools``, ``/pools/{id}``, ``/devices``, ``/devices/{id}``, ``/sessions``, ``/sessions/{id}``,
-``/explain``, ``/queue``, ``/runners``, ``/audit``."""
+JavaScript to sort and filter tables in place, stream output and show a device's live console. DESIGN.md's
+routes: ``/login``, ``/auth/callback``, ``/logout``, ``/pools``, ``/pools/{id}``, ``/devices``,
+``/devices/{id}``, ``/sessions``, ``/sessions/{id}``, ``/explain``, ``/queue``, ``/runners``, ``/audit``."""
 
 from __future__ import annotations
 
