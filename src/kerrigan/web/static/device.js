@@ -175,6 +175,6 @@ function consoleSection(section) {
 document.addEventListener("DOMContentLoaded", () => {
   const power = document.getElementById("power");
   if (power) powerSection(power);
-  const console = document.querySelector("section[data-console]");
-  if (console && "WebSocket" in window) consoleSection(console);
+  const panel = document.querySelector("section[data-console]");
+  if (panel && "WebSocket" in window) consoleSection(panel);
 });
