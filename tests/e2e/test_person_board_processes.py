@@ -318,9 +318,12 @@ def check_audit(consoles: list[dict[str, Any]], powers: list[dict[str, Any]]) ->
         assert (entry["subject_type"], entry["subject_id"], entry["pool"]) == ("device", DEVICE, "bench")
         assert entry["after"]["seconds"] > 0
         assert entry["after"]["reason"] == "you left"
-        assert entry["before"]["started"] < entry["after"]["ended"]
+        assert datetime.fromisoformat(entry["before"]["started"]) < datetime.fromisoformat(
+            entry["after"]["ended"]
+        )
     # The holder's session began before the owner's and lasted through it.
-    assert sessions[HOLDER]["before"]["started"] < sessions[OWNER]["before"]["started"]
+    started = {login: datetime.fromisoformat(entry["before"]["started"]) for login, entry in sessions.items()}
+    assert started[HOLDER] < started[OWNER]
     assert sessions[HOLDER]["after"]["seconds"] > sessions[OWNER]["after"]["seconds"]
     assert [(entry["actor"], entry["before"], entry["after"]) for entry in powers] == [
         (HOLDER, "on", "on"),
