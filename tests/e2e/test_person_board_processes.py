@@ -7,12 +7,14 @@ console (both as ``kerrigan.testing.wires`` commands, as ``kerrigan demo`` wires
   (``kerrigan console`` in a pseudo-terminal of its own): the board's login prompt; they log in. hubot, the
   pool's owner, opens it too and watches read-only: what they type is refused and never reaches the board,
   and they see what octocat sees. ``kerrigan power board-a cycle``: both watch it boot, from the boot loader
-  to the login prompt. mallory, a stranger, is refused the console and the power with a 403 naming what
-  they lack, and nothing reaches the board. Every use (each console session with how long it lasted, each
-  switch) is in the audit log (``GET /api/v1/audit``).
+  to the login prompt. octocat leaves and releases the board, which ends hubot's console. mallory, a
+  stranger, is refused the console and the power with a 403 naming what they lack, and nothing reaches the
+  board. Every use (each console session with how long it lasted and why it ended, each switch) is in the
+  audit log (``GET /api/v1/audit``).
 - Hold board: a push's job fails on board-a; ``kerrigan reserve --job ID`` by a writer of the repository
-  (as the stand-in says) gives them that board, held for that job; a reader of the repository is refused
-  with a 403 naming the permission they lack.
+  (as the stand-in says) gives them that board, held for that job, whose workspace the agent keeps; a reader
+  of the repository is refused with a 403 naming the permission they lack. (``kerrigan shell JOB`` is to be
+  added where the test marks its place.)
 """
 
 from __future__ import annotations
@@ -212,9 +214,13 @@ class Terminal:
         os.write(self.master, keys)
 
     async def leave(self) -> int:
-        """Ctrl-]: the command's exit status once it ended, and its last words read."""
-        assert self.process is not None
+        """Ctrl-]: the command's exit status once it ended."""
         self.type(LEAVE)
+        return await self.ended()
+
+    async def ended(self) -> int:
+        """The command's exit status once it ended, and its last words read."""
+        assert self.process is not None
         status = await asyncio.wait_for(self.process.wait(), COMMAND_S)
         await asyncio.sleep(0.1)  # its last words may still be on their way through the terminal
         with contextlib.suppress(OSError):
@@ -314,17 +320,23 @@ def check_audit(consoles: list[dict[str, Any]], powers: list[dict[str, Any]]) ->
     assert sorted(sessions) == [OWNER, HOLDER]
     assert sessions[HOLDER]["before"]["access"] == "read-write"
     assert sessions[OWNER]["before"]["access"] == "read-only"
+    assert sessions[HOLDER]["after"]["reason"] == "you left"
+    assert sessions[OWNER]["after"]["reason"] == f"the reservation of {DEVICE} ended"
     for entry in consoles:
         assert (entry["subject_type"], entry["subject_id"], entry["pool"]) == ("device", DEVICE, "bench")
         assert entry["after"]["seconds"] > 0
-        assert entry["after"]["reason"] == "you left"
         assert datetime.fromisoformat(entry["before"]["started"]) < datetime.fromisoformat(
             entry["after"]["ended"]
         )
-    # The holder's session began before the owner's and lasted through it.
-    started = {login: datetime.fromisoformat(entry["before"]["started"]) for login, entry in sessions.items()}
-    assert started[HOLDER] < started[OWNER]
-    assert sessions[HOLDER]["after"]["seconds"] > sessions[OWNER]["after"]["seconds"]
+    # The holder's session began before the owner's and ended before it.
+    times = {
+        login: [
+            datetime.fromisoformat(entry[at][key]) for at, key in (("before", "started"), ("after", "ended"))
+        ]
+        for login, entry in sessions.items()
+    }
+    assert times[HOLDER][0] < times[OWNER][0]
+    assert times[HOLDER][1] < times[OWNER][1]
     assert [(entry["actor"], entry["before"], entry["after"]) for entry in powers] == [
         (HOLDER, "on", "on"),
         (HOLDER, "cycle", "on"),
@@ -340,6 +352,7 @@ async def test_a_person_reserves_a_board_uses_its_console_and_power_an_owner_wat
         status, out, err = await kerrigan(lab, *reserve, env=rig.people[HOLDER])
         assert status == 0, err
         assert out.startswith(f"reserved {DEVICE} on runner host {HOST} until "), out
+        reservation = out.split("(reservation ", 1)[1].split(")", 1)[0]
         assert rig.switches() == []  # a reservation leaves the board as it is: off
         await strangers_are_refused(rig)
 
@@ -374,10 +387,18 @@ async def test_a_person_reserves_a_board_uses_its_console_and_power_an_owner_wat
             await watch_it_boot(holder, seen)
             await watch_it_boot(owner, owner_seen)
             assert board.state is State.LOGIN
-            assert await owner.leave() == 0
+
+            # The holder leaves while the owner watches, then releases the board: the owner's console ends.
             assert await holder.leave() == 0
+            assert board.connections == 1  # the agent's, for the owner
+            status, out, err = await kerrigan(
+                lab, "reservations", "release", reservation, env=rig.people[HOLDER]
+            )
+            assert status == 0, err
+            assert await owner.ended() == 0  # a session ended as sessions do
+        assert holder.text().endswith("kerrigan console: you left\r\n"), holder.text()
+        assert owner.text().endswith(f"kerrigan console: the reservation of {DEVICE} ended\r\n"), owner.text()
         for shown in (holder.text(), owner.text()):
-            assert shown.endswith("kerrigan console: you left\r\n"), shown
             assert "poweroff" not in shown  # raw: a read-only person's keys are not even echoed
         await wait_until(lambda: board.connections == 0, timeout=15, what="the agent closed the console")
 
