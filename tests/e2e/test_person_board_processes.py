@@ -157,13 +157,14 @@ async def wired_rig(tmp_path: Path, *, writers: tuple[str, ...] = ()) -> AsyncIt
 
 
 class Terminal:
-    """``kerrigan console DEVICE`` typed by ``login`` in a terminal of its own (a pseudo-terminal: the command
-    puts it in raw mode as it would a real one) once :meth:`start` ed; ``shown`` is what the terminal shows,
-    stdout and stderr together."""
+    """``kerrigan *command`` (``console board-a``) typed by ``login`` in a terminal of its own (a
+    pseudo-terminal: ``kerrigan console`` puts it in raw mode as it would a real one) once :meth:`start` ed;
+    ``shown`` is what the terminal shows, stdout and stderr together."""
 
-    def __init__(self, rig: Rig, login: str) -> None:
+    def __init__(self, rig: Rig, login: str, command: tuple[str, ...] = ("console", DEVICE)) -> None:
         self.rig = rig
         self.login = login
+        self.command = command
         self.shown = bytearray()
         self.process: asyncio.subprocess.Process | None = None
         self.master = -1
@@ -174,7 +175,7 @@ class Terminal:
         os.set_blocking(self.master, False)
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kerrigan.cli", "console", DEVICE,
+                sys.executable, "-m", "kerrigan.cli", *self.command,
                 env={**os.environ, **self.rig.lab.env, **self.rig.people[self.login]},
                 stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
             )  # fmt: skip
@@ -240,9 +241,12 @@ class Terminal:
 
 
 @contextlib.asynccontextmanager
-async def terminal(rig: Rig, login: str, *, start: bool = True) -> AsyncIterator[Terminal]:
-    """A :class:`Terminal` of ``login``'s (started unless not ``start``), closed on the way out."""
-    opened = Terminal(rig, login)
+async def terminal(
+    rig: Rig, login: str, *, command: tuple[str, ...] = ("console", DEVICE), start: bool = True
+) -> AsyncIterator[Terminal]:
+    """A :class:`Terminal` of ``login``'s running ``kerrigan *command`` (started unless not ``start``),
+    closed on the way out."""
+    opened = Terminal(rig, login, command)
     try:
         if start:
             await opened.start()
@@ -459,7 +463,8 @@ async def test_a_writer_holds_the_board_of_a_failed_job_and_a_reader_is_refused(
 
         # ---- kerrigan shell JOB goes here (issue 30, not built yet) ----------------------------------------
         # While the hold lasts the writer opens a shell in the failed job's sandbox and runs its command
-        # again: `kerrigan shell {held.job}` with ``held.writer``'s environment, in a Terminal as above.
+        # again: ``async with terminal(rig, WRITER, command=("shell", str(held.job))) as shell:``, typing
+        # ``./scripts/hil.sh`` and waiting for "the UART test failed"; a reader is refused it.
 
         audit_status, audit = await api(rig, "GET", f"/audit?actor={WRITER}", WRITER)
         # The job's workspace is kept while the hold lasts: the agent hears it in its next heartbeat.
@@ -473,9 +478,7 @@ async def test_a_writer_holds_the_board_of_a_failed_job_and_a_reader_is_refused(
 
     assert (shown["login"], shown["state"], shown["held_job"]) == (WRITER, "active", held.job)
     assert (shown["device"]["id"], shown["duration_s"]) == (DEVICE, 1800)  # KERRIGAN_HOLD_S's default
-    assert (status, out) == (0, f"{DEVICE}: off\n"), (
-        err
-    )  # switched off after the job, as its devices file says
+    assert (status, out) == (0, f"{DEVICE}: off\n"), err  # the agent switched it off after the job
     assert stranger[0] == 1
     assert f"{STRANGER} may not switch the power of {DEVICE}" in stranger[2]
     assert audit_status == 200, audit
