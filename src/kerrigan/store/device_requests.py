@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_power import (
@@ -57,6 +57,15 @@ class PowerAnswer:
     message: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PowerReading:
+    """The last thing a device's agent said of its power, and when: the state its switch read after an
+    action, or (``power`` None) that its devices file gives it no power wiring."""
+
+    power: PowerState | None
+    at: datetime
+
+
 def _request(row: DeviceRequestRow) -> DeviceRequest:
     return DeviceRequest(
         row.id, row.device_id, row.host, row.login, row.action, row.state, row.power, row.failure, row.message
@@ -80,6 +89,32 @@ async def device_holder(session: AsyncSession, device_id: str, now: datetime) ->
     if login is not None and (state != ReservationState.ACTIVE or (ends_at is not None and ends_at <= now)):
         return Holder()  # its reservation is over: the person holds it no more
     return Holder(login=login, job=job)
+
+
+async def last_power_reading(session: AsyncSession, device_id: str) -> PowerReading | None:
+    """What ``device_id``'s agent last said of its power (None: it never did): the newest request it
+    answered with a state, or with ``no_power``; switches that failed or expired say nothing of it."""
+    row = (
+        await session.execute(
+            select(DeviceRequestRow.power, DeviceRequestRow.answered_at)
+            .where(
+                DeviceRequestRow.device_id == device_id,
+                DeviceRequestRow.answered_at.is_not(None),
+                or_(
+                    and_(DeviceRequestRow.state == RequestState.DONE, DeviceRequestRow.power.is_not(None)),
+                    and_(
+                        DeviceRequestRow.state == RequestState.FAILED,
+                        DeviceRequestRow.failure == PowerFailure.NO_POWER,
+                    ),
+                ),
+            )
+            .order_by(DeviceRequestRow.answered_at.desc(), DeviceRequestRow.pk.desc())
+            .limit(1)
+        )
+    ).first()
+    if row is None or row.answered_at is None:
+        return None
+    return PowerReading(row.power, row.answered_at)
 
 
 async def ask_power(

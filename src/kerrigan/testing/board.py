@@ -37,6 +37,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
+from kerrigan.testing.console_socket import ConsoleSocket
+
 HOSTNAME = "kerrigan-board"
 RELEASE = "6.1.0-kerrigan-arm64"
 MODEL = "Kerrigan Simulated Board (RK3588)"
@@ -47,8 +49,6 @@ VERSION = (
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(179,2)"
 PROMPT = f"root@{HOSTNAME}:~# "
 TRANSCRIPT_LINES = 2000
-# A connection whose reader lags this far behind loses what the board prints, as a slow console would.
-SOCKET_BACKLOG = 1 << 16
 
 # The boot log. A line starting with "K " is the kernel's and gets a timestamp; "<mode>" marks where that
 # mode leaves the script.
@@ -155,9 +155,7 @@ class SimulatedBoard:
         self._typed = bytearray()
         self._last_byte = b""
         self._line = bytearray()  # what has been printed since the last line end, for the transcript
-        self._server: asyncio.Server | None = None
-        self._clients: set[asyncio.StreamWriter] = set()
-        self._client_tasks: set[asyncio.Task[None]] = set()
+        self._socket: ConsoleSocket | None = None
 
     @property
     def powered(self) -> bool:
@@ -166,7 +164,7 @@ class SimulatedBoard:
     @property
     def connections(self) -> int:
         """How many are connected to the console's socket (``serve_socket``) now."""
-        return len(self._clients)
+        return self._socket.connections if self._socket is not None else 0
 
     # -- life ------------------------------------------------------------------------------------
 
@@ -182,21 +180,15 @@ class SimulatedBoard:
         self.path = os.ttyname(self._slave)
         self._loop.add_reader(self._master, self._read_console)
         if serve_socket:
-            self._server = await asyncio.start_server(self._serve_client, "127.0.0.1", 0)
-            self.socket_url = f"socket://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+            self._socket = ConsoleSocket(self._hear)
+            self.socket_url = await self._socket.start()
 
     async def close(self) -> None:
         """Power off and close the terminal and the port."""
         self.power(False)
-        if self._server is not None:
-            self._server.close()
-            for writer in list(self._clients):
-                writer.close()
-            for task in list(self._client_tasks):
-                task.cancel()
-            await asyncio.gather(*self._client_tasks, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
+        if self._socket is not None:
+            await self._socket.close()
+            self._socket = None
         if self._loop is not None and self._master >= 0:
             self._loop.remove_reader(self._master)
             os.close(self._master)
@@ -296,9 +288,8 @@ class SimulatedBoard:
         with contextlib.suppress(BlockingIOError):
             written = os.write(self._master, data)
         self.dropped_bytes += len(data) - written
-        for writer in list(self._clients):
-            if writer.transport.get_write_buffer_size() < SOCKET_BACKLOG:
-                writer.write(data)
+        if self._socket is not None:
+            self._socket.print(data)
         return len(data)
 
     def _record(self, data: bytes) -> None:
@@ -316,21 +307,6 @@ class SimulatedBoard:
         except OSError:  # no reader has the terminal open: nothing was typed
             return
         self._hear(data)
-
-    async def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._clients.add(writer)
-        self._client_tasks.add(task)
-        try:
-            while data := await reader.read(4096):
-                self._hear(data)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            self._clients.discard(writer)
-            self._client_tasks.discard(task)
-            writer.close()
 
     def _hear(self, data: bytes) -> None:
         """What was typed at the console: a terminal's echo and line editing, then the line's answer."""

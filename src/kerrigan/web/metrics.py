@@ -212,6 +212,7 @@ class LabMetrics:
         database connection to the garbage collector)."""
         self._stopping = True
         self._stopped.set()
+        self._changed.set()  # and the wait for the next change: else a stopping server waits out its refresh
 
     async def run(self) -> None:
         """Refresh after changes and every :attr:`refresh_s`, until stopped (:meth:`stop`) or cancelled."""

@@ -2,14 +2,15 @@
 (``serial.serial_for_url``: a tty path, ``rfc2217://``, ``socket://``), or a command whose stdin and stdout
 are the console.
 
-Bytes are read in large blocks off the event loop (a serial console by a daemon thread of its own, which
-lets a tty's bytes gather for a moment and takes them all, a URL's through pyserial's timed read; a
-command's stdout by the loop's own non-blocking pipe), so that one agent keeps up with many boards and a
-flooding one. Each block is handed as it came to a sink (the agent sends it to the server as the job's
-console log), then split into lines with the time they arrived; the last lines are kept (a ring, as bytes,
-decoded when asked for) for a failed boot's report, and listeners (the boot wait) hear every line. A
-console that goes away while open (the port unplugged, the connection closed, the command ended) is
-noticed: :attr:`Console.lost` says why and :class:`ConsoleLost` is raised to whoever waits on it.
+Bytes are read in large blocks off the event loop (a tty by the one thread that reads every tty of the
+agent, :mod:`~kerrigan.runner.boards.tty_readers`, which lets its bytes gather for a moment and takes them
+all; a URL's by a daemon thread of its own through pyserial's timed read; a command's stdout by the loop's
+own non-blocking pipe), so that one agent keeps up with many boards and a flooding one. Each block is
+handed as it came to a sink (the agent sends it to the server as the job's console log), then split into
+lines with the time they arrived; the last lines are kept (a ring, as bytes, decoded when asked for) for a
+failed boot's report, and listeners (the boot wait) hear every line. A console that goes away while open
+(the port unplugged, the connection closed, the command ended) is noticed: :attr:`Console.lost` says why
+and :class:`ConsoleLost` is raised to whoever waits on it.
 
 pyserial was chosen because its URL handlers already speak RFC 2217 (ser2net, terminal servers) and raw
 TCP (QEMU's ``-serial tcp:``); labgrid's ``kerrigan[labgrid]`` extra brings it (as ``pyserial-labgrid``,
@@ -27,7 +28,6 @@ import importlib.util
 import itertools
 import logging
 import os
-import select
 import signal
 import threading
 import time
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kerrigan.runner.boards.threads import in_own_thread
+from kerrigan.runner.boards.tty_readers import READ_BLOCK, TtyReader, tty_readers
 from kerrigan.runner.devices_file.reading import DevicesFile
 from kerrigan.runner.devices_file.wiring import (
     DEFAULT_BAUD,
@@ -47,13 +48,9 @@ from kerrigan.runner.devices_file.wiring import (
 
 log = logging.getLogger(__name__)
 
-READ_BLOCK: Final = 64 * 1024  # bytes asked for at once: at 3 Mbaud that is about 0.2 s of a flood
-READ_WAIT_S: Final = 0.05  # a serial read returns what came within this, so lines reach listeners promptly
-# A tty's bytes are let gather before one read takes them all (a read per line the board writes is what
-# costs): about this many, at the rate the board printed last, and for at most READ_WAIT_S (115,200 baud:
-# 0.05 s; 3 Mbaud: 0.007 s). A pty holds about 19 KB and a USB serial adapter ignores its baud rate, so the
-# wait is cut short once half of them came.
-GATHER_BYTES: Final = 2048
+# A URL's read returns what came within this, so lines reach listeners promptly; a tty's bytes gather for
+# at most this long before one read takes them all (a read per line the board writes is what costs).
+READ_WAIT_S: Final = 0.05
 INTERACTIVE_GATHER_S: Final = 0.002  # a person's console: an echo is read within this of its arrival
 OPEN_TIMEOUT_S: Final = 10.0  # a console that does not open within this (a terminal server away) is lost
 KEEP_LINES: Final = 200
@@ -106,8 +103,8 @@ class Console:
         gather_s: float = READ_WAIT_S,
     ) -> None:
         self.wiring = wiring
-        # How long a tty's bytes may gather before a read (GATHER_BYTES): a person typing at it wants each
-        # echo at once (INTERACTIVE_GATHER_S), a job's log wants few large reads.
+        # How long a tty's bytes may gather before a read: a person typing at it wants each echo at once
+        # (INTERACTIVE_GATHER_S), a job's log wants few large reads.
         self._gather_s = gather_s
         self.sink = sink
         # The last lines as they came (arrival time, bytes): decoded only when asked for, since a board
@@ -125,7 +122,8 @@ class Console:
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._port: Any = None  # a pyserial port
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # a URL's reader
+        self._tty: TtyReader | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -153,10 +151,16 @@ class Console:
             await self._start_command(self.wiring)
         else:
             self._port = await self._open_port()
-            self._thread = threading.Thread(
-                target=self._read_port, args=(self._port,), name="kerrigan-console", daemon=True
-            )
-            self._thread.start()
+            fd = getattr(self._port, "fd", None)  # a tty opened by pyserial's POSIX port, non-blocking
+            if isinstance(fd, int):
+                baud = self.wiring.baud if isinstance(self.wiring, SerialConsole) else DEFAULT_BAUD
+                self._tty = TtyReader(fd, self._gather_s, baud, self._loop, self._arrived, self._went_away)
+                tty_readers().add(self._tty)
+            else:
+                self._thread = threading.Thread(
+                    target=self._read_url, args=(self._port,), name="kerrigan-console", daemon=True
+                )
+                self._thread.start()
 
     async def _open_port(self) -> Any:
         import serial  # type: ignore[import-untyped]  # noqa: PLC0415 -- optional: checked for at start
@@ -200,8 +204,10 @@ class Console:
         self._closing = True
         port, self._port = self._port, None
         if port is not None:
+            if self._tty is not None:
+                await tty_readers().remove(self._tty)
             with contextlib.suppress(Exception):
-                port.cancel_read()  # wakes a read waiting on a tty at once (not every handler has it)
+                port.cancel_read()  # wakes a read waiting at once (not every handler has it)
             if self._thread is not None:
                 await asyncio.to_thread(self._thread.join, CLOSE_WAIT_S)
             with contextlib.suppress(Exception):
@@ -219,30 +225,13 @@ class Console:
 
     # -- reading -------------------------------------------------------------------------------------
 
-    def _read_port(self, port: Any) -> None:
-        """The reading thread: large blocks, each handed to the loop as it came.
-
-        A tty is waited on here, then read at once, all it holds, after its bytes gathered
-        (:data:`GATHER_BYTES`): pyserial's own read wakes for every write the board makes, and a board
-        writes a line at a time. Other ports (a URL's) are read through pyserial's timed read."""
+    def _read_url(self, port: Any) -> None:
+        """A URL's reading thread: pyserial's timed reads, each block handed to the loop as it came."""
         loop = self._loop
         assert loop is not None
-        fd = getattr(port, "fd", None)  # a tty opened by pyserial's POSIX port
-        rate, last = 0.0, time.monotonic()  # how fast the board printed at the last read (bytes a second)
         try:
             while not self._closing:
-                if isinstance(fd, int):
-                    if not select.select([fd], [], [], READ_WAIT_S)[0]:
-                        continue
-                    wait = self._gather_s
-                    _gather(port, min(wait, GATHER_BYTES / rate) if rate > 0 else wait)
-                    # What the tty holds, in one read (none: it went away, which the read raises).
-                    data = port.read(min(READ_BLOCK, max(1, port.in_waiting)))
-                    now = time.monotonic()
-                    rate, last = len(data) / max(now - last, 0.001), now
-                else:
-                    data = port.read(READ_BLOCK)
-                if data:
+                if data := port.read(READ_BLOCK):
                     loop.call_soon_threadsafe(self._arrived, time.time(), bytes(data))
         except Exception as err:
             if not self._closing:
@@ -359,15 +348,6 @@ class Console:
             await in_own_thread(lambda: port.write(data), "kerrigan-console")
         except Exception as err:
             raise ConsoleLost(f"console {self.named} cannot be written: {_said(err)}") from None
-
-
-def _gather(port: Any, seconds: float) -> None:
-    """Let a tty's bytes gather for ``seconds``, or less once half of :data:`GATHER_BYTES` came (a board
-    that was quiet and floods now)."""
-    half = seconds / 2
-    time.sleep(half)
-    if port.in_waiting < GATHER_BYTES // 2:
-        time.sleep(half)
 
 
 def _text(raw: bytes | bytearray) -> str:

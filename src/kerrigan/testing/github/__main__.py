@@ -10,6 +10,8 @@ from pathlib import Path
 
 from kerrigan.testing.github.server import GitHubStandIn
 
+ROLES = ("admin", "maintain", "write", "triage", "read")
+
 
 async def serve(arguments: list[str]) -> None:
     """Parse the command line, start the stand-in with one repository, print its URL and wait."""
@@ -33,6 +35,14 @@ async def serve(arguments: list[str]) -> None:
         default=[],
         metavar="RUN_ID:NAME:FOLDER",
         help="an artifact of workflow run RUN_ID: a zip of FOLDER's files (may be given again)",
+    )
+    parser.add_argument(
+        "--permission",
+        action="append",
+        default=[],
+        metavar="LOGIN:ROLE",
+        help="LOGIN's permission on the repository: admin, maintain, write, triage or read (may be given "
+        "again); GitHub says any other login is no collaborator",
     )
     args = parser.parse_args(arguments)
     stand_in = GitHubStandIn(args.app_id, public_key=args.public_key.read_text(encoding="utf-8"))
@@ -59,6 +69,11 @@ async def serve(arguments: list[str]) -> None:
             p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
         }
         stand_in.add_artifact(args.repository, int(run_id), name, contents)
+    for granted in args.permission:
+        login, _, role = granted.partition(":")
+        if not login or role not in ROLES:
+            parser.error(f"--permission takes LOGIN:ROLE, ROLE one of {', '.join(ROLES)}: not {granted!r}")
+        stand_in.set_permission(args.repository, login, role)
     await stand_in.start(args.port)
     print(stand_in.url, flush=True)  # noqa: T201 -- the caller reads the address from here
     await asyncio.Event().wait()

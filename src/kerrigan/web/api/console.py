@@ -1,10 +1,12 @@
 """``GET /api/v1/devices/{device_id}/console``: a board's console in a person's hands, as a WebSocket
 (docs/api.md, docs/reservations.md ``kerrigan console``).
 
-Who may: the person whose reservation holds the device and System Admins type (one writer at a time: a
-second one watches), the owners of its pool watch read-only; anyone else is a 403 naming what they lack,
-before the upgrade and before anything reaches the agent. A device a job holds is a 409 (the job has the
-console), a host whose agent is offline a 503, one that does not speak ``device_console`` a 409.
+Who opens it: a client with an API token, or a browser signed in to this site's pages from one of them
+(the device page's console: :mod:`kerrigan.web.socket_auth`). Who may: the person whose reservation holds
+the device and System Admins type (one writer at a time: a second one watches), the owners of its pool
+watch read-only; anyone else is a 403 naming what they lack, before the upgrade and before anything reaches
+the agent. A device a job holds is a 409 (the job has the console), a host whose agent is offline a 503,
+one that does not speak ``device_console`` a 409.
 
 The console request is handed to the device's host in its long poll and its agent connects back
 (:mod:`kerrigan.dispatch.protocol.consoles`); both WebSockets meet in this process
@@ -43,8 +45,8 @@ from kerrigan.store.database import Database
 from kerrigan.store.device_requests import device_holder
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.runners import host_report
-from kerrigan.web.auth import signed_in
 from kerrigan.web.errors import ApiError
+from kerrigan.web.socket_auth import socket_principal
 from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 routes = web.RouteTableDef()
@@ -58,7 +60,7 @@ FAULT: Final = 1011
 @routes.get("/devices/{device_id}/console")
 async def device_console(request: web.Request) -> web.StreamResponse:
     """Bridge the person's WebSocket to the device's console (see the module's words)."""
-    principal = await signed_in(request)
+    principal = await socket_principal(request)
     device_id = request.match_info["device_id"]
     database = request.config_dict[DATABASE]
     async with database.sessions() as session:

@@ -22,11 +22,13 @@ from kerrigan.core.device_power import (
     CAPABILITY,
     PENDING,
     ActionError,
+    PowerAction,
     PowerFailure,
     RequestState,
     read_action,
     refusal,
 )
+from kerrigan.core.roles import Principal
 from kerrigan.store.device_requests import DeviceRequest, ask_power, device_holder, expire, get_request
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.runners import host_report
@@ -51,11 +53,26 @@ async def device_power(request: web.Request) -> web.Response:
     """Switch or read the device's power: 200 with ``{"device", "action", "state"}`` once its agent did."""
     principal = await signed_in(request)
     body = await bodies.json_object(request, ("action",))
+    action = action_of(bodies.required(body, "action"))
+    device_id = request.match_info["device_id"]
+    state = await switch_power(request, principal, device_id, action)
+    return web.json_response({"device": device_id, "action": action.value, "state": state})
+
+
+def action_of(value: object) -> PowerAction:
+    """The action ``value`` names, or a 400 naming the field ``action``."""
     try:
-        action = read_action(bodies.required(body, "action"))
+        return read_action(value)
     except ActionError as exc:
         raise bad_request(str(exc), field="action") from None
-    device_id = request.match_info["device_id"]
+
+
+async def switch_power(
+    request: web.Request, principal: Principal, device_id: str, action: PowerAction
+) -> str:
+    """Ask ``device_id``'s agent for ``action`` as ``principal`` and wait for its answer: the power state
+    after it (``on``, ``off``, ``unknown``), or an :class:`ApiError` saying why not (the API's and the device
+    page's ``POST /devices/{id}/power`` alike)."""
     database = request.config_dict[DATABASE]
     async with writing(request) as session:
         try:
@@ -95,8 +112,7 @@ async def device_power(request: web.Request) -> web.Response:
     if done.failure is not None:
         status, code = _FAILURES[done.failure]
         raise ApiError(status, code, done.message or f"{action.value} of {device_id} failed")
-    state = done.power.value if done.power is not None else "unknown"
-    return web.json_response({"device": device_id, "action": action.value, "state": state})
+    return done.power.value if done.power is not None else "unknown"
 
 
 async def _answered(request: web.Request, request_id: str) -> DeviceRequest:

@@ -1,7 +1,7 @@
 """The web pages: server-rendered with Jinja2 (aiohttp-jinja2), every edit a plain form, a little
-JavaScript only to sort and filter tables in place. DESIGN.md's routes: ``/login``, ``/auth/callback``,
-``/logout``, ``/pools``, ``/pools/{id}``, ``/devices``, ``/devices/{id}``, ``/sessions``, ``/sessions/{id}``,
-``/explain``, ``/queue``, ``/runners``, ``/audit``."""
+JavaScript to sort and filter tables in place, stream output and show a device's live console. DESIGN.md's
+routes: ``/login``, ``/auth/callback``, ``/logout``, ``/pools``, ``/pools/{id}``, ``/devices``,
+``/devices/{id}``, ``/sessions``, ``/sessions/{id}``, ``/explain``, ``/queue``, ``/runners``, ``/audit``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from kerrigan.web import signin
 from kerrigan.web.membership import who_may_sign_in
 from kerrigan.web.pages import (
     audit,
+    device_hands,
     devices,
     explain,
     history,
@@ -92,5 +93,17 @@ def setup_pages(app: web.Application, settings: Settings) -> None:
     app.router.add_get("/login/github", signin.login_github)
     app.router.add_get("/auth/callback", signin.auth_callback)
     app.router.add_post("/logout", signin.logout)
-    for module in (pools, history, devices, sessions, job_files, explain, queue, runners, lab_health, audit):
+    for module in (
+        pools,
+        history,
+        devices,
+        device_hands,
+        sessions,
+        job_files,
+        explain,
+        queue,
+        runners,
+        lab_health,
+        audit,
+    ):
         app.router.add_routes(module.routes)

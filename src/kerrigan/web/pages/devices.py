@@ -17,6 +17,9 @@ code: roles, label rules, approved keys, audit log):
 - ``POST /devices/{device_id}/tags/{tag}/delete``: remove it (the pool's tags stay)
 - ``POST /devices/{device_id}/state`` (``state``, ``reason``): System Admins only
 - ``POST /devices/{device_id}/health-check``: queue its health check (admins and the pool's owners)
+- ``POST /devices/{device_id}/power`` (``action``): switch or read its power (the person holding its
+  reservation and System Admins; :mod:`kerrigan.web.pages.device_hands`, which also gives the page its power
+  state and live console)
 
 The label and tag forms (the same as the pool page's: :mod:`kerrigan.web.pages.label_forms`) are for
 System Admins and the owners of the device's pool. Success redirects back with a notice; a broken rule
@@ -65,6 +68,7 @@ from kerrigan.store.suspects import tracker_of
 from kerrigan.web import editing
 from kerrigan.web.editing import Editor, FormError, PostedForm
 from kerrigan.web.errors import ApiError, bad_request
+from kerrigan.web.pages.device_hands import device_hands
 from kerrigan.web.pages.history import duration
 from kerrigan.web.pages.label_forms import FormSubject, form_context
 from kerrigan.web.pages.rendering import render
@@ -168,6 +172,7 @@ async def _device_page(
         reservation = (await active_reservations(session)).get(device_id)
         mine = await list_reservations(session, login=principal.login) if principal is not None else []
         outages = await host_outages(session, [stored.device.host])
+        hands = await device_hands(session, principal, stored, database.clock())
     device, pool = stored.device, stored.pool
     outage = (await read_access(request, principal).outages(outages)).get(device.host)
     # People's labels first, then the generated ones; each group by key.
@@ -198,6 +203,7 @@ async def _device_page(
         and reservation is not None
         and may_end(principal, reservation.login, frozenset(o.lower() for o in pool.owners)),
         "may_reserve": principal is not None,
+        "hands": hands,
         "my_reservations": mine,
         "may_check": principal is not None and may_check_health(principal, pool),
         "duration": _job_duration,
