@@ -13,8 +13,9 @@ console (both as ``kerrigan.testing.wires`` commands, as ``kerrigan demo`` wires
   audit log (``GET /api/v1/audit``).
 - Hold board: a push's job fails on board-a; ``kerrigan reserve --job ID`` by a writer of the repository
   (as the stand-in says) gives them that board, held for that job, whose workspace the agent keeps; a reader
-  of the repository is refused with a 403 naming the permission they lack. (``kerrigan shell JOB`` is to be
-  added where the test marks its place.)
+  of the repository is refused with a 403 naming the permission they lack. The writer opens
+  ``kerrigan shell JOB`` in the failed job's sandbox and runs its command again (it fails as it did, with
+  the job's environment); the reader is refused the shell.
 """
 
 from __future__ import annotations
@@ -455,16 +456,22 @@ async def failed_and_held(rig: Rig) -> Held:
 async def test_a_writer_holds_the_board_of_a_failed_job_and_a_reader_is_refused(tmp_path: Path) -> None:
     async with wired_rig(tmp_path, writers=(WRITER,)) as rig:
         held = await failed_and_held(rig)
-        status, shown = await api(rig, "GET", f"/reservations/{held.reservation}", WRITER)
-        assert status == 200, shown
+        status, kept = await api(rig, "GET", f"/reservations/{held.reservation}", WRITER)
+        assert status == 200, kept
         # The board is theirs: its power answers them, and still no one else.
         status, out, err = await kerrigan(rig.lab, "power", DEVICE, "status", env=held.writer)
         stranger = await kerrigan(rig.lab, "power", DEVICE, "status", env=rig.people[STRANGER])
 
-        # ---- kerrigan shell JOB goes here (issue 30, not built yet) ----------------------------------------
         # While the hold lasts the writer opens a shell in the failed job's sandbox and runs its command
-        # again: ``async with terminal(rig, WRITER, command=("shell", str(held.job))) as shell:``, typing
-        # ``./scripts/hil.sh`` and waiting for "the UART test failed"; a reader is refused it.
+        # again; a reader of the repository is refused it before anything reaches the agent.
+        refused = await kerrigan(rig.lab, "shell", str(held.job), env=rig.people[STRANGER])
+        async with terminal(rig, WRITER, command=("shell", str(held.job))) as shell:
+            await shell.until("$ ", after=await shell.until(f"connected to job {held.job}'s sandbox"))
+            shell.type(b"./scripts/hil.sh; echo rerun-exit-$?\r")
+            await shell.until("rerun-exit-1", timeout=30)
+            shown = shell.text()
+            left = await shell.leave()
+        [shell_session] = await audited(rig, "shell", 1)
 
         audit_status, audit = await api(rig, "GET", f"/audit?actor={WRITER}", WRITER)
         # The job's workspace is kept while the hold lasts: the agent hears it in its next heartbeat.
@@ -476,8 +483,15 @@ async def test_a_writer_holds_the_board_of_a_failed_job_and_a_reader_is_refused(
             what="the agent keeping the held job's workspace",
         )
 
-    assert (shown["login"], shown["state"], shown["held_job"]) == (WRITER, "active", held.job)
-    assert (shown["device"]["id"], shown["duration_s"]) == (DEVICE, 1800)  # KERRIGAN_HOLD_S's default
+    assert f"on {DEVICE}: the UART test failed" in shown  # the job's command, its environment, again
+    assert "rerun-exit-1" in shown
+    assert left == 0, shown
+    assert (shell_session["actor"], shell_session["subject_id"]) == (WRITER, DEVICE), shell_session
+    assert shell_session["after"]["reason"] == "you left", shell_session
+    assert refused[0] == 1
+    assert "(HTTP 403)" in refused[2] or "(HTTP 404)" in refused[2], refused
+    assert (kept["login"], kept["state"], kept["held_job"]) == (WRITER, "active", held.job)
+    assert (kept["device"]["id"], kept["duration_s"]) == (DEVICE, 1800)  # KERRIGAN_HOLD_S's default
     assert (status, out) == (0, f"{DEVICE}: off\n"), err  # the agent switched it off after the job
     assert stranger[0] == 1
     assert f"{STRANGER} may not switch the power of {DEVICE}" in stranger[2]
