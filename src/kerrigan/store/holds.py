@@ -184,17 +184,25 @@ async def held_workspaces(session: AsyncSession, host: str) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class ShellTarget:
-    """A job a shell may be asked for: where it ran (None: nowhere yet), its device and its holds."""
+    """A job a shell may be asked for: where it ran (None: nowhere yet), its device, its holds and its
+    repository ("" for the lab's own job: a health check)."""
 
     host: str | None
     device_id: str | None
     holds: tuple[HoldOfJob, ...]
+    repository: str
 
 
 async def shell_target(session: AsyncSession, job_pk: int) -> ShellTarget | None:
     """Job ``job_pk``'s host, device and the reservations holding it (``kerrigan shell``), or None when
     there is no such job."""
-    job = (await session.execute(select(JobRow.host, JobRow.device_id).where(JobRow.pk == job_pk))).first()
+    job = (
+        await session.execute(
+            select(JobRow.host, JobRow.device_id, SessionRow.repository)
+            .join(SessionRow, SessionRow.pk == JobRow.session_pk)
+            .where(JobRow.pk == job_pk)
+        )
+    ).first()
     if job is None:
         return None
     rows = await session.execute(
@@ -203,4 +211,4 @@ async def shell_target(session: AsyncSession, job_pk: int) -> ShellTarget | None
         .order_by(ReservationRow.pk)
     )
     holds = tuple(HoldOfJob(login, ReservationState(state), ends_at) for login, state, ends_at in rows)
-    return ShellTarget(job.host, job.device_id, holds)
+    return ShellTarget(job.host, job.device_id, holds, job.repository or "")

@@ -3,7 +3,8 @@
 
 Who may: the person whose hold of the job's board lasts (granted, not ended, not past its end) and System
 Admins (:mod:`kerrigan.core.job_shell`); anyone else is a 403 naming what they lack, before the upgrade and
-before anything reaches the agent. No such job is a 404, a job no hold holds now a 409, a host whose agent
+before anything reaches the agent. No such job is a 404, and so is a job of a repository the person may not
+read (as the hold's API answers), a job no hold holds now a 409, a host whose agent
 is offline a 503, one that does not speak ``job_shell`` a 409.
 
 The request is handed to the job's host in its long poll (``job_shells``) and its agent connects back
@@ -37,6 +38,7 @@ from kerrigan.store.runners import host_report
 from kerrigan.web.api.console import CLOSED_NORMALLY, CUT_OFF, FAULT, bridge_person, close_person, notice
 from kerrigan.web.auth import signed_in
 from kerrigan.web.errors import ApiError
+from kerrigan.web.reading import read_access
 from kerrigan.web.state import DATABASE, SETTINGS, writing
 
 routes = web.RouteTableDef()
@@ -59,6 +61,10 @@ async def job_shell(request: web.Request) -> web.StreamResponse:
             raise ApiError(404, "not_found", f"no job {job_pk}")
         refused = shell_refusal(principal, job_pk, target.holds, database.clock())
         if refused is not None:
+            if target.repository:  # one who may not even read its repository is told there is no such job
+                await read_access(request, principal).check(
+                    target.repository, ApiError(404, "not_found", f"no job {job_pk}")
+                )
             raise ApiError(refused.status, refused.code, refused.message)
         host = target.host
         report = await host_report(session, host) if host is not None else None

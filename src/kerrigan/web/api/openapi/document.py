@@ -561,12 +561,15 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         "400": _error("not_websocket: a plain request; the shell is a WebSocket"),
                         "401": _error("no valid token"),
                         "403": _error("the caller does not hold the job's board (its hold is another's)"),
-                        "404": _error("no such job"),
+                        "404": _error("no such job, or one of a repository the caller may not read"),
                         "409": _error(
                             "not_held: no hold of the job's board lasts now (or the caller's waits); "
                             "not_supported: its host's agent does not speak job_shell"
                         ),
-                        "503": _error("host_offline: the job's runner host's agent is offline"),
+                        "503": _error(
+                            "host_offline: the job's runner host's agent is offline; github_unavailable: "
+                            "GitHub did not say whether the caller may read the job's repository"
+                        ),
                     },
                 ),
             },
