@@ -37,7 +37,7 @@ from typing import Any, Final
 import aiohttp
 
 from kerrigan.core.device_console import Frame
-from kerrigan.runner.isolation.users import give_to
+from kerrigan.runner.isolation.users import give_back
 from kerrigan.runner.processes import (
     LAUNCHER_ENV,
     Processes,
@@ -114,7 +114,9 @@ class JobShells(Processes):
         if not workspace.is_dir():
             raise UnsafeWorkspaceError(f"job {record.id}'s workspace is gone")
         if record.user is not None:  # taken back at the job's end: the job's user's again meanwhile
-            await asyncio.to_thread(give_to, workspace, record.user)
+            # Only the folder: what the job left in it is its user's still, and a hard link it made to a
+            # file not its own must not become its user's (give_back).
+            await asyncio.to_thread(give_back, workspace, record.user)
         cpus = tuple(sorted(os.sched_getaffinity(0)))
         backend = self.isolation.cgroups
         memory = self.memory_cap(record.claim)

@@ -401,3 +401,29 @@ async def test_no_shell_where_the_job_ran_as_the_agents_own_user(api: Api, agent
     )
     assert record.cgroup is None
     assert not (agent.area(record.id) / "home").exists()
+
+
+async def test_a_file_the_job_linked_into_its_workspace_is_not_given_to_its_user_by_the_shell(
+    api: Api, agent: Agent, base: Path
+) -> None:
+    # A job may hard-link into its workspace any file of the filesystem it can read and write (or any
+    # at all where fs.protected_hardlinks is off): chowning the workspace's files as the shell opens
+    # would give the job's user a file that is not its own (/etc/passwd on such a host).
+    job = (await _jobs(api))["boot"]
+    record = ended_job(agent, job)
+    victim = base / "lab-b-01" / "not-the-jobs"
+    victim.write_text("root's\n", encoding="utf-8")
+    victim.chmod(0o666)  # one the job could link with protected_hardlinks on
+    workspace = agent.workspaces.path(str(record.workspace))
+    os.link(victim, workspace / "linked")  # as the job did, as its user
+    assert record.user is not None
+    os.chown(workspace / "build.log", record.user, record.user)  # the job's own files are its user's
+    await held(api, agent, job, who=ADMIN)
+    shell = await open_shell(api, job, ADMIN)
+    await shell.frame("open")
+    await shell.socket.send_bytes(b'cat build.log; echo "LOOKED-$((1+1))"\n')
+    await shell.until("LOOKED-2")
+    assert "the job failed here" in shell.seen.decode(errors="replace")
+    assert victim.stat().st_uid == 0  # still root's
+    await shell.socket.close()
+    await wait_until(lambda: record.id not in agent._shells and record.cgroup is None, timeout=15)

@@ -88,6 +88,20 @@ def give_to(path: Path, uid: int, mode: int = 0o700) -> None:
     path.chmod(mode)
 
 
+def give_back(path: Path, uid: int, mode: int = 0o700) -> None:
+    """Make the folder ``path`` (as :func:`take_back` left it: root's) ``uid``'s again, ``mode``, and what in
+    it ``uid`` owns stays so: nothing else in it is changed. Not :func:`give_to`, which chowns every name in
+    it: a folder a job wrote in may hold a hard link to a file that is not its own (one it could read and
+    write, any at all where ``fs.protected_hardlinks`` is off), which would become its user's. A link in
+    ``path``'s place is refused (``O_NOFOLLOW``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, uid, uid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 def take_back(path: Path) -> None:
     """Make the folder ``path`` root's own (mode 0700) again, its contents unreachable: at the job's end,
     before its uid is free for a later job, which must not read or plant files in what this one left.
