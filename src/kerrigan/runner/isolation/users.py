@@ -14,6 +14,7 @@ behind after a crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -98,6 +99,22 @@ def give_back(path: Path, uid: int, mode: int = 0o700) -> None:
     try:
         os.fchown(fd, uid, uid)
         os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def hand_over(path: Path, old: int, new: int) -> None:
+    """What ``old`` owns in the folder ``path`` (links themselves, never their targets) becomes ``new``'s:
+    a job's files for the other uid it is given; a name someone else owns (a hard link the job made to
+    another's file) is left as it is."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        # fwalk enters a folder only when it is the one it looked at: a link swapped in is not followed.
+        for _folder, folders, files, folder_fd in os.fwalk(".", dir_fd=fd):
+            for name in folders + files:
+                with contextlib.suppress(FileNotFoundError):
+                    if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_uid == old:
+                        os.chown(name, new, new, dir_fd=folder_fd, follow_symlinks=False)
     finally:
         os.close(fd)
 
