@@ -206,15 +206,32 @@ class HostState:
         if self.isolation.users is None:
             return None
         if record.user is None:
-            live = {
-                r.user
-                for r in self.jobs.values()
-                if r.user is not None
-                and r is not record
-                and (r.state != "ended" or r.cgroup is not None or r.id in self.held_jobs)
-            }
-            record.user = allocate(self.isolation.users, live, self._taken_ids)
+            record.user = allocate(self.isolation.users, self.live_users(record), self._taken_ids)
         return record.user
+
+    def live_users(self, record: JobRecord) -> set[int]:
+        """The uids of the jobs other than ``record`` that hold theirs now: not ended, their cgroup not
+        emptied yet, or their workspace kept by a hold."""
+        return {
+            r.user
+            for r in self.jobs.values()
+            if r.user is not None
+            and r is not record
+            and (r.state != "ended" or r.cgroup is not None or r.id in self.held_jobs)
+        }
+
+    def reallocate_user(self, record: JobRecord) -> int | None:
+        """``record``'s uid where no other job holds it now, else a new one no job holds (on its record): an
+        ended job's uid was free from its end until a hold kept its workspace, and a job started meanwhile
+        may run as it (``kerrigan shell``). The uid it had before, when it changed (None: unchanged)."""
+        if self.isolation.users is None or record.user is None:
+            return None
+        live = self.live_users(record)
+        if record.user not in live:
+            return None
+        before = record.user
+        record.user = allocate(self.isolation.users, live, self._taken_ids)
+        return before
 
     def _spawn(self, job_id: str, work: Coroutine[Any, Any, None]) -> None:
         # What the job's task logs names the job (its own copy of the context: no other job's lines do).

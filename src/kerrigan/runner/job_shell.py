@@ -11,7 +11,9 @@ token). The launcher runs it on a pty (``--terminal``) in a session of its own.
 
 Only for a job of this agent that ended and whose workspace a hold keeps (the server's word in each
 heartbeat answer), one shell per job at a time, and only where the job ran as a user of its own: on a host
-that does not isolate jobs a shell would run as the agent's user, and reach its token and records.
+that does not isolate jobs a shell would run as the agent's user, and reach its token and records. The
+job's uid was free between its end and the hold: when a job started meanwhile runs as it, the shell gets
+a uid no job holds (:meth:`~kerrigan.runner.host_state.HostState.reallocate_user`), never a running one's.
 
 It ends when the server closes the WebSocket (the person left, idle, the hold ended), when the shell exits,
 or when the hold is no longer named: its terminal is hung up, the launcher told to stop, and the job's
@@ -37,7 +39,7 @@ from typing import Any, Final
 import aiohttp
 
 from kerrigan.core.device_console import Frame
-from kerrigan.runner.isolation.users import give_to
+from kerrigan.runner.isolation.users import give_back, hand_over
 from kerrigan.runner.processes import (
     LAUNCHER_ENV,
     Processes,
@@ -113,8 +115,18 @@ class JobShells(Processes):
         workspace = self.workspaces.path(str(record.workspace))
         if not workspace.is_dir():
             raise UnsafeWorkspaceError(f"job {record.id}'s workspace is gone")
+        before = self.reallocate_user(record)  # never the uid of a job that runs now
+        if before is not None:
+            self.records.save(record)  # the uid is on record before it owns anything
+            log.info(
+                "job %s: uid %s is another job's now: its shell runs as %s", record.id, before, record.user
+            )
+            assert record.user is not None
+            await asyncio.to_thread(hand_over, workspace, before, record.user)
         if record.user is not None:  # taken back at the job's end: the job's user's again meanwhile
-            await asyncio.to_thread(give_to, workspace, record.user)
+            # Only the folder: what the job left in it is its user's still, and a hard link it made to a
+            # file not its own must not become its user's (give_back).
+            await asyncio.to_thread(give_back, workspace, record.user)
         cpus = tuple(sorted(os.sched_getaffinity(0)))
         backend = self.isolation.cgroups
         memory = self.memory_cap(record.claim)

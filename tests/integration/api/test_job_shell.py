@@ -401,3 +401,71 @@ async def test_no_shell_where_the_job_ran_as_the_agents_own_user(api: Api, agent
     )
     assert record.cgroup is None
     assert not (agent.area(record.id) / "home").exists()
+
+
+async def test_a_shell_never_runs_as_the_uid_a_later_job_of_the_host_runs_as_now(
+    api: Api, agent: Agent, base: Path
+) -> None:
+    # The failed job's uid was free from its end until a hold kept its workspace: a job the host accepted
+    # meanwhile got it (the lowest free one). A shell as that uid would own the other job's workspace and
+    # files, and see and signal its processes.
+    job = (await _jobs(api))["boot"]
+    record = ended_job(agent, job)
+    assert record.user is not None
+    workspace = agent.workspaces.path(str(record.workspace))
+    os.chown(workspace / "build.log", record.user, record.user)  # the job's own files are its user's
+    other = JobRecord("8888", {"id": "8888", "task": "other"}, state="running", workspace="octo-other")
+    agent.allocate_user(other)
+    assert other.user == record.user  # what the host does: the same uid, for a job that runs now
+    assert other.user is not None
+    other_workspace = agent.workspaces.mark_used("octo-other", agent.clock())
+    (other_workspace / "secret.txt").write_text("the other job's secret\n", encoding="utf-8")
+    give_to(other_workspace, other.user)
+    agent.jobs[other.id] = other
+    try:
+        await held(api, agent, job, who=ADMIN)
+        shell = await open_shell(api, job, ADMIN)
+        await shell.frame("open")
+        await shell.socket.send_bytes(
+            f'if cat {other_workspace}/secret.txt >/dev/null 2>&1; then echo "OTHER-$((1+1))-READ"; '
+            f'else echo "OTHER-$((1+1))-DENIED uid=$(id -u)."; fi\n'.encode()
+        )
+        await shell.until("OTHER-2-")
+        await shell.until(".")
+        said = shell.seen.decode(errors="replace").split("OTHER-2-", 1)[1]
+        assert said.startswith("DENIED"), said
+        uid = int(said.split("uid=", 1)[1].split(".", 1)[0])
+        assert uid != other.user
+        assert record.user == uid  # the held job's own now, on its record: emptied by a restarted agent
+        assert {r.id: r.user for r in agent.records.load_all()}[record.id] == uid
+        assert (workspace / "build.log").stat().st_uid == uid  # the job's files: the shell's uid's
+        await shell.socket.close()
+        await wait_until(lambda: record.id not in agent._shells and record.cgroup is None, timeout=15)
+    finally:
+        del agent.jobs[other.id]
+
+
+async def test_a_file_the_job_linked_into_its_workspace_is_not_given_to_its_user_by_the_shell(
+    api: Api, agent: Agent, base: Path
+) -> None:
+    # A job may hard-link into its workspace any file of the filesystem it can read and write (or any
+    # at all where fs.protected_hardlinks is off): chowning the workspace's files as the shell opens
+    # would give the job's user a file that is not its own (/etc/passwd on such a host).
+    job = (await _jobs(api))["boot"]
+    record = ended_job(agent, job)
+    victim = base / "lab-b-01" / "not-the-jobs"
+    victim.write_text("root's\n", encoding="utf-8")
+    victim.chmod(0o666)  # one the job could link with protected_hardlinks on
+    workspace = agent.workspaces.path(str(record.workspace))
+    os.link(victim, workspace / "linked")  # as the job did, as its user
+    assert record.user is not None
+    os.chown(workspace / "build.log", record.user, record.user)  # the job's own files are its user's
+    await held(api, agent, job, who=ADMIN)
+    shell = await open_shell(api, job, ADMIN)
+    await shell.frame("open")
+    await shell.socket.send_bytes(b'cat build.log; echo "LOOKED-$((1+1))"\n')
+    await shell.until("LOOKED-2")
+    assert "the job failed here" in shell.seen.decode(errors="replace")
+    assert victim.stat().st_uid == 0  # still root's
+    await shell.socket.close()
+    await wait_until(lambda: record.id not in agent._shells and record.cgroup is None, timeout=15)

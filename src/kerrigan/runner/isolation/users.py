@@ -14,6 +14,7 @@ behind after a crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -86,6 +87,36 @@ def give_to(path: Path, uid: int, mode: int = 0o700) -> None:
         for name in folders + files:
             os.chown(name, uid, uid, dir_fd=folder_fd, follow_symlinks=False)
     path.chmod(mode)
+
+
+def give_back(path: Path, uid: int, mode: int = 0o700) -> None:
+    """Make the folder ``path`` (as :func:`take_back` left it: root's) ``uid``'s again, ``mode``, and what in
+    it ``uid`` owns stays so: nothing else in it is changed. Not :func:`give_to`, which chowns every name in
+    it: a folder a job wrote in may hold a hard link to a file that is not its own (one it could read and
+    write, any at all where ``fs.protected_hardlinks`` is off), which would become its user's. A link in
+    ``path``'s place is refused (``O_NOFOLLOW``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(fd, uid, uid)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def hand_over(path: Path, old: int, new: int) -> None:
+    """What ``old`` owns in the folder ``path`` (links themselves, never their targets) becomes ``new``'s:
+    a job's files for the other uid it is given; a name someone else owns (a hard link the job made to
+    another's file) is left as it is."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        # fwalk enters a folder only when it is the one it looked at: a link swapped in is not followed.
+        for _folder, folders, files, folder_fd in os.fwalk(".", dir_fd=fd):
+            for name in folders + files:
+                with contextlib.suppress(FileNotFoundError):
+                    if os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_uid == old:
+                        os.chown(name, new, new, dir_fd=folder_fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
 def take_back(path: Path) -> None:
