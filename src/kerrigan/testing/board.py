@@ -158,6 +158,7 @@ class SimulatedBoard:
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.StreamWriter] = set()
         self._client_tasks: set[asyncio.Task[None]] = set()
+        self._command_listeners: list[Callable[[str], None]] = []
 
     @property
     def powered(self) -> bool:
@@ -222,6 +223,19 @@ class SimulatedBoard:
             self._stop()
             self.state = State.OFF
             self._typed.clear()
+
+    def hang(self) -> None:
+        """Hang now, as a kernel that locks up mid-run does: powered, silent and deaf until its supply is
+        cycled (a board that is off or already silent is left as it is)."""
+        if self.state in (State.BOOTING, State.LOGIN, State.SHELL, State.FLOODING):
+            self._stop()
+            self.state = State.HALTED
+            self._typed.clear()
+
+    def on_command(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener`` with each line the board's shell is given to run (after a login), before it
+        answers: what the jobs on it did, as the board saw it."""
+        self._command_listeners.append(listener)
 
     def attach(self, pdu: Outlet, index: int) -> None:
         """Power the board from outlet ``index`` of ``pdu``: on when it is on, off when it goes off."""
@@ -375,6 +389,10 @@ class SimulatedBoard:
             return
         if not words:
             self._print(PROMPT)
+            return
+        for listener in self._command_listeners:
+            listener(line)
+        if self.state is not State.SHELL:  # a listener hung it: the command is never answered
             return
         command, arguments = words[0], words[1:]
         if command == "reboot":
