@@ -1,0 +1,579 @@
+"""A lab's week, compressed: is any pull request red, or left yellow, because of the lab? (issue 31)
+
+On loopback: ``kerrigan serve`` (SQLite with ``--sqlite``; else PostgreSQL, two ``kerrigan serve`` replicas
+and one ``kerrigan worker``), a ``kerrigan runner`` agent process on each of 3 runner hosts, 24 simulated
+boards on one PDU stand-in (each host's devices file wires its 8 boards by command, as ``kerrigan demo``
+does), and the GitHub stand-in (in this process, GitHub's rate limits on). A driver pushes to 6
+repositories at a rate (``--pushes-per-hour`` per repository) over ``--hours`` of lab time, ``--speed``
+times faster than real time. Each push's commit holds the job script and its verdict: the soak decides
+whether each task passes or fails by design, so a check run's conclusion can be judged against the truth.
+The job script logs in on its board's console, marks its start there, runs for its time, marks its end
+and exits with its verdict; a board that stops answering is a device fault (exit 75, Kerrigan's
+contract for "the device failed me").
+
+Faults, drawn from ``--seed``: ``--hang-rate`` of the jobs see their board hang mid-run (it answers nothing
+until its power is cycled).
+
+Printed, each against its goal, and the exit status is 1 when one is missed:
+
+- check runs concluded ``failure`` whose commit passes by design (the lab's failure shown as the code's);
+  check runs whose commit fails by design concluded anything else;
+- check runs not completed at the end (or missing);
+- deliveries lost (not stored, or not processed), or processed twice (more than one check run for a
+  commit and workflow); jobs run twice (one job id starting on the boards twice); devices held by a job at
+  the end;
+- the median and p95 time from a board hanging to its successful recovery (back in service), and hung
+  boards never back;
+- GitHub requests per push and the installation's hourly budget at this rate in lab time; secondary-limit
+  answers.
+
+    python benchmarks/soak_lab_week.py --quick --sqlite     # 2 lab hours at 240x: about a minute of pushes
+    python benchmarks/soak_lab_week.py --quick --postgres postgresql+asyncpg://postgres@127.0.0.1/soak_a
+
+Not yet: pull requests, needs, matrix, gangs; the flaky board, the board that dies, the runner host
+restarts and loss, the silent PDU, maintenance and a person's reservation (issue 31 lists them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+from sqlalchemy import func, select
+
+from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
+from kerrigan.core.recovery import RECOVERY_TASK
+from kerrigan.store.check_runs import behind_count
+from kerrigan.store.database import Database
+from kerrigan.store.deliveries import pending_count
+from kerrigan.store.models import DeliveryRow, DeviceLeaseRow, JobRow, SessionRow
+from kerrigan.testing.board import SimulatedBoard
+from kerrigan.testing.board_wiring import wired_device, write_devices_file
+from kerrigan.testing.github import GitHubStandIn, push_payload, signed_headers
+from kerrigan.testing.pdu import GudePdu
+from kerrigan.testing.process_lab import ProcessLab, runner_agent, store_lab
+from kerrigan.testing.processes import Served, free_port, wait_ready
+
+SECRET: Final = "soak-secret"  # noqa: S105 -- the soak's own throwaway webhook secret
+INSTALLATION: Final = 1
+ACCOUNT: Final = "lab"
+REPOSITORIES: Final = tuple(f"{ACCOUNT}/firmware-{n}" for n in range(6))
+HOSTS: Final = ("rig-1", "rig-2", "rig-3")
+POOLS: Final = ("som", "pcie")  # 12 boards each, spread over the three hosts
+BOARDS_PER_POOL: Final = 12
+BOOT_S: Final = 0.5
+BOOT_TIMEOUT_S: Final = 5
+TASKS: Final = ("smoke", "suite")
+WORKFLOW: Final = "hil"
+FAIL_RATE: Final = 0.12  # commits whose suite fails by design
+HOUR_S: Final = 3600.0
+JOB_LAB_S: Final = 600.0  # a job's test time, in lab seconds (at least JOB_MIN_S of real time)
+JOB_MIN_S: Final = 0.5
+START: Final = "soak-start"
+END: Final = "soak-end"
+GOAL_MISSED: Final = 1
+
+# The job: log in on the board's console, mark the start, run, mark the end, exit with the verdict. A board
+# that does not answer is the device's fault, not the test's: exit 75 (DEVICE_FAULT_EXIT).
+JOB_SCRIPT: Final = r"""#!/usr/bin/env python3
+import os, re, select, sys, time
+
+task = sys.argv[1]
+verdicts = dict(line.split("=") for line in open("scripts/verdicts").read().split())
+seconds = float(open("scripts/seconds").read())
+fd = os.open(os.environ["KERRIGAN_CONSOLE"], os.O_RDWR | os.O_NOCTTY)
+seen = ""
+
+def expect(pattern, wait_s=10.0):
+    global seen
+    deadline = time.monotonic() + wait_s
+    while not re.search(pattern, seen.rpartition("\n")[2]):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            print(f"the board did not answer within {wait_s:g} s: a device fault")
+            sys.exit(75)
+        seen += os.read(fd, 4096).decode(errors="replace")
+    found, seen = seen, ""
+    return found
+
+def run(line):
+    os.write(fd, (line + "\r").encode())
+    return expect(r"# $")
+
+os.write(fd, b"\r")
+if re.search(r"login: $", expect(r"(login: |# )$")):
+    os.write(fd, b"root\r")
+    expect(r"# $")
+job = os.environ["KERRIGAN_JOB_ID"]
+run(f"echo START {job} {task}")
+time.sleep(seconds)
+run(f"echo END {job} {task}")
+print(f"{task} on {os.environ['KERRIGAN_DEVICE_ID']}: verdict {verdicts[task]}")
+sys.exit(int(verdicts[task]))
+""".replace("START", START).replace("END", END)
+
+
+def manifest(pool: str) -> str:
+    """The workflow of a repository whose boards are ``pool``'s: two tasks, one job each."""
+    tasks = "".join(f"  - id: {task}\n    run: ./scripts/job.py {task}\n    vcpus: 1\n" for task in TASKS)
+    return (
+        f"name: {WORKFLOW}\non: {{push: {{branches: [main]}}}}\n"
+        f"scheduling:\n  max_devkits: 2\n  labels: {{form_factor: {pool}}}\ntasks:\n{tasks}"
+    )
+
+
+def inventory() -> str:
+    """3 hosts, 2 pools of 12 boards, each pool's boards spread over the hosts."""
+    lines = ["hosts:", *(f"  - id: {host}" for host in HOSTS), "pools:"]
+    for pool in POOLS:
+        lines += [f"  - id: {pool}", f"    name: {pool}", "    owners: [octocat]"]
+        lines += [f"    labels: {{form_factor: {pool}}}", "    devices:"]
+        for n in range(BOARDS_PER_POOL):
+            device = f"{pool}-{n + 1:02d}"
+            lines.append(
+                f"      - {{id: {device}, board: modalix, target_type: devkit, os_type: linux, "
+                f"host: {HOSTS[n % len(HOSTS)]}}}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def device_ids() -> list[str]:
+    return [f"{pool}-{n + 1:02d}" for pool in POOLS for n in range(BOARDS_PER_POOL)]
+
+
+def host_of(device: str) -> str:
+    return HOSTS[(int(device.rpartition("-")[2]) - 1) % len(HOSTS)]
+
+
+@dataclass(frozen=True)
+class Push:
+    """A push the driver sends: when (lab seconds from the start), where, and each task's verdict."""
+
+    at: float
+    repository: str
+    sha: str
+    verdicts: Mapping[str, int]
+
+    @property
+    def fails(self) -> bool:
+        return any(self.verdicts.values())
+
+
+def schedule(hours: float, per_hour: float, rng: random.Random) -> list[Push]:
+    """The week's pushes: each repository pushes at random (a Poisson process) ``per_hour`` times an hour."""
+    pushes = []
+    for repository in REPOSITORIES:
+        at = rng.expovariate(per_hour / HOUR_S)
+        while at < hours * HOUR_S:
+            verdicts = {"smoke": 0, "suite": 1 if rng.random() < FAIL_RATE else 0}
+            pushes.append(Push(at, repository, f"{rng.getrandbits(160):040x}", verdicts))
+            at += rng.expovariate(per_hour / HOUR_S)
+    return sorted(pushes, key=lambda push: push.at)
+
+
+@dataclass
+class Boards:
+    """The 24 boards on the PDU, and what the soak saw on them: job starts per job id, hangs."""
+
+    pdu: GudePdu
+    boards: dict[str, SimulatedBoard]
+    outlets: dict[str, int]
+    hang_rate: float
+    rng: random.Random
+    starts: collections.Counter[str] = field(default_factory=collections.Counter)
+    hangs: list[tuple[str, datetime]] = field(default_factory=list)
+
+    def listen(self, device: str) -> None:
+        board = self.boards[device]
+
+        def heard(line: str) -> None:
+            words = line.split()
+            if words[:2] == ["echo", START]:
+                self.starts[words[2]] += 1
+                if self.rng.random() < self.hang_rate:
+                    board.hang()
+                    self.hangs.append((device, datetime.now(UTC)))
+
+        board.on_command(heard)
+
+
+@contextlib.asynccontextmanager
+async def wired_boards(folder: Path, hang_rate: float, rng: random.Random) -> AsyncIterator[Boards]:
+    """The PDU stand-in and a board on each of its outlets; a devices file per host in ``folder``."""
+    async with contextlib.AsyncExitStack() as stack:
+        pdu = GudePdu(outlets=len(device_ids()))
+        await pdu.start()
+        stack.push_async_callback(pdu.close)
+        found = Boards(pdu, {}, {}, hang_rate, rng)
+        wiring: dict[str, dict[str, Any]] = {host: {} for host in HOSTS}
+        for outlet, device in enumerate(device_ids(), start=1):
+            board = SimulatedBoard(boot_s=BOOT_S)
+            await board.start(serve_socket=True)
+            stack.push_async_callback(board.close)
+            board.attach(pdu, outlet)
+            found.boards[device], found.outlets[device] = board, outlet
+            found.listen(device)
+            wiring[host_of(device)][device] = wired_device(
+                pdu.url, outlet, board, boot_timeout_s=BOOT_TIMEOUT_S
+            )
+        for host, devices in wiring.items():
+            write_devices_file(folder / f"devices-{host}.yml", devices)
+        yield found
+
+
+@contextlib.asynccontextmanager
+async def kerrigan_process(
+    folder: Path, name: str, env: Mapping[str, str], *args: str
+) -> AsyncIterator[None]:
+    """``kerrigan ARGS`` with ``env``, its output in ``folder/NAME.log``; stopped (SIGTERM) on the way out."""
+    with (folder / f"{name}.log").open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kerrigan.cli", *args, env={**os.environ, **env}, stdout=log, stderr=log
+        )
+        try:
+            yield
+        finally:
+            if process.returncode is None:
+                process.terminate()
+                try:
+                    await asyncio.wait_for(process.wait(), 15)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+
+
+@dataclass(frozen=True)
+class Lab:
+    """The running lab: the servers' URLs (webhooks go to each in turn), the database, the stand-in."""
+
+    bases: tuple[str, ...]
+    database: Database
+    github: GitHubStandIn
+    boards: Boards
+
+
+@contextlib.asynccontextmanager
+async def lab(folder: Path, url: str, *, replicas: int, args: argparse.Namespace) -> AsyncIterator[Lab]:
+    """The lab on ``url``: ``replicas`` servers (with a worker of their own when there are two or more),
+    the agents, the boards, the stand-in."""
+    rng = random.Random(args.seed)
+    database = Database.connect(url)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(database.close)
+        tokens = await store_lab(database, inventory())
+        github = GitHubStandIn(validate=False, enforce_limits=True)
+        await github.start()
+        stack.push_async_callback(github.close)
+        github.add_installation(INSTALLATION, ACCOUNT)
+        for repository in REPOSITORIES:
+            github.add_repository(repository, INSTALLATION)
+        env = {
+            "KERRIGAN_DATABASE_URL": url,
+            "KERRIGAN_GITHUB_API_URL": github.url,
+            "KERRIGAN_GITHUB_PRIVATE_KEY": str(github.private_key),
+            "KERRIGAN_GITHUB_APP_ID": github.app_id,
+            "KERRIGAN_WEBHOOK_SECRET": SECRET,
+            **({"KERRIGAN_WORKERS": "none"} if replicas > 1 else {}),
+        }
+        bases = []
+        for replica in range(replicas):
+            port = free_port()
+            await stack.enter_async_context(
+                kerrigan_process(folder, f"serve-{replica}", {**env, "KERRIGAN_PORT": str(port)}, "serve")
+            )
+            bases.append(f"http://127.0.0.1:{port}")
+        if replicas > 1:
+            await stack.enter_async_context(kerrigan_process(folder, "worker", env, "worker"))
+        for base in bases:
+            await wait_ready(base)
+        boards = await stack.enter_async_context(wired_boards(folder, args.hang_rate, rng))
+        for index, host in enumerate(HOSTS):  # the hosts spread over the replicas
+            served = Served(bases[index % len(bases)], github.url, github.app_id, str(github.private_key))
+            process_lab = ProcessLab(served, database, folder, tokens, env)
+            await stack.enter_async_context(
+                runner_agent(
+                    process_lab,
+                    host,
+                    *("--devices-file", str(folder / f"devices-{host}.yml"), "--max-weight", "8"),
+                    graceful=True,
+                )
+            )
+        yield Lab(tuple(bases), database, github, boards)
+
+
+async def drive(lab: Lab, pushes: list[Push], speed: float) -> list[str]:
+    """Send each push at its time; the delivery ids the servers took."""
+    job_s = max(JOB_MIN_S, JOB_LAB_S / speed)
+    script = {"scripts/job.py": JOB_SCRIPT, "scripts/seconds": f"{job_s:.2f}"}
+    workflows = {
+        repository: {f".kerrigan/workflows/{WORKFLOW}.yml": manifest(POOLS[n % len(POOLS)])}
+        for n, repository in enumerate(REPOSITORIES)
+    }
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    taken = []
+    async with aiohttp.ClientSession() as http:
+        for index, push in enumerate(pushes):
+            await asyncio.sleep(max(0.0, began + push.at / speed - loop.time()))
+            verdicts = " ".join(f"{task}={verdict}" for task, verdict in push.verdicts.items())
+            files = {**workflows[push.repository], **script, "scripts/verdicts": verdicts}
+            lab.github.add_commit(push.repository, push.sha, files)
+            body = json.dumps(push_payload(push.repository, push.sha, installation=INSTALLATION)).encode()
+            headers = signed_headers(SECRET, "push", body)
+            base = lab.bases[index % len(lab.bases)]
+            for _ in range(20):  # a refused or lost delivery is GitHub's to send again
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.post(f"{base}/webhooks/github", data=body, headers=headers) as answer:
+                        if answer.status == 202:
+                            taken.append(headers["X-GitHub-Delivery"])
+                            break
+                await asyncio.sleep(1)
+    return taken
+
+
+async def settled(lab: Lab, expected_runs: int, timeout: float) -> float:
+    """Wait until GitHub shows ``expected_runs`` check runs, all completed, nothing is pending or behind,
+    and no job holds a device; seconds waited, or -1 at ``timeout``."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while loop.time() - began < timeout:
+        runs = list(lab.github.check_runs.values())
+        if len(runs) >= expected_runs and all(run["status"] == "completed" for run in runs):
+            async with lab.database.sessions() as session:
+                pending = await pending_count(session)
+                behind = await behind_count(session)
+                holding = await session.scalar(
+                    select(func.count(JobRow.pk)).where(JobRow.state.in_(HOLDING_A_DEVICE))
+                )
+            if not pending and not behind and not holding:
+                return loop.time() - began
+        await asyncio.sleep(0.5)
+    return -1.0
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One line of the table: what, the figure, and whether it meets its goal (None: a figure only)."""
+
+    what: str
+    figure: str
+    met: bool | None
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def account(lab: Lab, pushes: list[Push], taken: list[str], lab_hours: float) -> list[Goal]:
+    """The goals, from the stand-in's check runs, the store and what the boards saw."""
+    truth = {push.sha: push for push in pushes}
+    runs = list(lab.github.check_runs.values())
+    per = collections.Counter((run["head_sha"], run["name"]) for run in runs)
+    lab_red = [r for r in runs if r.get("conclusion") == "failure" and not truth[r["head_sha"]].fails]
+    code_hidden = [
+        r
+        for r in runs
+        if r["status"] == "completed" and truth[r["head_sha"]].fails and r.get("conclusion") != "failure"
+    ]
+    shown = {run["head_sha"] for run in runs}
+    missing = [push for push in pushes if push.sha not in shown]
+    open_runs = [run for run in runs if run["status"] != "completed"]
+    async with lab.database.sessions() as session:
+        stored = set((await session.scalars(select(DeliveryRow.delivery_id))).all())
+        unprocessed = await session.scalar(
+            select(func.count(DeliveryRow.pk)).where(DeliveryRow.processed_at.is_(None))
+        )
+        held = (
+            await session.execute(select(DeviceLeaseRow.device_id).where(DeviceLeaseRow.job_pk.is_not(None)))
+        ).all()
+        jobs = list((await session.scalars(select(JobRow))).all())
+        sessions = await session.scalar(select(func.count(SessionRow.pk)))
+    lost = (
+        len(pushes)
+        - len(taken)
+        + sum(1 for delivery in taken if delivery not in stored)
+        + int(unprocessed or 0)
+    )
+    twice = sum(count - 1 for count in per.values() if count > 1)
+    ran_twice = [job for job, count in lab.boards.starts.items() if count > 1]
+    back = []
+    never = []
+    recoveries = sorted(
+        (job for job in jobs if job.task_id == RECOVERY_TASK and job.state is JobState.SUCCEEDED),
+        key=lambda job: job.finished_at or datetime.max.replace(tzinfo=UTC),
+    )
+    for device, when in lab.boards.hangs:
+        found = next(
+            (
+                job
+                for job in recoveries
+                if job.device_id == device and job.finished_at and job.finished_at > when
+            ),
+            None,
+        )
+        if found is None or found.finished_at is None:
+            never.append(device)
+        else:
+            back.append((found.finished_at - when).total_seconds())
+    requests = len(lab.github.requests)
+    per_push = requests / max(1, len(pushes))
+    budget = lab.github.limits.primary_limit
+    hourly = per_push * len(pushes) / max(lab_hours, 1e-9)
+    secondary = [hit for hit in lab.github.limits.limited if hit.kind.startswith("secondary")]
+    test_jobs = [job for job in jobs if job.task_id != RECOVERY_TASK]
+    states = collections.Counter(str(job.state) for job in test_jobs)
+    hang_line = (
+        f"{len(lab.boards.hangs)} hangs; back in service median {statistics.median(back):.1f} s, "
+        f"p95 {percentile(back, 0.95):.1f} s (real time)"
+        if back
+        else f"{len(lab.boards.hangs)} hangs, none back in service"
+    )
+    return [
+        Goal("check runs red for the lab (goal 0)", f"{len(lab_red)} of {len(runs)}", not lab_red),
+        Goal(
+            "code failures shown as anything else (goal 0)",
+            f"{len(code_hidden)} of {sum(1 for p in pushes if p.fails)} failing commits",
+            not code_hidden,
+        ),
+        Goal(
+            "check runs not completed or missing at the end (goal 0)",
+            f"{len(open_runs)} open, {len(missing)} missing",
+            not open_runs and not missing,
+        ),
+        Goal("deliveries lost (goal 0)", f"{lost} of {len(pushes)}", lost == 0),
+        Goal("deliveries processed twice (goal 0)", f"{twice} extra check runs", twice == 0),
+        Goal(
+            "jobs run twice on the boards (goal 0)",
+            f"{len(ran_twice)} of {len(lab.boards.starts)}",
+            not ran_twice,
+        ),
+        Goal(
+            "devices held by a job at the end (goal 0)",
+            f"{len(held)} {[row[0] for row in held][:5]}",
+            not held,
+        ),
+        Goal(
+            "hung boards never back in service (goal 0)", f"{len(never)} {never[:5]}; {hang_line}", not never
+        ),
+        Goal(
+            "GitHub requests per push",
+            f"{per_push:.1f} ({requests} requests); {hourly:.0f} an hour of lab time, "
+            f"{100 * hourly / budget:.1f}% of the installation's {budget}",
+            None,
+        ),
+        Goal("secondary-limit answers", f"{len(secondary)} (in compressed time)", None),
+        Goal("jobs (test tasks), by state", f"{dict(sorted(states.items()))}; sessions {sessions}", None),
+    ]
+
+
+def show(goals: list[Goal]) -> bool:
+    """Print the table; whether every goal was met."""
+    width = max(len(goal.what) for goal in goals)
+    for goal in goals:
+        mark = {True: "ok", False: "MISSED", None: ""}[goal.met]
+        print(f"  {goal.what:<{width}}  {mark:<6}  {goal.figure}")
+    return all(goal.met is not False for goal in goals)
+
+
+@contextlib.contextmanager
+def workspace(keep: bool) -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="kerrigan-soak-week-"))
+    try:
+        yield folder
+    finally:
+        if keep:
+            print(f"(logs and database kept in {folder})")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+async def soak(args: argparse.Namespace) -> bool:
+    """One run: the lab, the pushes, the settle, the table."""
+    rng = random.Random(args.seed)
+    pushes = schedule(args.hours, args.pushes_per_hour, rng)
+    with workspace(args.keep) as folder:
+        async with postgres_database(args.postgres) if not args.sqlite else sqlite_database(folder) as url:
+            replicas = 1 if args.sqlite else 2
+            kind = "SQLite, one server" if args.sqlite else "PostgreSQL, two server replicas and a worker"
+            print(
+                f"== {args.hours:g} lab hours at {args.speed:g}x ({kind}): {len(pushes)} pushes from "
+                f"{len(REPOSITORIES)} repositories, {len(HOSTS)} runner hosts, {len(device_ids())} boards, "
+                f"hang rate {args.hang_rate:.0%}, seed {args.seed}"
+            )
+            began = time.perf_counter()
+            async with lab(folder, url, replicas=replicas, args=args) as running:
+                ready = time.perf_counter() - began
+                taken = await drive(running, pushes, args.speed)
+                sent = time.perf_counter() - began
+                waited = await settled(running, len(pushes), args.settle_s)
+                print(
+                    f"  lab up in {ready:.1f} s; pushes sent over {sent - ready:.1f} s; "
+                    + (
+                        f"settled {waited:.1f} s after the last"
+                        if waited >= 0
+                        else f"NOT settled in {args.settle_s:g} s"
+                    )
+                )
+                goals = await account(running, pushes, taken, args.hours)
+            met = show(goals)
+            verdict = "every goal met" if met else "A GOAL WAS MISSED"
+            print(f"  {time.perf_counter() - began:.0f} s in all: {verdict}")
+            if not met and not args.keep:
+                print("  (rerun with --keep for the servers' and agents' logs)")
+            return met
+
+
+@contextlib.asynccontextmanager
+async def sqlite_database(folder: Path) -> AsyncIterator[str]:
+    yield f"sqlite+aiosqlite:///{folder / 'kerrigan.db'}"
+
+
+@contextlib.asynccontextmanager
+async def postgres_database(url: str | None) -> AsyncIterator[str]:
+    """A database of its own on the server of ``url``, dropped at the end (soak_github_faults' way)."""
+    if not url:
+        raise SystemExit("PostgreSQL needs --postgres URL (or KERRIGAN_TEST_POSTGRES_URL); or use --sqlite")
+    from soak_github_faults import scratch_database  # noqa: PLC0415 -- only with PostgreSQL
+
+    async with scratch_database(url) as scratch:
+        yield scratch
+
+
+def main() -> None:
+    """Parse arguments and run; exit 1 when a goal is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 lab hours at 240x (about a minute of pushes)")
+    parser.add_argument("--hours", type=float, default=168.0, help="lab hours to run (a week: 168)")
+    parser.add_argument("--speed", type=float, default=600.0, help="lab seconds per real second")
+    parser.add_argument("--pushes-per-hour", type=float, default=1.0, help="per repository, in lab time")
+    parser.add_argument("--hang-rate", type=float, default=0.05, help="jobs whose board hangs mid-run")
+    parser.add_argument("--sqlite", action="store_true", help="one server on SQLite (else PostgreSQL)")
+    parser.add_argument("--postgres", default=os.environ.get("KERRIGAN_TEST_POSTGRES_URL"))
+    parser.add_argument("--settle-s", type=float, default=300.0, help="how long to wait for the end")
+    parser.add_argument("--seed", type=int, default=31)
+    parser.add_argument("--keep", action="store_true", help="keep the logs and the database")
+    args = parser.parse_args()
+    if args.quick:
+        args.hours, args.speed = 2.0, 240.0
+    sys.exit(0 if asyncio.run(soak(args)) else GOAL_MISSED)
+
+
+if __name__ == "__main__":
+    main()
