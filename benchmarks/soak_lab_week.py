@@ -57,13 +57,19 @@ from typing import Any, Final
 import aiohttp
 from sqlalchemy import func, select
 
+from kerrigan.core.device_status import Health
+from kerrigan.core.flaky import MIN_RUNS
+from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.recovery import RECOVERY_TASK
+from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import pending_count
-from kerrigan.store.models import DeliveryRow, DeviceLeaseRow, JobRow, SessionRow
-from kerrigan.testing.board import SimulatedBoard
+from kerrigan.store.inventory import set_state
+from kerrigan.store.models import DeliveryRow, DeviceLeaseRow, DeviceRow, JobRow, ReservationRow, SessionRow
+from kerrigan.store.tokens import create_token
+from kerrigan.testing.board import Mode, SimulatedBoard
 from kerrigan.testing.board_wiring import wired_device, write_devices_file
 from kerrigan.testing.github import GitHubStandIn, push_payload, signed_headers
 from kerrigan.testing.pdu import GudePdu
@@ -86,6 +92,17 @@ HOUR_S: Final = 3600.0
 JOB_LAB_S: Final = 600.0  # a job's test time, in lab seconds (at least JOB_MIN_S of real time)
 JOB_MIN_S: Final = 0.5
 START: Final = "soak-start"
+FLAKY: Final = "pcie-03"  # fails FLAKY_TASK far more often than its peers
+FLAKY_TASK: Final = "suite"
+FLAKY_RATE: Final = 0.6
+DEAD: Final = "pcie-07"  # dies for good
+MAINTAINED: Final = "som-04"  # its owner takes it for maintenance
+RESERVED: Final = "som-09"  # a person reserves it
+RESERVER: Final = "octocat"
+RESTARTED: Final = "rig-2"  # restarted twice
+LOST: Final = "rig-3"  # lost for an hour
+PDU_SILENT_LAB_S: Final = 600.0
+PDU_SILENT_MIN_S: Final = 20.0  # real seconds: longer than the power commands' timeout (10 s)
 END: Final = "soak-end"
 GOAL_MISSED: Final = 1
 
@@ -123,7 +140,9 @@ if re.search(r"login: $", expect(r"(login: |# )$")):
 job = os.environ["KERRIGAN_JOB_ID"]
 run(f"echo START {job} {task}")
 time.sleep(seconds)
-run(f"echo END {job} {task}")
+if f"END {job} {task}" not in run(f"echo END {job} {task}"):
+    print(f"{task}: the board's answer was wrong: the test failed")
+    sys.exit(1)
 print(f"{task} on {os.environ['KERRIGAN_DEVICE_ID']}: verdict {verdicts[task]}")
 sys.exit(int(verdicts[task]))
 """.replace("START", START).replace("END", END)
@@ -202,13 +221,21 @@ class Boards:
     def listen(self, device: str) -> None:
         board = self.boards[device]
 
-        def heard(line: str) -> None:
+        def heard(line: str) -> str | None:
             words = line.split()
             if words[:2] == ["echo", START]:
                 self.starts[words[2]] += 1
                 if self.rng.random() < self.hang_rate:
                     board.hang()
                     self.hangs.append((device, datetime.now(UTC)))
+            elif (
+                words[:2] == ["echo", END]
+                and device == FLAKY
+                and words[3:] == [FLAKY_TASK]
+                and self.rng.random() < FLAKY_RATE
+            ):
+                return "i2c i2c-3: transfer timed out"  # the test reads garbage: it fails
+            return None
 
         board.on_command(heard)
 
@@ -266,6 +293,7 @@ class Lab:
     database: Database
     github: GitHubStandIn
     boards: Boards
+    agents: Agents
 
 
 @contextlib.asynccontextmanager
@@ -303,18 +331,145 @@ async def lab(folder: Path, url: str, *, replicas: int, args: argparse.Namespace
         for base in bases:
             await wait_ready(base)
         boards = await stack.enter_async_context(wired_boards(folder, args.hang_rate, rng))
-        for index, host in enumerate(HOSTS):  # the hosts spread over the replicas
-            served = Served(bases[index % len(bases)], github.url, github.app_id, str(github.private_key))
-            process_lab = ProcessLab(served, database, folder, tokens, env)
-            await stack.enter_async_context(
-                runner_agent(
-                    process_lab,
-                    host,
-                    *("--devices-file", str(folder / f"devices-{host}.yml"), "--max-weight", "8"),
-                    graceful=True,
+        agents = Agents(
+            {
+                # the hosts spread over the replicas
+                host: ProcessLab(
+                    Served(bases[index % len(bases)], github.url, github.app_id, str(github.private_key)),
+                    database,
+                    folder,
+                    tokens,
+                    env,
                 )
-            )
-        yield Lab(tuple(bases), database, github, boards)
+                for index, host in enumerate(HOSTS)
+            }
+        )
+        stack.push_async_callback(agents.close)
+        for host in HOSTS:
+            await agents.start(host)
+        yield Lab(tuple(bases), database, github, boards, agents)
+
+
+class Agents:
+    """A ``kerrigan runner`` process per host, each killed (as a host that loses its power) and started
+    again at will."""
+
+    def __init__(self, labs: Mapping[str, ProcessLab]) -> None:
+        self.labs = labs
+        self.running: dict[str, contextlib.AsyncExitStack] = {}
+
+    async def start(self, host: str) -> None:
+        stack = contextlib.AsyncExitStack()
+        options = ("--devices-file", str(self.labs[host].folder / f"devices-{host}.yml"), "--max-weight", "8")
+        await stack.enter_async_context(runner_agent(self.labs[host], host, *options))
+        self.running[host] = stack
+
+    async def kill(self, host: str) -> None:
+        await self.running.pop(host).aclose()
+
+    async def close(self) -> None:
+        for host in list(self.running):
+            await self.kill(host)
+
+
+@dataclass
+class Events:
+    """When each fault of the week struck and ended (wall clock), for the accounting."""
+
+    began: datetime
+    died: datetime | None = None
+    outages: list[tuple[str, str, datetime, datetime]] = field(default_factory=list)  # what, host, from, to
+    maintenance: tuple[datetime, datetime] | None = None
+    reservation: str | None = None  # its id
+    notes: list[str] = field(default_factory=list)
+
+    def lab_hour(self, at: datetime, speed: float) -> float:
+        return (at - self.began).total_seconds() * speed / HOUR_S
+
+
+async def faults(lab: Lab, args: argparse.Namespace, events: Events) -> None:
+    """The week's trouble, each at its share of the run (so that a short run has it too), lasting its lab
+    time (capped at a share of the run): a board dies for good, the owner's maintenance, a runner host
+    restarted twice and one lost for an hour, a person's reservation, a PDU silent for ten minutes."""
+    span = args.hours * HOUR_S
+    speed = args.speed
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def at(share: float) -> None:
+        await asyncio.sleep(max(0.0, start + share * span / speed - loop.time()))
+
+    def lasting(lab_s: float, share: float) -> float:
+        """Real seconds of an outage ``lab_s`` long, at most ``share`` of the run."""
+        return min(lab_s, share * span) / speed
+
+    async def dies() -> None:
+        await at(0.2)
+        board = lab.boards.boards[DEAD]
+        board.mode = Mode.HANG_AT_BOOT  # at every boot from now on
+        board.hang()
+        events.died = datetime.now(UTC)
+
+    async def maintenance() -> None:
+        await at(0.15)
+        began = datetime.now(UTC)
+        await device_state(lab.database, MAINTAINED, DeviceState.MAINTENANCE, "the owner's maintenance")
+        await asyncio.sleep(lasting(HOUR_S, 0.2))
+        await device_state(lab.database, MAINTAINED, DeviceState.AVAILABLE, "maintenance done")
+        events.maintenance = (began, datetime.now(UTC))
+
+    async def outage(what: str, host: str, share: float, seconds: float) -> None:
+        await at(share)
+        down = datetime.now(UTC)
+        await lab.agents.kill(host)
+        await asyncio.sleep(seconds)
+        await lab.agents.start(host)
+        events.outages.append((what, host, down, datetime.now(UTC)))
+
+    async def pdu_silent() -> None:
+        await at(0.7)
+        began = datetime.now(UTC)
+        lab.boards.pdu.hang()
+        await asyncio.sleep(max(PDU_SILENT_MIN_S, PDU_SILENT_LAB_S / speed))
+        lab.boards.pdu.behave()
+        events.outages.append(("PDU silent", "pdu", began, datetime.now(UTC)))
+
+    async def reserve() -> None:
+        await at(0.5)
+        events.reservation = await reservation(lab, RESERVED, lasting(HOUR_S, 0.2), wait_s=span / speed)
+
+    await asyncio.gather(
+        dies(),
+        maintenance(),
+        outage("host restarted", RESTARTED, 0.3, max(1.0, 120 / speed)),
+        outage("host lost", LOST, 0.4, lasting(HOUR_S, 0.25)),
+        reserve(),
+        outage("host restarted", RESTARTED, 0.6, max(1.0, 120 / speed)),
+        pdu_silent(),
+    )
+
+
+async def device_state(database: Database, device: str, state: DeviceState, reason: str) -> None:
+    """The device's owner puts it in ``state``, as ``kerrigan inventory`` or its page would."""
+    async with database.sessions() as session, session.begin():
+        change = Change("octocat", datetime.now(UTC))
+        await set_state(session, device, state, reason, until=None, change=change)
+
+
+async def reservation(lab: Lab, device: str, seconds: float, *, wait_s: float) -> str:
+    """A person reserves ``device`` for ``seconds`` (waiting up to ``wait_s``), through the API; its id."""
+    async with lab.database.sessions() as session, session.begin():
+        token = await create_token(session, RESERVER, datetime.now(UTC))
+    body = {"device": device, "duration_s": max(1, round(seconds)), "wait_s": max(1, round(wait_s))}
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{lab.bases[0]}/api/v1/reservations", json=body, headers=headers) as answer,
+    ):
+        found = await answer.json()
+        if answer.status not in (200, 201, 202):
+            raise RuntimeError(f"the reservation was refused: {answer.status} {found}")
+        return str(found["id"])
 
 
 async def drive(lab: Lab, pushes: list[Push], speed: float) -> list[str]:
@@ -381,20 +536,13 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-async def account(lab: Lab, pushes: list[Push], taken: list[str], lab_hours: float) -> list[Goal]:
+async def account(  # noqa: PLR0915 -- one table, read in one place
+    lab: Lab, pushes: list[Push], taken: list[str], events: Events, args: argparse.Namespace
+) -> list[Goal]:
     """The goals, from the stand-in's check runs, the store and what the boards saw."""
     truth = {push.sha: push for push in pushes}
     runs = list(lab.github.check_runs.values())
     per = collections.Counter((run["head_sha"], run["name"]) for run in runs)
-    lab_red = [r for r in runs if r.get("conclusion") == "failure" and not truth[r["head_sha"]].fails]
-    code_hidden = [
-        r
-        for r in runs
-        if r["status"] == "completed" and truth[r["head_sha"]].fails and r.get("conclusion") != "failure"
-    ]
-    shown = {run["head_sha"] for run in runs}
-    missing = [push for push in pushes if push.sha not in shown]
-    open_runs = [run for run in runs if run["status"] != "completed"]
     async with lab.database.sessions() as session:
         stored = set((await session.scalars(select(DeliveryRow.delivery_id))).all())
         unprocessed = await session.scalar(
@@ -404,46 +552,120 @@ async def account(lab: Lab, pushes: list[Push], taken: list[str], lab_hours: flo
             await session.execute(select(DeviceLeaseRow.device_id).where(DeviceLeaseRow.job_pk.is_not(None)))
         ).all()
         jobs = list((await session.scalars(select(JobRow))).all())
-        sessions = await session.scalar(select(func.count(SessionRow.pk)))
-    lost = (
-        len(pushes)
-        - len(taken)
-        + sum(1 for delivery in taken if delivery not in stored)
-        + int(unprocessed or 0)
+        session_of_run = dict((await session.execute(select(SessionRow.check_run_id, SessionRow.pk))).all())
+        devices = {row.id: row for row in (await session.scalars(select(DeviceRow))).all()}
+        reserved = (
+            await session.scalar(select(ReservationRow).where(ReservationRow.id == events.reservation))
+            if events.reservation
+            else None
+        )
+    jobs_of: dict[int, list[JobRow]] = collections.defaultdict(list)
+    for job in jobs:
+        jobs_of[job.session_pk].append(job)
+
+    # The flaky board: named suspect when a failure on it was first judged a suspect's.
+    named = min(
+        (job.finished_at for job in jobs if job.device_id == FLAKY and job.suspect_runs and job.finished_at),
+        default=None,
     )
+    flaky_runs = collections.Counter(
+        job.session_pk for job in jobs if job.device_id == FLAKY and job.task_id == FLAKY_TASK
+    )
+
+    def before_named(run: dict[str, Any]) -> bool:
+        """A red check run whose failures were all the flaky board's before anyone could tell."""
+        failed = [
+            job
+            for job in jobs_of.get(session_of_run.get(run["id"], -1), [])
+            if job.state is JobState.FAILED and job.finished_at
+        ]
+        return bool(failed) and all(
+            job.device_id == FLAKY and (named is None or job.finished_at <= named) for job in failed
+        )
+
+    red = [r for r in runs if r.get("conclusion") == "failure" and not truth[r["head_sha"]].fails]
+    unavoidable = [r for r in red if before_named(r)]
+    lab_red = [r for r in red if not before_named(r)]
+    code_hidden = [
+        r
+        for r in runs
+        if r["status"] == "completed" and truth[r["head_sha"]].fails and r.get("conclusion") != "failure"
+    ]
+    shown = {run["head_sha"] for run in runs}
+    missing = [push for push in pushes if push.sha not in shown]
+    open_runs = [run for run in runs if run["status"] != "completed"]
+    lost = len(pushes) - len(taken) + sum(1 for delivery in taken if delivery not in stored)
+    lost += int(unprocessed or 0)
     twice = sum(count - 1 for count in per.values() if count > 1)
     ran_twice = [job for job, count in lab.boards.starts.items() if count > 1]
-    back = []
-    never = []
-    recoveries = sorted(
-        (job for job in jobs if job.task_id == RECOVERY_TASK and job.state is JobState.SUCCEEDED),
-        key=lambda job: job.finished_at or datetime.max.replace(tzinfo=UTC),
-    )
+
+    # Hung boards back in service: the first recovery of the board that succeeded after the hang.
+    recoveries = [job for job in jobs if job.task_id == RECOVERY_TASK and job.state is JobState.SUCCEEDED]
+    back, never = [], []
     for device, when in lab.boards.hangs:
-        found = next(
-            (
-                job
-                for job in recoveries
-                if job.device_id == device and job.finished_at and job.finished_at > when
-            ),
-            None,
-        )
-        if found is None or found.finished_at is None:
+        if device == DEAD:
+            continue
+        after = [job.finished_at for job in recoveries if job.device_id == device and job.finished_at]
+        found = min((at for at in after if at > when), default=None)
+        if found is None:
             never.append(device)
         else:
-            back.append((found.finished_at - when).total_seconds())
+            back.append((found - when).total_seconds())
+    hung = len(back) + len(never)
+    hang_line = (
+        f"{hung} hangs; back in service median {statistics.median(back):.1f} s, "
+        f"p95 {percentile(back, 0.95):.1f} s (real time)"
+        if back
+        else f"{hung} hangs, none back in service"
+    )
+
+    dead = devices[DEAD]
+    dead_bad = dead.health is Health.BAD
+    dead_took = (
+        f"{(dead.health_at - events.died).total_seconds():.0f} s after it died"
+        if dead_bad and dead.health_at and events.died
+        else f"health {dead.health.value}"
+    )
+    speed = args.speed
+
+    def started_on(device: str, window: tuple[datetime, datetime] | None) -> list[JobRow]:
+        if window is None:
+            return []
+        return [
+            job
+            for job in jobs
+            if job.device_id == device and job.started_at and window[0] < job.started_at < window[1]
+        ]
+
+    in_maintenance = started_on(MAINTAINED, events.maintenance)
+    reserved_window = None
+    if reserved is not None and reserved.granted_at is not None:
+        reserved_window = (reserved.granted_at, reserved.ended_at or datetime.now(UTC))
+    in_reservation = started_on(RESERVED, reserved_window)
+    reservation_line = (
+        f"granted {(reserved.granted_at - reserved.created_at).total_seconds():.1f} s after asked, "
+        f"{reserved.state}; jobs started on it meanwhile: {len(in_reservation)}"
+        if reserved is not None and reserved.granted_at is not None
+        else "never granted"
+    )
+
     requests = len(lab.github.requests)
     per_push = requests / max(1, len(pushes))
     budget = lab.github.limits.primary_limit
-    hourly = per_push * len(pushes) / max(lab_hours, 1e-9)
+    hourly = per_push * len(pushes) / max(args.hours, 1e-9)
     secondary = [hit for hit in lab.github.limits.limited if hit.kind.startswith("secondary")]
     test_jobs = [job for job in jobs if job.task_id != RECOVERY_TASK]
     states = collections.Counter(str(job.state) for job in test_jobs)
-    hang_line = (
-        f"{len(lab.boards.hangs)} hangs; back in service median {statistics.median(back):.1f} s, "
-        f"p95 {percentile(back, 0.95):.1f} s (real time)"
-        if back
-        else f"{len(lab.boards.hangs)} hangs, none back in service"
+    most_flaky = max(flaky_runs.values(), default=0)
+    flaky_line = (
+        f"named at lab hour {events.lab_hour(named, speed):.1f}; {len(unavoidable)} check runs red "
+        "before (no one could tell yet)"
+        if named
+        else f"not named; {len(unavoidable)} check runs red for it"
+    )
+    outages = "; ".join(
+        f"{what} {host} at lab hour {events.lab_hour(down, speed):.1f}, {(up - down).total_seconds():.0f} s"
+        for what, host, down, up in sorted(events.outages, key=lambda outage: outage[2])
     )
     return [
         Goal("check runs red for the lab (goal 0)", f"{len(lab_red)} of {len(runs)}", not lab_red),
@@ -461,7 +683,7 @@ async def account(lab: Lab, pushes: list[Push], taken: list[str], lab_hours: flo
         Goal("deliveries processed twice (goal 0)", f"{twice} extra check runs", twice == 0),
         Goal(
             "jobs run twice on the boards (goal 0)",
-            f"{len(ran_twice)} of {len(lab.boards.starts)}",
+            f"{len(ran_twice)} of {len(lab.boards.starts)} {ran_twice[:5]}",
             not ran_twice,
         ),
         Goal(
@@ -472,6 +694,24 @@ async def account(lab: Lab, pushes: list[Push], taken: list[str], lab_hours: flo
         Goal(
             "hung boards never back in service (goal 0)", f"{len(never)} {never[:5]}; {hang_line}", not never
         ),
+        # Named only once it ran a task of one repository MIN_RUNS times: a shorter run cannot tell.
+        Goal(
+            f"flaky board {FLAKY} named suspect for {FLAKY_TASK}",
+            f"{flaky_line}; its runs of it: {sum(flaky_runs.values())}",
+            named is not None if most_flaky >= MIN_RUNS else None,
+        ),
+        Goal(f"dead board {DEAD} bad", dead_took, dead_bad),
+        Goal(
+            f"jobs started on {MAINTAINED} in maintenance (goal 0)",
+            f"{len(in_maintenance)}",
+            not in_maintenance,
+        ),
+        Goal(
+            f"jobs started on {RESERVED} reserved (goal 0)",
+            reservation_line,
+            reserved_window is not None and not in_reservation,
+        ),
+        Goal("outages", outages or "none", None),
         Goal(
             "GitHub requests per push",
             f"{per_push:.1f} ({requests} requests); {hourly:.0f} an hour of lab time, "
@@ -479,8 +719,12 @@ async def account(lab: Lab, pushes: list[Push], taken: list[str], lab_hours: flo
             None,
         ),
         Goal("secondary-limit answers", f"{len(secondary)} (in compressed time)", None),
-        Goal("jobs (test tasks), by state", f"{dict(sorted(states.items()))}; sessions {sessions}", None),
+        Goal("jobs (test tasks), by state", dict_text(states), None),
     ]
+
+
+def dict_text(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in sorted(counts.items()))
 
 
 def show(goals: list[Goal]) -> bool:
@@ -520,7 +764,10 @@ async def soak(args: argparse.Namespace) -> bool:
             began = time.perf_counter()
             async with lab(folder, url, replicas=replicas, args=args) as running:
                 ready = time.perf_counter() - began
-                taken = await drive(running, pushes, args.speed)
+                events = Events(datetime.now(UTC))
+                taken, _ = await asyncio.gather(
+                    drive(running, pushes, args.speed), faults(running, args, events)
+                )
                 sent = time.perf_counter() - began
                 waited = await settled(running, len(pushes), args.settle_s)
                 print(
@@ -531,7 +778,7 @@ async def soak(args: argparse.Namespace) -> bool:
                         else f"NOT settled in {args.settle_s:g} s"
                     )
                 )
-                goals = await account(running, pushes, taken, args.hours)
+                goals = await account(running, pushes, taken, events, args)
             met = show(goals)
             verdict = "every goal met" if met else "A GOAL WAS MISSED"
             print(f"  {time.perf_counter() - began:.0f} s in all: {verdict}")

@@ -158,7 +158,7 @@ class SimulatedBoard:
         self._server: asyncio.Server | None = None
         self._clients: set[asyncio.StreamWriter] = set()
         self._client_tasks: set[asyncio.Task[None]] = set()
-        self._command_listeners: list[Callable[[str], None]] = []
+        self._command_listeners: list[Callable[[str], str | None]] = []
 
     @property
     def powered(self) -> bool:
@@ -232,9 +232,10 @@ class SimulatedBoard:
             self.state = State.HALTED
             self._typed.clear()
 
-    def on_command(self, listener: Callable[[str], None]) -> None:
+    def on_command(self, listener: Callable[[str], str | None]) -> None:
         """Call ``listener`` with each line the board's shell is given to run (after a login), before it
-        answers: what the jobs on it did, as the board saw it."""
+        answers: what the jobs on it did, as the board saw it. A listener that returns text answers the
+        line with it instead of the shell (a board whose peripheral misbehaves: a flaky board)."""
         self._command_listeners.append(listener)
 
     def attach(self, pdu: Outlet, index: int) -> None:
@@ -390,9 +391,11 @@ class SimulatedBoard:
         if not words:
             self._print(PROMPT)
             return
-        for listener in self._command_listeners:
-            listener(line)
+        answers = [answer for listener in self._command_listeners if (answer := listener(line)) is not None]
         if self.state is not State.SHELL:  # a listener hung it: the command is never answered
+            return
+        if answers:
+            self._print("".join(f"{out}\r\n" for out in answers) + PROMPT)
             return
         command, arguments = words[0], words[1:]
         if command == "reboot":
