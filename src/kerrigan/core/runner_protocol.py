@@ -30,6 +30,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "device_power",
         HELD_WORKSPACES,
         "device_console",
+        "runner_lost",
     }
 )
 LEASE_TTL_S: Final = 60

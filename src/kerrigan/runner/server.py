@@ -34,6 +34,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         "device_power",
         HELD_WORKSPACES,
         "device_console",
+        "runner_lost",
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure

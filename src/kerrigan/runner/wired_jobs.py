@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from kerrigan.core.lifecycle import BOARD_FAULTS, DEVICE_FAULT_EXIT
+from kerrigan.core.lifecycle import BOARD_FAULTS, DEVICE_FAULT_EXIT, RUNNER_LOST
 from kerrigan.core.manifest import PowerChoice
 from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.runner.boards.access import BoardAccess
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 CONSOLE_SEND_S: Final = 0.5  # a console line reaches the server within about this
 STOP_CHECK_S: Final = 0.2  # while boards are taken, how often a stop (a cancel) is looked for
 # Ends after which a board is not trusted as it is (besides exit 75, the job's own word for a device fault).
-IN_DOUBT: Final = frozenset({"cancelled", "timed_out", *BOARD_FAULTS})
+IN_DOUBT: Final = frozenset({"cancelled", "timed_out", RUNNER_LOST, *BOARD_FAULTS})
 
 
 def offered_power(offer: Mapping[str, object]) -> PowerChoice:
