@@ -591,6 +591,14 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
         for r in runs
         if r["status"] == "completed" and truth[r["head_sha"]].fails and r.get("conclusion") != "failure"
     ]
+    lab_concluded = [r for r in runs if r.get("conclusion") in ("action_required", "neutral")]
+    for run in lab_red:  # what a later session needs to find the cause
+        failed = [
+            f"{job.task_id} on {job.device_id} ({job.host}): {job.reason or 'exit'} {job.exit_status}"
+            for job in jobs_of.get(session_of_run.get(run["id"], -1), [])
+            if job.state is JobState.FAILED
+        ]
+        print(f"  red for the lab: {run['head_sha'][:8]} {run['name']}: {'; '.join(failed)}")
     shown = {run["head_sha"] for run in runs}
     missing = [push for push in pushes if push.sha not in shown]
     open_runs = [run for run in runs if run["status"] != "completed"]
@@ -599,26 +607,36 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
     twice = sum(count - 1 for count in per.values() if count > 1)
     ran_twice = [job for job, count in lab.boards.starts.items() if count > 1]
 
-    # Hung boards back in service: the first recovery of the board that succeeded after the hang.
-    recoveries = [job for job in jobs if job.task_id == RECOVERY_TASK and job.state is JobState.SUCCEEDED]
-    back, never = [], []
+    # Hung boards back in service: the first job (a recovery or any other) that succeeded on the board after
+    # it hung. A board no job was given since is not counted as never back: nothing tried it.
+    back, never, untried = [], [], []
     for device, when in lab.boards.hangs:
         if device == DEAD:
             continue
-        after = [job.finished_at for job in recoveries if job.device_id == device and job.finished_at]
-        found = min((at for at in after if at > when), default=None)
-        if found is None:
+        after = [job for job in jobs if job.device_id == device and job.started_at and job.started_at > when]
+        found = min(
+            (job.finished_at for job in after if job.state is JobState.SUCCEEDED and job.finished_at),
+            default=None,
+        )
+        if found is not None:
+            back.append((found - when).total_seconds())
+        elif after:
             never.append(device)
         else:
-            back.append((found - when).total_seconds())
-    hung = len(back) + len(never)
+            untried.append(device)
+    hung = len(back) + len(never) + len(untried)
     hang_line = (
         f"{hung} hangs; back in service median {statistics.median(back):.1f} s, "
-        f"p95 {percentile(back, 0.95):.1f} s (real time)"
+        f"p95 {percentile(back, 0.95):.1f} s (real time); given no job since: {untried}"
         if back
         else f"{hung} hangs, none back in service"
     )
 
+    tried_dead = [
+        job
+        for job in jobs
+        if job.device_id == DEAD and events.died and job.created_at and job.created_at > events.died
+    ]
     dead = devices[DEAD]
     dead_bad = dead.health is Health.BAD
     dead_took = (
@@ -675,6 +693,11 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             not code_hidden,
         ),
         Goal(
+            "check runs concluded for the lab (action_required, neutral)",
+            f"{len(lab_concluded)} {[r['head_sha'][:8] for r in lab_concluded][:5]}",
+            None,
+        ),
+        Goal(
             "check runs not completed or missing at the end (goal 0)",
             f"{len(open_runs)} open, {len(missing)} missing",
             not open_runs and not missing,
@@ -700,7 +723,12 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             f"{flaky_line}; its runs of it: {sum(flaky_runs.values())}",
             named is not None if most_flaky >= MIN_RUNS else None,
         ),
-        Goal(f"dead board {DEAD} bad", dead_took, dead_bad),
+        # Only a board given a job after it died can be found dead.
+        Goal(
+            f"dead board {DEAD} bad",
+            f"{dead_took}; jobs on it after it died: {len(tried_dead)}",
+            dead_bad if tried_dead else None,
+        ),
         Goal(
             f"jobs started on {MAINTAINED} in maintenance (goal 0)",
             f"{len(in_maintenance)}",
