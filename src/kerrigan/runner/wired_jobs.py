@@ -185,6 +185,22 @@ class WiredJobs(Reporting):
         accounting: dict[str, Any] | None = None,
         note: str = "",
     ) -> None:
-        """The boards are given back before the end is reported (and its output sent)."""
+        """The boards are given back before the end is reported (and its output sent). A job that failed
+        after its consoles went away with the agent that took its boards (a restart while it ran) failed
+        for the lab: ``console_lost``."""
+        if outcome is None and exit_status not in (0, None) and self._consoles_gone(record):
+            outcome = CONSOLE_LOST
+            note += (
+                "kerrigan: its board's console went away while it ran: the runner agent that bridged it "
+                "stopped (restarted); its failure is the lab's\n"
+            )
         await self._give_back_boards(record, exit_status, outcome)
         await super()._end(record, exit_status, outcome, accounting, note)
+
+    def _consoles_gone(self, record: JobRecord) -> bool:
+        """Whether the job had board consoles that an agent before a restart bridged (gone with it)."""
+        return (
+            record.boards
+            and record.id not in self._boards
+            and any(wiring.console is not None for _, _, wiring in self._wired(record))
+        )
