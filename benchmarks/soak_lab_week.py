@@ -82,7 +82,7 @@ from kerrigan.store.models import DeliveryRow, DeviceLeaseRow, DeviceRow, JobRow
 from kerrigan.store.tokens import create_token
 from kerrigan.testing.board import Mode, SimulatedBoard
 from kerrigan.testing.board_wiring import wired_device, write_devices_file
-from kerrigan.testing.github import GitHubStandIn, push_payload, signed_headers
+from kerrigan.testing.github import GitHubStandIn, pull_request_payload, push_payload, signed_headers
 from kerrigan.testing.pdu import GudePdu
 from kerrigan.testing.process_lab import ProcessLab, runner_agent, store_lab
 from kerrigan.testing.processes import Served, free_port, wait_ready
@@ -99,6 +99,8 @@ BOOT_TIMEOUT_S: Final = 5
 TASKS: Final = ("smoke", "suite")
 WORKFLOW: Final = "hil"
 FAIL_RATE: Final = 0.12  # commits whose suite fails by design
+PULL_SHARE: Final = 0.4  # pushes to a pull request's branch (the others to main)
+PULLS: Final = 2  # open pull requests a repository
 HOUR_S: Final = 3600.0
 JOB_LAB_S: Final = 600.0  # a job's test time, in lab seconds (at least JOB_MIN_S of real time)
 JOB_MIN_S: Final = 0.5
@@ -167,7 +169,7 @@ def manifest(pool: str) -> str:
     """The workflow of a repository whose boards are ``pool``'s: two tasks, one job each."""
     tasks = "".join(f"  - id: {task}\n    run: ./scripts/job.py {task}\n    vcpus: 1\n" for task in TASKS)
     return (
-        f"name: {WORKFLOW}\non: {{push: {{branches: [main]}}}}\n"
+        f"name: {WORKFLOW}\non: {{push: {{branches: [main]}}, pull_request: {{branches: [main]}}}}\n"
         f"scheduling:\n  max_devkits: 2\n  labels: {{form_factor: {pool}}}\ntasks:\n{tasks}"
     )
 
@@ -203,6 +205,7 @@ class Push:
     repository: str
     sha: str
     verdicts: Mapping[str, int]
+    pull: int | None = None  # a push to this pull request's branch (else to main)
 
     @property
     def fails(self) -> bool:
@@ -216,7 +219,8 @@ def schedule(hours: float, per_hour: float, rng: random.Random) -> list[Push]:
         at = rng.expovariate(per_hour / HOUR_S)
         while at < hours * HOUR_S:
             verdicts = {"smoke": 0, "suite": 1 if rng.random() < FAIL_RATE else 0}
-            pushes.append(Push(at, repository, f"{rng.getrandbits(160):040x}", verdicts))
+            pull = rng.randint(1, PULLS) if rng.random() < PULL_SHARE else None
+            pushes.append(Push(at, repository, f"{rng.getrandbits(160):040x}", verdicts, pull))
             at += rng.expovariate(per_hour / HOUR_S)
     return sorted(pushes, key=lambda push: push.at)
 
@@ -505,8 +509,9 @@ async def drive(lab: Lab, pushes: list[Push], speed: float) -> list[str]:
             verdicts = " ".join(f"{task}={verdict}" for task, verdict in push.verdicts.items())
             files = {**workflows[push.repository], **script, "scripts/verdicts": verdicts}
             lab.github.add_commit(push.repository, push.sha, files)
-            body = json.dumps(push_payload(push.repository, push.sha, installation=INSTALLATION)).encode()
-            headers = signed_headers(SECRET, "push", body)
+            event, payload = delivery(lab.github, push)
+            body = json.dumps(payload).encode()
+            headers = signed_headers(SECRET, event, body)
             base = lab.bases[index % len(lab.bases)]
             for _ in range(20):  # a refused or lost delivery is GitHub's to send again
                 with contextlib.suppress(aiohttp.ClientError):
@@ -516,6 +521,24 @@ async def drive(lab: Lab, pushes: list[Push], speed: float) -> list[str]:
                             break
                 await asyncio.sleep(1)
     return taken
+
+
+def delivery(github: GitHubStandIn, push: Push) -> tuple[str, dict[str, Any]]:
+    """The event GitHub sends for ``push`` (a pull request opened by its first push, synchronized by the
+    next), the stand-in's pull request moved along."""
+    if push.pull is None:
+        return "push", push_payload(push.repository, push.sha, installation=INSTALLATION)
+    branch = f"feature-{push.pull}"
+    if push.pull in github.repositories[push.repository].pulls:
+        github.push_to_pull(push.repository, push.pull, push.sha)
+        action = "synchronize"
+    else:
+        github.add_pull(push.repository, push.pull, head_sha=push.sha, head_ref=branch)
+        action = "opened"
+    payload = pull_request_payload(
+        push.repository, push.pull, push.sha, action=action, installation=INSTALLATION, branch=branch
+    )
+    return "pull_request", payload
 
 
 async def settled(lab: Lab, expected_runs: int, timeout: float) -> float:
@@ -822,7 +845,8 @@ async def soak(args: argparse.Namespace) -> bool:
             replicas = 1 if args.sqlite else 2
             kind = "SQLite, one server" if args.sqlite else "PostgreSQL, two server replicas and a worker"
             print(
-                f"== {args.hours:g} lab hours at {args.speed:g}x ({kind}): {len(pushes)} pushes from "
+                f"== {args.hours:g} lab hours at {args.speed:g}x ({kind}): {len(pushes)} pushes "
+                f"({sum(1 for push in pushes if push.pull)} to pull requests) from "
                 f"{len(REPOSITORIES)} repositories, {len(HOSTS)} runner hosts, {len(device_ids())} boards, "
                 f"hang rate {args.hang_rate:.0%}, seed {args.seed}"
             )
