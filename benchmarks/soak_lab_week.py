@@ -33,7 +33,7 @@ Printed, each against its goal; the exit status is 1 when one is missed:
 - hung boards back in service (the first job to succeed on the board after): median and p95, and any
   never back; the flaky board named suspect and at which lab hour (a goal once it ran one repository's
   task 5 times, Kerrigan's least); the dead board ``bad`` and how long after it died (a goal once a job
-  was sent to it); jobs started on the board in maintenance or reserved;
+  was sent to it); jobs leased the board in maintenance, or reserved;
 - GitHub requests per push and the installation's hourly budget at this rate in lab time; secondary-limit
   answers (in compressed time: the soak's rate in real time is far above a lab's).
 
@@ -401,6 +401,7 @@ class Events:
     outages: list[tuple[str, str, datetime, datetime]] = field(default_factory=list)  # what, host, from, to
     maintenance: tuple[datetime, datetime] | None = None
     reservation: str | None = None  # its id
+    leases: dict[tuple[str, int], datetime] = field(default_factory=dict)  # (device, job) -> granted
     notes: list[str] = field(default_factory=list)
 
     def lab_hour(self, at: datetime, speed: float) -> float:
@@ -521,6 +522,22 @@ async def drive(lab: Lab, pushes: list[Push], speed: float) -> list[str]:
                             break
                 await asyncio.sleep(1)
     return taken
+
+
+async def watch_leases(lab: Lab, events: Events) -> None:
+    """Note each job's device lease as it is granted (a lease row lasts only while the job holds it)."""
+    while True:
+        async with lab.database.sessions() as session:
+            rows = (
+                await session.execute(
+                    select(DeviceLeaseRow.device_id, DeviceLeaseRow.job_pk, DeviceLeaseRow.granted_at).where(
+                        DeviceLeaseRow.job_pk.is_not(None)
+                    )
+                )
+            ).all()
+        for device, job, granted in rows:
+            events.leases.setdefault((device, job), granted)
+        await asyncio.sleep(0.2)
 
 
 def delivery(github: GitHubStandIn, push: Push) -> tuple[str, dict[str, Any]]:
@@ -705,23 +722,25 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
     )
     speed = args.speed
 
-    def started_on(device: str, window: tuple[datetime, datetime] | None) -> list[JobRow]:
+    def leased_on(device: str, window: tuple[datetime, datetime] | None) -> list[int]:
+        """Jobs granted ``device`` within ``window`` (a job leased just before it began may still start in
+        it: the lease decided, as a running job is let finish)."""
         if window is None:
             return []
-        return [
+        return sorted(
             job
-            for job in jobs
-            if job.device_id == device and job.started_at and window[0] < job.started_at < window[1]
-        ]
+            for (leased, job), granted in events.leases.items()
+            if leased == device and window[0] < granted < window[1]
+        )
 
-    in_maintenance = started_on(MAINTAINED, events.maintenance)
+    in_maintenance = leased_on(MAINTAINED, events.maintenance)
     reserved_window = None
     if reserved is not None and reserved.granted_at is not None:
         reserved_window = (reserved.granted_at, reserved.ended_at or datetime.now(UTC))
-    in_reservation = started_on(RESERVED, reserved_window)
+    in_reservation = leased_on(RESERVED, reserved_window)
     reservation_line = (
         f"granted {(reserved.granted_at - reserved.created_at).total_seconds():.1f} s after asked, "
-        f"{reserved.state}; jobs started on it meanwhile: {len(in_reservation)}"
+        f"{reserved.state}; jobs leased it meanwhile: {len(in_reservation)}"
         if reserved is not None and reserved.granted_at is not None
         else "never granted"
     )
@@ -790,12 +809,12 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             dead_bad if tried_dead else None,
         ),
         Goal(
-            f"jobs started on {MAINTAINED} in maintenance (goal 0)",
+            f"jobs leased {MAINTAINED} in maintenance (goal 0)",
             f"{len(in_maintenance)}",
             not in_maintenance,
         ),
         Goal(
-            f"jobs started on {RESERVED} reserved (goal 0)",
+            f"jobs leased {RESERVED} reserved (goal 0)",
             reservation_line,
             reserved_window is not None and not in_reservation,
         ),
@@ -854,11 +873,13 @@ async def soak(args: argparse.Namespace) -> bool:
             async with lab(folder, url, replicas=replicas, args=args) as running:
                 ready = time.perf_counter() - began
                 events = Events(datetime.now(UTC))
+                watching = asyncio.create_task(watch_leases(running, events))
                 taken, _ = await asyncio.gather(
                     drive(running, pushes, args.speed), faults(running, args, events)
                 )
                 sent = time.perf_counter() - began
                 waited = await settled(running, len(pushes), args.settle_s)
+                watching.cancel()
                 print(
                     f"  lab up in {ready:.1f} s; pushes sent over {sent - ready:.1f} s; "
                     + (
