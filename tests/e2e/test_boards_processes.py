@@ -448,3 +448,44 @@ async def test_the_pdus_credentials_reach_no_job_log_or_page(tmp_path: Path) -> 
         assert password not in shown, where
         if where != "agent log":  # the agent may name the PDU it switches; never to a job
             assert f"127.0.0.1:{rig.pdu.port}" not in shown, where
+
+
+# -- a runner host restarted while its job runs ------------------------------------------------------------
+
+CONSOLE_UNTIL_GONE: Final = """#!/usr/bin/env python3
+import os, time
+console = os.open(os.environ["KERRIGAN_CONSOLE"], os.O_RDWR | os.O_NOCTTY)
+print("logged in", flush=True)
+for _ in range(300):  # until its console goes away (an OSError: the job fails as a test would)
+    os.write(console, b"\\r")
+    time.sleep(0.1)
+"""
+
+
+async def test_a_job_whose_agent_is_restarted_while_it_runs_fails_for_the_lab_not_the_test(
+    tmp_path: Path,
+) -> None:
+    # A host restart takes the agent that bridges the job's console with it: whatever the job does next
+    # fails for the lab (found by benchmarks/soak_lab_week.py: such jobs failed their check runs).
+    async with wired_rig(tmp_path, CONSOLE_UNTIL_GONE) as rig:
+        lab, sha = rig.lab, "4d" * 20
+        devices = ("--devices-file", str(rig.devices_file("board-a")))
+
+        async def running() -> JobRow | None:
+            """The job, once it runs and has printed (it has its console open)."""
+            rows = [row for row in await jobs_of(lab) if row.task_id == "hil" and row.state == "running"]
+            return rows[0] if rows and rows[0].log_bytes > 0 else None
+
+        async with runner_agent(lab, HOSTS["board-a"], *devices):  # killed on the way out, as a crash
+            await push(lab, sha)
+            job = await wait_until(running, timeout=60, interval=0.1, what="the job running, logged in")
+        async with runner_agent(lab, HOSTS["board-a"], *devices):
+
+            async def ended() -> JobRow | None:
+                row = next(row for row in await jobs_of(lab) if row.pk == job.pk)
+                return None if row.state in ("leased", "accepted", "running") else row
+
+            row = await wait_until(ended, timeout=60, interval=0.2, what="the job ended")
+    # Its console went with the killed agent; the job failed on it, and is retried (its peer has no agent).
+    assert (row.state, row.reason, row.exit_status) == ("retried", "console_lost", 75)
+    assert row.failure_class == "infrastructure"

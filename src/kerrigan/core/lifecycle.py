@@ -222,7 +222,8 @@ def failure_class(state: JobState, reason: str | None, exit_status: int | None) 
 
 def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> tuple[JobState, str | None]:
     """The state and reason of a job its runner host reports ended: ``outcome`` is the runner's word for a
-    stop (``cancelled`` or ``timed_out``), for its board's fault (:data:`BOARD_FAULTS`) or, for a job that
+    stop (``cancelled`` or ``timed_out``), for its board's fault (:data:`BOARD_FAULTS`), for a job it lost
+    (:data:`RUNNER_LOST`: a restart or a killed launcher left its end unknown) or, for a job that
     never started, ``source_unavailable`` (the fetch of its source failed); any other job that never
     started failed on the host (its tarball, its workspace), which is the lab's failure, not the test's."""
     if outcome == "cancelled":
@@ -231,6 +232,8 @@ def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> 
         return JobState.TIMED_OUT, "timed_out"
     if outcome in BOARD_FAULTS:  # before its command or while it ran: the lab's failure either way
         return JobState.FAILED, outcome
+    if outcome == RUNNER_LOST:  # its host lost it (restarted, its launcher killed): nobody knows its end
+        return JobState.FAILED, RUNNER_LOST
     if not started:
         return JobState.FAILED, SOURCE_UNAVAILABLE if outcome == SOURCE_UNAVAILABLE else NOT_STARTED_REASON
     if exit_status == 0:

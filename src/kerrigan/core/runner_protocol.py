@@ -34,6 +34,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         HELD_WORKSPACES,
         "device_console",
         JOB_SHELL,
+        "runner_lost",
     }
 )
 LEASE_TTL_S: Final = 60

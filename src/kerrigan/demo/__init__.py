@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import importlib.util
 import json
-import os
 import secrets
 import sys
 import tempfile
@@ -23,7 +22,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import aiohttp
-import yaml
 from aiohttp import web
 from cryptography.fernet import Fernet
 from sqlalchemy import select
@@ -48,6 +46,7 @@ from kerrigan.store.models import DeviceRow, JobRow
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.secrets import Keyring, set_secret
 from kerrigan.testing.board import Mode, SimulatedBoard
+from kerrigan.testing.board_wiring import wired_device, write_devices_file
 from kerrigan.testing.github import GitHubStandIn, signed_headers
 from kerrigan.testing.github.schema import find_description
 from kerrigan.testing.job_users import spare_job_users
@@ -244,7 +243,6 @@ async def _wire_boards(
     pdu = GudePdu(outlets=len(lab))
     await pdu.start()
     boards.push_async_callback(pdu.close)
-    wires = [sys.executable, "-m", "kerrigan.testing.wires"]
     wiring: dict[str, dict[str, Any]] = {host: {} for host in HOSTS}
     hung = None
     for outlet, device in enumerate(lab, start=1):
@@ -255,25 +253,11 @@ async def _wire_boards(
         if device.id == HUNG:
             _hang_at_first_boot(board, pdu, outlet)
             hung = board
-        assert board.socket_url is not None
-        switch = [*wires, "outlet", pdu.url, str(outlet)]
-        wiring[device.host][device.id] = {
-            "power": {
-                "command": {"on": [*switch, "on"], "off": [*switch, "off"], "status": [*switch, "status"]},
-                "off_s": 1,
-                "timeout_s": 10,
-            },
-            "console": {"command": [*wires, "console", board.socket_url.removeprefix("socket://")]},
-            "boot": {"ready": "login:", "fail": ["Kernel panic"], "timeout_s": BOOT_TIMEOUT_S},
-        }
-    files = {}
-    for host, devices in wiring.items():
-        path = folder / f"devices-{host}.yml"
-        # Readable by the agent's user alone, as docs/runner.md asks of a devices file.
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            yaml.safe_dump({"devices": devices}, file, sort_keys=False)
-        files[host] = load_devices_file(path)
+        wiring[device.host][device.id] = wired_device(pdu.url, outlet, board, boot_timeout_s=BOOT_TIMEOUT_S)
+    files = {
+        host: load_devices_file(write_devices_file(folder / f"devices-{host}.yml", devices))
+        for host, devices in wiring.items()
+    }
     assert hung is not None  # the shipped lab has it on an online host; tests keep it so
     return files, hung
 

@@ -37,6 +37,7 @@ from kerrigan.runner.isolation.range_lock import RangeLock, hold_range
 from kerrigan.runner.metrics import MetricsServer, agent_registry
 from kerrigan.runner.processes import job_environment, not_dumpable, process_start_time
 from kerrigan.runner.recovery import Recovery
+from kerrigan.runner.reporting import lost_body
 from kerrigan.runner.server import Registration, ServerRefused, ServerUnavailable, TokenRefused
 from kerrigan.runner.settings import AgentSettings
 
@@ -278,7 +279,7 @@ class Agent(Recovery):
                     "job %s: the server has it %s here, but this agent does not hold it", job_id, state
                 )
                 with contextlib.suppress(ServerUnavailable, ServerRefused):
-                    await self.server.job(job_id, "finish", {"exit_status": -1})
+                    await self.server.job(job_id, "finish", lost_body(self.capabilities))
 
     def heartbeat_body(self) -> dict[str, Any]:
         """Resources, device states, jobs waiting here for capacity (ms) and the health report."""

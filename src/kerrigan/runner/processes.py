@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from kerrigan.core.accounting import reservation_use
 from kerrigan.core.cpus import format_cpu_list
-from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT
+from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT, RUNNER_LOST
 from kerrigan.core.variable_names import name_problem
 from kerrigan.runner.boards.access import DEVICE_SOCKET
 from kerrigan.runner.host_state import may_have_secrets, offer_roles
@@ -383,7 +383,9 @@ class Processes(WiredJobs):
         outcome = self._stop_reasons.pop(record.id, None)
         status = result.get("exit_status") if result else None
         if status is None and outcome is None:
-            status = -int(signal.SIGKILL)  # the launcher itself was killed: no result
+            # The launcher itself was killed (the agent's restart, the OOM killer): no result, and the
+            # command's end is unknown. The lab's failure, not the test's.
+            status, outcome = -int(signal.SIGKILL), RUNNER_LOST
         await self._end(record, status, outcome, accounting=self._accounting(record, result))
 
     async def _exited(self, record: JobRecord) -> bool:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Collection
 from typing import Any, Final
 
-from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT
+from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT, RUNNER_LOST
 from kerrigan.core.results import results_masker
 from kerrigan.runner.boards.control import BOARD_FAULTS
 from kerrigan.runner.host_state import HostState
@@ -32,6 +33,17 @@ from kerrigan.runner.server import ServerRefused, ServerUnavailable
 from kerrigan.runner.workspaces import UnsafeWorkspaceError
 
 log = logging.getLogger(__name__)
+
+# A job's end this host does not know: dropped after a restart ("lost"), or its launcher killed.
+LOST: Final = frozenset({"lost", RUNNER_LOST})
+
+
+def lost_body(capabilities: Collection[str]) -> dict[str, Any]:
+    """The finish of a job this host lost: ``runner_lost`` to a server that announced it, else exit 75."""
+    if RUNNER_LOST in capabilities:
+        return {"exit_status": -1, "outcome": RUNNER_LOST}
+    return {"exit_status": DEVICE_FAULT_EXIT}
+
 
 OUTPUT_CUT_MARK: Final = "output-cut"  # in the job's folder: the server stores no more of its output
 
@@ -212,6 +224,10 @@ class Reporting(HostState):
             body["exit_status"] = DEVICE_FAULT_EXIT
             if "board_faults" in self.capabilities:
                 body["outcome"] = record.outcome
+        elif record.outcome in LOST:
+            # This host lost the job (a restart, its launcher killed): its end is unknown, which is the
+            # lab's failure, never the test's. Exit 75 says so to a server that does not know the word.
+            body.update(lost_body(self.capabilities))
         if record.accounting is not None:
             body["accounting"] = record.accounting
         if record.powered_off and "recovery" in self.capabilities:

@@ -35,6 +35,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         HELD_WORKSPACES,
         "device_console",
         JOB_SHELL,
+        "runner_lost",
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from kerrigan.core.lifecycle import BOARD_FAULTS, DEVICE_FAULT_EXIT
+from kerrigan.core.lifecycle import BOARD_FAULTS, DEVICE_FAULT_EXIT, RUNNER_LOST
 from kerrigan.core.manifest import PowerChoice
 from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.runner.boards.access import BoardAccess
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 CONSOLE_SEND_S: Final = 0.5  # a console line reaches the server within about this
 STOP_CHECK_S: Final = 0.2  # while boards are taken, how often a stop (a cancel) is looked for
 # Ends after which a board is not trusted as it is (besides exit 75, the job's own word for a device fault).
-IN_DOUBT: Final = frozenset({"cancelled", "timed_out", *BOARD_FAULTS})
+IN_DOUBT: Final = frozenset({"cancelled", "timed_out", RUNNER_LOST, *BOARD_FAULTS})
 
 
 def offered_power(offer: Mapping[str, object]) -> PowerChoice:
@@ -185,6 +185,22 @@ class WiredJobs(Reporting):
         accounting: dict[str, Any] | None = None,
         note: str = "",
     ) -> None:
-        """The boards are given back before the end is reported (and its output sent)."""
+        """The boards are given back before the end is reported (and its output sent). A job that failed
+        after its consoles went away with the agent that took its boards (a restart while it ran) failed
+        for the lab: ``console_lost``."""
+        if outcome is None and exit_status not in (0, None) and self._consoles_gone(record):
+            outcome = CONSOLE_LOST
+            note += (
+                "kerrigan: its board's console went away while it ran: the runner agent that bridged it "
+                "stopped (restarted); its failure is the lab's\n"
+            )
         await self._give_back_boards(record, exit_status, outcome)
         await super()._end(record, exit_status, outcome, accounting, note)
+
+    def _consoles_gone(self, record: JobRecord) -> bool:
+        """Whether the job had board consoles that an agent before a restart bridged (gone with it)."""
+        return (
+            record.boards
+            and record.id not in self._boards
+            and any(wiring.console is not None for _, _, wiring in self._wired(record))
+        )

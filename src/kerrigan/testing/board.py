@@ -156,6 +156,7 @@ class SimulatedBoard:
         self._last_byte = b""
         self._line = bytearray()  # what has been printed since the last line end, for the transcript
         self._socket: ConsoleSocket | None = None
+        self._command_listeners: list[Callable[[str], str | None]] = []
 
     @property
     def powered(self) -> bool:
@@ -214,6 +215,20 @@ class SimulatedBoard:
             self._stop()
             self.state = State.OFF
             self._typed.clear()
+
+    def hang(self) -> None:
+        """Hang now, as a kernel that locks up mid-run does: powered, silent and deaf until its supply is
+        cycled (a board that is off or already silent is left as it is)."""
+        if self.state in (State.BOOTING, State.LOGIN, State.SHELL, State.FLOODING):
+            self._stop()
+            self.state = State.HALTED
+            self._typed.clear()
+
+    def on_command(self, listener: Callable[[str], str | None]) -> None:
+        """Call ``listener`` with each line the board's shell is given to run (after a login), before it
+        answers: what the jobs on it did, as the board saw it. A listener that returns text answers the
+        line with it instead of the shell (a board whose peripheral misbehaves: a flaky board)."""
+        self._command_listeners.append(listener)
 
     def attach(self, pdu: Outlet, index: int) -> None:
         """Power the board from outlet ``index`` of ``pdu``: on when it is on, off when it goes off."""
@@ -351,6 +366,12 @@ class SimulatedBoard:
             return
         if not words:
             self._print(PROMPT)
+            return
+        answers = [answer for listener in self._command_listeners if (answer := listener(line)) is not None]
+        if self.state is not State.SHELL:  # a listener hung it: the command is never answered
+            return
+        if answers:
+            self._print("".join(f"{out}\r\n" for out in answers) + PROMPT)
             return
         command, arguments = words[0], words[1:]
         if command == "reboot":

@@ -125,7 +125,7 @@ async def runner_agent(
     its own (another agent on this machine may hold the default one). On the way out it is killed, leaving
     what it ran as a crashed agent leaves it; ``graceful``: sent SIGTERM first, so it stops its jobs, and
     killed only after :data:`STOP_GRACE_S`."""
-    with (lab.folder / f"{host}.log").open("wb") as log:
+    with (lab.folder / f"{host}.log").open("ab") as log:  # an agent started again adds to its log
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             *("-m", "kerrigan.cli", "runner"),

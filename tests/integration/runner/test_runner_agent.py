@@ -617,3 +617,34 @@ async def test_an_escaping_job_dies_whole_before_its_end_is_reported_when_its_la
 
     assert await wait_until(ended, timeout=30) == (True,)
     assert agent.jobs[str(job)].cgroup is None  # emptied and removed
+
+
+async def test_a_job_whose_launcher_was_killed_ends_runner_lost_the_labs_failure_not_the_tests(
+    harness: Harness, agents: AgentFactory
+) -> None:
+    # A host restart kills what runs there; the agent then has no result for the job, and its end is
+    # unknown: the lab's failure (runner_lost, retried), never the test's (found by soak_lab_week).
+    hosts = await tokens(harness, "lab-a-01")
+    agent = agents("lab-a-01", hosts["lab-a-01"])
+    await harness.push_commit(smoke_commit(smoke="#!/bin/sh\necho launched\nsleep 300\n"))
+
+    async def launched() -> tuple[int, int] | None:
+        for row in await job_rows(harness):
+            record = agent.jobs.get(str(row.pk))
+            if row.state != "running" or record is None or record.pid is None:
+                continue
+            async with harness.database.sessions() as session:
+                if any("launched" in data for _, data in await output(session, row.pk)):
+                    return row.pk, record.pid
+        return None
+
+    job, launcher = await wait_until(launched, timeout=30)
+    os.kill(launcher, signal.SIGKILL)
+
+    async def ended() -> JobRow | None:
+        row = next(row for row in await job_rows(harness) if row.pk == job)
+        return None if row.state in ("leased", "accepted", "running") else row
+
+    row = await wait_until(ended, timeout=30)
+    assert (row.reason, str(row.failure_class)) == ("runner_lost", "infrastructure")
+    assert row.state == "retried"  # its retries remain: it runs again, the check run is not red

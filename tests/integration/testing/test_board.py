@@ -118,6 +118,34 @@ async def test_a_board_told_to_hang_at_boot_never_prints_login(
     assert await read_for(console, 0.2) == b""
 
 
+async def test_a_board_hung_mid_run_answers_nothing_until_its_power_is_cycled_and_listeners_hear_its_commands(
+    board: SimulatedBoard, console: serial.Serial
+) -> None:
+    heard: list[str] = []
+
+    def listener(line: str) -> str | None:
+        heard.append(line)
+        if line == "echo hang now":
+            board.hang()
+        return "i2c: transfer timed out" if line == "echo flaky" else None
+
+    board.on_command(listener)
+    board.power(True)
+    await read_until(console, LOGIN)
+    await log_in(console)
+    assert await run(console, "echo before") == ["before"]
+    assert await run(console, "echo flaky") == ["i2c: transfer timed out"]  # the listener answered
+    console.write(b"echo hang now\r\n")
+    assert PROMPT.encode() not in await read_for(console, 0.5)  # the command is never answered
+    console.write(b"uname\r\n")
+    assert await read_for(console, 0.5) == b""  # deaf: not even an echo
+    assert board.state is State.HALTED
+    assert heard == ["echo before", "echo flaky", "echo hang now"]
+    board.power(False)
+    board.power(True)
+    assert (await read_until(console, LOGIN)).endswith(LOGIN)
+
+
 async def test_a_board_told_to_panic_prints_the_panic_and_stops(
     board: SimulatedBoard, console: serial.Serial
 ) -> None:

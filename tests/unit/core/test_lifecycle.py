@@ -150,6 +150,8 @@ def test_failure_class_of_each_way_a_job_ends(
         (75, "power_failed", True, (J.FAILED, "power_failed")),  # its board, before its command
         (75, "boot_failed", True, (J.FAILED, "boot_failed")),
         (75, "console_lost", True, (J.FAILED, "console_lost")),  # or while it ran
+        (-9, "runner_lost", True, (J.FAILED, "runner_lost")),  # its host lost it: its end is unknown
+        (-1, "runner_lost", False, (J.FAILED, "runner_lost")),
     ],
 )
 def test_a_runner_reported_end_becomes_a_state_and_reason(

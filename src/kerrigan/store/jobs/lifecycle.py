@@ -20,6 +20,7 @@ from kerrigan.core.lifecycle import (
     ENDED,
     NOT_STARTED,
     QUEUE_WAIT_EXCEEDED,
+    RUNNER_LOST,
     SOURCE_UNAVAILABLE,
     JobState,
     TransitionError,
@@ -35,7 +36,7 @@ from kerrigan.store.runners import hold_after_refusal
 from kerrigan.store.signals import Topic, mark
 from kerrigan.store.transitions import held_devices, move_job, settle_session
 
-OUTCOMES = frozenset({"cancelled", "timed_out", SOURCE_UNAVAILABLE, *BOARD_FAULTS})
+OUTCOMES = frozenset({"cancelled", "timed_out", SOURCE_UNAVAILABLE, RUNNER_LOST, *BOARD_FAULTS})
 
 
 REQUEUE_REASONS = frozenset({"runner_full", "runner_disk_full"})

@@ -14,7 +14,7 @@ from kerrigan.testing.github.faults import Fault, Faults
 from kerrigan.testing.github.limits import LimitedRequest, RateLimits
 from kerrigan.testing.github.records import FakeRepository, RecordedRequest
 from kerrigan.testing.github.server import DROPPED, GitHubStandIn
-from kerrigan.testing.github.webhooks import push_payload, signed_headers
+from kerrigan.testing.github.webhooks import pull_request_payload, push_payload, signed_headers
 
 __all__ = [
     "DROPPED",
@@ -27,6 +27,7 @@ __all__ = [
     "RateLimits",
     "RecordedRequest",
     "generate_app_key",
+    "pull_request_payload",
     "push_payload",
     "signed_headers",
 ]

@@ -30,3 +30,29 @@ def push_payload(
         "repository": {"full_name": repository},
         "sender": {"login": "octocat", "type": "User"},
     }
+
+
+def pull_request_payload(
+    repository: str,
+    number: int,
+    sha: str,
+    *,
+    action: str = "synchronize",
+    installation: int = 1,
+    branch: str = "feature",
+    base: str = "main",
+) -> dict[str, Any]:
+    """The parts of a ``pull_request`` delivery Kerrigan reads: pull request ``number`` of ``repository``
+    (not a fork) whose head ``branch`` is now at ``sha``, ``opened`` or ``synchronize`` (a push to it)."""
+    return {
+        "action": action,
+        "number": number,
+        "installation": {"id": installation},
+        "repository": {"full_name": repository},
+        "pull_request": {
+            "number": number,
+            "head": {"sha": sha, "ref": branch, "repo": {"full_name": repository}},
+            "base": {"ref": base, "repo": {"full_name": repository}},
+        },
+        "sender": {"login": "octocat", "type": "User"},
+    }
