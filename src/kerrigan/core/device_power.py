@@ -56,6 +56,7 @@ class PowerFailure(enum.StrEnum):
     NO_POWER = "no_power"  # the devices file gives the device no power wiring (or does not name it)
     BUSY = "busy"  # a job holds the board on the host
     POWER_FAILED = "power_failed"  # the switch failed or did not answer within the wiring's timeout_s
+    NOT_HOLDER = "not_holder"  # the person held the device no more when its agent was to take the request
 
 
 class ActionError(ValueError):
@@ -95,6 +96,23 @@ def refusal(principal: Principal, device_id: str, holder: Holder) -> str | None:
     if holder.login is not None and holder.login.lower() == principal.login.lower():
         return None
     return f"you do not hold a reservation of {device_id}"
+
+
+def refusal_when_taken(
+    login: str, admin: bool, device_id: str, holder: Holder
+) -> tuple[PowerFailure, str] | None:
+    """Why a request ``login`` made must not reach the agent now that its host takes it (None: it may):
+    asked while they held ``device_id``, it waited for the host's poll, and meanwhile a job may have taken
+    the device (``busy``: its power is the job's) or their reservation may have ended (``not_holder``)."""
+    if holder.job is not None:
+        return PowerFailure.BUSY, (
+            f"job {holder.job} took {device_id} before its agent got the request: its power is the job's"
+        )
+    if refusal(Principal(login, admin=admin), device_id, holder) is not None:
+        return PowerFailure.NOT_HOLDER, (
+            f"{login} no longer holds {device_id}: the reservation ended before its agent got the request"
+        )
+    return None
 
 
 def outcome_text(state: RequestState, power: PowerState | None, message: str) -> str:

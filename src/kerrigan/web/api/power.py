@@ -4,7 +4,8 @@
 Who may: the person whose reservation holds the device, and System Admins; anyone else is a 403 naming what
 they lack, before anything is stored or reaches the agent. A device a job holds is a 409, as is one whose
 host's agent does not speak ``device_power`` or whose devices file gives it no power; a host whose agent is
-offline is a 503. The request waits in the store until the host's long poll hands it to its agent, and
+offline is a 503. The request waits in the store until the host's long poll hands it to its agent (who
+may is checked again there: a reservation ended meanwhile is a 403, a job that took the device a 409), and
 this call waits for the agent's answer (at most :data:`ANSWER_WITHIN_S`: the wiring's ``timeout_s`` is the
 agent's, unknown here): the power state after the action, or a 504 and the request marked expired. Every
 request that ends is in the audit log (:mod:`kerrigan.store.device_requests`).
@@ -43,6 +44,7 @@ _FAILURES: Final = {
     PowerFailure.NO_POWER: (409, "no_power"),
     PowerFailure.BUSY: (409, "device_busy"),
     PowerFailure.POWER_FAILED: (502, "power_failed"),
+    PowerFailure.NOT_HOLDER: (403, "forbidden"),  # their reservation ended before the agent got it
 }
 
 

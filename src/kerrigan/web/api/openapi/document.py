@@ -303,7 +303,10 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         "200": _json("DevicePower", "the action done: the power state its switch then read"),
                         "400": _error("invalid input: the error names the field (action) and the rule"),
                         "401": _error("no valid token"),
-                        "403": _error("the caller holds no reservation of the device (nor is an admin)"),
+                        "403": _error(
+                            "the caller holds no reservation of the device (nor is an admin), or held it no "
+                            "more when its host took the request"
+                        ),
                         "404": _error("no such device"),
                         "409": _error(
                             "device_busy: a job holds the device; no_power: its devices file gives it no "
