@@ -17,6 +17,9 @@ CAPABILITY: Final = "device_power"
 # How long the API waits for the agent's answer: the wiring's timeout_s is the agent's, unknown here.
 ANSWER_WITHIN_S: Final = 60.0
 MAX_MESSAGE: Final = 500  # an agent's words on a failure, as stored
+# A person's requests waiting for their agents' answers at once; one more is refused (409 too_many): each
+# holds an API call and a row for up to ANSWER_WITHIN_S.
+MAX_PENDING_PER_PERSON: Final = 4
 
 
 class PowerAction(enum.StrEnum):
@@ -113,6 +116,17 @@ def refusal_when_taken(
             f"{login} no longer holds {device_id}: the reservation ended before its agent got the request"
         )
     return None
+
+
+def pending_refusal(login: str, pending: int) -> str | None:
+    """Why ``login``, with ``pending`` requests still waiting for an answer, may not ask one more (None:
+    they may)."""
+    if pending < MAX_PENDING_PER_PERSON:
+        return None
+    return (
+        f"{login} has {pending} power requests waiting for their agents' answers, the most one person may "
+        f"have at once ({MAX_PENDING_PER_PERSON}): wait for one to end"
+    )
 
 
 def outcome_text(state: RequestState, power: PowerState | None, message: str) -> str:

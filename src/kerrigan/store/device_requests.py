@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_power import (
@@ -122,6 +122,20 @@ async def requests_waiting(session: AsyncSession, host: str, now: datetime) -> b
         .limit(1)
     )
     return found is not None
+
+
+async def pending_of(session: AsyncSession, login: str, now: datetime) -> int:
+    """How many of ``login``'s requests (any case of it) still wait for an answer, not yet expired."""
+    found = await session.scalar(
+        select(func.count())
+        .select_from(DeviceRequestRow)
+        .where(
+            func.lower(DeviceRequestRow.login) == login.lower(),
+            DeviceRequestRow.state.in_(PENDING),
+            DeviceRequestRow.created_at > _fresh(now),
+        )
+    )
+    return int(found or 0)
 
 
 async def take_requests(

@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 from sqlalchemy import select, update
 
+from kerrigan.core.device_power import MAX_PENDING_PER_PERSON
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.lifecycle import JobState
 from kerrigan.runner.agent import Agent, AgentSettings
@@ -371,3 +372,27 @@ async def _waiting(api: Api) -> bool:
     async with api.db.sessions() as session:
         found = await session.scalars(select(DeviceRequestRow.state))
         return [state.value for state in found][-1:] == ["waiting"]
+
+
+async def test_a_person_with_the_most_requests_waiting_is_refused_one_more_naming_the_limit(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(power, "ANSWER_WITHIN_S", 3.0)  # nobody answers: they expire after 3 s
+    await runner(api, "lab-b-01", ["device_power"])
+    await reserve(api, "dev-b1")
+    asked = [asyncio.create_task(switch(api, "dev-b1", "status")) for _ in range(MAX_PENDING_PER_PERSON)]
+
+    async def all_waiting() -> bool:
+        async with api.db.sessions() as session:
+            return len((await session.scalars(select(DeviceRequestRow))).all()) == MAX_PENDING_PER_PERSON
+
+    await wait_until(all_waiting, timeout=15)
+    status, body = await switch(api, "dev-b1", "on")
+    assert (status, body["error"]["code"]) == (409, "too_many"), body
+    assert body["error"]["message"] == (
+        f"rita has {MAX_PENDING_PER_PERSON} power requests waiting for their agents' answers, the most one "
+        f"person may have at once ({MAX_PENDING_PER_PERSON}): wait for one to end"
+    )
+    assert [(await task)[0] for task in asked] == [504] * MAX_PENDING_PER_PERSON
+    status, body = await switch(api, "dev-b1", "on")  # none waits now: asked (and expired, unanswered)
+    assert (status, body["error"]["code"]) == (504, "no_answer"), body

@@ -15,7 +15,7 @@ import json
 
 from aiohttp import WSMsgType, web
 
-from kerrigan.core.device_console import Frame
+from kerrigan.core.device_console import Frame, close_reason
 from kerrigan.dispatch.protocol.requests import ProtocolError
 from kerrigan.store.consoles import ConsoleSession
 from kerrigan.store.database import Database
@@ -53,7 +53,7 @@ class ConsoleCall:
             said = up.result() if up.done() and not up.cancelled() and up.exception() is None else None
             session.end(said or "the agent's WebSocket closed", failed=True)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(socket.close(message=session.reason.encode()[:120]), 2.0)
+                await asyncio.wait_for(socket.close(message=close_reason(session.reason)), 2.0)
         return socket
 
 
