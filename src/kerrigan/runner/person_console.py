@@ -16,6 +16,7 @@ said to the server as ``{"type": "end", "reason"}`` before the WebSocket closes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -32,7 +33,11 @@ from kerrigan.runner.devices_file.wiring import Wiring
 log = logging.getLogger(__name__)
 
 BUSY_CHECK_S: Final = 0.2  # how often an open console looks whether a job of this agent took its board
-UP_QUEUED: Final = 256  # blocks of the board's bytes waiting for the WebSocket; past this they are dropped
+# The board's bytes waiting for the WebSocket, counted in bytes (not in the reader's blocks, which a
+# person's short gather makes small: 256 of them were 2 to 3 s of a 115,200 baud board, lost whenever the
+# agent's loop was held up that long): about 90 s of 115,200 baud. Past this they are dropped, like a UART's.
+UP_QUEUED_BYTES: Final = 1 << 20
+UP_FRAME_BYTES: Final = 64 * 1024  # at most this in one frame (the server takes frames of up to 1 MiB)
 CLOSE_WAIT_S: Final = 5.0  # how long a job taking a board waits for a person's console of it to close
 
 Connect = Callable[[str], Awaitable[aiohttp.ClientWebSocketResponse]]
@@ -110,13 +115,8 @@ class PersonConsole:
         except ConsoleLost as err:
             await _end(socket, str(err))
             return
-        up: asyncio.Queue[bytes] = asyncio.Queue(UP_QUEUED)
-
-        def arrived(data: bytes) -> None:
-            with contextlib.suppress(asyncio.QueueFull):  # the server lags far behind: like a UART, drop
-                up.put_nowait(data)
-
-        stop_tap = console.tap(arrived)
+        up = Backlog(UP_QUEUED_BYTES)
+        stop_tap = console.tap(up.offer)
         log.info("console of %s opened for a person", device_id)
         sending = asyncio.create_task(_send(socket, up), name="kerrigan-person-console-up")
         typing = asyncio.create_task(
@@ -141,6 +141,10 @@ class PersonConsole:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await console.close()
+            if up.dropped:
+                log.warning(
+                    "console of %s for a person: %d bytes dropped, the server lagged", device_id, up.dropped
+                )
             log.info("console of %s for a person closed", device_id)
 
     async def _until_busy(self, device_id: str) -> None:
@@ -164,12 +168,45 @@ class PersonConsole:
         return None
 
 
-async def _send(socket: aiohttp.ClientWebSocketResponse, up: asyncio.Queue[bytes]) -> None:
+class Backlog:
+    """The board's bytes on their way to the WebSocket: at most ``limit`` bytes wait; past that what the
+    board prints is dropped (``dropped`` counts it) until the WebSocket takes some, as a UART drops what
+    nobody reads."""
+
+    def __init__(self, limit: int) -> None:
+        self._blocks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._limit = limit
+        self._ready = asyncio.Event()
+        self.dropped = 0
+
+    def offer(self, data: bytes) -> None:
+        """The console read ``data``: kept for the WebSocket, or dropped when too much waits."""
+        if self._size + len(data) > self._limit:
+            self.dropped += len(data)
+            return
+        self._blocks.append(data)
+        self._size += len(data)
+        self._ready.set()
+
+    async def take(self, most: int) -> bytes:
+        """What waits, joined, at most ``most`` bytes (a block larger than that whole); waits for some."""
+        while not self._blocks:
+            self._ready.clear()
+            await self._ready.wait()
+        taken = [self._blocks.popleft()]
+        size = len(taken[0])
+        while self._blocks and size + len(self._blocks[0]) <= most:
+            block = self._blocks.popleft()
+            taken.append(block)
+            size += len(block)
+        self._size -= size
+        return b"".join(taken)
+
+
+async def _send(socket: aiohttp.ClientWebSocketResponse, up: Backlog) -> None:
     while True:
-        data = [await up.get()]
-        while not up.empty():  # what gathered meanwhile, in one frame
-            data.append(up.get_nowait())
-        await socket.send_bytes(b"".join(data))
+        await socket.send_bytes(await up.take(UP_FRAME_BYTES))  # what gathered meanwhile, in one frame
 
 
 async def _end(socket: aiohttp.ClientWebSocketResponse, reason: str) -> None:
