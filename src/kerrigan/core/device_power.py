@@ -62,6 +62,10 @@ class PowerFailure(enum.StrEnum):
     NOT_HOLDER = "not_holder"  # the person held the device no more when its agent was to take the request
 
 
+# What an agent may answer: not_holder is the server's own refusal, as the host's poll takes a request.
+AGENT_FAILURES: Final = frozenset({PowerFailure.NO_POWER, PowerFailure.BUSY, PowerFailure.POWER_FAILED})
+
+
 class ActionError(ValueError):
     """The body's ``action`` is not one of :class:`PowerAction`."""
 

@@ -269,7 +269,12 @@ async def test_an_agent_without_the_capability_or_offline_or_silent_or_unwired_i
     [request] = handed["device_requests"]
     assert (request["device"], request["action"]) == ("dev-b1", "on")
     assert (await poll(api, headers, wait=0))["device_requests"] == []  # handed once
-    for bad, field in [({"state": "lit"}, "state"), ({"failure": "fire"}, "failure"), ({}, "state")]:
+    for bad, field in [
+        ({"state": "lit"}, "state"),
+        ({"failure": "fire"}, "failure"),
+        ({"failure": "not_holder"}, "failure"),  # the server's own refusal, never an agent's
+        ({}, "state"),
+    ]:
         async with api.client.post(
             f"/api/runner/v1/device-requests/{request['id']}", json=bad, headers=headers
         ) as reply:
