@@ -83,6 +83,7 @@ def create_app(settings: Settings, *, clock: Clock = utc_now, worker_processes: 
         lease_ttl_s=settings.runner_lease_s,
         output_max_bytes=settings.output_max_bytes,
         secrets_keys=settings.secrets_keys,
+        admins=settings.admins,
     )
     app[PROTOCOL] = protocol
     metrics = LabMetrics(database)

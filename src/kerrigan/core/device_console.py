@@ -27,6 +27,8 @@ HOLDER_CHECK_S: Final = 1.0  # how often a session looks whether its device is s
 WATCHER_QUEUE_BYTES: Final = 1 << 20
 KEYSTROKE_FRAME_MAX: Final = 4096  # a larger frame of keystrokes is refused (the WebSocket is closed)
 KEYSTROKES_QUEUED: Final = 64  # frames of keystrokes waiting for the board; past this they are dropped
+MAX_WATCHERS: Final = 16  # people on one device's console at once; one more is refused (409 too_many)
+CLOSE_REASON_BYTES: Final = 120  # a WebSocket's close frame holds at most 123 bytes of reason
 
 
 class Access(enum.StrEnum):
@@ -57,3 +59,21 @@ def console_access(
     if login in {owner.lower() for owner in owners}:
         return Access.READ_ONLY
     return f"you do not hold a reservation of {device_id} and are not an owner of its pool"
+
+
+def close_reason(reason: str) -> bytes:
+    """``reason`` as a WebSocket's close frame carries it: UTF-8, at most :data:`CLOSE_REASON_BYTES` bytes,
+    cut before a character that does not fit whole (a close reason that is not valid UTF-8 fails the
+    connection at the other end instead of closing it)."""
+    return reason.encode()[:CLOSE_REASON_BYTES].decode("utf-8", "ignore").encode()
+
+
+def watchers_refusal(device_id: str, watchers: int) -> str | None:
+    """Why one more person may not join ``device_id``'s console that ``watchers`` people have open (None:
+    they may)."""
+    if watchers < MAX_WATCHERS:
+        return None
+    return (
+        f"the console of {device_id} has {watchers} watchers, the most one console may have at once "
+        f"({MAX_WATCHERS}): try again once one has left"
+    )

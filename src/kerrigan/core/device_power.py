@@ -17,6 +17,9 @@ CAPABILITY: Final = "device_power"
 # How long the API waits for the agent's answer: the wiring's timeout_s is the agent's, unknown here.
 ANSWER_WITHIN_S: Final = 60.0
 MAX_MESSAGE: Final = 500  # an agent's words on a failure, as stored
+# A person's requests waiting for their agents' answers at once; one more is refused (409 too_many): each
+# holds an API call and a row for up to ANSWER_WITHIN_S.
+MAX_PENDING_PER_PERSON: Final = 4
 
 
 class PowerAction(enum.StrEnum):
@@ -56,6 +59,11 @@ class PowerFailure(enum.StrEnum):
     NO_POWER = "no_power"  # the devices file gives the device no power wiring (or does not name it)
     BUSY = "busy"  # a job holds the board on the host
     POWER_FAILED = "power_failed"  # the switch failed or did not answer within the wiring's timeout_s
+    NOT_HOLDER = "not_holder"  # the person held the device no more when its agent was to take the request
+
+
+# What an agent may answer: not_holder is the server's own refusal, as the host's poll takes a request.
+AGENT_FAILURES: Final = frozenset({PowerFailure.NO_POWER, PowerFailure.BUSY, PowerFailure.POWER_FAILED})
 
 
 class ActionError(ValueError):
@@ -95,6 +103,34 @@ def refusal(principal: Principal, device_id: str, holder: Holder) -> str | None:
     if holder.login is not None and holder.login.lower() == principal.login.lower():
         return None
     return f"you do not hold a reservation of {device_id}"
+
+
+def refusal_when_taken(
+    login: str, admin: bool, device_id: str, holder: Holder
+) -> tuple[PowerFailure, str] | None:
+    """Why a request ``login`` made must not reach the agent now that its host takes it (None: it may):
+    asked while they held ``device_id``, it waited for the host's poll, and meanwhile a job may have taken
+    the device (``busy``: its power is the job's) or their reservation may have ended (``not_holder``)."""
+    if holder.job is not None:
+        return PowerFailure.BUSY, (
+            f"job {holder.job} took {device_id} before its agent got the request: its power is the job's"
+        )
+    if refusal(Principal(login, admin=admin), device_id, holder) is not None:
+        return PowerFailure.NOT_HOLDER, (
+            f"{login} no longer holds {device_id}: the reservation ended before its agent got the request"
+        )
+    return None
+
+
+def pending_refusal(login: str, pending: int) -> str | None:
+    """Why ``login``, with ``pending`` requests still waiting for an answer, may not ask one more (None:
+    they may)."""
+    if pending < MAX_PENDING_PER_PERSON:
+        return None
+    return (
+        f"{login} has {pending} power requests waiting for their agents' answers, the most one person may "
+        f"have at once ({MAX_PENDING_PER_PERSON}): wait for one to end"
+    )
 
 
 def outcome_text(state: RequestState, power: PowerState | None, message: str) -> str:

@@ -30,6 +30,7 @@ from kerrigan.core.manifest.devices import is_role_name
 from kerrigan.core.masking import Masker, secret_problem
 from kerrigan.core.runner_protocol import HELD_WORKSPACES
 from kerrigan.runner.boards.access import BoardAccess
+from kerrigan.runner.boards.board_locks import BoardLocks
 from kerrigan.runner.boards.console_log import ConsoleLog, RoleLines
 from kerrigan.runner.boards.control import BoardControl
 from kerrigan.runner.boards.figures import BoardFigures
@@ -138,9 +139,15 @@ class HostState:
         self._console_logs: dict[str, tuple[ConsoleLog, list[RoleLines], asyncio.Task[None]]] = {}
         self._access: dict[str, BoardAccess] = {}  # job -> its terminals and power socket while it runs
         # A person's power requests (kerrigan power) under way, beside the poll.
-        self._person_power = PersonPower(self._wiring_of, self.board_figures, self._held_by_job)
+        # One lock per board, shared by a job taking it and a person's power request and keystrokes.
+        self.board_locks = BoardLocks()
+        self._person_power = PersonPower(
+            self._wiring_of, self.board_figures, self._held_by_job, self.board_locks
+        )
         self._person_tasks: set[asyncio.Task[None]] = set()
-        self._person_console = PersonConsole(self._wiring_of, self._held_by_job, self._console_socket)
+        self._person_console = PersonConsole(
+            self._wiring_of, self._held_by_job, self._console_socket, self.board_locks
+        )
         self._shells: set[str] = set()  # the jobs with a person's shell open in their sandbox (job_shell)
 
     async def _console_socket(self, request_id: str) -> aiohttp.ClientWebSocketResponse:

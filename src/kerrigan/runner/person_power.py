@@ -2,18 +2,19 @@
 (``device_requests``): done with the board's power driver, counted as ``person`` switches, answered.
 
 The server hands a request only for a device no job holds; the agent checks again (a job it holds for the
-device: ``busy``), and takes one request of a board at a time.
+device: ``busy``) under the board's lock (:mod:`kerrigan.runner.boards.board_locks`), which a job taking the
+board holds too: one request of a board at a time, and never in the middle of a job's start.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 from kerrigan.core.device_power import PowerAction, PowerFailure, power_state, read_action
+from kerrigan.runner.boards.board_locks import BoardLocks
 from kerrigan.runner.boards.control import CountedPower
 from kerrigan.runner.boards.figures import BoardFigures, SwitchReason
 from kerrigan.runner.boards.power import PowerFailed, power_driver
@@ -23,18 +24,20 @@ log = logging.getLogger(__name__)
 
 
 class PersonPower:
-    """Does the power requests of one agent's boards; ``busy(device)`` says whether a job holds one."""
+    """Does the power requests of one agent's boards; ``busy(device)`` says whether a job holds one,
+    ``locks`` are the boards' locks the agent's jobs take too."""
 
     def __init__(
         self,
         wiring_of: Callable[[str], Wiring | None],
         figures: BoardFigures,
         busy: Callable[[str], bool],
+        locks: BoardLocks,
     ) -> None:
         self._wiring_of = wiring_of
         self._figures = figures
         self._busy = busy
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks = locks
 
     async def perform(self, asked: Mapping[str, Any]) -> dict[str, Any]:
         """The answer to one request (``{"state"}``, or ``{"failure", "message"}``)."""
@@ -47,8 +50,7 @@ class PersonPower:
         if wiring is None or wiring.power is None:
             message = f"{device_id} has no power wiring in this host's devices file"
             return {"failure": PowerFailure.NO_POWER.value, "message": message}
-        lock = self._locks.setdefault(device_id, asyncio.Lock())
-        async with lock:
+        async with self._locks.of(device_id):
             if self._busy(device_id):
                 message = f"a job holds {device_id} on this host"
                 return {"failure": PowerFailure.BUSY.value, "message": message}

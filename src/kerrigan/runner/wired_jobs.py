@@ -3,14 +3,15 @@ back at its end (:mod:`kerrigan.runner.boards.control`).
 
 Only a job whose device (or a gang role's) has wiring in the devices file (``power`` or ``console``) is
 touched: any other job runs exactly as before. For a wired one, after the server acknowledged its start and
-before its command: consoles opened, boards power-cycled (or kept: the offer's ``power``), boots waited
-for; a failure ends the job without running its command, as an infrastructure failure
-(``power_failed``, ``boot_failed``, ``console_lost``) whose note in its output says why, with the
-console's last lines. While it runs, a console going away stops it (``console_lost``). Whenever it ends
-(done, failed, cancelled, timed out, or followed to its end by a restarted agent), before its end is
-reported: ``after_job`` applied (every board with power switched off after a job that ended in doubt,
-which the end's ``powered_off`` tells the server, which recovers them) and the consoles closed, so the board
-is off before the device's next job.
+before its command, under the boards' locks (:mod:`kerrigan.runner.boards.board_locks`: a person's power
+request or keystroke under way ends first, and a person's console of them closes): consoles opened, boards
+power-cycled (or kept: the offer's ``power``), boots waited for; a failure ends the job without running its
+command, as an infrastructure failure (``power_failed``, ``boot_failed``, ``console_lost``) whose note in
+its output says why, with the console's last lines. While it runs, a console going away stops it
+(``console_lost``). Whenever it ends (done, failed, cancelled, timed out, or followed to its end by a
+restarted agent), before its end is reported: ``after_job`` applied (every board with power switched off
+after a job that ended in doubt, which the end's ``powered_off`` tells the server, which recovers them) and
+the consoles closed, so the board is off before the device's next job.
 The consoles' bytes go to the server as the job's console log (:mod:`kerrigan.runner.boards.console_log`).
 The command itself gets a terminal on each console and a socket to switch its boards' power, its own user's
 (:mod:`kerrigan.runner.boards.access`), closed before the boards are given back.
@@ -99,7 +100,17 @@ class WiredJobs(Reporting):
         record.boards = True  # a restarted agent gives them back too
         self.records.save(record)
         why = SwitchReason.RECOVERY if record.offer.get("task") == RECOVERY_TASK else SwitchReason.JOB
-        taking = asyncio.create_task(control.take(offered_power(record.offer), why))
+
+        async def take() -> None:
+            # Under the boards' locks: a person's power request or keystroke under way ends first (then
+            # finds the boards the job's), and a person's console of them closes (its reader is not the
+            # job's console's rival), before the job's power-cycle and boot.
+            async with self.board_locks.holding(device_id for device_id, _, _ in wired):
+                for device_id, _, _ in wired:
+                    await self._person_console.closed(device_id)
+                await control.take(offered_power(record.offer), why)
+
+        taking = asyncio.create_task(take())
         while not taking.done():
             await asyncio.wait({taking}, timeout=STOP_CHECK_S)
             reason = self._stop_reasons.get(record.id)

@@ -35,11 +35,13 @@ from kerrigan.store.models import DeviceRow, PoolRow
 
 class Watcher:
     """One person's WebSocket on a session: the board's bytes queued for it, at most
-    :data:`WATCHER_QUEUE_BYTES`; past that it is cut off (:attr:`cut` says why)."""
+    :data:`WATCHER_QUEUE_BYTES`; past that it is cut off (:attr:`cut` says why), as it is when its person
+    may watch no more (``admin``: they are a System Admin)."""
 
-    def __init__(self, login: str, access: Access, limit: int) -> None:
+    def __init__(self, login: str, access: Access, limit: int, *, admin: bool = False) -> None:
         self.login = login
         self.access = access
+        self.admin = admin
         self._queue: collections.deque[bytes] = collections.deque()
         self._queued = 0
         self._limit = limit
@@ -57,17 +59,22 @@ class Watcher:
         if self.cut is not None:
             return
         if self._queued + len(data) > self._limit:
-            self.cut = (
+            self.cut_off_for(
                 f"too slow: more than {self._limit} bytes of the console waited for this WebSocket to read "
                 "them; it is cut off so that it does not hold the console for others"
             )
-            self._queue.clear()
-            self._ready.set()
-            self.cut_off.set()
             return
         self._queue.append(data)
         self._queued += len(data)
         self._ready.set()
+
+    def cut_off_for(self, reason: str) -> None:
+        """Cut it off, saying why (the first reason stays); its WebSocket is closed."""
+        if self.cut is None:
+            self.cut = reason
+            self._queue.clear()
+            self._ready.set()
+            self.cut_off.set()
 
     async def next(self) -> bytes | None:
         """The next bytes to send it, joined; None once it is cut off."""
@@ -101,11 +108,11 @@ class ConsoleSession:
     last_keystroke: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     watchdog: asyncio.Task[None] | None = None
 
-    def join(self, login: str, access: Access) -> Watcher:
+    def join(self, login: str, access: Access, *, admin: bool = False) -> Watcher:
         """A new watcher; the first who may type is the writer, later ones watch (one writer at a time)."""
         if access is Access.READ_WRITE and self.writer is not None:
             access = Access.READ_ONLY
-        watcher = Watcher(login, access, self.watcher_limit)
+        watcher = Watcher(login, access, self.watcher_limit, admin=admin)
         if access is Access.READ_WRITE:
             self.writer = watcher
         self.watchers.append(watcher)
@@ -176,6 +183,11 @@ class Consoles:
         for listener in list(self.requested):
             listener(host)
         return session
+
+    def of(self, device_id: str) -> ConsoleSession | None:
+        """``device_id``'s session open now, or None."""
+        found = self._by_device.get(device_id)
+        return found if found is not None and not found.ended.is_set() else None
 
     def waiting(self, host: str) -> bool:
         """Whether ``host`` has a console request not handed to its agent yet."""

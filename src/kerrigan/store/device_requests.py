@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_power import (
@@ -25,6 +25,7 @@ from kerrigan.core.device_power import (
     PowerState,
     RequestState,
     outcome_text,
+    refusal_when_taken,
 )
 from kerrigan.core.inventory_diff import ChangeKind, FieldChange
 from kerrigan.core.reservations import ReservationState
@@ -158,8 +159,27 @@ async def requests_waiting(session: AsyncSession, host: str, now: datetime) -> b
     return found is not None
 
 
-async def take_requests(session: AsyncSession, host: str, now: datetime) -> list[DeviceRequest]:
-    """``host``'s waiting requests, oldest first, now ``sent``: each is handed to one poll only."""
+async def pending_of(session: AsyncSession, login: str, now: datetime) -> int:
+    """How many of ``login``'s requests (any case of it) still wait for an answer, not yet expired."""
+    found = await session.scalar(
+        select(func.count())
+        .select_from(DeviceRequestRow)
+        .where(
+            func.lower(DeviceRequestRow.login) == login.lower(),
+            DeviceRequestRow.state.in_(PENDING),
+            DeviceRequestRow.created_at > _fresh(now),
+        )
+    )
+    return int(found or 0)
+
+
+async def take_requests(
+    session: AsyncSession, host: str, now: datetime, admins: frozenset[str] = frozenset()
+) -> list[DeviceRequest]:
+    """``host``'s waiting requests, oldest first, now ``sent``: each is handed to one poll only. Who may is
+    checked again first (``admins``: the System Admins' logins, lower case): a request whose person no
+    longer holds the device, or whose device a job took meanwhile, ends ``failed`` here, audited, and never
+    reaches the agent."""
     rows = await session.scalars(
         select(DeviceRequestRow)
         .where(
@@ -172,7 +192,14 @@ async def take_requests(session: AsyncSession, host: str, now: datetime) -> list
         .execution_options(populate_existing=True)
     )
     taken = []
-    for row in rows:
+    for row in rows.all():
+        holder = await device_holder(session, row.device_id, now)
+        refused = refusal_when_taken(row.login, row.login.lower() in admins, row.device_id, holder)
+        if refused is not None:
+            row.state, row.answered_at = RequestState.FAILED, now
+            row.failure, row.message = refused[0], refused[1][:MAX_MESSAGE]
+            await _audit(session, row, now)
+            continue
         row.state, row.sent_at = RequestState.SENT, now
         taken.append(_request(row))
     await session.flush()

@@ -8,14 +8,18 @@ while the writer keeps typing; every session is in the audit log."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from typing import Any
 
 import aiohttp
 import pytest
+from sqlalchemy import update
 
+from kerrigan.core import device_console
 from kerrigan.runner.agent import Agent
 from kerrigan.store.audit import list_audit
+from kerrigan.store.models import PoolRow
 from kerrigan.testing.board import HOSTNAME, PROMPT, Mode, SimulatedBoard, State
 from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.pdu import GudePdu
@@ -313,3 +317,94 @@ async def test_a_console_without_a_keystroke_for_the_idle_time_ends(idle_api: Ap
     await board.close()
     [use] = await console_uses(api, "dev-b1")
     assert use.after["reason"] == "no keystroke for 1 s: the console was idle"
+
+
+async def _by_hand(api: Api) -> tuple[Screen, aiohttp.ClientWebSocketResponse, dict[str, str]]:
+    """dev-b1 reserved by rita, her console open, lab-b-01's agent played by hand: her screen, the agent's
+    WebSocket and its headers."""
+    await reserve(api, "dev-b1")
+    headers = await runner(api, "lab-b-01", ["device_power", "device_console"])
+    person = await open_console_of(api, "dev-b1", READER)
+    assert (await person.frame("open"))["read_only"] is False
+    [asked] = (await poll(api, headers))["device_requests"]
+    return person, await agent_socket(api, headers, asked["id"]), headers
+
+
+async def open_console_of(api: Api, device: str, who: str) -> Screen:
+    return Screen(
+        await api.client.ws_connect(
+            f"/api/v1/devices/{device}/console", headers={"Authorization": f"Bearer {api.tokens[who]}"}
+        )
+    )
+
+
+async def test_an_owner_removed_from_the_pool_is_cut_off_while_the_holder_watches_on(api: Api) -> None:
+    person, board, _ = await _by_hand(api)
+    owner = await open_console_of(api, "dev-b1", OWNER_B)  # pool-b's owner watches
+    assert (await owner.frame("open"))["read_only"] is True
+    await board.send_bytes(b"login: ")
+    await owner.until("login: ")
+    async with api.db.sessions() as session, session.begin():
+        await session.execute(update(PoolRow).where(PoolRow.id == "pool-b").values(owners=[]))
+    reason = (
+        "you may no longer watch the console of dev-b1: you do not hold a reservation of dev-b1 and are not "
+        "an owner of its pool"
+    )
+    assert await owner.frame("end") == {"type": "end", "reason": reason, "ok": False}
+    await owner.socket.receive(timeout=20)
+    assert owner.socket.close_code == 1008
+    await board.send_bytes(b"root")  # the holder's session goes on
+    await person.until("login: root")
+    await person.socket.close()
+    await board.close()
+    uses = {entry.actor: entry.after["reason"] for entry in await console_uses(api, "dev-b1", count=2)}
+    assert uses[OWNER_B] == reason
+
+
+async def test_one_watcher_past_the_limit_is_refused_naming_it(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(device_console, "MAX_WATCHERS", 2)
+    person, board, _ = await _by_hand(api)
+    owner = await open_console_of(api, "dev-b1", OWNER_B)
+    await owner.frame("open")
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await open_console_of(api, "dev-b1", ADMIN)
+    assert refused.value.status == 409
+    reply = await api.call("GET", "/devices/dev-b1/console", who=ADMIN)  # where kerrigan console reads why
+    assert (reply.status, reply.body["error"]["code"]) == (409, "too_many"), reply.body
+    assert reply.body["error"]["message"] == (
+        "the console of dev-b1 has 2 watchers, the most one console may have at once (2): try again once one "
+        "has left"
+    )
+    await owner.socket.close()
+    await wait_until(lambda: len(api.db.consoles.sessions()[0].watchers) == 1, timeout=15)
+    admin = await open_console_of(api, "dev-b1", ADMIN)  # room again
+    assert (await admin.frame("open"))["read_only"] is True
+    for open_socket in (admin.socket, person.socket, board):
+        await open_socket.close()
+
+
+async def test_a_close_reason_cut_to_its_bytes_never_splits_a_character(api: Api) -> None:
+    """The agent ends the console with a reason longer than a close frame holds, of two-byte characters:
+    both WebSockets close cleanly with its first 119 bytes (a cut at 120 would split a character, and a
+    close reason that is not UTF-8 fails the connection instead of closing it)."""
+    person, board, _ = await _by_hand(api)
+    said = "x" + "é" * 100  # 201 bytes: 120 end in the middle of the 60th é
+    await board.send_str(json.dumps({"type": "end", "reason": said}))
+    end = await person.frame("end")
+    assert end == {"type": "end", "reason": said, "ok": False}
+    closed = await person.socket.receive(timeout=20)
+    assert closed.type is aiohttp.WSMsgType.CLOSE, closed
+    assert (person.socket.close_code, closed.extra) == (1011, "x" + "é" * 59)
+    closing = await board.receive(timeout=20)
+    assert closing.type is aiohttp.WSMsgType.CLOSE, closing
+    assert closing.extra == "x" + "é" * 59
+    await board.close()
+
+
+def test_close_reasons_are_cut_between_characters() -> None:
+    assert device_console.close_reason("ok") == b"ok"
+    assert device_console.close_reason("é" * 70) == ("é" * 60).encode()
+    assert device_console.close_reason("x" + "€" * 50) == ("x" + "€" * 39).encode()  # 118 bytes, not 120
+    assert len(device_console.close_reason("a" * 500)) == 120

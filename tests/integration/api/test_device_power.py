@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 from sqlalchemy import select, update
 
+from kerrigan.core.device_power import MAX_PENDING_PER_PERSON
 from kerrigan.core.disk import DiskPolicy
 from kerrigan.core.lifecycle import JobState
 from kerrigan.runner.agent import Agent, AgentSettings
@@ -268,7 +269,12 @@ async def test_an_agent_without_the_capability_or_offline_or_silent_or_unwired_i
     [request] = handed["device_requests"]
     assert (request["device"], request["action"]) == ("dev-b1", "on")
     assert (await poll(api, headers, wait=0))["device_requests"] == []  # handed once
-    for bad, field in [({"state": "lit"}, "state"), ({"failure": "fire"}, "failure"), ({}, "state")]:
+    for bad, field in [
+        ({"state": "lit"}, "state"),
+        ({"failure": "fire"}, "failure"),
+        ({"failure": "not_holder"}, "failure"),  # the server's own refusal, never an agent's
+        ({}, "state"),
+    ]:
         async with api.client.post(
             f"/api/runner/v1/device-requests/{request['id']}", json=bad, headers=headers
         ) as reply:
@@ -316,3 +322,82 @@ async def test_a_reservation_past_its_end_gives_no_power_even_before_the_dispatc
     status, body = await switch(api, "dev-a2", "cycle", who=READER)
     assert status == 403, body
     assert "you do not hold a reservation of dev-a2" in body["error"]["message"]
+
+
+async def test_a_request_whose_person_no_longer_holds_the_device_when_its_host_takes_it_is_refused(
+    api: Api, clock: FakeClock
+) -> None:
+    """Asked while the person held dev-b1, the request waits for lab-b-01's poll; by then their reservation
+    ended (a 403 naming it) or a job took the device (a 409): refused there, audited, never handed over. An
+    admin's request needs no reservation and is handed."""
+    headers = await runner(api, "lab-b-01", ["device_power"])
+    reservation = await reserve(api, "dev-b1")
+    asked = asyncio.create_task(switch(api, "dev-b1", "off"))
+    await wait_until(lambda: _waiting(api), timeout=15)
+    released = await api.call("DELETE", f"/reservations/{reservation}", who=READER)
+    assert released.status < 300, released.body
+    assert (await poll(api, headers, wait=0))["device_requests"] == []  # refused as it was taken
+    status, body = await asked
+    assert (status, body["error"]["code"]) == (403, "forbidden"), body
+    assert body["error"]["message"] == (
+        "rita no longer holds dev-b1: the reservation ended before its agent got the request"
+    )
+
+    asked = asyncio.create_task(switch(api, "dev-b1", "on", who=ADMIN))
+    await wait_until(lambda: _waiting(api), timeout=15)
+    job = await _held_by_job(api, clock, "dev-b1", "lab-b-01")
+    assert (await poll(api, headers, wait=0))["device_requests"] == []
+    status, body = await asked
+    assert (status, body["error"]["code"]) == (409, "device_busy"), body
+    assert f"job {job} took dev-b1 before its agent got the request" in body["error"]["message"]
+
+    async with api.db.sessions() as session:
+        audited = await list_audit(session, device_id="dev-b1")
+    assert [(entry.actor, entry.before, entry.after) for entry in audited if entry.field == "power"] == [
+        (ADMIN, "on", f"failed: job {job} took dev-b1 before its agent got the request: its power is the "
+         "job's"),
+        (READER, "off", "failed: rita no longer holds dev-b1: the reservation ended before its agent got the "
+         "request"),
+    ]  # fmt: skip
+
+
+async def test_an_admins_request_is_handed_without_a_reservation(api: Api) -> None:
+    headers = await runner(api, "lab-b-01", ["device_power"])
+    asked = asyncio.create_task(switch(api, "dev-b1", "status", who=ADMIN))
+    [request] = (await poll(api, headers))["device_requests"]
+    assert (request["device"], request["action"]) == ("dev-b1", "status")
+    async with api.client.post(
+        f"/api/runner/v1/device-requests/{request['id']}", json={"state": "on"}, headers=headers
+    ) as reply:
+        assert await reply.json() == {"recorded": True}
+    assert await asked == (200, {"device": "dev-b1", "action": "status", "state": "on"})
+
+
+async def _waiting(api: Api) -> bool:
+    async with api.db.sessions() as session:
+        found = await session.scalars(select(DeviceRequestRow.state))
+        return [state.value for state in found][-1:] == ["waiting"]
+
+
+async def test_a_person_with_the_most_requests_waiting_is_refused_one_more_naming_the_limit(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(power, "ANSWER_WITHIN_S", 3.0)  # nobody answers: they expire after 3 s
+    await runner(api, "lab-b-01", ["device_power"])
+    await reserve(api, "dev-b1")
+    asked = [asyncio.create_task(switch(api, "dev-b1", "status")) for _ in range(MAX_PENDING_PER_PERSON)]
+
+    async def all_waiting() -> bool:
+        async with api.db.sessions() as session:
+            return len((await session.scalars(select(DeviceRequestRow))).all()) == MAX_PENDING_PER_PERSON
+
+    await wait_until(all_waiting, timeout=15)
+    status, body = await switch(api, "dev-b1", "on")
+    assert (status, body["error"]["code"]) == (409, "too_many"), body
+    assert body["error"]["message"] == (
+        f"rita has {MAX_PENDING_PER_PERSON} power requests waiting for their agents' answers, the most one "
+        f"person may have at once ({MAX_PENDING_PER_PERSON}): wait for one to end"
+    )
+    assert [(await task)[0] for task in asked] == [504] * MAX_PENDING_PER_PERSON
+    status, body = await switch(api, "dev-b1", "on")  # none waits now: asked (and expired, unanswered)
+    assert (status, body["error"]["code"]) == (504, "no_answer"), body

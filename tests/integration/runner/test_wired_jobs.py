@@ -223,3 +223,46 @@ async def test_three_failed_recoveries_make_the_board_bad_with_its_console_as_ev
     assert board.boots == 4  # the job's, then each recovery's
     await harness.settle()
     assert len(await recoveries(harness)) == 3  # no fourth: a bad board waits for a person or its check
+
+
+async def test_a_job_takes_its_board_only_once_a_persons_power_cycle_under_way_ended(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    """A person's cycle (``kerrigan power``) is under way on the agent when the job is offered: the job's own
+    cycle waits for the board's lock, so the person's off is not followed by the job's off and the person's
+    on in the middle of the job's boot; a person's request once the job holds the board is refused busy."""
+    devices = tmp_path / "devices.yml"
+    devices.write_text(
+        "devices:\n"
+        "  modalix-bluebox:\n"
+        f"    power: {{pdu: {{model: {MODEL}, host: '127.0.0.1:{pdu.port}', index: {OUTLET}}}, "
+        "off_s: 2, timeout_s: 1}\n"
+        f"    console: {{serial: {{port: {board.path}}}}}\n"
+        "    boot: {ready: 'login:', timeout_s: 5}\n",
+        encoding="utf-8",
+    )
+    hosts = await tokens(harness, "lab-a-01")
+    agent = agents("lab-a-01", hosts["lab-a-01"], devices_file=load_devices_file(devices))
+    await wait_until(lambda: "device_power" in agent.capabilities, timeout=15)
+    cycle = {"id": "p1", "device": "modalix-bluebox", "action": "cycle"}
+    person = asyncio.create_task(agent._person_power.perform(cycle))
+    await wait_until(lambda: pdu.switches == [(OUTLET, False)], timeout=15)  # its off_s has begun
+    hil = '#!/bin/sh\nsleep 1\necho "booted in $KERRIGAN_BOOT_SECONDS s"\n'
+    [run] = await harness.push_commit({".kerrigan/workflows/board.yml": MANIFEST, "scripts/hil.sh": hil})
+    await wait_until(lambda: agent._held_by_job("modalix-bluebox"), timeout=15)
+    assert not person.done()  # the job came while the person's cycle was under way
+    assert await person == {"state": "on"}
+    await wait_until(lambda: board.state is State.LOGIN, timeout=15)  # the job's boot
+    assert await agent._person_power.perform(cycle | {"action": "off"}) == {
+        "failure": "busy",
+        "message": "a job holds modalix-bluebox on this host",
+    }
+
+    async def ended() -> bool:
+        return bool(harness.github.check_runs[run["id"]]["status"] == "completed")
+
+    await harness.wait_until(ended, timeout=30)
+    [row] = await job_rows(harness)
+    assert (row.state, row.exit_status) == ("succeeded", 0), await job_output(harness, row.pk)
+    # The person's off and on, then the job's cycle (off, on) and after_job's off: never interleaved.
+    assert pdu.switches == [(OUTLET, False), (OUTLET, True), (OUTLET, False), (OUTLET, True), (OUTLET, False)]

@@ -436,3 +436,30 @@ async def test_a_jobs_power_is_cycle_for_jobs_stored_before_and_dropped_by_the_d
                     await connection.execute(text("UPDATE jobs SET power = 'reboot'"))
     finally:
         await upgrade(db.engine)
+
+
+async def test_a_power_request_refused_not_holder_reads_busy_after_the_downgrade(db: Database) -> None:
+    # Revision 0034: device_requests.failure may be not_holder (the person's reservation ended before the
+    # host took the request); the downgrade makes such a request busy, which the previous release knows.
+    row = (
+        "INSERT INTO device_requests (id, device_id, host, login, action, state, created_at, failure, "
+        "message) VALUES ('r1', 'dev', 'host', 'rita', 'off', 'failed', '2026-12-06 00:00:00', "
+        "'not_holder', 'ended')"
+    )
+    try:
+        async with db.engine.begin() as connection:
+            await connection.execute(text(row))
+        await _downgrade(db, "0032")
+        async with db.engine.connect() as connection:
+            assert await connection.scalar(text("SELECT failure FROM device_requests")) == "busy"
+            await connection.commit()
+            with pytest.raises(IntegrityError):
+                async with connection.begin():
+                    await connection.execute(text("UPDATE device_requests SET failure = 'not_holder'"))
+        await upgrade(db.engine)
+        async with db.engine.begin() as connection:
+            await connection.execute(text("UPDATE device_requests SET failure = 'not_holder'"))
+    finally:
+        async with db.engine.begin() as connection:
+            await connection.execute(text("DELETE FROM device_requests"))
+        await upgrade(db.engine)

@@ -16,7 +16,7 @@ import json
 
 from aiohttp import WSMsgType, web
 
-from kerrigan.core.device_console import Frame
+from kerrigan.core.device_console import Frame, close_reason
 from kerrigan.dispatch.protocol.requests import ProtocolError
 from kerrigan.store.consoles import Consoles, ConsoleSession
 from kerrigan.store.database import Database
@@ -57,7 +57,7 @@ class ConsoleCall:
                 said, ok = up.result()
             session.end(said or "the agent's WebSocket closed", failed=not ok)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(socket.close(message=session.reason.encode()[:120]), 2.0)
+                await asyncio.wait_for(socket.close(message=close_reason(session.reason)), 2.0)
         return socket
 
 

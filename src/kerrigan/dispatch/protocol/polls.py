@@ -42,8 +42,9 @@ POLL_INTERVAL_S = 1.0
 class Polls:
     """``/poll``, and the long polls waiting now, by host."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, admins: frozenset[str] = frozenset()) -> None:
         self.database = database
+        self.admins = admins  # KERRIGAN_ADMINS, lower case: a power request is checked again as it is taken
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._stopping = False
         # Through a weak reference: the listener lives as long as the database, and must not keep these
@@ -126,7 +127,7 @@ class Polls:
         taken: list[DeviceRequest] = []
         if powers:  # handed to this poll alone: another poll of the host finds them taken
             async with self.database.writing(), self.database.sessions() as session, session.begin():
-                taken = await take_requests(session, host, self.database.clock())
+                taken = await take_requests(session, host, self.database.clock(), self.admins)
         devices: dict[str, StoredDevice] = {}
         if found:  # read once the long poll is over, not on each of its rounds
             async with self.database.sessions() as session:

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from kerrigan.core import runner_fields as fields
 from kerrigan.core.cpus import parse_cpu_list
-from kerrigan.core.device_power import MAX_MESSAGE, PowerFailure, PowerState
+from kerrigan.core.device_power import AGENT_FAILURES, MAX_MESSAGE, PowerFailure, PowerState
 from kerrigan.core.runner_fields import MAX_BODY_BYTES, FieldError, size_text
 from kerrigan.store.jobs.lifecycle import OUTCOMES
 
@@ -328,6 +328,9 @@ class DevicePowerAnswer:
     @classmethod
     def of(cls, body: Body) -> Self:
         failure = _one_of(body.get("failure"), "failure", PowerFailure, optional=True)
+        if failure is not None and failure not in AGENT_FAILURES:
+            allowed = ", ".join(sorted(member.value for member in AGENT_FAILURES))
+            raise FieldError("failure", f"failure must be one of {allowed}")
         state = _one_of(body.get("state"), "state", PowerState, optional=failure is not None)
         message = body.get("message", "")
         message = "" if message == "" else fields.text(message, "message", MAX_MESSAGE)

@@ -44,6 +44,7 @@ class RunnerProtocol:
         mint_backoff_s: float = 0.5,
         output_max_bytes: int = DEFAULT_OUTPUT_MAX_BYTES,
         secrets_keys: tuple[str, ...] = (),
+        admins: frozenset[str] = frozenset(),
     ) -> None:
         self.database = database
         self.secrets_keys = secrets_keys  # KERRIGAN_SECRETS_KEY: what opens the secrets jobs are handed
@@ -51,7 +52,7 @@ class RunnerProtocol:
         self.output_max_bytes = output_max_bytes
         self.tokens = JobTokens(database, retry_s=mint_retry_s, backoff_s=mint_backoff_s)
         self.hosts = HostReports(database, lease_ttl_s)
-        self.polls = Polls(database)
+        self.polls = Polls(database, admins)
         self.jobs = JobCalls(
             database, self.tokens, output_max_bytes=output_max_bytes, secrets_keys=secrets_keys
         )

@@ -13,7 +13,10 @@ The console request is handed to the device's host in its long poll and its agen
 (:mod:`kerrigan.store.consoles`, which says what that means with several replicas). The session ends when
 its last watcher leaves, after ``KERRIGAN_CONSOLE_IDLE_S`` without a keystroke, when the device's holder
 changes (the reservation ended, a job took it), or when the agent does not connect within
-:data:`~kerrigan.core.device_console.AGENT_WITHIN_S` or goes away. Each person's time on it is audited.
+:data:`~kerrigan.core.device_console.AGENT_WITHIN_S` or goes away; a watcher who may watch no more (an
+owner removed from the device's pool) is cut off, checked as often as the holder. At most
+:data:`~kerrigan.core.device_console.MAX_WATCHERS` people watch one console at once (one more: 409
+``too_many``). Each person's time on it is audited.
 
 Frames: binary both ways (the board's bytes down, keystrokes up; a text frame up is typed as its UTF-8);
 text frames down are JSON: ``{"type": "open", "device", "read_only"}`` first, ``{"type": "notice",
@@ -37,9 +40,12 @@ from kerrigan.core.device_console import (
     KEYSTROKE_FRAME_MAX,
     Access,
     Frame,
+    close_reason,
     console_access,
+    watchers_refusal,
 )
 from kerrigan.core.device_power import Holder
+from kerrigan.core.roles import Principal
 from kerrigan.store.consoles import ConsoleSession, Watcher, audit_console
 from kerrigan.store.database import Database
 from kerrigan.store.device_requests import device_holder
@@ -89,6 +95,10 @@ async def device_console(request: web.Request) -> web.StreamResponse:
             "not_supported",
             f"the agent of {host} does not speak {CAPABILITY}: upgrade it to open {device_id}'s console",
         )
+    already = database.consoles.of(device_id)
+    full = watchers_refusal(device_id, len(already.watchers)) if already is not None else None
+    if full is not None:  # before the upgrade's check: kerrigan console reads the words from a plain call
+        raise ApiError(409, "too_many", full)
     if not web.WebSocketResponse().can_prepare(request).ok:
         raise ApiError(400, "not_websocket", "the console is a WebSocket: open it with a WebSocket client")
     idle_s = request.config_dict[SETTINGS].console_idle_s
@@ -97,7 +107,11 @@ async def device_console(request: web.Request) -> web.StreamResponse:
     console = database.consoles.open(
         device_id, host, lambda opened: _watch(database, opened, holder, idle_s, AGENT_WITHIN_S)
     )
-    watcher = console.join(principal.login, access)
+    full = watchers_refusal(device_id, len(console.watchers))
+    if full is not None:  # others joined while this one was upgraded
+        await close_person(request, socket, full, CUT_OFF)
+        return socket
+    watcher = console.join(principal.login, access, admin=principal.admin)
     started = database.clock()
     await socket.send_str(
         json.dumps({"type": Frame.OPEN.value, "device": device_id, "read_only": watcher.read_only})
@@ -167,7 +181,7 @@ async def close_person(request: web.Request, socket: web.WebSocketResponse, reas
             if not socket.closed:
                 with contextlib.suppress(ConnectionError, RuntimeError):
                     await socket.send_str(json.dumps(end))
-            await socket.close(code=code, message=reason.encode()[:120])
+            await socket.close(code=code, message=close_reason(reason))
     except TimeoutError:
         if request.transport is not None:
             request.transport.abort()
@@ -177,7 +191,8 @@ async def _watch(
     database: Database, console: ConsoleSession, holder: Holder, idle_s: float, agent_within_s: float
 ) -> None:
     """End ``console`` when its agent does not connect in time, when no key was typed for ``idle_s``, or
-    when the device is no longer held as it was when it opened (its reservation ended, a job took it)."""
+    when the device is no longer held as it was when it opened (its reservation ended, a job took it); cut
+    off a watcher who may watch no more (an owner no longer of the device's pool), checked as often."""
     loop = asyncio.get_running_loop()
     opened = loop.time()
     while not console.ended.is_set():
@@ -194,8 +209,19 @@ async def _watch(
             continue
         async with database.sessions() as session:
             now_held = await device_holder(session, console.device_id, database.clock())
+            try:
+                owners = (await get_device(session, console.device_id)).pool.owners
+            except NotFoundError:
+                console.end(f"{console.device_id} was deleted")
+                continue
         if now_held != holder:
             if now_held.job is not None:
                 console.end(f"job {now_held.job} holds {console.device_id} now: the job has its console")
             else:
                 console.end(f"the reservation of {console.device_id} ended")
+            continue
+        for watcher in list(console.watchers):
+            principal = Principal(watcher.login, admin=watcher.admin)
+            access = console_access(principal, console.device_id, now_held, owners)
+            if not isinstance(access, Access):
+                watcher.cut_off_for(f"you may no longer watch the console of {console.device_id}: {access}")

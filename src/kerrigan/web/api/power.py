@@ -3,9 +3,11 @@
 
 Who may: the person whose reservation holds the device, and System Admins; anyone else is a 403 naming what
 they lack, before anything is stored or reaches the agent. A device a job holds is a 409, as is one whose
-host's agent does not speak ``device_power`` or whose devices file gives it no power; a host whose agent is
-offline is a 503. The request waits in the store until the host's long poll hands it to its agent, and
-this call waits for the agent's answer (at most :data:`ANSWER_WITHIN_S`: the wiring's ``timeout_s`` is the
+host's agent does not speak ``device_power`` or whose devices file gives it no power, and a person's request
+while ``MAX_PENDING_PER_PERSON`` of theirs wait for an answer (``too_many``); a host whose agent is offline
+is a 503. The request waits in the store until the host's long poll hands it to its agent (who may is
+checked again there: a reservation ended meanwhile is a 403, a job that took the device a 409), and this
+call waits for the agent's answer (at most :data:`ANSWER_WITHIN_S`: the wiring's ``timeout_s`` is the
 agent's, unknown here): the power state after the action, or a 504 and the request marked expired. Every
 request that ends is in the audit log (:mod:`kerrigan.store.device_requests`).
 """
@@ -25,11 +27,19 @@ from kerrigan.core.device_power import (
     PowerAction,
     PowerFailure,
     RequestState,
+    pending_refusal,
     read_action,
     refusal,
 )
 from kerrigan.core.roles import Principal
-from kerrigan.store.device_requests import DeviceRequest, ask_power, device_holder, expire, get_request
+from kerrigan.store.device_requests import (
+    DeviceRequest,
+    ask_power,
+    device_holder,
+    expire,
+    get_request,
+    pending_of,
+)
 from kerrigan.store.inventory import NotFoundError, get_device
 from kerrigan.store.runners import host_report
 from kerrigan.web import bodies
@@ -45,6 +55,7 @@ _FAILURES: Final = {
     PowerFailure.NO_POWER: (409, "no_power"),
     PowerFailure.BUSY: (409, "device_busy"),
     PowerFailure.POWER_FAILED: (502, "power_failed"),
+    PowerFailure.NOT_HOLDER: (403, "forbidden"),  # their reservation ended before the agent got it
 }
 
 
@@ -99,6 +110,11 @@ async def switch_power(
                 "not_supported",
                 f"the agent of {host} does not speak {CAPABILITY}: upgrade it to switch {device_id}'s power",
             )
+        too_many = pending_refusal(
+            principal.login, await pending_of(session, principal.login, database.clock())
+        )
+        if too_many is not None:
+            raise ApiError(409, "too_many", too_many)
         request_id = await ask_power(
             session, device_id, host, login=principal.login, action=action, now=database.clock()
         )

@@ -303,11 +303,15 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         "200": _json("DevicePower", "the action done: the power state its switch then read"),
                         "400": _error("invalid input: the error names the field (action) and the rule"),
                         "401": _error("no valid token"),
-                        "403": _error("the caller holds no reservation of the device (nor is an admin)"),
+                        "403": _error(
+                            "the caller holds no reservation of the device (nor is an admin), or held it no "
+                            "more when its host took the request"
+                        ),
                         "404": _error("no such device"),
                         "409": _error(
                             "device_busy: a job holds the device; no_power: its devices file gives it no "
-                            "power; not_supported: its host's agent does not speak device_power"
+                            "power; not_supported: its host's agent does not speak device_power; too_many: "
+                            "4 of the caller's requests wait for an answer already"
                         ),
                         "413": _error("too_large: the body is over the limit"),
                         "502": _error("power_failed: the switch failed or did not answer; the message says"),
@@ -330,7 +334,7 @@ def document(reservation_max_s: int = DEFAULT_MAX_S) -> dict[str, Any]:
                         "404": _error("no such device"),
                         "409": _error(
                             "device_busy: a job holds the device; not_supported: its host's agent does not "
-                            "speak device_console"
+                            "speak device_console; too_many: 16 people watch its console already"
                         ),
                         "503": _error("host_offline: the device's runner host's agent is offline"),
                     },
