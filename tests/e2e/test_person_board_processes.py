@@ -11,11 +11,12 @@ console (both as ``kerrigan.testing.wires`` commands, as ``kerrigan demo`` wires
   stranger, is refused the console and the power with a 403 naming what they lack, and nothing reaches the
   board. Every use (each console session with how long it lasted and why it ended, each switch) is in the
   audit log (``GET /api/v1/audit``).
-- Hold board: a push's job fails on board-a; ``kerrigan reserve --job ID`` by a writer of the repository
-  (as the stand-in says) gives them that board, held for that job, whose workspace the agent keeps; a reader
-  of the repository is refused with a 403 naming the permission they lack. The writer opens
-  ``kerrigan shell JOB`` in the failed job's sandbox and runs its command again (it fails as it did, with
-  the job's environment); the reader is refused the shell.
+- Hold board: a push's job fails on board-a; a writer of the repository (as the stand-in says) clicks
+  *Hold board* on its check run and gets that board (``kerrigan reserve --job ID`` answers them with it),
+  held for that job, whose workspace the agent keeps; a reader of the repository is refused with a 403
+  naming the permission they lack. The writer opens ``kerrigan shell JOB`` in the failed job's sandbox and
+  runs its command again (it fails as it did, with the job's environment); the reader is refused the
+  shell.
 """
 
 from __future__ import annotations
@@ -36,8 +37,19 @@ import yaml
 
 from kerrigan.store.tokens import create_token
 from kerrigan.testing.board import HOSTNAME, PROMPT, SimulatedBoard, State
+from kerrigan.testing.github import check_run_action_payload
 from kerrigan.testing.pdu import GudePdu
-from kerrigan.testing.process_lab import ProcessLab, jobs_of, process_lab, push, runner_agent, session_at
+from kerrigan.testing.process_lab import (
+    REPOSITORY,
+    ProcessLab,
+    check_runs,
+    deliver,
+    jobs_of,
+    process_lab,
+    push,
+    runner_agent,
+    session_at,
+)
 from kerrigan.testing.waiting import wait_until
 
 DEVICE: Final = "board-a"
@@ -426,14 +438,32 @@ class Held:
 
 
 async def failed_and_held(rig: Rig) -> Held:
-    """Push a commit whose job fails on board-a, then hold its board with ``kerrigan reserve --job ID``: the
-    reader is refused (a 403 naming the permission they lack), the writer gets board-a."""
+    """Push a commit whose job fails on board-a; the writer clicks *Hold board* on its check run and gets
+    board-a, which the check run then says; a reader is refused ``kerrigan reserve --job ID`` (a 403 naming
+    the permission they lack), and the writer's own ``kerrigan reserve --job ID`` answers with their hold."""
     lab = rig.lab
     sha = "7a" * 20
     await push(lab, sha)
     session = await session_at(lab, sha, timeout=60)
     [row] = await jobs_of(lab)
     assert (session.conclusion, row.state, row.device_id, row.exit_status) == ("failure", "failed", DEVICE, 1)
+
+    # GitHub's API does not show a check run's actions (tests/integration/github/test_hold_board.py reads them as
+    # posted); the click is the delivery GitHub sends for it.
+    async def completed() -> dict[str, Any] | None:
+        done = [run for run in await check_runs(lab, sha) if run["status"] == "completed"]
+        return done[0] if done else None
+
+    run = await wait_until(completed, timeout=30, interval=0.3, what="the check run completed")
+    await deliver(lab, "check_run", check_run_action_payload(REPOSITORY, run, "hold", WRITER))
+
+    async def said() -> str | None:
+        [shown] = [found for found in await check_runs(lab, sha) if found["id"] == run["id"]]
+        output = shown.get("output") or {}
+        text = f"{output.get('summary') or ''}\n{output.get('text') or ''}"
+        return text if f"@{WRITER}" in text else None
+
+    shown = await wait_until(said, timeout=30, interval=0.3, what="the check run saying who holds the board")
 
     # A reader of the (public) repository: may see the job, may not hold its board.
     status, out, err = await kerrigan(lab, "reserve", "--job", str(row.pk), env=rig.people[STRANGER])
@@ -447,9 +477,10 @@ async def failed_and_held(rig: Rig) -> Held:
     status, out, err = await kerrigan(lab, "reserve", "--job", str(row.pk), env=rig.people[WRITER])
     assert status == 0, err
     lines = out.splitlines()
-    assert lines[0] == f"holding the board(s) of failed job {row.pk}", out
+    assert lines[0] == f"holding the board(s) of failed job {row.pk} (held already)", out
     assert lines[1].startswith(f"reserved {DEVICE} on runner host {HOST} until "), out
     reservation = lines[1].split("(reservation ", 1)[1].split(")", 1)[0]
+    assert DEVICE in shown, shown
     return Held(row.pk, reservation, rig.people[WRITER])
 
 

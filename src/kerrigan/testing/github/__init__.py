@@ -14,7 +14,12 @@ from kerrigan.testing.github.faults import Fault, Faults
 from kerrigan.testing.github.limits import LimitedRequest, RateLimits
 from kerrigan.testing.github.records import FakeRepository, RecordedRequest
 from kerrigan.testing.github.server import DROPPED, GitHubStandIn
-from kerrigan.testing.github.webhooks import pull_request_payload, push_payload, signed_headers
+from kerrigan.testing.github.webhooks import (
+    check_run_action_payload,
+    pull_request_payload,
+    push_payload,
+    signed_headers,
+)
 
 __all__ = [
     "DROPPED",
@@ -26,6 +31,7 @@ __all__ = [
     "LimitedRequest",
     "RateLimits",
     "RecordedRequest",
+    "check_run_action_payload",
     "generate_app_key",
     "pull_request_payload",
     "push_payload",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -55,4 +56,20 @@ def pull_request_payload(
             "base": {"ref": base, "repo": {"full_name": repository}},
         },
         "sender": {"login": "octocat", "type": "User"},
+    }
+
+
+def check_run_action_payload(
+    repository: str, check_run: Mapping[str, Any], identifier: str, login: str, *, installation: int = 1
+) -> dict[str, Any]:
+    """The parts of a ``check_run`` delivery Kerrigan reads when ``login`` clicks the action ``identifier``
+    (``retry``, ``cancel``, ``hold``) on ``check_run`` (as the stand-in holds it: ``id``, ``name``,
+    ``head_sha``, ``external_id``)."""
+    return {
+        "action": "requested_action",
+        "requested_action": {"identifier": identifier},
+        "check_run": {key: check_run[key] for key in ("id", "name", "head_sha", "external_id")},
+        "installation": {"id": installation},
+        "repository": {"full_name": repository},
+        "sender": {"login": login, "type": "User"},
     }
