@@ -448,8 +448,8 @@ async def failed_and_held(rig: Rig) -> Held:
     [row] = await jobs_of(lab)
     assert (session.conclusion, row.state, row.device_id, row.exit_status) == ("failure", "failed", DEVICE, 1)
 
-    # GitHub's API does not show a check run's actions (tests/integration/github/test_hold_board.py reads them as
-    # posted); the click is the delivery GitHub sends for it.
+    # GitHub's API does not show a check run's actions (tests/integration/github/test_hold_board.py reads
+    # them as posted); the click is the delivery GitHub sends for it.
     async def completed() -> dict[str, Any] | None:
         done = [run for run in await check_runs(lab, sha) if run["status"] == "completed"]
         return done[0] if done else None
