@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -240,9 +241,10 @@ async def test_the_holds_end_closes_the_shell_and_kills_what_it_started(api: Api
     shell = await open_shell(api, job, ADMIN)
     await shell.frame("open")
     await shell.socket.send_bytes(b'sleep 987 & echo "LEFT$((1+1))=$!."\n')  # the echo is no match
-    await shell.until("LEFT2=")
-    await shell.until(".")
-    left = int(shell.seen.decode(errors="replace").split("LEFT2=", 1)[1].split(".")[0])
+    # The pid whole: the echoed command line has a "." of its own, and the answer may come in pieces.
+    while (said := re.search(rb"LEFT2=([0-9]+)\.", shell.seen)) is None:
+        await shell.read_one()
+    left = int(said.group(1))
     assert process_start_time(left) is not None
 
     released = await api.call("DELETE", f"/reservations/{reservation}", who=ADMIN)
@@ -430,11 +432,12 @@ async def test_a_shell_never_runs_as_the_uid_a_later_job_of_the_host_runs_as_now
             f'if cat {other_workspace}/secret.txt >/dev/null 2>&1; then echo "OTHER-$((1+1))-READ"; '
             f'else echo "OTHER-$((1+1))-DENIED uid=$(id -u)."; fi\n'.encode()
         )
-        await shell.until("OTHER-2-")
-        await shell.until(".")
-        said = shell.seen.decode(errors="replace").split("OTHER-2-", 1)[1]
+        # The answer whole: the echoed command line has a "." of its own, and it may come in pieces.
+        while (answer := re.search(rb"OTHER-2-(READ|DENIED uid=([0-9]+)\.)", shell.seen)) is None:
+            await shell.read_one()
+        said = answer.group(1).decode()
         assert said.startswith("DENIED"), said
-        uid = int(said.split("uid=", 1)[1].split(".", 1)[0])
+        uid = int(answer.group(2))
         assert uid != other.user
         assert record.user == uid  # the held job's own now, on its record: emptied by a restarted agent
         assert {r.id: r.user for r in agent.records.load_all()}[record.id] == uid
