@@ -147,7 +147,13 @@ async def held(api: Api, agent: Agent, job_pk: int, who: str = ADMIN) -> str:
     made = await api.call("POST", f"/jobs/{job_pk}/hold", who=who)
     assert made.status == 201, made.body
     [reservation] = made.body["reservations"]
-    assert reservation["state"] == "active", reservation
+    # The answer waits 2 s at most for the dispatcher's grant: a loaded machine may take longer.
+    granted = f"/reservations/{reservation['id']}"
+
+    async def active() -> bool:
+        return bool((await api.call("GET", granted, who=who)).body["state"] == "active")
+
+    await wait_until(active, timeout=15, what=f"the hold of job {job_pk} granted")
     await wait_until(lambda: str(job_pk) in agent.held_jobs, timeout=15)
     return str(reservation["id"])
 
