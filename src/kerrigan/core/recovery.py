@@ -8,6 +8,11 @@ check (or :data:`RECOVERY_COMMAND` when it has none). A recovery that succeeds s
 that fails is followed by another, until :data:`FAILED_RECOVERIES_FOR_BAD` in a row set it ``bad`` with the
 console's last lines as the evidence. A later recovery that boots sets it ``good`` again.
 
+A board whose power did not answer (its PDU silent, at the job's end or at the recovery's power cycle) is in
+doubt too, but its power's silence says nothing of the board: such a recovery is tried again without
+counting, the device ``unknown`` meanwhile, and only a power silent for :data:`POWER_WAIT_FOR_BAD_S` sets
+it ``bad``.
+
 Everything here is pure: the store applies it.
 """
 
@@ -17,13 +22,15 @@ import enum
 from collections.abc import Sequence
 from typing import Final
 
-from kerrigan.core.lifecycle import BOARD_FAULTS, FailureClass, JobState
+from kerrigan.core.lifecycle import BOARD_FAULTS, POWER_FAILED, FailureClass, JobState
 
 RECOVERY_TASK: Final = "recovery"
 RECOVERY_COMMAND: Final = "true"  # a device without a health check: the boot alone is the test
 FAILED_RECOVERIES_FOR_BAD: Final = 3
 EVIDENCE_LINES: Final = 5  # of the console's last lines, how many the device's health reason keeps
 REASON_MAX: Final = 500  # a device's health reason is at most this long
+# A PDU down for a lab's ordinary outage (minutes) leaves its boards waiting; an hour is the board's own.
+POWER_WAIT_FOR_BAD_S: Final = 3600.0
 
 
 class RecoveryOutcome(enum.StrEnum):
@@ -32,6 +39,7 @@ class RecoveryOutcome(enum.StrEnum):
     RECOVERED = "recovered"  # booted (and its check passed): the device is good
     FAILED = "failed"  # did not boot, or its check failed: another recovery follows
     BAD = "bad"  # the last of too many failures in a row: the device is bad until one boots
+    WAITING_FOR_POWER = "waiting_for_power"  # its power did not answer: tried again, not counted
     NONE = "none"  # cancelled, or it never got the board: says nothing of the board
 
 
@@ -42,13 +50,24 @@ def needs_recovery(state: JobState, klass: FailureClass | None) -> bool:
 
 
 def recovery_outcome(
-    state: JobState, reason: str | None, *, started: bool, failures_before: int
+    state: JobState,
+    reason: str | None,
+    *,
+    started: bool,
+    failures_before: int,
+    power_waited_s: float | None = None,
 ) -> RecoveryOutcome:
     """What a recovery that ended in ``state`` for ``reason`` says, ``failures_before`` recoveries of the
-    device having failed in a row before it. A recovery that never started failed only if its board did
-    (its power or its boot); one stopped by a person, or whose host went away, says nothing."""
+    device having failed in a row before it, and its power having not answered for ``power_waited_s``
+    (``None``: it answered the last time). A recovery that never started failed only if its board did (its
+    boot); one whose power did not answer waits for it, until :data:`POWER_WAIT_FOR_BAD_S`; one stopped by a
+    person, or whose host went away, says nothing."""
     if state is JobState.SUCCEEDED:
         return RecoveryOutcome.RECOVERED
+    if not started and reason == POWER_FAILED and state is not JobState.CANCELLED:
+        if power_waited_s is not None and power_waited_s >= POWER_WAIT_FOR_BAD_S:
+            return RecoveryOutcome.BAD
+        return RecoveryOutcome.WAITING_FOR_POWER
     if state is JobState.CANCELLED or (not started and reason not in BOARD_FAULTS):
         return RecoveryOutcome.NONE
     if failures_before + 1 >= FAILED_RECOVERIES_FOR_BAD:
@@ -64,6 +83,23 @@ def why_queued(reason: str | None, state: JobState, job_pk: int) -> str:
 def why_again(failures: int, reason: str | None) -> str:
     """Why the next recovery was queued after ``failures`` failed in a row (the last for ``reason``)."""
     return f"recovery {failures + 1} of {FAILED_RECOVERIES_FOR_BAD}: the last {reason or 'failed'}"
+
+
+def why_waiting(reason: str | None) -> str:
+    """Why the next recovery was queued after one whose power did not answer."""
+    return f"recovery waits for its power: the last {reason or POWER_FAILED}"
+
+
+def waiting_reason(detail: str | None) -> str:
+    """The health reason of a device whose recovery waits for its power (the power's failure ``detail``)."""
+    words = "its power did not answer; its recovery is tried again until it does (not counted against it)"
+    text = f"{words}: {detail}" if detail else words
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
+
+
+def power_bad_reason(waited_s: float) -> str:
+    """The health reason of a device whose power has not answered for ``waited_s``."""
+    return f"its power has not answered for {waited_s / 60:.0f} min (every recovery's power cycle failed)"
 
 
 def bad_reason(failures: int, reason: str | None, console: Sequence[str]) -> str:

@@ -21,6 +21,9 @@ HELD_WORKSPACES: Final = "held_workspaces"
 # The capability by which the long poll hands a person's ``kerrigan shell`` in a held job's sandbox to the
 # job's agent (``job_shells``), which connects back to ``job-shells/{id}`` (docs/runner.md).
 JOB_SHELL: Final = "job_shell"
+# The capability by which ``/finish`` names the job's boards the agent had to switch off and could not (their
+# power did not answer): the server recovers them as it recovers those ``powered_off``.
+POWER_UNKNOWN: Final = "power_unknown"
 SERVER_CAPABILITIES: Final = frozenset(
     {
         "gate_jobs",
@@ -35,6 +38,7 @@ SERVER_CAPABILITIES: Final = frozenset(
         "device_console",
         JOB_SHELL,
         "runner_lost",
+        POWER_UNKNOWN,
     }
 )
 LEASE_TTL_S: Final = 60

@@ -62,6 +62,8 @@ class JobRecord:
     boards: bool = False
     # Of them, those switched off at its end: the server recovers them when the job ended in doubt.
     powered_off: list[str] = field(default_factory=list)
+    # And those that had to be and whose power did not answer: the server recovers them too.
+    power_unknown: list[str] = field(default_factory=list)
     # Output: bytes of output.log cut into pages so far, the next page's number and offset (in the UTF-8
     # text sent), the next page the server expects, and the first page still kept.
     cut_bytes: int = 0

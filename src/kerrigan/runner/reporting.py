@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from kerrigan.core.lifecycle import DEVICE_FAULT_EXIT, RUNNER_LOST
 from kerrigan.core.results import results_masker
+from kerrigan.core.runner_protocol import POWER_UNKNOWN
 from kerrigan.runner.boards.control import BOARD_FAULTS
 from kerrigan.runner.host_state import HostState
 from kerrigan.runner.records import JobRecord
@@ -232,6 +233,8 @@ class Reporting(HostState):
             body["accounting"] = record.accounting
         if record.powered_off and "recovery" in self.capabilities:
             body["powered_off"] = record.powered_off
+        if record.power_unknown and POWER_UNKNOWN in self.capabilities:
+            body["power_unknown"] = record.power_unknown
         while True:
             try:
                 await self.server.job(record.id, "finish", body)

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import stamina
 
-from kerrigan.core.runner_protocol import HELD_WORKSPACES, JOB_SHELL, PROTOCOL_VERSIONS
+from kerrigan.core.runner_protocol import HELD_WORKSPACES, JOB_SHELL, POWER_UNKNOWN, PROTOCOL_VERSIONS
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ RUNNER_CAPABILITIES: Final = frozenset(
         "device_console",
         JOB_SHELL,
         "runner_lost",
+        POWER_UNKNOWN,
     }
 )
 RETRY_TIMEOUT_S: Final = 120.0  # how long one call keeps retrying before the agent's loop sees the failure

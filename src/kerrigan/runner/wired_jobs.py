@@ -167,7 +167,7 @@ class WiredJobs(Reporting):
             notes.append(control.lost.note())
         doubt = outcome in IN_DOUBT or exit_status == DEVICE_FAULT_EXIT
         given = await control.give_back(off=doubt)
-        record.powered_off = given.powered_off
+        record.powered_off, record.power_unknown = given.powered_off, given.power_unknown
         notes += [f"kerrigan: {problem}\n" for problem in given.problems]
         if notes:
             with self.records.output_path(record.id).open("a", encoding="utf-8") as output:

@@ -115,15 +115,16 @@ async def test_accounting_figures_out_of_range_are_a_400_and_the_job_stays_runni
     assert (await job_row(db, job)).state == "running"
 
 
+@pytest.mark.parametrize("field", ["powered_off", "power_unknown"])
 @pytest.mark.parametrize(
-    "powered_off", ["modalix-bluebox", {"modalix-bluebox": True}, [7], ["x" * 256], ["board"] * 65]
+    "devices", ["modalix-bluebox", {"modalix-bluebox": True}, [7], ["x" * 256], ["board"] * 65]
 )
-async def test_a_powered_off_that_is_not_a_short_list_of_names_is_a_400_and_the_job_stays_running(
-    db: Database, host: Host, powered_off: object
+async def test_a_board_list_that_is_not_a_short_list_of_names_is_a_400_and_the_job_stays_running(
+    db: Database, host: Host, field: str, devices: object
 ) -> None:
     job = await host.running_job(db)
-    answer = await host.post(f"/jobs/{job}/finish", {"exit_status": 75, "powered_off": powered_off})
-    refused(answer, "powered_off")
+    answer = await host.post(f"/jobs/{job}/finish", {"exit_status": 75, field: devices})
+    refused(answer, field)
     assert (await job_row(db, job)).state == "running"
 
 

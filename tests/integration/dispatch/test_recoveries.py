@@ -1,7 +1,9 @@
 """Board recoveries on a real database, as the runner protocol drives them: a job that ends in doubt on a
-board its runner powered off queues a recovery of that board (ahead of its next job); the recovery's end
-makes the board good, queues the next one, or, the third failure in a row, makes it bad with its console's
-last lines. What the runner names that is not the job's own board is ignored."""
+board its runner powered off (or could not: its power silent) queues a recovery of that board (ahead of its
+next job); the recovery's end makes the board good, queues the next one, or, the third failure in a row,
+makes it bad with its console's last lines. A recovery whose power did not answer is queued again without
+counting, until the power has been silent for an hour. What the runner names that is not the job's own
+board is ignored."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from kerrigan.core.device_status import Health
 from kerrigan.core.health_checks import HealthCheck
 from kerrigan.core.lifecycle import JobState
 from kerrigan.core.log_streams import LogStream
-from kerrigan.core.recovery import RECOVERY_COMMAND, RECOVERY_TASK
+from kerrigan.core.recovery import POWER_WAIT_FOR_BAD_S, RECOVERY_COMMAND, RECOVERY_TASK
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.metrics import DEVICE_RECOVERIES
 from kerrigan.store import jobs
@@ -35,6 +37,7 @@ async def finish(
     exit_status: int,
     outcome: str | None = None,
     powered_off: tuple[str, ...] = (BLUEBOX,),
+    power_unknown: tuple[str, ...] = (),
 ) -> None:
     assert job.host is not None
     async with db.sessions() as session, session.begin():
@@ -47,6 +50,7 @@ async def finish(
             accounting=None,
             outcome=outcome,
             powered_off=powered_off,
+            power_unknown=power_unknown,
         )
 
 
@@ -65,8 +69,8 @@ async def device(db: Database, device_id: str = BLUEBOX) -> DeviceRow:
     return row
 
 
-async def run_recovery(db: Database, dispatcher: Dispatcher) -> JobRow:
-    """Lease, accept and start the board's queued recovery (it goes first: the gate tier)."""
+async def run_recovery(db: Database, dispatcher: Dispatcher, *, start: bool = True) -> JobRow:
+    """Lease, accept and (``start``) start the board's queued recovery (it goes first: the gate tier)."""
     result = await dispatcher.dispatch_once()
     assert [grant.device_id for grant in result.granted] == [BLUEBOX], result.plan
     async with db.sessions() as session, session.begin():
@@ -75,8 +79,16 @@ async def run_recovery(db: Database, dispatcher: Dispatcher) -> JobRow:
         assert job.host is not None
         assert job.task_id == RECOVERY_TASK
         await jobs.accept(session, str(job.pk), job.host, db.clock())
-        await jobs.start(session, str(job.pk), job.host, db.clock())
+        if start:
+            await jobs.start(session, str(job.pk), job.host, db.clock())
         return job
+
+
+async def why(db: Database, recovery: JobRow) -> str:
+    async with db.sessions() as session:
+        owner = await session.get(SessionRow, recovery.session_pk)
+    assert owner is not None
+    return str(owner.resolution["health_check"]["why"])
 
 
 @pytest.mark.parametrize(
@@ -193,6 +205,82 @@ async def test_a_cancelled_recovery_says_nothing_of_the_board(db: Database) -> N
     row = await device(db)
     assert (row.health, row.recovery_failures) == (Health.UNKNOWN, 0)
     assert len(await recoveries(db)) == 1  # none follows
+
+
+async def test_a_board_whose_power_did_not_answer_at_the_end_is_recovered_too(db: Database) -> None:
+    await lab(db)
+    job = await run_one(db, Dispatcher(db))
+    await finish(db, job, 75, "boot_failed", powered_off=(), power_unknown=(BLUEBOX, "modalix-redbox"))
+    [recovery] = await recoveries(db)  # only the job's own board
+    assert recovery.requirements["labels"]["kerrigan.target_id"] == [BLUEBOX]
+    assert (
+        await why(db, recovery)
+        == f"recovery after boot_failed (job {job.pk}); its power did not answer at the end"
+    )
+    assert (await device(db)).infrastructure_failures == 0
+
+
+async def test_a_recovery_whose_power_is_silent_waits_for_it_without_counting_then_recovers(
+    db: Database, clock: FakeClock
+) -> None:
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    job = await run_one(db, dispatcher)
+    await finish(db, job, 75, "power_failed", powered_off=(), power_unknown=(BLUEBOX,))
+    for _ in range(5):  # more than FAILED_RECOVERIES_FOR_BAD: a silent PDU is not the board's failure
+        silent = await run_recovery(db, dispatcher, start=False)
+        clock.advance(30)
+        await finish(db, silent, 75, "power_failed", powered_off=(), power_unknown=(BLUEBOX,))
+        row = await device(db)
+        assert (row.health, row.recovery_failures) == (Health.UNKNOWN, 0)
+        assert row.health_reason.startswith("its power did not answer; its recovery is tried again")
+    rows = await recoveries(db)
+    assert row.health_job_pk == rows[0].pk  # the first silent one: the wait counts from it
+    assert await why(db, rows[-1]) == "recovery waits for its power: the last power_failed"
+    booted = await run_recovery(db, dispatcher)  # the PDU answers again
+    await finish(db, booted, 0)
+    row = await device(db)
+    assert (row.health, row.health_reason) == (Health.GOOD, "recovered: it booted")
+    assert len(await recoveries(db)) == 6  # none after it
+
+
+async def test_a_power_silent_for_an_hour_makes_the_board_bad(db: Database, clock: FakeClock) -> None:
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    job = await run_one(db, dispatcher)
+    await finish(db, job, 75, "boot_failed", powered_off=(), power_unknown=(BLUEBOX,))
+    first = await run_recovery(db, dispatcher, start=False)
+    await finish(db, first, 75, "power_failed", powered_off=())
+    clock.advance(POWER_WAIT_FOR_BAD_S - 1)
+    almost = await run_recovery(db, dispatcher, start=False)
+    await finish(db, almost, 75, "power_failed", powered_off=())
+    assert (await device(db)).health is Health.UNKNOWN
+    clock.advance(1)
+    last = await run_recovery(db, dispatcher, start=False)
+    await finish(db, last, 75, "power_failed", powered_off=())
+    row = await device(db)
+    assert (row.health, row.recovery_failures, row.health_job_pk) == (Health.BAD, 0, last.pk)
+    assert row.health_reason == "its power has not answered for 60 min (every recovery's power cycle failed)"
+    assert len(await recoveries(db)) == 3  # none after it: a person or its health check brings it back
+
+
+async def test_a_boot_that_fails_after_the_power_came_back_counts_as_before(
+    db: Database, clock: FakeClock
+) -> None:
+    await lab(db)
+    dispatcher = Dispatcher(db)
+    job = await run_one(db, dispatcher)
+    await finish(db, job, 75, "boot_failed", powered_off=(), power_unknown=(BLUEBOX,))
+    silent = await run_recovery(db, dispatcher, start=False)
+    await finish(db, silent, 75, "power_failed", powered_off=())
+    for attempt in range(1, 4):
+        clock.advance(POWER_WAIT_FOR_BAD_S)  # long after the wait began: only the power's silence is timed
+        hung = await run_recovery(db, dispatcher, start=False)
+        await finish(db, hung, 75, "boot_failed")
+        assert (await device(db)).recovery_failures == attempt
+    row = await device(db)
+    assert row.health is Health.BAD
+    assert row.health_reason.startswith("3 recoveries failed in a row (the last boot_failed)")
 
 
 def test_the_recoveries_metric_counts_each_outcome_by_device() -> None:

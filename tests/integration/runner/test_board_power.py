@@ -229,3 +229,19 @@ async def test_a_failing_commands_arguments_and_output_stay_out_of_the_jobs_outp
     said = "exited 1: auth failed for hunter2-private"
     assert str(failed.value) == f"{failing} --community hunter2-private 7 off {said}"  # the agent's log
     assert failed.value.shown == shown
+
+
+async def test_a_board_whose_power_fails_at_the_end_is_named_for_the_servers_recovery(tmp_path: Path) -> None:
+    # Ended in doubt: every board with power is switched off, and the server recovers those switched off
+    # and those whose switch failed (power_unknown); a board left on by its after_job is named in neither.
+    failing = script(tmp_path, "pdu-ctl", "exit 1\n")
+    silent = Wiring(PowerWiring(CommandPower(("true",), (failing, "off")), 1, 5), None, None, AfterJob.KEEP)
+    answers = Wiring(PowerWiring(CommandPower(("true",), ("true",)), 1, 5), None, None, AfterJob.KEEP)
+    boards = [("modalix-redbox", "a", silent), ("modalix-bluebox", "b", answers)]
+    given = await BoardControl.of(boards).give_back(off=True)
+    assert (given.powered_off, given.power_unknown) == (["modalix-bluebox"], ["modalix-redbox"])
+    assert given.problems == [
+        f"modalix-redbox (a) not powered off after the job: the power command {failing} exited 1"
+    ]
+    left_on = await BoardControl.of(boards).give_back(off=False)
+    assert (left_on.powered_off, left_on.power_unknown, left_on.problems) == ([], [], [])

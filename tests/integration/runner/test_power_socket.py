@@ -70,7 +70,7 @@ async def test_a_power_on_the_job_asked_for_ends_before_after_jobs_off(tmp_path:
     given = await BoardControl([board]).give_back()
     writer.close()
     await asyncio.sleep(2 * LATENCY_S)  # anything still on its way to the PDU has reached it
-    assert given == GivenBack(powered_off=["modalix-bluebox"], problems=[])
+    assert given == GivenBack(powered_off=["modalix-bluebox"], power_unknown=[], problems=[])
     assert pdu.switched == [True, False]  # the job's on reached the outlet first: after_job's off is last
     assert pdu.outlet_on is False
     assert not (tmp_path / "devices").exists()

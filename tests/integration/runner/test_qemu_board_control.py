@@ -67,7 +67,7 @@ async def test_the_board_is_cycled_booted_to_login_over_its_socket_console_and_o
     assert qemu_board.exits == [-9]
     assert qemu_board.starts == 2
 
-    assert await boards.give_back() == GivenBack(powered_off=["qemu-x86"], problems=[])
+    assert await boards.give_back() == GivenBack(powered_off=["qemu-x86"], power_unknown=[], problems=[])
     await wait_until(lambda: not qemu_board.running, timeout=10, what="the machine's end")
     assert pdu.switches == [(OUTLET, True), (OUTLET, False), (OUTLET, True), (OUTLET, False)]
     assert qemu_board.exits == [-9, -9]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kerrigan.core.lifecycle import FailureClass, JobState
+from kerrigan.core.lifecycle import POWER_FAILED, FailureClass, JobState
 from kerrigan.core.recovery import (
     FAILED_RECOVERIES_FOR_BAD,
+    POWER_WAIT_FOR_BAD_S,
     REASON_MAX,
     RecoveryOutcome,
     bad_reason,
@@ -88,3 +89,24 @@ def test_a_bad_boards_reason_fits_the_column_however_long_its_console_lines() ->
     reason = bad_reason(3, "boot_failed", ["x" * 2000])
     assert len(reason) == REASON_MAX
     assert reason.endswith("…")
+
+
+@pytest.mark.parametrize("waited_s", [None, 0.0, POWER_WAIT_FOR_BAD_S - 1])
+def test_a_recovery_whose_power_did_not_answer_waits_for_it_without_counting(waited_s: float | None) -> None:
+    before = FAILED_RECOVERIES_FOR_BAD - 1  # even the one that would make it bad
+    outcome = recovery_outcome(
+        JobState.FAILED, POWER_FAILED, started=False, failures_before=before, power_waited_s=waited_s
+    )
+    assert outcome is RecoveryOutcome.WAITING_FOR_POWER
+
+
+def test_a_power_silent_for_long_enough_makes_the_board_bad() -> None:
+    outcome = recovery_outcome(
+        JobState.FAILED, POWER_FAILED, started=False, failures_before=0, power_waited_s=POWER_WAIT_FOR_BAD_S
+    )
+    assert outcome is RecoveryOutcome.BAD
+
+
+def test_a_cancelled_recovery_never_waits_for_power() -> None:
+    outcome = recovery_outcome(JobState.CANCELLED, POWER_FAILED, started=False, failures_before=0)
+    assert outcome is RecoveryOutcome.NONE

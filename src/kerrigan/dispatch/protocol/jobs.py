@@ -175,6 +175,7 @@ class JobCalls:
                 accounting=sent.accounting,
                 outcome=sent.outcome,
                 powered_off=sent.powered_off,
+                power_unknown=sent.power_unknown,
             ),
         )
 

@@ -269,25 +269,32 @@ class Chunk:
         return cls(seq, offset, data, truncated)
 
 
+def _device_ids(body: Body, name: str) -> tuple[str, ...]:
+    """The list of device ids ``body[name]`` (none when absent), each checked."""
+    sent = body.get(name, [])
+    if not isinstance(sent, list) or len(sent) > MAX_POWERED_OFF:
+        raise FieldError(name, f"{name} is a list of at most {MAX_POWERED_OFF} device ids")
+    return tuple(fields.text(device, name, fields.MAX_NAME) for device in sent)
+
+
 @dataclass(frozen=True, slots=True)
 class Finish:
     """``/finish``: the job's exit status, its accounting when the runner has it, an ``outcome`` when
-    the runner, not the command, ended it, and the job's boards it ``powered_off`` at its end (a runner
-    that speaks ``recovery``)."""
+    the runner, not the command, ended it, the job's boards it ``powered_off`` at its end (a runner that
+    speaks ``recovery``), and those it had to switch off and could not, their power silent
+    (``power_unknown``, a runner that speaks ``power_unknown``)."""
 
     optional: ClassVar[bool] = False
     exit_status: int
     accounting: dict[str, Any] | None
     outcome: str | None
     powered_off: tuple[str, ...] = ()
+    power_unknown: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, body: Body) -> Self:
         status, accounting, outcome = body.get("exit_status"), body.get("accounting"), body.get("outcome")
-        powered_off = body.get("powered_off", [])
-        if not isinstance(powered_off, list) or len(powered_off) > MAX_POWERED_OFF:
-            raise FieldError("powered_off", f"powered_off is a list of at most {MAX_POWERED_OFF} device ids")
-        devices = tuple(fields.text(device, "powered_off", fields.MAX_NAME) for device in powered_off)
+        devices, unknown = _device_ids(body, "powered_off"), _device_ids(body, "power_unknown")
         if not isinstance(status, int) or isinstance(status, bool):
             raise FieldError("exit_status", "exit_status must be a whole number")
         if accounting is not None and not isinstance(accounting, dict):
@@ -297,7 +304,7 @@ class Finish:
             fields.figures(accounting, "accounting")
         if outcome is not None and outcome not in OUTCOMES:
             raise FieldError("outcome", f"outcome must be one of {sorted(OUTCOMES)}")
-        return cls(status, accounting, outcome, devices)
+        return cls(status, accounting, outcome, devices, unknown)
 
 
 @dataclass(frozen=True, slots=True)

@@ -230,27 +230,32 @@ class BoardControl:
             if board.console is not None:
                 with contextlib.suppress(Exception):
                     await board.console.close()
+        paired = list(zip(self.boards, ends, strict=True))
         return GivenBack(
-            [board.device_id for board, (switched, _) in zip(self.boards, ends, strict=True) if switched],
+            [board.device_id for board, (switched, _) in paired if switched is True],
+            [board.device_id for board, (switched, _) in paired if switched is None],
             [problem for _, problem in ends if problem is not None],
         )
 
     @staticmethod
-    async def _after_job(board: Board, off: bool) -> tuple[bool, str | None]:
-        """Whether the board was switched off, and what went wrong."""
+    async def _after_job(board: Board, off: bool) -> tuple[bool | None, str | None]:
+        """Whether the board was switched off (``None``: it had to be and its power failed), and what went
+        wrong."""
         if board.power is None or (board.wiring.after_job is not AfterJob.OFF and not off):
             return False, None
         try:
             await board.power.off(reason=SwitchReason.AFTER_JOB)
         except PowerFailed as err:
             log.warning("board %s not powered off after its job: %s", board.named, err)
-            return False, f"{board.named} not powered off after the job: {err.shown}"
+            return None, f"{board.named} not powered off after the job: {err.shown}"
         return True, None
 
 
 @dataclass(frozen=True, slots=True)
 class GivenBack:
-    """What giving a job's boards back did: the devices switched off, and what failed, in words."""
+    """What giving a job's boards back did: the devices switched off, those that had to be and whose power
+    failed (the server recovers both after a job in doubt), and what failed, in words."""
 
     powered_off: list[str]
+    power_unknown: list[str]
     problems: list[str]

@@ -2,8 +2,10 @@
 
 A recovery is a health-check session of the device whose job is :data:`~kerrigan.core.recovery.RECOVERY_TASK`:
 queued (in the gate tier, ahead of the device's next job) when a job ends in doubt on a board the agent
-powered off, and again after each failed one until three in a row set the device ``bad``. One that boots
-sets the device ``good``. The job runs the device's health check when it has one, else
+powered off or could not (its power did not answer), and again after each failed one until three in a row
+set the device ``bad``. One that boots sets the device ``good``. One whose power did not answer is queued
+again without counting, the device ``unknown`` (waiting for its power) from the first such one, and ``bad``
+once its power has been silent for an hour. The job runs the device's health check when it has one, else
 :data:`~kerrigan.core.recovery.RECOVERY_COMMAND`: the agent's power cycle and boot wait come first either
 way, as for every job on a wired board.
 """
@@ -19,14 +21,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import Health
 from kerrigan.core.health_checks import HealthCheck
-from kerrigan.core.lifecycle import JobState
+from kerrigan.core.lifecycle import POWER_FAILED, JobState
 from kerrigan.core.recovery import (
     RECOVERY_COMMAND,
     RECOVERY_TASK,
     RecoveryOutcome,
     bad_reason,
+    power_bad_reason,
     recovery_outcome,
+    waiting_reason,
     why_again,
+    why_waiting,
 )
 from kerrigan.store.health_checks.ends import set_health
 from kerrigan.store.health_checks.queueing import (
@@ -83,8 +88,13 @@ async def record_recovery_end(
     )
     if row is None:
         return RecoveryOutcome.NONE
+    waiting_since = await _waiting_for_power_since(session, row)
     outcome = recovery_outcome(
-        to, job.reason, started=job.started_at is not None, failures_before=row.recovery_failures
+        to,
+        job.reason,
+        started=job.started_at is not None,
+        failures_before=row.recovery_failures,
+        power_waited_s=None if waiting_since is None else (at - waiting_since).total_seconds(),
     )
     match outcome:
         case RecoveryOutcome.RECOVERED:
@@ -97,6 +107,15 @@ async def record_recovery_end(
             row.recovery_failures += 1
             why = why_again(row.recovery_failures, job.reason)
             await queue_recovery(session, device_id, at, why=why, besides=job.session_pk)
+        case RecoveryOutcome.WAITING_FOR_POWER:
+            if waiting_since is None:  # the first: from now the device waits (its health says since when)
+                await set_health(
+                    session, row, Health.UNKNOWN, waiting_reason(job.detail), at=at, job_pk=job.pk
+                )
+            await queue_recovery(session, device_id, at, why=why_waiting(job.reason), besides=job.session_pk)
+        case RecoveryOutcome.BAD if waiting_since is not None and _power_silent(job):
+            words = power_bad_reason((at - waiting_since).total_seconds())
+            await set_health(session, row, Health.BAD, words, at=at, job_pk=job.pk)
         case RecoveryOutcome.BAD:
             row.recovery_failures += 1
             console = await _console_tail(session, job.pk)
@@ -107,6 +126,22 @@ async def record_recovery_end(
     note(session, RecoveryEnded(device_id, outcome))
     mark(session, Topic.DISPATCH)
     return outcome
+
+
+async def _waiting_for_power_since(session: AsyncSession, row: DeviceRow) -> datetime | None:
+    """Since when the device's recoveries have waited for its power: its health was last decided by a
+    recovery whose power did not answer (the first of those in a row), else ``None``."""
+    if row.health is not Health.UNKNOWN or row.health_job_pk is None or row.health_at is None:
+        return None
+    decided = await session.get(JobRow, row.health_job_pk)
+    if decided is None or decided.task_id != RECOVERY_TASK or not _power_silent(decided):
+        return None
+    return row.health_at
+
+
+def _power_silent(job: JobRow) -> bool:
+    """The job ended before its command because its board's power did not answer."""
+    return job.started_at is None and job.reason == POWER_FAILED
 
 
 async def _console_tail(session: AsyncSession, job_pk: int) -> str:

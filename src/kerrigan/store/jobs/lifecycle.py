@@ -152,6 +152,7 @@ async def finish(
     accounting: dict[str, Any] | None,
     outcome: str | None = None,
     powered_off: Collection[str] = (),
+    power_unknown: Collection[str] = (),
 ) -> Transition:
     """The job ended; its device is free again.
 
@@ -159,8 +160,9 @@ async def finish(
     or, before its command started, ``source_unavailable`` (GitHub or the network failed the fetch). Any
     other job that ends before its command started failed on its host (``not_started``, the lab's failure).
     A job offered but never accepted cannot end this way: :class:`~kerrigan.core.lifecycle.TransitionError`.
-    ``powered_off``: the job's boards its runner switched off at its end; each gets a recovery before its
-    next job when the job ended in doubt (:func:`~kerrigan.core.recovery.needs_recovery`).
+    ``powered_off``: the job's boards its runner switched off at its end; ``power_unknown``: those it had to
+    switch off and could not (their power did not answer). Each gets a recovery before its next job when the
+    job ended in doubt (:func:`~kerrigan.core.recovery.needs_recovery`).
     """
     job = await owned_job(session, job_id, host)
     if job.state in ENDED:
@@ -168,11 +170,14 @@ async def finish(
     state, reason = ended_by_runner(exit_status, outcome, started=job.started_at is not None)
     if job.state == JobState.LEASED:  # only a lost lease ends a job its host never took
         raise TransitionError("job", job.state, state.value)
-    doubtful = set(powered_off) & set(held_devices(job))  # a host names only the job's own boards
+    held = set(held_devices(job))  # a host names only the job's own boards
+    off, unknown = set(powered_off) & held, set(power_unknown) & held - set(powered_off)
     lab_job = job.task_id in (HEALTH_CHECK_TASK, RECOVERY_TASK)  # its own end decides what follows
-    if doubtful and not lab_job and needs_recovery(state, failure_class(state, reason, exit_status)):
+    if (off or unknown) and not lab_job and needs_recovery(state, failure_class(state, reason, exit_status)):
         # Queued before the end is recorded, so that the device's count sees the recovery decide.
-        await queue_recoveries(session, doubtful, at, why=why_queued(reason, state, job.pk))
+        why = why_queued(reason, state, job.pk)
+        await queue_recoveries(session, off, at, why=why)
+        await queue_recoveries(session, unknown, at, why=f"{why}; its power did not answer at the end")
     await move_job(session, job, state, at, reason=reason, exit_status=exit_status)
     job.accounting = accounting
     await settle_session(session, job.session_pk, at)
