@@ -26,7 +26,9 @@ Printed, each against its goal; the exit status is 1 when one is missed:
   those the flaky board caused before Kerrigan named it suspect are counted apart: no one could tell yet),
   and check runs whose commit fails by design concluded anything else; check runs concluded for the lab
   (``action_required``/``neutral``: not red, but not green either);
-- check runs not completed at the end (or missing);
+- check runs not completed at the end (or missing); jobs that stayed queued longer than
+  :data:`IDLE_GRACE_S` while a healthy board that could run them sat idle (seen from outside the
+  dispatcher: :func:`watch_idle`), and the longest such wait;
 - deliveries lost (not taken, stored or processed) or processed twice (more than one check run for a
   commit and workflow); jobs run twice (one job id starting on the boards twice); devices held by a job at
   the end;
@@ -41,8 +43,8 @@ Printed, each against its goal; the exit status is 1 when one is missed:
     python benchmarks/soak_lab_week.py --quick --postgres postgresql+asyncpg://postgres@127.0.0.1/soak_a
     python benchmarks/soak_lab_week.py --sqlite              # the week: 168 lab hours at 600x
 
-Not yet: pull requests, needs, matrix and gangs among the workflows; the longest time a job stayed queued
-for a lab reason while a healthy matching board sat idle.
+The workflows: ``smoke`` as a matrix of two jobs, ``suite`` after it (``needs``), and ``pair``, a gang of
+two boards on one host; 40% of the pushes go to a pull request's branch.
 """
 
 from __future__ import annotations
@@ -73,12 +75,21 @@ from kerrigan.core.flaky import MIN_RUNS
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.recovery import RECOVERY_TASK
+from kerrigan.core.sessions import SessionState
 from kerrigan.store.audit import Change
 from kerrigan.store.check_runs import behind_count
 from kerrigan.store.database import Database
 from kerrigan.store.deliveries import pending_count
 from kerrigan.store.inventory import set_state
-from kerrigan.store.models import DeliveryRow, DeviceLeaseRow, DeviceRow, JobRow, ReservationRow, SessionRow
+from kerrigan.store.models import (
+    DeliveryRow,
+    DeviceLeaseRow,
+    DeviceRow,
+    JobRow,
+    ReservationRow,
+    RunnerHostRow,
+    SessionRow,
+)
 from kerrigan.store.tokens import create_token
 from kerrigan.testing.board import Mode, SimulatedBoard
 from kerrigan.testing.board_wiring import wired_device, write_devices_file
@@ -96,7 +107,7 @@ POOLS: Final = ("som", "pcie")  # 12 boards each, spread over the three hosts
 BOARDS_PER_POOL: Final = 12
 BOOT_S: Final = 0.5
 BOOT_TIMEOUT_S: Final = 5
-TASKS: Final = ("smoke", "suite")
+TASKS: Final = ("smoke", "suite", "pair")
 WORKFLOW: Final = "hil"
 FAIL_RATE: Final = 0.12  # commits whose suite fails by design
 PULL_SHARE: Final = 0.4  # pushes to a pull request's branch (the others to main)
@@ -122,6 +133,9 @@ PDU_SILENT_LAB_S: Final = 600.0
 PDU_SILENT_MIN_S: Final = 20.0  # real seconds: longer than the power commands' timeout (10 s)
 END: Final = "soak-end"
 GOAL_MISSED: Final = 1
+# A queued job and an idle board that could run it meet within the dispatcher's round and the agent's poll:
+# a wait longer than this is one the lab caused.
+IDLE_GRACE_S: Final = 3.0
 
 # The job: log in on the board's console, mark the start, run, mark the end, exit with the verdict. A board
 # that does not answer is the device's fault, not the test's: exit 75 (DEVICE_FAULT_EXIT).
@@ -131,7 +145,8 @@ import os, re, select, sys, time
 task = sys.argv[1]
 verdicts = dict(line.split("=") for line in open("scripts/verdicts").read().split())
 seconds = float(open("scripts/seconds").read())
-fd = os.open(os.environ["KERRIGAN_CONSOLE"], os.O_RDWR | os.O_NOCTTY)
+console = os.environ.get("KERRIGAN_CONSOLE") or os.environ["KERRIGAN_DEVICE_DUT_CONSOLE"]  # a gang's dut
+fd = os.open(console, os.O_RDWR | os.O_NOCTTY)
 seen = ""
 
 def expect(pattern, wait_s=10.0):
@@ -166,8 +181,13 @@ sys.exit(int(verdicts[task]))
 
 
 def manifest(pool: str) -> str:
-    """The workflow of a repository whose boards are ``pool``'s: two tasks, one job each."""
-    tasks = "".join(f"  - id: {task}\n    run: ./scripts/job.py {task}\n    vcpus: 1\n" for task in TASKS)
+    """The workflow of a repository whose boards are ``pool``'s: ``smoke`` on two boards (a matrix), then
+    ``suite`` (it needs ``smoke``), and ``pair``, a gang of two boards on one host (it drives ``dut``)."""
+    shapes = {"smoke": "    matrix: {slot: ['1', '2']}\n", "suite": "    needs: smoke\n"}
+    shapes["pair"] = "    devices: {dut: {}, peer: {}}\n"
+    tasks = "".join(
+        f"  - id: {task}\n    run: ./scripts/job.py {task}\n    vcpus: 1\n{shapes[task]}" for task in TASKS
+    )
     return (
         f"name: {WORKFLOW}\non: {{push: {{branches: [main]}}, pull_request: {{branches: [main]}}}}\n"
         f"scheduling:\n  max_devkits: 2\n  labels: {{form_factor: {pool}}}\ntasks:\n{tasks}"
@@ -218,7 +238,7 @@ def schedule(hours: float, per_hour: float, rng: random.Random) -> list[Push]:
     for repository in REPOSITORIES:
         at = rng.expovariate(per_hour / HOUR_S)
         while at < hours * HOUR_S:
-            verdicts = {"smoke": 0, "suite": 1 if rng.random() < FAIL_RATE else 0}
+            verdicts = {"smoke": 0, "suite": 1 if rng.random() < FAIL_RATE else 0, "pair": 0}
             pull = rng.randint(1, PULLS) if rng.random() < PULL_SHARE else None
             pushes.append(Push(at, repository, f"{rng.getrandbits(160):040x}", verdicts, pull))
             at += rng.expovariate(per_hour / HOUR_S)
@@ -403,6 +423,10 @@ class Events:
     reservation: str | None = None  # its id
     leases: dict[tuple[str, int], datetime] = field(default_factory=dict)  # (device, job) -> granted
     notes: list[str] = field(default_factory=list)
+    # A job queued while a healthy board that could run it sat idle: since when (still waiting), and the
+    # longest such wait of each job once it ended (real seconds).
+    idle_since: dict[int, float] = field(default_factory=dict)
+    idle_waits: dict[int, float] = field(default_factory=dict)
 
     def lab_hour(self, at: datetime, speed: float) -> float:
         return (at - self.began).total_seconds() * speed / HOUR_S
@@ -540,6 +564,86 @@ async def watch_leases(lab: Lab, events: Events) -> None:
         await asyncio.sleep(0.2)
 
 
+async def watch_idle(lab: Lab, events: Events) -> None:
+    """Note each job queued while a healthy board that could run it sat idle, as seen from outside the
+    dispatcher: a ready job of a pull request's or a push's session, below its session's ``max_devkits``,
+    and a board of its pool that is available, not ``bad``, held by no lease (a job's or a reservation's),
+    owed no check or recovery, not one its retry avoids, on a runner host that is online, unpaused and beat
+    within the lease; for a gang, two such boards on one host."""
+    while True:
+        now = time.monotonic()
+        async with lab.database.sessions() as session:
+            queued = (
+                await session.execute(
+                    select(
+                        JobRow.pk,
+                        JobRow.requirements,
+                        JobRow.avoid_devices,
+                        SessionRow.pk,
+                        SessionRow.max_devkits,
+                    )
+                    .join(SessionRow, JobRow.session_pk == SessionRow.pk)
+                    .where(
+                        JobRow.state == JobState.QUEUED,
+                        JobRow.ready_at.is_not(None),
+                        SessionRow.health_check_device.is_(None),
+                    )
+                )
+            ).all()
+            held = collections.Counter(
+                (
+                    await session.scalars(
+                        select(JobRow.session_pk).join(DeviceLeaseRow, DeviceLeaseRow.job_pk == JobRow.pk)
+                    )
+                ).all()
+            )
+            leased = set((await session.scalars(select(DeviceLeaseRow.device_id))).all())
+            owed = set(
+                (
+                    await session.scalars(
+                        select(SessionRow.health_check_device).where(
+                            SessionRow.health_check_device.is_not(None),
+                            SessionRow.state != SessionState.COMPLETED,
+                        )
+                    )
+                ).all()
+            )
+            hosts = {
+                host.id
+                for host in (await session.scalars(select(RunnerHostRow))).all()
+                if host.online
+                and host.paused_at is None
+                and host.last_heartbeat_at is not None
+                and (datetime.now(UTC) - host.last_heartbeat_at).total_seconds() < RUNNER_LEASE_S / 2
+            }
+            idle = [
+                device
+                for device in (await session.scalars(select(DeviceRow))).all()
+                if device.state is DeviceState.AVAILABLE
+                and device.health is not Health.BAD
+                and device.id not in leased
+                and device.id not in owed
+                and device.host in hosts
+            ]
+        waiting = set()
+        for job, requirements, avoid, session_pk, max_devkits in queued:
+            roles = (requirements or {}).get("roles") or [requirements or {}]  # a gang's share the pool
+            pool = (roles[0].get("labels") or {}).get("form_factor") or []
+            gang = len(roles)
+            if held[session_pk] + gang > max_devkits:
+                continue  # its session's own cap: not the lab's
+            free = collections.Counter(
+                device.host for device in idle if device.id.split("-")[0] in pool and device.id not in avoid
+            )
+            if free and max(free.values()) >= gang:
+                waiting.add(job)
+                events.idle_since.setdefault(job, now)
+        for job in set(events.idle_since) - waiting:
+            since = events.idle_since.pop(job)
+            events.idle_waits[job] = max(events.idle_waits.get(job, 0.0), now - since)
+        await asyncio.sleep(0.25)
+
+
 def delivery(github: GitHubStandIn, push: Push) -> tuple[str, dict[str, Any]]:
     """The event GitHub sends for ``push`` (a pull request opened by its first push, synchronized by the
     next), the stand-in's pull request moved along."""
@@ -618,6 +722,11 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             if events.reservation
             else None
         )
+    now = time.monotonic()
+    idle_waits = dict(events.idle_waits)
+    for job_pk, since in events.idle_since.items():  # still waiting at the end
+        idle_waits[job_pk] = max(idle_waits.get(job_pk, 0.0), now - since)
+    idle_long = [job_pk for job_pk, waited in idle_waits.items() if waited > IDLE_GRACE_S]
     jobs_of: dict[int, list[JobRow]] = collections.defaultdict(list)
     for job in jobs:
         jobs_of[job.session_pk].append(job)
@@ -781,6 +890,14 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             f"{len(open_runs)} open, {len(missing)} missing",
             not open_runs and not missing,
         ),
+        Goal(
+            f"queued while a matching board sat idle, over {IDLE_GRACE_S:g} s (goal 0)",
+            f"{len(idle_long)}; longest {max(idle_waits.values(), default=0.0):.1f} s "
+            f"(job {max(idle_waits, key=idle_waits.__getitem__, default='-')}); "
+            f"{len(idle_waits)} jobs waited so at all, "
+            f"median {statistics.median(idle_waits.values() or [0.0]):.2f} s",
+            not idle_long,
+        ),
         Goal("deliveries lost (goal 0)", f"{lost} of {len(pushes)}", lost == 0),
         Goal("deliveries processed twice (goal 0)", f"{twice} extra check runs", twice == 0),
         Goal(
@@ -874,12 +991,14 @@ async def soak(args: argparse.Namespace) -> bool:
                 ready = time.perf_counter() - began
                 events = Events(datetime.now(UTC))
                 watching = asyncio.create_task(watch_leases(running, events))
+                idling = asyncio.create_task(watch_idle(running, events))
                 taken, _ = await asyncio.gather(
                     drive(running, pushes, args.speed), faults(running, args, events)
                 )
                 sent = time.perf_counter() - began
                 waited = await settled(running, len(pushes), args.settle_s)
                 watching.cancel()
+                idling.cancel()
                 print(
                     f"  lab up in {ready:.1f} s; pushes sent over {sent - ready:.1f} s; "
                     + (
