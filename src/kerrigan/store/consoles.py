@@ -19,7 +19,7 @@ import asyncio
 import collections
 import contextlib
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -224,18 +224,10 @@ async def audit_console(
 ) -> None:
     """One person's time on a device's console in the audit log (subject ``device``, field ``console``):
     whether they could type, when it started and ended, how long, and why it ended."""
-    pool = await session.scalar(
-        select(PoolRow.id).join(DeviceRow, DeviceRow.pool_pk == PoolRow.pk).where(DeviceRow.id == device_id)
-    )
     before = {"access": watcher.access.value, "started": started.isoformat()}
-    after = {
-        "ended": ended.isoformat(),
-        "seconds": round((ended - started).total_seconds(), 3),
-        "reason": reason[:300],
-    }
-    change = FieldChange(ChangeKind.CHANGE, "device", device_id, "console", before, after)
-    await record(session, Change(watcher.login, ended), change, pool)
-    await session.flush()
+    await _audit_time(
+        session, device_id, "console", watcher.login, before, started=started, ended=ended, reason=reason
+    )
 
 
 async def audit_shell(
@@ -252,15 +244,32 @@ async def audit_shell(
     """One person's shell in a held job's sandbox (``kerrigan shell``) in the audit log (subject the job's
     ``device``, field ``shell``): which job on which host, when it started and ended, how long, why it
     ended."""
+    before = {"job": job_pk, "host": host, "access": watcher.access.value, "started": started.isoformat()}
+    await _audit_time(
+        session, device_id, "shell", watcher.login, before, started=started, ended=ended, reason=reason
+    )
+
+
+async def _audit_time(
+    session: AsyncSession,
+    device_id: str,
+    field: str,
+    login: str,
+    before: Mapping[str, object],
+    *,
+    started: datetime,
+    ended: datetime,
+    reason: str,
+) -> None:
+    """A person's time on the device (``before``: how it began) as its ``field`` in the audit log."""
     pool = await session.scalar(
         select(PoolRow.id).join(DeviceRow, DeviceRow.pool_pk == PoolRow.pk).where(DeviceRow.id == device_id)
     )
-    before = {"job": job_pk, "host": host, "access": watcher.access.value, "started": started.isoformat()}
     after = {
         "ended": ended.isoformat(),
         "seconds": round((ended - started).total_seconds(), 3),
         "reason": reason[:300],
     }
-    change = FieldChange(ChangeKind.CHANGE, "device", device_id, "shell", before, after)
-    await record(session, Change(watcher.login, ended), change, pool)
+    change = FieldChange(ChangeKind.CHANGE, "device", device_id, field, before, after)
+    await record(session, Change(login, ended), change, pool)
     await session.flush()

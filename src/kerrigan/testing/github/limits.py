@@ -61,6 +61,7 @@ class RateLimits:
     primary_limit: int = 5_000
     window_s: float = 3_600.0
     content_per_minute: int = 80
+    content_window_s: float = 60.0  # the content limit's minute (shorter for a soak that compresses time)
     concurrent_limit: int = 100
     secondary_retry_after: int | None = 60  # None: GitHub says nothing, the client waits at least a minute
     clock: Callable[[], float] = time.time
@@ -102,7 +103,7 @@ class RateLimits:
             self._refuse_secondary(SECONDARY_CONCURRENCY, installation, method, path)
         if method in CONTENT_CREATING and path != "/installation/token":
             recent = self._content.setdefault(installation, deque())
-            while recent and recent[0] <= now - 60.0:
+            while recent and recent[0] <= now - self.content_window_s:
                 recent.popleft()
             if len(recent) >= self.content_per_minute:
                 self._refuse_secondary(SECONDARY_CONTENT, installation, method, path)

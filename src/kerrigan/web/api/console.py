@@ -29,9 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Final
 
 from aiohttp import WSMsgType, web
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_console import (
     AGENT_WITHIN_S,
@@ -118,18 +121,32 @@ async def device_console(request: web.Request) -> web.StreamResponse:
     )
     if access is Access.READ_WRITE and watcher.read_only:
         await notice(socket, "someone else types on this console now: you watch it read-only")
-    try:
-        await bridge_person(console, watcher, socket)
-    finally:
-        reason = watcher.cut or (console.reason if console.ended.is_set() else "you left")
-        console.leave(watcher)
-        code = CUT_OFF if watcher.cut else FAULT if console.failed else CLOSED_NORMALLY
-        async with writing(request) as session:
-            await audit_console(
-                session, device_id, watcher, started=started, ended=database.clock(), reason=reason
-            )
-        await close_person(request, socket, reason, code)
+
+    async def audit(session: AsyncSession, reason: str, ended: datetime) -> None:
+        await audit_console(session, device_id, watcher, started=started, ended=ended, reason=reason)
+
+    await serve_person(request, console, watcher, socket, audit)
     return socket
+
+
+async def serve_person(
+    request: web.Request,
+    session: ConsoleSession,
+    watcher: Watcher,
+    socket: web.WebSocketResponse,
+    audit: Callable[[AsyncSession, str, datetime], Awaitable[None]],
+) -> None:
+    """Bridge the person to ``session`` (a console or a shell) until it ends, they leave or are cut off;
+    then ``audit`` their time (the reason it ended, when) and close their WebSocket saying why."""
+    try:
+        await bridge_person(session, watcher, socket)
+    finally:
+        reason = watcher.cut or (session.reason if session.ended.is_set() else "you left")
+        session.leave(watcher)
+        code = CUT_OFF if watcher.cut else FAULT if session.failed else CLOSED_NORMALLY
+        async with writing(request) as stored:
+            await audit(stored, reason, request.config_dict[DATABASE].clock())
+        await close_person(request, socket, reason, code)
 
 
 async def bridge_person(console: ConsoleSession, watcher: Watcher, socket: web.WebSocketResponse) -> None:

@@ -24,9 +24,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from datetime import datetime
 from typing import Final
 
 from aiohttp import web
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_console import AGENT_WITHIN_S, HOLDER_CHECK_S, KEYSTROKE_FRAME_MAX, Access, Frame
 from kerrigan.core.job_shell import shell_holder, shell_refusal
@@ -35,11 +37,11 @@ from kerrigan.store.consoles import ConsoleSession, audit_shell
 from kerrigan.store.database import Database
 from kerrigan.store.holds import shell_target
 from kerrigan.store.runners import host_report
-from kerrigan.web.api.console import CLOSED_NORMALLY, CUT_OFF, FAULT, bridge_person, close_person, notice
+from kerrigan.web.api.console import notice, serve_person
 from kerrigan.web.auth import signed_in
 from kerrigan.web.errors import ApiError
 from kerrigan.web.reading import read_access
-from kerrigan.web.state import DATABASE, SETTINGS, writing
+from kerrigan.web.state import DATABASE, SETTINGS
 
 routes = web.RouteTableDef()
 
@@ -96,24 +98,13 @@ async def job_shell(request: web.Request) -> web.StreamResponse:
     await socket.send_str(json.dumps(opened))
     if watcher.read_only:
         await notice(socket, "someone else types in this shell now: you watch it read-only")
-    try:
-        await bridge_person(shell, watcher, socket)
-    finally:
-        reason = watcher.cut or (shell.reason if shell.ended.is_set() else "you left")
-        shell.leave(watcher)
-        code = CUT_OFF if watcher.cut else FAULT if shell.failed else CLOSED_NORMALLY
-        async with writing(request) as session:
-            await audit_shell(
-                session,
-                job_pk,
-                device,
-                watcher,
-                host=host,
-                started=started,
-                ended=database.clock(),
-                reason=reason,
-            )
-        await close_person(request, socket, reason, code)
+
+    async def audit(session: AsyncSession, reason: str, ended: datetime) -> None:
+        await audit_shell(
+            session, job_pk, device, watcher, host=host, started=started, ended=ended, reason=reason
+        )
+
+    await serve_person(request, shell, watcher, socket, audit)
     return socket
 
 
