@@ -810,13 +810,13 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
         and not superseded(r)
     ]
     lab_concluded = [r for r in runs if r.get("conclusion") in ("action_required", "neutral")]
-    for run in lab_red:  # what a later session needs to find the cause
+    for run in [*lab_red, *lab_concluded]:  # what a later session needs to find the cause
         failed = [
             f"{job.task_id} on {job.device_id} ({job.host}): {job.reason or 'exit'} {job.exit_status}"
             for job in jobs_of.get(session_of_run.get(run["id"], -1), [])
-            if job.state is JobState.FAILED
+            if job.state in (JobState.FAILED, JobState.RETRIED)
         ]
-        print(f"  red for the lab: {run['head_sha'][:8]} {run['name']}: {'; '.join(failed)}")
+        print(f"  {run['conclusion']} for the lab: {run['head_sha'][:8]} {run['name']}: {'; '.join(failed)}")
     shown = {run["head_sha"] for run in runs}
     missing = [push for push in pushes if push.sha not in shown]
     open_runs = [run for run in runs if run["status"] != "completed"]

@@ -259,3 +259,19 @@ async def test_listings_and_files_carry_the_shas_git_gives_the_blobs_and_trees(
     ) as answer:
         assert (await answer.json())["sha"] == expected["README.md"]
     assert expected["README.md"] == hashlib.sha1(b"blob 11\0# firmware\n").hexdigest()
+
+
+async def test_a_soak_on_compressed_time_shortens_the_limits_windows(
+    api_session: aiohttp.ClientSession, github: GitHubStandIn, installation_token: str, clock: FakeTime
+) -> None:
+    # soak_lab_week runs GitHub's hour and minute on lab time: 600 times faster, a lab minute is 0.1 s.
+    github.limits.content_per_minute, github.limits.content_window_s = 1, 0.1
+    assert (await comment(api_session, github, installation_token))[0] == 201
+    assert (await comment(api_session, github, installation_token))[0] == 403
+    clock.now += 0.1
+    assert (await comment(api_session, github, installation_token))[0] == 201
+    github.limits.window_s = 6.0  # a lab hour: the next window resets 6 s from its start
+    clock.now += 3600
+    _, headers, _ = await get(api_session, github, installation_token, LISTING)
+    assert headers["x-ratelimit-reset"] == str(int(clock.now + 6))
+    assert [limited.kind for limited in github.limited] == [SECONDARY_CONTENT]
