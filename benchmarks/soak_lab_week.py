@@ -24,11 +24,13 @@ Printed, each against its goal; the exit status is 1 when one is missed:
 
 - check runs concluded ``failure`` whose commit passes by design (the lab's failure shown as the code's;
   those the flaky board caused before Kerrigan named it suspect are counted apart: no one could tell yet),
-  and check runs whose commit fails by design concluded anything else; check runs concluded for the lab
-  (``action_required``/``neutral``: not red, but not green either);
-- check runs not completed at the end (or missing); jobs that stayed queued longer than
-  :data:`IDLE_GRACE_S` while a healthy board that could run them sat idle (seen from outside the
-  dispatcher: :func:`watch_idle`), and the longest such wait;
+  and check runs whose commit fails by design concluded anything else (but the lab's conclusion when the
+  failing task never ran: a task it needs failed for the lab past its retries); check runs concluded for
+  the lab (``action_required``/``neutral``: not red, but not green either);
+- check runs not completed at the end (or missing); the times a healthy board sat idle longer than
+  :data:`IDLE_GRACE_S` while a queued job could have run on it (seen from outside the dispatcher:
+  :func:`watch_idle`), and the longest (those while a gang queued past 60 s may have kept the board, by
+  the queue's rule, apart);
 - deliveries lost (not taken, stored or processed) or processed twice (more than one check run for a
   commit and workflow); jobs run twice (one job id starting on the boards twice); devices held by a job at
   the end;
@@ -74,7 +76,7 @@ from kerrigan.core.device_status import Health
 from kerrigan.core.dispatch_order import AGING_S
 from kerrigan.core.flaky import MIN_RUNS
 from kerrigan.core.inventory import DeviceState
-from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
+from kerrigan.core.lifecycle import HOLDING_A_DEVICE, FailureClass, JobState
 from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.core.sessions import SessionState
 from kerrigan.store.audit import Change
@@ -134,8 +136,8 @@ PDU_SILENT_LAB_S: Final = 600.0
 PDU_SILENT_MIN_S: Final = 20.0  # real seconds: longer than the power commands' timeout (10 s)
 END: Final = "soak-end"
 GOAL_MISSED: Final = 1
-# A queued job and an idle board that could run it meet within the dispatcher's round and the agent's poll:
-# a wait longer than this is one the lab caused.
+# An idle board and a queued job that could run on it meet within the dispatcher's round and the agent's
+# poll, real seconds that no compression shortens: a board idle longer than this was left so.
 IDLE_GRACE_S: Final = 3.0
 
 # The job: log in on the board's console, mark the start, run, mark the end, exit with the verdict. A board
@@ -430,13 +432,13 @@ class Events:
     reservation: str | None = None  # its id
     leases: dict[tuple[str, int], datetime] = field(default_factory=dict)  # (device, job) -> granted
     notes: list[str] = field(default_factory=list)
-    # A job queued while a healthy board that could run it sat idle: since when (still waiting), and the
-    # longest such wait of each job once it ended (real seconds).
-    idle_since: dict[int, float] = field(default_factory=dict)
-    idle_waits: dict[int, float] = field(default_factory=dict)
+    # A healthy board idle while a queued job could have run on it: since when (still so), and each such
+    # span that ended (the board, real seconds).
+    idle_since: dict[str, float] = field(default_factory=dict)
+    idle_waits: list[tuple[str, float]] = field(default_factory=list)
     # The same while the board may have been kept for a gang that had waited AGING_S (the queue's rule).
-    kept_since: dict[int, float] = field(default_factory=dict)
-    kept_waits: dict[int, float] = field(default_factory=dict)
+    kept_since: dict[str, float] = field(default_factory=dict)
+    kept_waits: list[tuple[str, float]] = field(default_factory=list)
 
     def lab_hour(self, at: datetime, speed: float) -> float:
         return (at - self.began).total_seconds() * speed / HOUR_S
@@ -575,11 +577,13 @@ async def watch_leases(lab: Lab, events: Events) -> None:
 
 
 async def watch_idle(lab: Lab, events: Events) -> None:
-    """Note each job queued while a healthy board that could run it sat idle, as seen from outside the
-    dispatcher: a ready job of a pull request's or a push's session, below its session's ``max_devkits``,
-    and a board of its pool that is available, not ``bad``, held by no lease (a job's or a reservation's),
-    owed no check or recovery, not one its retry avoids, on a runner host that is online, unpaused and beat
-    within the lease; for a gang, two such boards on one host."""
+    """Note how long each healthy board sat idle while a queued job could have run on it, as seen from
+    outside the dispatcher: a board that is available, not ``bad``, held by no lease (a job's or a
+    reservation's), owed no check or recovery, on a runner host that is online, unpaused and beat within
+    the lease; and a ready job of a pull request's or a push's session of the board's pool, below its
+    session's ``max_devkits``, whose retry does not avoid the board (a gang: with enough such boards on the
+    board's host for its roles). Per board, not per job: in a busy pool every queued job matches the board
+    that just freed, but only the first in line is owed it."""
     while True:
         now = time.monotonic()
         async with lab.database.sessions() as session:
@@ -645,25 +649,25 @@ async def watch_idle(lab: Lab, events: Events) -> None:
             for job, _, _, _, _, ready in queued
             if shapes[job][1] > 1 and ready is not None and ready < aged
         }
-        waiting, kept = set(), set()
+        waiting: set[str] = set()
+        kept: set[str] = set()
         for job, _, avoid, session_pk, max_devkits, _ in queued:
             pool, gang = shapes[job]
             if held[session_pk] + gang > max_devkits:
                 continue  # its session's own cap: not the lab's
-            free = collections.Counter(
-                device.host for device in idle if device.id.split("-")[0] == pool and device.id not in avoid
-            )
-            if free and max(free.values()) >= gang:
-                (kept if pool in kept_for_gangs else waiting).add(job)
-        for since, waits, now_waiting in (
+            boards = [device for device in idle if device.id.split("-")[0] == pool and device.id not in avoid]
+            per_host = collections.Counter(device.host for device in boards)
+            owed_it = {device.id for device in boards if per_host[device.host] >= gang}
+            (kept if pool in kept_for_gangs else waiting).update(owed_it)
+        kept -= waiting
+        for since, waits, now_idle in (
             (events.idle_since, events.idle_waits, waiting),
             (events.kept_since, events.kept_waits, kept),
         ):
-            for job in now_waiting:
-                since.setdefault(job, now)
-            for job in set(since) - now_waiting:
-                began = since.pop(job)
-                waits[job] = max(waits.get(job, 0.0), now - began)
+            for board in now_idle:
+                since.setdefault(board, now)
+            for board in set(since) - now_idle:
+                waits.append((board, now - since.pop(board)))
         await asyncio.sleep(0.25)
 
 
@@ -753,13 +757,11 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             else None
         )
     now = time.monotonic()
-    idle_waits = dict(events.idle_waits)
-    for job_pk, since in events.idle_since.items():  # still waiting at the end
-        idle_waits[job_pk] = max(idle_waits.get(job_pk, 0.0), now - since)
-    idle_long = [job_pk for job_pk, waited in idle_waits.items() if waited > IDLE_GRACE_S]
-    kept_waits = dict(events.kept_waits)
-    for job_pk, since in events.kept_since.items():
-        kept_waits[job_pk] = max(kept_waits.get(job_pk, 0.0), now - since)
+    # Spans still open at the end count to now.
+    idle_waits = [*events.idle_waits, *((board, now - since) for board, since in events.idle_since.items())]
+    kept_waits = [*events.kept_waits, *((board, now - since) for board, since in events.kept_since.items())]
+    idle_long = [span for span in idle_waits if span[1] > IDLE_GRACE_S]
+    longest = max(idle_waits, key=lambda span: span[1], default=("-", 0.0))
     jobs_of: dict[int, list[JobRow]] = collections.defaultdict(list)
     for job in jobs:
         jobs_of[job.session_pk].append(job)
@@ -801,6 +803,18 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
         )
 
     superseded_runs = [r for r in runs if superseded(r)]
+
+    def tested(run: dict[str, Any]) -> bool:
+        """A job of the run's session failed its test: the code's failure was seen."""
+        return any(
+            job.failure_class is FailureClass.TEST
+            for job in jobs_of.get(session_of_run.get(run["id"], -1), [])
+        )
+
+    lab_concluded = [r for r in runs if r.get("conclusion") in ("action_required", "neutral")]
+    # A failing commit whose failing task the lab kept from running (a task it needs failed for the lab
+    # past its retries) is the lab's conclusion, not a hidden failure: nobody saw the code fail.
+    untested = [r for r in lab_concluded if truth[r["head_sha"]].fails and not tested(r)]
     code_hidden = [
         r
         for r in runs
@@ -808,8 +822,8 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
         and truth[r["head_sha"]].fails
         and r.get("conclusion") != "failure"
         and not superseded(r)
+        and r not in untested
     ]
-    lab_concluded = [r for r in runs if r.get("conclusion") in ("action_required", "neutral")]
     for run in [*lab_red, *lab_concluded]:  # what a later session needs to find the cause
         failed = [
             f"{job.task_id} on {job.device_id} ({job.host}): {job.reason or 'exit'} {job.exit_status}"
@@ -915,7 +929,8 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
         Goal("check runs cancelled, superseded by a later push", f"{len(superseded_runs)}", None),
         Goal(
             "check runs concluded for the lab (action_required, neutral)",
-            f"{len(lab_concluded)} {[r['head_sha'][:8] for r in lab_concluded][:5]}",
+            f"{len(lab_concluded)} {[r['head_sha'][:8] for r in lab_concluded][:5]}; of failing commits "
+            f"whose failing task the lab kept from running: {len(untested)}",
             None,
         ),
         Goal(
@@ -924,17 +939,15 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
             not open_runs and not missing,
         ),
         Goal(
-            f"queued while a matching board sat idle, over {IDLE_GRACE_S:g} s (goal 0)",
-            f"{len(idle_long)}; longest {max(idle_waits.values(), default=0.0):.1f} s "
-            f"(job {max(idle_waits, key=idle_waits.__getitem__, default='-')}); "
-            f"{len(idle_waits)} jobs waited so at all, "
-            f"median {statistics.median(idle_waits.values() or [0.0]):.2f} s",
+            f"board idle while a job it could run queued, over {IDLE_GRACE_S:g} s (goal 0)",
+            f"{len(idle_long)}; longest {longest[1]:.1f} s ({longest[0]}); {len(idle_waits)} times in all, "
+            f"median {statistics.median([span[1] for span in idle_waits] or [0.0]):.2f} s",
             not idle_long,
         ),
         Goal(
             "the same while a gang queued past 60 s may have kept it",
-            f"{sum(1 for waited in kept_waits.values() if waited > IDLE_GRACE_S)} over {IDLE_GRACE_S:g} s; "
-            f"longest {max(kept_waits.values(), default=0.0):.1f} s",
+            f"{sum(1 for _, waited in kept_waits if waited > IDLE_GRACE_S)} over {IDLE_GRACE_S:g} s; "
+            f"longest {max((waited for _, waited in kept_waits), default=0.0):.1f} s",
             None,
         ),
         Goal("deliveries lost (goal 0)", f"{lost} of {len(pushes)}", lost == 0),

@@ -50,7 +50,8 @@ for _outcome in ("passed", "failed", "error", "skipped"):
 DEVICE_RECOVERIES: Final = Counter(
     "kerrigan_device_recoveries",
     "Recoveries of a board ended, by device and outcome: recovered, failed (another follows), bad (the "
-    "last of three failed in a row).",
+    "last of three failed in a row, or its power silent for an hour), waiting_for_power (its power did not "
+    "answer: another follows, not counted).",
     ["device", "outcome"],
 )
 QUEUE_WAIT: Final = Histogram(
