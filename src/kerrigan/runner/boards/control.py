@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -232,23 +233,30 @@ class BoardControl:
                     await board.console.close()
         paired = list(zip(self.boards, ends, strict=True))
         return GivenBack(
-            [board.device_id for board, (switched, _) in paired if switched is True],
-            [board.device_id for board, (switched, _) in paired if switched is None],
+            [board.device_id for board, (end, _) in paired if end is _Off.SWITCHED],
+            [board.device_id for board, (end, _) in paired if end is _Off.FAILED],
             [problem for _, problem in ends if problem is not None],
         )
 
     @staticmethod
-    async def _after_job(board: Board, off: bool) -> tuple[bool | None, str | None]:
-        """Whether the board was switched off (``None``: it had to be and its power failed), and what went
-        wrong."""
+    async def _after_job(board: Board, off: bool) -> tuple[_Off, str | None]:
+        """Whether the board was switched off, and what went wrong."""
         if board.power is None or (board.wiring.after_job is not AfterJob.OFF and not off):
-            return False, None
+            return _Off.LEFT, None
         try:
             await board.power.off(reason=SwitchReason.AFTER_JOB)
         except PowerFailed as err:
             log.warning("board %s not powered off after its job: %s", board.named, err)
-            return None, f"{board.named} not powered off after the job: {err.shown}"
-        return True, None
+            return _Off.FAILED, f"{board.named} not powered off after the job: {err.shown}"
+        return _Off.SWITCHED, None
+
+
+class _Off(enum.Enum):
+    """A board's power at its job's end: switched off, left as it was, or to be switched off and failed."""
+
+    SWITCHED = enum.auto()
+    LEFT = enum.auto()
+    FAILED = enum.auto()
 
 
 @dataclass(frozen=True, slots=True)
