@@ -248,6 +248,22 @@ def ended_by_runner(exit_status: int, outcome: str | None, *, started: bool) -> 
 DEFAULT_INFRASTRUCTURE_RETRIES: Final = 2
 DEFAULT_SUSPECT_RETRIES: Final = 1  # a failure on a suspect device: once more, on a peer that is not suspect
 MAX_RETRIES: Final = 5  # per budget: more attempts than this hide a lab that is broken
+# A power that does not answer (a PDU down for minutes) is waited for this long before it counts: the
+# attempts it ends meanwhile, and the recoveries of their boards (kerrigan.core.recovery), spend nothing.
+POWER_WAIT_S: Final = 3600.0
+
+
+def power_unanswered(reason: str | None, *, started: bool) -> bool:
+    """Whether an attempt ended because its board's power did not answer, before its command started: the
+    lab's outage, and the attempt said nothing of the job or the board."""
+    return reason == POWER_FAILED and not started
+
+
+def spends_retry(reason: str | None, *, started: bool, power_waited_s: float) -> bool:
+    """Whether an attempt that failed for ``reason`` counts against its task's retries: all do but one
+    whose power did not answer, ``power_waited_s`` after the end of the task's first such attempt, while
+    that is under :data:`POWER_WAIT_S`."""
+    return not (power_unanswered(reason, started=started) and power_waited_s < POWER_WAIT_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,9 +334,17 @@ def should_retry(
     earlier: Iterable[FailureClass | None],
     *,
     reason: str | None = None,
+    started: bool = True,
+    power_waited_s: float = 0.0,
 ) -> bool:
     """Whether a job that ended in ``state`` for ``reason`` gets another attempt. ``earlier`` are the
-    failure classes of the task's attempts already retried: each budget counts its own kind.
+    failure classes of the task's attempts already retried and counted: each budget counts its own kind.
+
+    A job whose board's power did not answer before its command ``started`` is retried without counting
+    (:func:`spends_retry`: ``power_waited_s`` since its task's first such attempt ended) by a policy that
+    retries infrastructure failures at all, and the caller leaves such attempts out of ``earlier``. The
+    new attempt avoids the boards already tried, whose recoveries wait for their power, so in a lab whose
+    PDU is silent the job waits in its queue.
 
     Only a failed job is retried (a timeout, a cancel, a queue-wait budget or a misfit would fail the same
     way again): an infrastructure failure while ``policy.infrastructure`` allows, a test failure only when
@@ -335,6 +359,8 @@ def should_retry(
     if klass is FailureClass.INFRASTRUCTURE:
         if reason == NOT_STARTED_REASON:
             return False
+        if policy.infrastructure and not spends_retry(reason, started=started, power_waited_s=power_waited_s):
+            return True
         return spent.count(FailureClass.INFRASTRUCTURE) < policy.infrastructure
     if klass is FailureClass.TEST and exit_status is not None and exit_status in policy.exit_status:
         return spent.count(FailureClass.TEST) < policy.limit

@@ -22,7 +22,7 @@ import enum
 from collections.abc import Sequence
 from typing import Final
 
-from kerrigan.core.lifecycle import BOARD_FAULTS, POWER_FAILED, FailureClass, JobState
+from kerrigan.core.lifecycle import BOARD_FAULTS, POWER_FAILED, POWER_WAIT_S, FailureClass, JobState
 
 RECOVERY_TASK: Final = "recovery"
 RECOVERY_COMMAND: Final = "true"  # a device without a health check: the boot alone is the test
@@ -30,7 +30,7 @@ FAILED_RECOVERIES_FOR_BAD: Final = 3
 EVIDENCE_LINES: Final = 5  # of the console's last lines, how many the device's health reason keeps
 REASON_MAX: Final = 500  # a device's health reason is at most this long
 # A PDU down for a lab's ordinary outage (minutes) leaves its boards waiting; an hour is the board's own.
-POWER_WAIT_FOR_BAD_S: Final = 3600.0
+POWER_WAIT_FOR_BAD_S: Final = POWER_WAIT_S  # as long as a job waits for it (kerrigan.core.lifecycle)
 
 
 class RecoveryOutcome(enum.StrEnum):

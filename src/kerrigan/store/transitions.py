@@ -26,8 +26,10 @@ from kerrigan.core.lifecycle import (
     check_session_transition,
     check_transition,
     failure_class,
+    power_unanswered,
     session_outcome,
     should_retry,
+    spends_retry,
 )
 from kerrigan.core.matrix import task_of
 from kerrigan.core.recovery import RECOVERY_TASK
@@ -236,12 +238,14 @@ async def retry_failed(
         if job.state != JobState.FAILED:
             continue
         klass = job.failure_class
+        attempts = [other for other in jobs if other.task_id == job.task_id]
+        power_since = _power_silent_since(attempts, at)
         earlier = [
             other.failure_class
-            for other in jobs
-            if other.task_id == job.task_id
-            and other.state == JobState.RETRIED
+            for other in attempts
+            if other.state == JobState.RETRIED
             and other.suspect_retry != SuspectRetry.RETRIED  # counted against the suspect budget
+            and _spends_retry(other, power_since, at)
         ]
         # Judged once, when it ends: a device that becomes suspect later (another session's failures)
         # does not bring back a job that ended failed before it was.
@@ -249,7 +253,14 @@ async def retry_failed(
         verdict = await suspect_verdict(lookup, row, job, jobs, policy) if judged else None
         suspect = verdict is not None and verdict.failure.retry is SuspectRetry.RETRIED
         if not suspect and not should_retry(
-            policy, JobState.FAILED, klass, job.exit_status, earlier, reason=job.reason
+            policy,
+            JobState.FAILED,
+            klass,
+            job.exit_status,
+            earlier,
+            reason=job.reason,
+            started=job.started_at is not None,
+            power_waited_s=((job.finished_at or at) - power_since).total_seconds(),
         ):
             if verdict is not None:
                 record_verdict(job, verdict)  # it stays failed: its check run says why
@@ -280,6 +291,24 @@ async def retry_failed(
         await session.flush()
         mark(session, Topic.DISPATCH)
     return added
+
+
+def _power_silent_since(attempts: Iterable[JobRow], at: datetime) -> datetime:
+    """When the first of a task's ``attempts`` whose power did not answer ended (``at`` if none did)."""
+    return min(
+        (
+            job.finished_at
+            for job in attempts
+            if job.finished_at and power_unanswered(job.reason, started=job.started_at is not None)
+        ),
+        default=at,
+    )
+
+
+def _spends_retry(job: JobRow, power_since: datetime, at: datetime) -> bool:
+    """:func:`spends_retry` of an attempt, its task's power silent since ``power_since``."""
+    waited = ((job.finished_at or at) - power_since).total_seconds()
+    return spends_retry(job.reason, started=job.started_at is not None, power_waited_s=waited)
 
 
 async def settle_sessions(session: AsyncSession, session_pks: Iterable[int], at: datetime) -> None:

@@ -8,6 +8,8 @@ import pytest
 
 from kerrigan.core.lifecycle import (
     DEVICE_FAULT_EXIT,
+    POWER_FAILED,
+    POWER_WAIT_S,
     FailureClass,
     JobFacts,
     JobState,
@@ -17,6 +19,7 @@ from kerrigan.core.lifecycle import (
     failure_class,
     session_outcome,
     should_retry,
+    spends_retry,
 )
 
 INFRA = FailureClass.INFRASTRUCTURE
@@ -63,8 +66,52 @@ def test_each_budget_counts_its_own_kind() -> None:
     assert policy.max_attempts == 3
 
 
+def test_a_power_that_did_not_answer_before_the_command_spends_no_retry_for_an_hour() -> None:
+    """A PDU down for minutes: every board a job is sent to meets it, within seconds of each other."""
+    spent = [INFRA, INFRA]  # the budget is spent, by other failures
+    policy = RetryPolicy()
+    for waited in (0.0, 60.0, POWER_WAIT_S - 1):
+        assert should_retry(
+            policy,
+            JobState.FAILED,
+            INFRA,
+            None,
+            spent,
+            reason=POWER_FAILED,
+            started=False,
+            power_waited_s=waited,
+        )
+        assert not spends_retry(POWER_FAILED, started=False, power_waited_s=waited)
+    # An hour of it: the power is broken, not briefly down; it counts as any failure of the lab's.
+    assert not should_retry(
+        policy,
+        JobState.FAILED,
+        INFRA,
+        None,
+        spent,
+        reason=POWER_FAILED,
+        started=False,
+        power_waited_s=POWER_WAIT_S,
+    )
+    assert spends_retry(POWER_FAILED, started=False, power_waited_s=POWER_WAIT_S)
+
+
+@pytest.mark.parametrize(
+    ("reason", "started"), [(POWER_FAILED, True), ("boot_failed", False), ("runner_lost", False)]
+)
+def test_any_other_failure_of_the_lab_spends_a_retry(reason: str, started: bool) -> None:
+    """Power that failed after the command started (the board's switch-off) said something of the run."""
+    assert spends_retry(reason, started=started, power_waited_s=0.0)
+    assert not should_retry(
+        RetryPolicy(), JobState.FAILED, INFRA, None, [INFRA, INFRA], reason=reason, started=started
+    )
+
+
 def test_zero_infrastructure_retries_retries_nothing() -> None:
     assert not should_retry(RetryPolicy(infrastructure=0), JobState.FAILED, INFRA, None, [])
+    assert not should_retry(
+        RetryPolicy(infrastructure=0), JobState.FAILED, INFRA, None, [], reason=POWER_FAILED, started=False
+    )
 
 
 @pytest.mark.parametrize(
