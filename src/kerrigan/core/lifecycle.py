@@ -253,17 +253,26 @@ MAX_RETRIES: Final = 5  # per budget: more attempts than this hide a lab that is
 POWER_WAIT_S: Final = 3600.0
 
 
-def power_unanswered(reason: str | None, *, started: bool) -> bool:
-    """Whether an attempt ended because its board's power did not answer, before its command started: the
-    lab's outage, and the attempt said nothing of the job or the board."""
-    return reason == POWER_FAILED and not started
+def power_unanswered(reason: str | None) -> bool:
+    """Whether an attempt ended because its board's power did not answer: the agent ends a job so only
+    when powering its board before the command (after it reported the start, so ``started_at`` does not
+    tell), so the attempt said nothing of the job, nor of the board's own health."""
+    return reason == POWER_FAILED
 
 
-def spends_retry(reason: str | None, *, started: bool, power_waited_s: float) -> bool:
-    """Whether an attempt that failed for ``reason`` counts against its task's retries: all do but one
-    whose power did not answer, ``power_waited_s`` after the end of the task's first such attempt, while
-    that is under :data:`POWER_WAIT_S`."""
-    return not (power_unanswered(reason, started=started) and power_waited_s < POWER_WAIT_S)
+def spends_retries(ends: Sequence[tuple[str | None, float]]) -> list[bool]:
+    """Whether each of a task's failed attempts counts against its retries, given in order as (its reason,
+    seconds from the end of the task's first attempt whose power did not answer to its own end). All do
+    but those whose power did not answer while that is under :data:`POWER_WAIT_S`, at most
+    :data:`MAX_RETRIES` of them: a power that answers half the time, or a pool of one board, cannot keep a
+    task trying for the whole hour."""
+    free = 0
+    spends = []
+    for reason, waited_s in ends:
+        waits = power_unanswered(reason) and waited_s < POWER_WAIT_S and free < MAX_RETRIES
+        free += waits
+        spends.append(not waits)
+    return spends
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,17 +343,15 @@ def should_retry(
     earlier: Iterable[FailureClass | None],
     *,
     reason: str | None = None,
-    started: bool = True,
-    power_waited_s: float = 0.0,
+    free: bool = False,
 ) -> bool:
     """Whether a job that ended in ``state`` for ``reason`` gets another attempt. ``earlier`` are the
     failure classes of the task's attempts already retried and counted: each budget counts its own kind.
 
-    A job whose board's power did not answer before its command ``started`` is retried without counting
-    (:func:`spends_retry`: ``power_waited_s`` since its task's first such attempt ended) by a policy that
-    retries infrastructure failures at all, and the caller leaves such attempts out of ``earlier``. The
-    new attempt avoids the boards already tried, whose recoveries wait for their power, so in a lab whose
-    PDU is silent the job waits in its queue.
+    A ``free`` attempt (its board's power did not answer: :func:`spends_retries`) is retried without
+    counting by a policy that retries infrastructure failures at all, and the caller leaves such attempts
+    out of ``earlier``. The new attempt avoids the boards already tried, whose recoveries wait for their
+    power, so in a lab whose PDU is silent the job waits in its queue.
 
     Only a failed job is retried (a timeout, a cancel, a queue-wait budget or a misfit would fail the same
     way again): an infrastructure failure while ``policy.infrastructure`` allows, a test failure only when
@@ -359,7 +366,7 @@ def should_retry(
     if klass is FailureClass.INFRASTRUCTURE:
         if reason == NOT_STARTED_REASON:
             return False
-        if policy.infrastructure and not spends_retry(reason, started=started, power_waited_s=power_waited_s):
+        if policy.infrastructure and free:
             return True
         return spent.count(FailureClass.INFRASTRUCTURE) < policy.infrastructure
     if klass is FailureClass.TEST and exit_status is not None and exit_status in policy.exit_status:

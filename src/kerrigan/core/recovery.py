@@ -22,7 +22,14 @@ import enum
 from collections.abc import Sequence
 from typing import Final
 
-from kerrigan.core.lifecycle import BOARD_FAULTS, POWER_FAILED, POWER_WAIT_S, FailureClass, JobState
+from kerrigan.core.lifecycle import (
+    BOARD_FAULTS,
+    POWER_FAILED,
+    POWER_WAIT_S,
+    FailureClass,
+    JobState,
+    power_unanswered,
+)
 
 RECOVERY_TASK: Final = "recovery"
 RECOVERY_COMMAND: Final = "true"  # a device without a health check: the boot alone is the test
@@ -64,7 +71,7 @@ def recovery_outcome(
     person, or whose host went away, says nothing."""
     if state is JobState.SUCCEEDED:
         return RecoveryOutcome.RECOVERED
-    if not started and reason == POWER_FAILED and state is not JobState.CANCELLED:
+    if power_unanswered(reason) and state is not JobState.CANCELLED:
         if power_waited_s is not None and power_waited_s >= POWER_WAIT_FOR_BAD_S:
             return RecoveryOutcome.BAD
         return RecoveryOutcome.WAITING_FOR_POWER

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import INFRASTRUCTURE_FAILURES_FOR_BAD, Health
 from kerrigan.core.flaky import Suspect
-from kerrigan.core.lifecycle import FailureClass, JobState
+from kerrigan.core.lifecycle import FailureClass, JobState, power_unanswered
 from kerrigan.store.audit import Change
 from kerrigan.store.health_checks.ends import set_health
 from kerrigan.store.health_checks.queueing import pending_check, queue_check_if_any
@@ -41,10 +41,11 @@ async def count_outcome(
     reason: str | None,
     at: datetime,
 ) -> None:
-    """A job that held ``device_id`` ended in ``state`` (its failure class ``klass``): count it."""
+    """A job that held ``device_id`` ended in ``state`` (its failure class ``klass``): count it. A power
+    that did not answer says nothing of the board (its PDU's outage; the board's recovery waits for it)."""
     if state is JobState.SUCCEEDED or klass is FailureClass.TEST:
         worked = True
-    elif klass is FailureClass.INFRASTRUCTURE:
+    elif klass is FailureClass.INFRASTRUCTURE and not power_unanswered(reason):
         worked = False
     else:
         return

@@ -29,7 +29,7 @@ from kerrigan.core.lifecycle import (
     power_unanswered,
     session_outcome,
     should_retry,
-    spends_retry,
+    spends_retries,
 )
 from kerrigan.core.matrix import task_of
 from kerrigan.core.recovery import RECOVERY_TASK
@@ -238,18 +238,19 @@ async def retry_failed(
         if job.state != JobState.FAILED:
             continue
         klass = job.failure_class
-        attempts = [other for other in jobs if other.task_id == job.task_id]
-        power_since = _power_silent_since(attempts, at)
+        spends = _spending_attempts(job, jobs, at)
         earlier = [
             other.failure_class
-            for other in attempts
-            if other.state == JobState.RETRIED
+            for other in jobs
+            if other.task_id == job.task_id
+            and other.state == JobState.RETRIED
             and other.suspect_retry != SuspectRetry.RETRIED  # counted against the suspect budget
-            and _spends_retry(other, power_since, at)
+            and spends[other.pk]
         ]
         # Judged once, when it ends: a device that becomes suspect later (another session's failures)
-        # does not bring back a job that ended failed before it was.
-        judged = job.suspect_retry is None and job.finished_at == at
+        # does not bring back a job that ended failed before it was. A board whose power did not answer
+        # said nothing of itself.
+        judged = job.suspect_retry is None and job.finished_at == at and spends[job.pk]
         verdict = await suspect_verdict(lookup, row, job, jobs, policy) if judged else None
         suspect = verdict is not None and verdict.failure.retry is SuspectRetry.RETRIED
         if not suspect and not should_retry(
@@ -259,8 +260,7 @@ async def retry_failed(
             job.exit_status,
             earlier,
             reason=job.reason,
-            started=job.started_at is not None,
-            power_waited_s=((job.finished_at or at) - power_since).total_seconds(),
+            free=not spends[job.pk],
         ):
             if verdict is not None:
                 record_verdict(job, verdict)  # it stays failed: its check run says why
@@ -293,22 +293,20 @@ async def retry_failed(
     return added
 
 
-def _power_silent_since(attempts: Iterable[JobRow], at: datetime) -> datetime:
-    """When the first of a task's ``attempts`` whose power did not answer ended (``at`` if none did)."""
-    return min(
-        (
-            job.finished_at
-            for job in attempts
-            if job.finished_at and power_unanswered(job.reason, started=job.started_at is not None)
-        ),
-        default=at,
+def _spending_attempts(job: JobRow, jobs: Iterable[JobRow], at: datetime) -> dict[int, bool]:
+    """:func:`spends_retries` of ``job`` and its task's attempts already retried, by key."""
+    attempts = sorted(
+        (other for other in jobs if other.task_id == job.task_id and other.state == JobState.RETRIED),
+        key=lambda other: other.attempt,
     )
-
-
-def _spends_retry(job: JobRow, power_since: datetime, at: datetime) -> bool:
-    """:func:`spends_retry` of an attempt, its task's power silent since ``power_since``."""
-    waited = ((job.finished_at or at) - power_since).total_seconds()
-    return spends_retry(job.reason, started=job.started_at is not None, power_waited_s=waited)
+    attempts.append(job)
+    # Since when the task's power has not answered: the end of its first attempt that met it.
+    since = min((other.finished_at or at for other in attempts if power_unanswered(other.reason)), default=at)
+    waited = [((other.finished_at or at) - since).total_seconds() for other in attempts]
+    verdicts = spends_retries(
+        [(other.reason, waited_s) for other, waited_s in zip(attempts, waited, strict=True)]
+    )
+    return {other.pk: spends for other, spends in zip(attempts, verdicts, strict=True)}
 
 
 async def settle_sessions(session: AsyncSession, session_pks: Iterable[int], at: datetime) -> None:

@@ -166,6 +166,36 @@ async def test_a_pdu_that_hangs_ends_the_job_power_failed_after_timeout_s(
     assert "booted in" not in output
 
 
+async def test_a_pdu_silent_for_a_while_holds_the_check_run_and_the_job_runs_once_it_answers(
+    harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
+) -> None:
+    """The agent reports the job's start before it powers the board: the server still knows the command
+    never ran (``power_failed``), so neither the job's retries nor the board's recoveries are spent."""
+    pdu.hang()
+    silent_recoveries = 3  # FAILED_RECOVERIES_FOR_BAD: as many counted would have made the board bad
+
+    async def power_returns() -> None:
+        async def waited() -> bool:
+            rows = await recoveries(harness)
+            return sum(row.reason == "power_failed" for row in rows) >= silent_recoveries
+
+        await harness.wait_until(waited, timeout=30)
+        assert [run["status"] for run in harness.github.check_runs.values()] == ["in_progress"]
+        assert (await health_of(harness, "modalix-bluebox"))[0] is Health.UNKNOWN
+        pdu.behave()
+
+    manifest = MANIFEST.replace("retry: {infrastructure: 0}\n", "")  # two retries, the default
+    output = await run_job(harness, agents, tmp_path, pdu, board, meanwhile=power_returns, manifest=manifest)
+    assert output.startswith("retried power_failed 75\n"), output
+    [run] = harness.github.check_runs.values()
+    assert run["conclusion"] == "success"
+    attempts = [
+        (row.attempt, row.state, row.reason) for row in await job_rows(harness) if row.task_id == "hil"
+    ]
+    assert attempts == [(1, "retried", "power_failed"), (2, "succeeded", None)]
+    assert await health_of(harness, "modalix-bluebox") == (Health.GOOD, "recovered: it booted")
+
+
 async def test_a_console_that_goes_away_while_the_job_runs_stops_it_console_lost(
     harness: Harness, agents: AgentFactory, tmp_path: Path, pdu: GudePdu, board: SimulatedBoard
 ) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from kerrigan.core.lifecycle import (
     DEVICE_FAULT_EXIT,
+    MAX_RETRIES,
     POWER_FAILED,
     POWER_WAIT_S,
     FailureClass,
@@ -19,7 +20,7 @@ from kerrigan.core.lifecycle import (
     failure_class,
     session_outcome,
     should_retry,
-    spends_retry,
+    spends_retries,
 )
 
 INFRA = FailureClass.INFRASTRUCTURE
@@ -66,52 +67,34 @@ def test_each_budget_counts_its_own_kind() -> None:
     assert policy.max_attempts == 3
 
 
-def test_a_power_that_did_not_answer_before_the_command_spends_no_retry_for_an_hour() -> None:
+def test_a_power_that_did_not_answer_spends_no_retry_for_an_hour() -> None:
     """A PDU down for minutes: every board a job is sent to meets it, within seconds of each other."""
-    spent = [INFRA, INFRA]  # the budget is spent, by other failures
-    policy = RetryPolicy()
-    for waited in (0.0, 60.0, POWER_WAIT_S - 1):
-        assert should_retry(
-            policy,
-            JobState.FAILED,
-            INFRA,
-            None,
-            spent,
-            reason=POWER_FAILED,
-            started=False,
-            power_waited_s=waited,
-        )
-        assert not spends_retry(POWER_FAILED, started=False, power_waited_s=waited)
+    silent = [(POWER_FAILED, 0.0), (POWER_FAILED, 60.0), (POWER_FAILED, POWER_WAIT_S - 1)]
+    assert spends_retries(silent) == [False, False, False]
     # An hour of it: the power is broken, not briefly down; it counts as any failure of the lab's.
-    assert not should_retry(
-        policy,
-        JobState.FAILED,
-        INFRA,
-        None,
-        spent,
-        reason=POWER_FAILED,
-        started=False,
-        power_waited_s=POWER_WAIT_S,
-    )
-    assert spends_retry(POWER_FAILED, started=False, power_waited_s=POWER_WAIT_S)
+    assert spends_retries([*silent, (POWER_FAILED, POWER_WAIT_S)]) == [False, False, False, True]
+    # Other failures count as ever, before, between and after.
+    mixed = [("runner_lost", 0.0), (POWER_FAILED, 0.0), ("boot_failed", 30.0), (POWER_FAILED, 40.0)]
+    assert spends_retries(mixed) == [True, False, True, False]
 
 
-@pytest.mark.parametrize(
-    ("reason", "started"), [(POWER_FAILED, True), ("boot_failed", False), ("runner_lost", False)]
-)
-def test_any_other_failure_of_the_lab_spends_a_retry(reason: str, started: bool) -> None:
-    """Power that failed after the command started (the board's switch-off) said something of the run."""
-    assert spends_retry(reason, started=started, power_waited_s=0.0)
+def test_at_most_max_retries_attempts_wait_for_the_power_for_free() -> None:
+    """A power that answers half the time, or a pool of one board, cannot keep a task trying all hour."""
+    ends = [(POWER_FAILED, float(n)) for n in range(MAX_RETRIES + 2)]
+    assert spends_retries(ends) == [False] * MAX_RETRIES + [True, True]
+
+
+def test_a_free_attempt_is_retried_whatever_the_budget_spent_unless_the_policy_retries_none() -> None:
+    spent = [INFRA, INFRA]
+    assert should_retry(RetryPolicy(), JobState.FAILED, INFRA, 75, spent, reason=POWER_FAILED, free=True)
+    assert not should_retry(RetryPolicy(), JobState.FAILED, INFRA, 75, spent, reason=POWER_FAILED)
     assert not should_retry(
-        RetryPolicy(), JobState.FAILED, INFRA, None, [INFRA, INFRA], reason=reason, started=started
+        RetryPolicy(infrastructure=0), JobState.FAILED, INFRA, 75, [], reason=POWER_FAILED, free=True
     )
 
 
 def test_zero_infrastructure_retries_retries_nothing() -> None:
     assert not should_retry(RetryPolicy(infrastructure=0), JobState.FAILED, INFRA, None, [])
-    assert not should_retry(
-        RetryPolicy(infrastructure=0), JobState.FAILED, INFRA, None, [], reason=POWER_FAILED, started=False
-    )
 
 
 @pytest.mark.parametrize(

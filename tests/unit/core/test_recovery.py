@@ -48,7 +48,7 @@ def test_a_failed_recovery_under_the_limit_is_followed_by_another(
 
 def test_the_third_failed_recovery_in_a_row_makes_the_board_bad() -> None:
     before = FAILED_RECOVERIES_FOR_BAD - 1
-    outcome = recovery_outcome(JobState.FAILED, "power_failed", started=True, failures_before=before)
+    outcome = recovery_outcome(JobState.FAILED, "boot_failed", started=True, failures_before=before)
     assert outcome is RecoveryOutcome.BAD
     assert recovery_outcome(JobState.TIMED_OUT, "timed_out", started=True, failures_before=before) is (
         RecoveryOutcome.BAD
@@ -92,10 +92,15 @@ def test_a_bad_boards_reason_fits_the_column_however_long_its_console_lines() ->
 
 
 @pytest.mark.parametrize("waited_s", [None, 0.0, POWER_WAIT_FOR_BAD_S - 1])
-def test_a_recovery_whose_power_did_not_answer_waits_for_it_without_counting(waited_s: float | None) -> None:
+@pytest.mark.parametrize("started", [False, True])
+def test_a_recovery_whose_power_did_not_answer_waits_for_it_without_counting(
+    waited_s: float | None, started: bool
+) -> None:
+    # The agent reports a job's start before it powers the board: started or not, power_failed is the
+    # power's answer before the command.
     before = FAILED_RECOVERIES_FOR_BAD - 1  # even the one that would make it bad
     outcome = recovery_outcome(
-        JobState.FAILED, POWER_FAILED, started=False, failures_before=before, power_waited_s=waited_s
+        JobState.FAILED, POWER_FAILED, started=started, failures_before=before, power_waited_s=waited_s
     )
     assert outcome is RecoveryOutcome.WAITING_FOR_POWER
 

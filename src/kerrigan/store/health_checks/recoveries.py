@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.device_status import Health
 from kerrigan.core.health_checks import HealthCheck
-from kerrigan.core.lifecycle import POWER_FAILED, JobState
+from kerrigan.core.lifecycle import JobState, power_unanswered
 from kerrigan.core.recovery import (
     RECOVERY_COMMAND,
     RECOVERY_TASK,
@@ -141,7 +141,7 @@ async def _waiting_for_power_since(session: AsyncSession, row: DeviceRow) -> dat
 
 def _power_silent(job: JobRow) -> bool:
     """The job ended before its command because its board's power did not answer."""
-    return job.started_at is None and job.reason == POWER_FAILED
+    return power_unanswered(job.reason)
 
 
 async def _console_tail(session: AsyncSession, job_pk: int) -> str:
