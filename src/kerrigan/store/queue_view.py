@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.dispatch_order import DispatchPlan, QueuedJob, plan_dispatch
-from kerrigan.core.gang import Role
+from kerrigan.core.gang import Role, fit_gang
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, JobState
 from kerrigan.core.manifest import Priority
@@ -148,12 +148,19 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
     host_room = await _host_room(session, used)
     avoided, strict = await _avoided(session, {record.pk for record in queued})
     matched: dict[str, tuple[str, ...]] = {}
+    device_hosts = {device.id: device.host for device in inventory.devices}
     planned = {
         record.pk: job
         for record in queued
         if (
             job := _queued_job(
-                record, inventory, now, matched, avoided.get(record.pk, ()), strict=record.pk in strict
+                record,
+                inventory,
+                now,
+                matched,
+                avoided.get(record.pk, ()),
+                strict=record.pk in strict,
+                device_hosts=device_hosts,
             )
         )
         is not None
@@ -163,7 +170,6 @@ async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> Que
     }
     people = [_reserving(reservation, inventory, matched) for reservation in reservations]
     session_room |= {person.session_id: 1 for person in people}  # a reservation takes one device
-    device_hosts = {device.id: device.host for device in inventory.devices}
     free = frozenset(device_hosts) - leased
     plan = plan_dispatch(
         [*planned.values(), *people],
@@ -331,6 +337,7 @@ def _queued_job(
     avoid: tuple[str, ...] = (),
     *,
     strict: bool = False,
+    device_hosts: Mapping[str, str] | None = None,
 ) -> QueuedJob | None:
     if record.requirements is None:
         return None
@@ -364,11 +371,7 @@ def _queued_job(
                 health_check=record.health_check,
             ).eligible
             matched[key] = tuple(device.id for device in eligible)
-        candidates = matched[key]
-        if avoid:
-            kept = tuple(device for device in candidates if device not in avoid)
-            candidates = kept if kept or strict else candidates
-        return candidates
+        return matched[key]
 
     try:
         priority = record.priority
@@ -401,9 +404,14 @@ def _queued_job(
         if parsed_roles is None:
             parsed_roles = _parse_roles(record.requirements)
         roles = tuple(Role(name, matching(*parsed)) for name, parsed in parsed_roles)
+        if avoid:
+            roles = _avoiding_gang(roles, avoid, strict=strict, device_hosts=device_hosts or {})
         candidates: tuple[str, ...] = ()
     else:
         candidates = matching(requested, requested_key)
+        if avoid:
+            kept = tuple(device for device in candidates if device not in avoid)
+            candidates = kept if kept or strict else candidates
     return QueuedJob(
         str(record.pk),
         record.repository,
@@ -415,6 +423,21 @@ def _queued_job(
         arrival=record.pk,
         roles=roles,
     )
+
+
+def _avoiding_gang(
+    roles: tuple[Role, ...], avoid: tuple[str, ...], *, strict: bool, device_hosts: Mapping[str, str]
+) -> tuple[Role, ...]:
+    """A gang's roles less the devices its retry avoids, as long as some host could still hold the whole
+    gang from what is left (one device a role, all on one host); else (a rig whose one host holds the
+    devices it failed on) its roles as they were, as a job whose every match failed it takes one again.
+    A suspect retry (``strict``) never takes them back."""
+    kept = tuple(Role(role.name, tuple(d for d in role.candidates if d not in avoid)) for role in roles)
+    if strict:
+        return kept
+    every = {device for role in kept for device in role.candidates}
+    fit = fit_gang("", kept, 0, free=every, device_hosts=device_hosts, held={}, host_room={})
+    return kept if fit.host is not None else roles
 
 
 async def _host_room(session: AsyncSession, used: Mapping[str, int]) -> dict[str, int]:

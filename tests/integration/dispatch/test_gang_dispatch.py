@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from kerrigan.core.lifecycle import RetryPolicy
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices
 from kerrigan.store.models import DeviceLeaseRow, JobRow
+from kerrigan.store.sessions import create_session
+from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
@@ -133,3 +136,39 @@ async def test_a_gang_whose_runner_went_silent_is_queued_again_once_with_every_d
         assert lost == (job.pk,)  # once, though both of its leases ran out
         assert (job.state, job.reason, job.device_id, job.devices) == ("queued", "runner_lost", None, [])
         assert await leased_devices(session) == set()
+
+
+async def test_a_gang_retried_where_only_its_failed_host_can_hold_it_takes_those_devices_again(
+    db: Database,
+) -> None:
+    """Each role has other candidates (modalix boards elsewhere, davinci-som-01 on lab-b-02), but no other
+    host holds one of each: avoiding the devices it failed on would keep the retry queued until its
+    queue-wait budget ran out (found by benchmarks/soak_lab_week.py: a rig of scarce boards)."""
+    await lab(db)
+    resolution = {
+        "tasks": [{"id": "pair", "requested": PAIR}],
+        "scheduling": {"max_devkits": 4, "strategy": "spread", "priority": "normal"},
+    }
+    new = builders.session(
+        "77777777-7777-7777-7777-777777777777", {"pair": PAIR}, resolution=resolution, retry=RetryPolicy()
+    )
+    async with db.sessions() as session, session.begin():
+        await create_session(session, new, db.clock())
+    dispatcher = Dispatcher(db)
+    await dispatcher.dispatch_once()
+    async with db.sessions() as session, session.begin():
+        job_pk = await session.scalar(select(JobRow.pk))
+        assert job_pk is not None
+        await jobs.accept(session, str(job_pk), "lab-b-01", db.clock())
+        await jobs.start(session, str(job_pk), "lab-b-01", db.clock())
+        await jobs.finish(session, str(job_pk), "lab-b-01", db.clock(), exit_status=75, accounting=None)
+    result = await dispatcher.dispatch_once()
+    assert {(g.role, g.device_id, g.host) for g in result.granted} == {
+        ("dut", "modalix-old-02", "lab-b-01"),
+        ("peer", "davinci-old-01", "lab-b-01"),
+    }
+    async with db.sessions() as session:
+        retry = await session.scalar(select(JobRow).where(JobRow.attempt == 2))
+        assert retry is not None
+        assert set(retry.avoid_devices) == ON_LAB_B_01
+        assert retry.state == "leased"
