@@ -815,11 +815,12 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
     )
 
     def before_named(run: dict[str, Any]) -> bool:
-        """A red check run whose failures were all the flaky board's before anyone could tell."""
+        """A red check run whose test failures (what makes it red: the lab's own failures conclude it for the
+        lab) were all the flaky board's before anyone could tell."""
         failed = [
             job
             for job in jobs_of.get(session_of_run.get(run["id"], -1), [])
-            if job.state is JobState.FAILED and job.finished_at
+            if job.state is JobState.FAILED and job.failure_class is FailureClass.TEST and job.finished_at
         ]
         return bool(failed) and all(
             (key := flaky_task(job)) is not None and (key not in named_in or job.finished_at <= named_in[key])
