@@ -76,6 +76,7 @@ from kerrigan.core.device_status import Health
 from kerrigan.core.dispatch_order import AGING_S
 from kerrigan.core.inventory import DeviceState
 from kerrigan.core.lifecycle import HOLDING_A_DEVICE, FailureClass, JobState
+from kerrigan.core.matrix import task_of
 from kerrigan.core.recovery import RECOVERY_TASK
 from kerrigan.core.sessions import SessionState
 from kerrigan.store.audit import Change
@@ -799,7 +800,7 @@ async def account(  # noqa: PLR0915 -- one table, read in one place
     # The flaky board, per repository's task (each matrix cell one, as Kerrigan judges them): its runs, and
     # when it was named suspect there (a failure on it first judged a suspect's).
     def flaky_task(job: JobRow) -> tuple[str, str] | None:
-        if job.device_id != FLAKY or job.task_id.partition("[")[0] != FLAKY_TASK:
+        if job.device_id != FLAKY or task_of(job.task_id) != FLAKY_TASK:
             return None
         return repository_of[job.session_pk], job.task_id
 

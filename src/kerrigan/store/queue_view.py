@@ -337,7 +337,7 @@ def _queued_job(
     avoid: tuple[str, ...] = (),
     *,
     strict: bool = False,
-    device_hosts: Mapping[str, str] | None = None,
+    device_hosts: Mapping[str, str],
 ) -> QueuedJob | None:
     if record.requirements is None:
         return None
@@ -405,7 +405,7 @@ def _queued_job(
             parsed_roles = _parse_roles(record.requirements)
         roles = tuple(Role(name, matching(*parsed)) for name, parsed in parsed_roles)
         if avoid:
-            roles = _avoiding_gang(roles, avoid, strict=strict, device_hosts=device_hosts or {})
+            roles = _avoiding_gang(roles, avoid, strict=strict, device_hosts=device_hosts)
         candidates: tuple[str, ...] = ()
     else:
         candidates = matching(requested, requested_key)

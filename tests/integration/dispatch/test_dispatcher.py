@@ -11,6 +11,7 @@ from sqlalchemy import select
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.inventory_diff import diff_inventories
 from kerrigan.core.inventory_file import parse_inventory
+from kerrigan.core.lifecycle import NO_RETRY, RetryPolicy
 from kerrigan.dispatch.dispatcher import Dispatcher
 from kerrigan.store import jobs
 from kerrigan.store.audit import Change
@@ -47,12 +48,15 @@ async def queue(
     max_devkits: int = 4,
     repository: str = "octo/firmware",
     vcpus: int = 2,
+    retry: RetryPolicy = NO_RETRY,
 ) -> None:
     resolution = {
         "tasks": [{"id": task, "requested": requested} for task, requested in tasks.items()],
         "scheduling": {"max_devkits": max_devkits, "strategy": "spread", "priority": "normal"},
     }
-    new = builders.session(session_id, tasks, repository=repository, resolution=resolution, vcpus=vcpus)
+    new = builders.session(
+        session_id, tasks, repository=repository, resolution=resolution, vcpus=vcpus, retry=retry
+    )
     async with db.sessions() as session, session.begin():
         await create_session(session, new, db.clock())
 

@@ -11,8 +11,6 @@ from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices
 from kerrigan.store.models import DeviceLeaseRow, JobRow
-from kerrigan.store.sessions import create_session
-from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
@@ -145,15 +143,7 @@ async def test_a_gang_retried_where_only_its_failed_host_can_hold_it_takes_those
     host holds one of each: avoiding the devices it failed on would keep the retry queued until its
     queue-wait budget ran out (found by benchmarks/soak_lab_week.py: a rig of scarce boards)."""
     await lab(db)
-    resolution = {
-        "tasks": [{"id": "pair", "requested": PAIR}],
-        "scheduling": {"max_devkits": 4, "strategy": "spread", "priority": "normal"},
-    }
-    new = builders.session(
-        "77777777-7777-7777-7777-777777777777", {"pair": PAIR}, resolution=resolution, retry=RetryPolicy()
-    )
-    async with db.sessions() as session, session.begin():
-        await create_session(session, new, db.clock())
+    await queue(db, "77777777-7777-7777-7777-777777777777", {"pair": PAIR}, retry=RetryPolicy())
     dispatcher = Dispatcher(db)
     await dispatcher.dispatch_once()
     async with db.sessions() as session, session.begin():

@@ -8,30 +8,26 @@ from __future__ import annotations
 
 from kerrigan.core.lifecycle import MAX_RETRIES, POWER_FAILED, POWER_WAIT_S
 from kerrigan.dispatch.dispatcher import Dispatcher
-from kerrigan.store import jobs
 from kerrigan.store.database import Database
 from kerrigan.testing.clock import FakeClock
 from tests.integration.dispatch.test_automatic_retry import all_jobs, end, queue, run_current, session_row
 from tests.integration.dispatch.test_dispatcher import lab
+from tests.integration.dispatch.test_recoveries import finish
 
 
-async def power_silent(db: Database, dispatcher: Dispatcher, clock: FakeClock, *, after_s: float) -> None:
-    """Lease the queued attempt a board and start it, whose power then does not answer."""
+async def fail_as_agent(
+    db: Database,
+    dispatcher: Dispatcher,
+    clock: FakeClock,
+    *,
+    outcome: str = POWER_FAILED,
+    after_s: float = 10,
+) -> None:
+    """Lease the queued attempt a board and start it, then end it ``outcome`` ``after_s`` later, as the
+    agent does when the board's power (``power_failed``) or boot failed before the command."""
     job = await run_current(db, dispatcher)
-    assert job.host is not None
     clock.advance(after_s)
-    async with db.sessions() as session, session.begin():
-        await jobs.finish(
-            session,
-            str(job.pk),
-            job.host,
-            db.clock(),
-            exit_status=75,
-            accounting=None,
-            outcome=POWER_FAILED,
-            powered_off=(),
-            power_unknown=(),
-        )
+    await finish(db, job, 75, outcome, powered_off=())
 
 
 async def test_a_silent_power_spends_no_retry_and_the_job_runs_when_it_answers(
@@ -41,7 +37,7 @@ async def test_a_silent_power_spends_no_retry_and_the_job_runs_when_it_answers(
     await queue(db, wait_s=7200)
     dispatcher = Dispatcher(db)
     for _ in range(MAX_RETRIES):  # more than the two retries its policy allows
-        await power_silent(db, dispatcher, clock, after_s=10)
+        await fail_as_agent(db, dispatcher, clock)
     rows = await all_jobs(db)
     assert [row.state for row in rows] == ["retried"] * MAX_RETRIES + ["queued"]
     assert (await session_row(db)).state != "completed"  # the check run waits for the lab
@@ -57,7 +53,7 @@ async def test_past_five_free_attempts_a_silent_power_counts(db: Database, clock
     await queue(db, wait_s=7200)
     dispatcher = Dispatcher(db)
     for _ in range(MAX_RETRIES + 3):  # the free ones, then the policy's two retries, then the end
-        await power_silent(db, dispatcher, clock, after_s=10)
+        await fail_as_agent(db, dispatcher, clock)
     rows = await all_jobs(db)
     assert [row.state for row in rows] == ["retried"] * (MAX_RETRIES + 2) + ["failed"]
     row = await session_row(db)
@@ -70,10 +66,10 @@ async def test_a_power_silent_for_an_hour_counts_as_any_failure_of_the_labs(
     await lab(db)
     await queue(db, wait_s=7200)
     dispatcher = Dispatcher(db)
-    await power_silent(db, dispatcher, clock, after_s=10)  # its power silent from here
-    await power_silent(db, dispatcher, clock, after_s=POWER_WAIT_S - 10)  # 10 s short of the hour: free
+    await fail_as_agent(db, dispatcher, clock)  # its power silent from here
+    await fail_as_agent(db, dispatcher, clock, after_s=POWER_WAIT_S - 10)  # 10 s short of the hour: free
     for _ in range(3):  # from the hour on, each counts: the third ends the task's two retries
-        await power_silent(db, dispatcher, clock, after_s=10)
+        await fail_as_agent(db, dispatcher, clock)
     rows = await all_jobs(db)
     assert [row.state for row in rows] == ["retried"] * 4 + ["failed"]
     row = await session_row(db)
@@ -85,19 +81,5 @@ async def test_a_boot_failure_between_silent_powers_spends_a_retry(db: Database,
     await queue(db, wait_s=7200)
     dispatcher = Dispatcher(db)
     for outcome in ("boot_failed", POWER_FAILED, "boot_failed", POWER_FAILED, "boot_failed"):
-        job = await run_current(db, dispatcher)
-        assert job.host is not None
-        clock.advance(10)
-        async with db.sessions() as session, session.begin():
-            await jobs.finish(
-                session,
-                str(job.pk),
-                job.host,
-                db.clock(),
-                exit_status=75,
-                accounting=None,
-                outcome=outcome,
-                powered_off=(),
-                power_unknown=(),
-            )
+        await fail_as_agent(db, dispatcher, clock, outcome=outcome)
     assert [row.state for row in await all_jobs(db)] == ["retried"] * 4 + ["failed"]

@@ -113,7 +113,7 @@ async def record_recovery_end(
                     session, row, Health.UNKNOWN, waiting_reason(job.detail), at=at, job_pk=job.pk
                 )
             await queue_recovery(session, device_id, at, why=why_waiting(job.reason), besides=job.session_pk)
-        case RecoveryOutcome.BAD if waiting_since is not None and _power_silent(job):
+        case RecoveryOutcome.BAD if waiting_since is not None and power_unanswered(job.reason):
             words = power_bad_reason((at - waiting_since).total_seconds())
             await set_health(session, row, Health.BAD, words, at=at, job_pk=job.pk)
         case RecoveryOutcome.BAD:
@@ -134,14 +134,9 @@ async def _waiting_for_power_since(session: AsyncSession, row: DeviceRow) -> dat
     if row.health is not Health.UNKNOWN or row.health_job_pk is None or row.health_at is None:
         return None
     decided = await session.get(JobRow, row.health_job_pk)
-    if decided is None or decided.task_id != RECOVERY_TASK or not _power_silent(decided):
+    if decided is None or decided.task_id != RECOVERY_TASK or not power_unanswered(decided.reason):
         return None
     return row.health_at
-
-
-def _power_silent(job: JobRow) -> bool:
-    """The job ended before its command because its board's power did not answer."""
-    return power_unanswered(job.reason)
 
 
 async def _console_tail(session: AsyncSession, job_pk: int) -> str:
