@@ -7,6 +7,11 @@ task, and the Benjamini-Hochberg adjusted p-value over all (device, task) pairs 
 (:data:`FALSE_DISCOVERY_RATE`). Only pairs with at least 5 runs on the device (:data:`MIN_RUNS`) and at least
 one peer run are tested; the others are not counted in the correction's m either.
 
+A pair once named stays named while its adjusted p-value is below 0.05 (:data:`RELEASE_RATE`): the caller
+passes the pairs it named before. Without that, a board named on 6 failures of 8 was unnamed by the next
+pass, and its next failure showed as the code's (the lab week of issue 31); a threshold to leave above the
+one to enter keeps a name from flapping on each run near the edge.
+
 The caller names tasks (``"octo/firmware:hil-smoke.yml:boot"``) and devices, and gives time as whole day
 numbers: nothing here reads a clock. :class:`FailureStats` keeps the counts so that recording a job is O(1)
 and a new list of suspects recomputes only the tasks that changed.
@@ -15,13 +20,14 @@ and a new list of suspects recomputes only the tasks that changed.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 
 WINDOW_DAYS = 7
 MIN_RUNS = 5
 FALSE_DISCOVERY_RATE = 0.01
+RELEASE_RATE = 0.05  # a named pair stays named while its adjusted p-value is below this
 
 _LN_2PI = math.log(2 * math.pi)
 # The tail stops once what is left is under this share of the sum: rounding could not keep it anyway.
@@ -232,7 +238,7 @@ class _Task:
     failures: int = 0
     devices: dict[str, _Pair] = field(default_factory=dict)
     tested: int = 0  # pairs tested when the p-values were last computed: this task's share of m
-    small: list[tuple[float, str]] = field(default_factory=list)  # (p, device) with p below the rate
+    small: list[tuple[float, str]] = field(default_factory=list)  # (p, device), p below the release rate
 
 
 class FailureStats:
@@ -240,13 +246,19 @@ class FailureStats:
 
     ``record`` is O(1); ``expire`` visits every (task, device) pair once. ``suspects`` recomputes the
     p-values of the tasks recorded or expired since the last call (one job changes the peers of every device
-    of its task) and keeps, per task, only the p-values below the rate: no other can be below it adjusted.
+    of its task) and keeps, per task, only the p-values below the release rate: no other can be below it
+    adjusted (Benjamini-Hochberg multiplies a p-value by m / rank, never less than 1).
     """
 
-    def __init__(self, q: float = FALSE_DISCOVERY_RATE) -> None:
+    def __init__(self, q: float = FALSE_DISCOVERY_RATE, release: float | None = None) -> None:
+        """``release`` defaults to :data:`RELEASE_RATE`, or to ``q`` when that is looser."""
         if not 0 < q <= 1:
             raise ValueError(f"the false discovery rate must be in (0, 1], not {q}")
+        release = max(q, RELEASE_RATE) if release is None else release
+        if not q <= release <= 1:
+            raise ValueError(f"the release rate must be in [{q}, 1], not {release}")
         self.q = q
+        self.release = release
         self._tasks: dict[str, _Task] = {}
         self._changed: set[str] = set()
         self._tested = 0  # m: the sum of every task's ``tested``
@@ -312,8 +324,10 @@ class FailureStats:
             for device in emptied:
                 del stats.devices[device]
 
-    def suspects(self, today: int) -> list[Suspect]:
-        """The suspects over the days ``today - 6`` to ``today``, most significant first.
+    def suspects(self, today: int, named: Collection[tuple[str, str]] = frozenset()) -> list[Suspect]:
+        """The suspects over the days ``today - 6`` to ``today``, most significant first: the (task, device)
+        pairs whose adjusted p-value is below the rate, and those of ``named`` (named before) still below
+        the release rate.
 
         Expires the days before the window first. Raises ``ValueError`` if a job was recorded after ``today``:
         the window would silently hold it.
@@ -331,7 +345,7 @@ class FailureStats:
         adjusted = benjamini_hochberg([p_value for p_value, _, _ in candidates], self._tested)
         found = []
         for (p_value, task, device), q_value in zip(candidates, adjusted, strict=True):
-            if q_value < self.q:
+            if q_value < self.q or (q_value < self.release and (task, device) in named):
                 stats = self._tasks[task]
                 pair = stats.devices[device]
                 found.append(
@@ -352,11 +366,11 @@ class FailureStats:
 
     def _recompute(self, task: str) -> None:
         stats = self._tasks[task]
-        population, successes, q = stats.runs, stats.failures, self.q
+        population, successes, q = stats.runs, stats.failures, self.release
         lgamma = math.lgamma
         # A screen before the exact test: P(X = failures) alone, from lgamma, is a lower bound on the tail
-        # at a fraction of its cost; where it is over q (most devices) the p-value is too. lgamma's error
-        # here (about 1e-8 for a million runs) is far inside the margin.
+        # at a fraction of its cost; where it is over the release rate (most devices) the p-value is too.
+        # lgamma's error here (about 1e-8 for a million runs) is far inside the margin.
         screen = math.log(q) + _SCREEN_MARGIN
         shared = lgamma(successes + 1) + lgamma(population - successes + 1) - lgamma(population + 1)
         tested = 0

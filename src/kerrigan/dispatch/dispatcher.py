@@ -159,8 +159,9 @@ class Dispatcher:
             if scanned is None or now - scanned >= SCAN_INTERVAL or now < scanned:
                 self._checks_scanned_at = now
                 await queue_due_checks(session, now)
-                # Suspects get a health check, and with KERRIGAN_QUARANTINE=suspect no job until it passes.
-                found = await tracker_of(self.database.signals).suspects(session, now)
+                # Suspects get a health check, and with KERRIGAN_QUARANTINE=suspect no job until it passes;
+                # their names are kept, so a suspect stays one while its evidence holds.
+                found = await tracker_of(self.database.signals).keep_names(session, now)
                 await act_on_suspects(session, found.values(), now, quarantine=self.quarantine_suspects)
             # Reservations whose time ran out free their devices for this round; those whose wait ran out
             # leave the queue.

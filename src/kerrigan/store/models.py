@@ -653,3 +653,17 @@ class SecretRow(Base):
     key_id: Mapped[str] = mapped_column(String(16), index=True)
     set_by: Mapped[str] = mapped_column(String(100))
     set_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class SuspectNameRow(Base):
+    """A device named suspect for a task (:mod:`kerrigan.store.suspects`): kept so that it stays named
+    while its evidence holds (:data:`kerrigan.core.flaky.RELEASE_RATE`) whichever process or replica
+    looks, and after a restart."""
+
+    __tablename__ = "suspect_names"
+    __table_args__ = (UniqueConstraint("task", "device_id", name="uq_suspect_names_task_device"),)
+
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task: Mapped[str] = mapped_column(String(400))  # store.suspects.task_key: owner/name:workflow:task
+    device_id: Mapped[str] = mapped_column(NAME)  # no foreign key: a retired device's name just expires
+    named_at: Mapped[datetime] = mapped_column(Timestamp)

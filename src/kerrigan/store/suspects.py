@@ -7,6 +7,11 @@ and day. The first look loads them with one ``GROUP BY``; each later look (at mo
 A task is ``owner/name:workflow:task`` (the same task of another workflow is another task). A job counts
 as a run when it passed (``succeeded``) or failed (``failed``, ``retried``, ``timed_out``); a cancel or a job
 that never ran says nothing about its device.
+
+A pair once named stays named while its evidence holds (:data:`kerrigan.core.flaky.RELEASE_RATE`). The
+names are kept in ``suspect_names``, so that every replica and a restarted process keep the same ones: each
+look reads them, and the dispatcher's round (:meth:`SuspectTracker.keep_names`) adds the pairs newly named
+and drops those whose evidence cleared.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ import weakref
 from datetime import UTC, date, datetime, timedelta
 from typing import Final
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, delete, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.flaky import WINDOW_DAYS, FailureStats, Suspect
 from kerrigan.core.lifecycle import JobState
-from kerrigan.store.models import JobRow, SessionRow
+from kerrigan.store.models import JobRow, SessionRow, SuspectNameRow
 from kerrigan.store.signals import Signals
 
 REFRESH_S: Final = 30.0
@@ -53,6 +60,7 @@ class SuspectTracker:
         self._looked: datetime | None = None
         self._newest_pk = 0  # the newest job when last looked: one stored later is read whenever it ended
         self._suspects: dict[tuple[str, str], Suspect] = {}
+        self._named: frozenset[tuple[str, str]] = frozenset()  # suspect_names as the last look read them
         # One look at a time: two reading the same new jobs at once would count them twice.
         self._lock = asyncio.Lock()
 
@@ -66,17 +74,47 @@ class SuspectTracker:
         async with self._lock:
             return await self._look(session, now, ended_at)
 
+    async def keep_names(self, session: AsyncSession, now: datetime) -> dict[tuple[str, str], Suspect]:
+        """The suspects from a fresh look, with ``suspect_names`` brought in line in ``session``'s
+        transaction: the pairs named since are added, those whose evidence cleared are dropped. Only names
+        this look read are dropped, so a name another replica adds meanwhile stays."""
+        async with self._lock:
+            found = await self._look(session, now, None, fresh=True)
+            named = self._named
+            for task, device in sorted(named - found.keys()):
+                await session.execute(
+                    delete(SuspectNameRow).where(
+                        SuspectNameRow.task == task, SuspectNameRow.device_id == device
+                    )
+                )
+            new = sorted(found.keys() - named)
+            if new:
+                insert = postgresql_insert if _is_postgres(session) else sqlite_insert
+                await session.execute(
+                    insert(SuspectNameRow)
+                    .values([{"task": task, "device_id": device, "named_at": now} for task, device in new])
+                    .on_conflict_do_nothing(index_elements=[SuspectNameRow.task, SuspectNameRow.device_id])
+                )
+            self._named = frozenset(found)
+            return found
+
     async def _look(
-        self, session: AsyncSession, now: datetime, ended_at: datetime | None
+        self, session: AsyncSession, now: datetime, ended_at: datetime | None, *, fresh: bool = False
     ) -> dict[tuple[str, str], Suspect]:
         if (
-            self._looked is None
+            fresh
+            or self._looked is None
             or (now - self._looked).total_seconds() >= REFRESH_S
             or (ended_at is not None and not self.counted(ended_at))
         ):
+            # The names before the jobs: a name another replica stored is then read with every job it was
+            # named on, so this look never drops a name on counts older than the ones that made it.
+            rows = await session.execute(select(SuspectNameRow.task, SuspectNameRow.device_id))
+            self._named = frozenset((str(task), str(device)) for task, device in rows)
             await self._refresh(session, now)
             self._looked = now
-            self._suspects = {(s.task, s.device): s for s in self.stats.suspects(day_of(now))}
+            found = self.stats.suspects(day_of(now), self._named)
+            self._suspects = {(s.task, s.device): s for s in found}
         return self._suspects
 
     def counted(self, ended_at: datetime) -> bool:

@@ -463,3 +463,29 @@ async def test_a_power_request_refused_not_holder_reads_busy_after_the_downgrade
         async with db.engine.begin() as connection:
             await connection.execute(text("DELETE FROM device_requests"))
         await upgrade(db.engine)
+
+
+async def test_suspect_names_are_dropped_by_the_downgrade_and_start_empty_again(db: Database) -> None:
+    # Revision 0035: suspect_names keeps the pairs named suspect; the previous release names suspects from
+    # the counts alone, so the downgrade drops the table and an upgrade starts with no names.
+    row = (
+        "INSERT INTO suspect_names (task, device_id, named_at) "
+        "VALUES ('octo/firmware:w:boot', 'redbox', '2026-12-06 00:00:00')"
+    )
+    try:
+        async with db.engine.begin() as connection:
+            await connection.execute(text(row))
+            with pytest.raises(IntegrityError):  # one name per task and device
+                async with connection.begin_nested():
+                    await connection.execute(text(row))
+        await _downgrade(db, "0034")
+        async with db.engine.connect() as connection:
+            names = await connection.run_sync(lambda sync: sa_inspect(sync).get_table_names())
+        assert "suspect_names" not in names
+        await upgrade(db.engine)
+        async with db.engine.connect() as connection:
+            assert await connection.scalar(text("SELECT count(*) FROM suspect_names")) == 0
+    finally:
+        async with db.engine.begin() as connection:
+            await connection.execute(text("DELETE FROM suspect_names"))
+        await upgrade(db.engine)

@@ -16,7 +16,7 @@ from kerrigan.store.sessions import create_session
 from kerrigan.store.suspects import SuspectTracker, task_key
 from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
-from kerrigan.testing.history import ran
+from kerrigan.testing.history import ran, runs_of
 
 PEERS = ("bluebox", "greenbox", "whitebox", "blackbox", "pinkbox")
 
@@ -231,3 +231,38 @@ async def test_a_failure_counted_inside_its_own_transaction_is_not_counted_again
     async with db.sessions() as session:  # within seconds: the look reads back over the failure
         after = await tracker.suspects(session, db.clock(), ended_at=ended)
     assert after[key, "redbox"].sentence().startswith("redbox failed 9 of 11 runs")
+
+
+async def test_a_named_board_stays_named_for_every_process_until_its_evidence_clears(
+    db: Database, clock: FakeClock
+) -> None:
+    """The lab week's lapse (issue 31): named on 6 failures of 8, two passes unnamed it, and its next
+    failure showed as the code's. The name is kept where another replica, or a restart, reads it."""
+    from kerrigan.dispatch.dispatcher import Dispatcher
+    from kerrigan.store.models import SuspectNameRow
+
+    await runs_of(db, "redbox", runs=8, failures=6)
+    for peer in PEERS:
+        await runs_of(db, peer, runs=30, failures=5)
+    key = task_key("octo/firmware", "w", "boot")
+
+    async def names() -> list[tuple[str, str]]:
+        async with db.sessions() as session:
+            rows = await session.execute(select(SuspectNameRow.task, SuspectNameRow.device_id))
+            return [(str(task), str(device)) for task, device in rows]
+
+    await Dispatcher(db).expire()  # the round names it, and keeps the name
+    assert await names() == [(key, "redbox")]
+    await runs_of(db, "redbox", runs=2, failures=0)  # 6 of 10: too few to name it, enough to keep it
+    clock.advance(31)
+    async with db.sessions() as session:
+        found = await SuspectTracker().suspects(session, db.clock())  # another process, or a restart
+    assert list(found) == [(key, "redbox")]
+    assert found[key, "redbox"].sentence().startswith("redbox failed 6 of 10 runs")
+    assert found[key, "redbox"].adjusted >= 0.01  # kept by its name, not named afresh
+    await runs_of(db, "redbox", runs=10, failures=0)  # 6 of 20: like its peers
+    clock.advance(31)
+    await Dispatcher(db).expire()
+    assert await names() == []
+    async with db.sessions() as session:
+        assert await SuspectTracker().suspects(session, db.clock()) == {}

@@ -11,6 +11,7 @@ import pytest
 from kerrigan.core.flaky import (
     FALSE_DISCOVERY_RATE,
     MIN_RUNS,
+    RELEASE_RATE,
     WINDOW_DAYS,
     FailureStats,
     Suspect,
@@ -232,6 +233,40 @@ def test_the_false_discovery_rate_must_be_a_probability() -> None:
         FailureStats(q=0)
 
 
+def test_the_release_rate_cannot_be_stricter_than_the_rate_to_name() -> None:
+    with pytest.raises(ValueError, match="release rate"):
+        FailureStats(q=0.05, release=0.01)
+
+
+def test_a_named_device_stays_named_until_its_evidence_clears() -> None:
+    """The lab week's lapse (issue 31): named on 6 failures of 8, a pass must not unname it."""
+    stats = FailureStats()
+    record_runs(stats, "flaky", 8, 6)
+    for index in range(6):
+        record_runs(stats, f"peer-{index}", 30, 5)
+    [named] = stats.suspects(TODAY)
+    assert named.device == "flaky"
+    assert named.adjusted < FALSE_DISCOVERY_RATE
+    stats.record(TASK, "flaky", TODAY, failed=False)
+    stats.record(TASK, "flaky", TODAY, failed=False)  # 6 of 10: no longer enough to name it
+    assert stats.suspects(TODAY) == []
+    [kept] = stats.suspects(TODAY, {(TASK, "flaky")})
+    assert (kept.device, kept.runs, kept.failures) == ("flaky", 10, 6)
+    assert FALSE_DISCOVERY_RATE <= kept.adjusted < RELEASE_RATE
+    record_runs(stats, "flaky", 10, 0)  # 6 of 20: its evidence has cleared
+    assert stats.suspects(TODAY, {(TASK, "flaky")}) == []
+
+
+def test_a_name_for_another_task_or_device_keeps_nothing() -> None:
+    stats = FailureStats()
+    record_runs(stats, "flaky", 10, 6)
+    for index in range(6):
+        record_runs(stats, f"peer-{index}", 30, 5)
+    assert stats.suspects(TODAY) == []
+    assert stats.suspects(TODAY, {(OTHER_TASK, "flaky"), (TASK, "peer-0")}) == []
+    assert [s.device for s in stats.suspects(TODAY, {(TASK, "flaky")})] == ["flaky"]
+
+
 def test_failures_stop_counting_once_their_day_leaves_the_window() -> None:
     stats = FailureStats()
     last_day_in_window = TODAY + WINDOW_DAYS - 1
@@ -277,7 +312,12 @@ def test_counts_added_per_day_equal_the_jobs_recorded_one_by_one() -> None:
     assert counted.suspects(TODAY) == one_by_one.suspects(TODAY)
 
 
-def from_scratch(records: list[tuple[str, str, int, bool]], today: int, q: float) -> list[Suspect]:
+def from_scratch(
+    records: list[tuple[str, str, int, bool]],
+    today: int,
+    q: float,
+    named: frozenset[tuple[str, str]] = frozenset(),
+) -> list[Suspect]:
     """The rule applied to the raw records of the window, with none of FailureStats' kept state."""
     counts: dict[str, dict[str, list[int]]] = {}
     for task, device, day, failed in records:
@@ -302,7 +342,7 @@ def from_scratch(records: list[tuple[str, str, int, bool]], today: int, q: float
         for (task, device, runs, failures, peers, peer_runs, peer_failures, p_value), q_value in zip(
             tested, adjusted, strict=True
         )
-        if q_value < q
+        if q_value < q or (q_value < max(q, RELEASE_RATE) and (task, device) in named)
     ]
     return sorted(
         found, key=lambda suspect: (suspect.adjusted, suspect.p_value, suspect.task, suspect.device)
@@ -324,6 +364,8 @@ def test_incremental_suspects_equal_a_computation_from_scratch(seed: int, q: flo
     records: list[tuple[str, str, int, bool]] = []
     today = TODAY
     checked_with_suspects = 0
+    named: frozenset[tuple[str, str]] = frozenset()  # as a caller keeps them: last look's suspects
+    kept = 0
     for step in range(6_000):
         if rng.random() < 0.004:
             today += rng.choice((1, 1, 2, 8))
@@ -334,7 +376,11 @@ def test_incremental_suspects_equal_a_computation_from_scratch(seed: int, q: flo
         if stats.record(task, device, day, failed=failed):
             records.append((task, device, day, failed))
         if step % 50 == 0:
-            expected = from_scratch(records, today, q)
-            assert stats.suspects(today) == expected
+            expected = from_scratch(records, today, q, named)
+            assert stats.suspects(today, named) == expected
             checked_with_suspects += bool(expected)
+            kept += sum(1 for suspect in expected if suspect.adjusted >= q)
+            named = frozenset((suspect.task, suspect.device) for suspect in expected)
     assert checked_with_suspects > 20  # the comparison saw suspects, not only empty lists
+    if q < RELEASE_RATE:
+        assert kept > 0  # and pairs named before that only the release rate kept
