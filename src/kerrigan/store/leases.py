@@ -16,9 +16,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Final, cast
 
-from sqlalchemy import Table, Text, bindparam, delete, select, update
+from sqlalchemy import Table, Text, bindparam, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -71,6 +71,11 @@ class HostGrant:
     session_id: str
 
 
+# The dispatch round's advisory lock on PostgreSQL: two 32-bit keys, a key space apart from the one-key
+# locks that holds and reservations take per login.
+ROUND_LOCK: Final = (0x4B52, 1)
+
+
 def _dialect(session: AsyncSession) -> str:
     return session.get_bind().dialect.name
 
@@ -83,7 +88,16 @@ async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[Q
 async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool) -> list[QueuedJobRecord]:
     """Queued jobs ready for dispatch, oldest first. With ``lock`` they are taken for this transaction
     (``FOR UPDATE SKIP LOCKED`` on PostgreSQL: locked ones are skipped); without it nothing is locked and
-    every queued job is read, whoever holds it."""
+    every queued job is read, whoever holds it.
+
+    With ``lock`` on PostgreSQL it first waits for any other replica's round to end and holds the round
+    (:data:`ROUND_LOCK`) until the transaction ends; SQLite's write lock does that already. Two rounds
+    that overlapped lost a freed board: the second skipped every job the first had taken, the first had
+    read the devices before the board was freed, and the board sat idle until a later round (or the
+    second leased it to a newer job than those the first held). Waiting, the round reads what the other
+    committed."""
+    if lock and _dialect(session) == "postgresql":
+        await session.execute(select(func.pg_advisory_xact_lock(*ROUND_LOCK)))
     # Columns, not ORM objects: a deep queue is read every round, and building an object per job (with
     # every column) was most of a round's time.
     query = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import func, select, update
 
 from kerrigan.store.database import Database
@@ -169,6 +170,32 @@ async def test_dispatchers_taking_jobs_with_skip_locked_share_the_queue_without_
             await replica.close()
     assert sum(granted) == len(DEVICES)
     await _check_exclusive(db, 30)
+
+
+async def test_a_round_waits_for_another_replicas_round_instead_of_skipping_its_jobs(
+    database_url: str, db: Database
+) -> None:
+    """Two replicas' rounds that overlapped lost a freed board (the lab week on PostgreSQL, issue 31): the
+    second skipped every job the first held, and the first had read the devices before the board was
+    freed. The second now waits for the first, then takes what it left."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's write lock serializes rounds; only PostgreSQL's replicas overlap")
+    await queue_jobs(db, 2)
+    replica = Database.connect(database_url, db.clock)  # a second kerrigan serve on the same database
+    try:
+        async with db.sessions() as session, session.begin():
+            first, second = await take_queued_jobs(session)
+            other = asyncio.create_task(_skip_locked_dispatcher(replica, ["dev-01"]))
+            await asyncio.sleep(0.5)
+            assert not other.done()  # waiting for this round, not skipping the jobs it holds
+            grant = Grant(first.pk, "dev-00", "lab-a", first.session_id)
+            assert len(await grant_leases(session, [grant], db.clock(), TTL)) == 1
+        assert await asyncio.wait_for(other, 10) == 1  # then it leases the job this round left
+    finally:
+        await replica.close()
+    async with db.sessions() as session:
+        leases = dict((await session.execute(select(DeviceLeaseRow.job_pk, DeviceLeaseRow.device_id))).all())
+    assert leases == {first.pk: "dev-00", second.pk: "dev-01"}
 
 
 async def test_freeing_a_jobs_stale_lease_leaves_a_lease_granted_to_another_job_meanwhile(
