@@ -39,6 +39,7 @@ from kerrigan.store.models import (
     PoolRow,
     ReservationRow,
     SessionRow,
+    SuspectNameRow,
 )
 from kerrigan.store.runners import create_runner_token
 from kerrigan.store.secrets import Keyring, secrets_for, set_secret
@@ -150,6 +151,9 @@ async def populate(db: Database, clock: FakeClock) -> None:
                 secrets=False,
                 approved_at=now,
             )
+        )
+        session.add(
+            SuspectNameRow(task="octo/firmware:smoke.yml:boot", device_id="modalix-bluebox", named_at=now)
         )
         await session.flush()
         session.add_all(
