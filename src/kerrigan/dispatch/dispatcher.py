@@ -1,6 +1,6 @@
 """The dispatcher: leases free devices to queued jobs in queue order, and ends leases whose host went silent.
 
-Each round reads the queue (taking its jobs with ``SKIP LOCKED``, so replicas share it), the inventory, the
+Each round reads the queue (on PostgreSQL once any other replica's round has ended), the inventory, the
 leases and what runner hosts last reported, and lets :func:`kerrigan.core.dispatch_order.plan_dispatch`
 decide, all through :func:`kerrigan.store.queue_view.read_queue` (the ``/queue`` page reads the same plan
 without locking anything); then it writes the leases and the queue-wait clocks. The runner hosts find the
@@ -156,8 +156,8 @@ class Dispatcher:
             if maintained or paused:
                 mark(session, Topic.DISPATCH)
             scanned = self._checks_scanned_at
-            if scanned is None or now - scanned >= SCAN_INTERVAL or now < scanned:
-                self._checks_scanned_at = now
+            scan = scanned is None or now - scanned >= SCAN_INTERVAL or now < scanned
+            if scan:
                 await queue_due_checks(session, now)
                 # Suspects get a health check, and with KERRIGAN_QUARANTINE=suspect no job until it passes;
                 # their names are kept, so a suspect stays one while its evidence holds.
@@ -181,6 +181,8 @@ class Dispatcher:
                 held = f"device {device_id}" if device_id is not None else f"no board, host {job.host}"
                 log.warning("job %s lost its runner (%s); %s", job_pk, held, job.state)
             await settle_sessions(session, settle, now)
+        if scan:  # committed: a scan rolled back is tried again in the next round, not 30 s later
+            self._checks_scanned_at = now
         return tuple(dict.fromkeys(job for _, job in lost))  # a gang's job once, not once per device
 
     async def dispatch_once(self) -> Round:

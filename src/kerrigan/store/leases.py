@@ -11,8 +11,11 @@ the job, renewed by the host's heartbeats and expired as a device's lease is.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -74,14 +77,35 @@ class HostGrant:
 # The dispatch round's advisory lock on PostgreSQL: two 32-bit keys, a key space apart from the one-key
 # locks that holds and reservations take per login.
 ROUND_LOCK: Final = (0x4B52, 1)
+# How long a round waits for another replica's: a round takes milliseconds, so one held this long is stuck
+# (its replica cut off mid-round, its connection half-open), and the others go on without it.
+ROUND_WAIT_S: Final = 10.0
+_ROUND_POLL_S: Final = 0.02
+
+log = logging.getLogger(__name__)
 
 
 def _dialect(session: AsyncSession) -> str:
     return session.get_bind().dialect.name
 
 
+async def _take_the_round(session: AsyncSession) -> bool:
+    """Hold :data:`ROUND_LOCK` for this transaction once no other round does; ``False`` when another held
+    it for :data:`ROUND_WAIT_S` (tried, not waited on, so the wait has an end)."""
+    deadline = time.monotonic() + ROUND_WAIT_S
+    while not await session.scalar(select(func.pg_try_advisory_xact_lock(*ROUND_LOCK))):
+        if time.monotonic() >= deadline:
+            log.warning(
+                "another replica's dispatch round has run for %g s: this one goes on without it", ROUND_WAIT_S
+            )
+            return False
+        await asyncio.sleep(_ROUND_POLL_S)
+    return True
+
+
 async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[QueuedJobRecord]:
-    """Queued jobs this dispatcher may plan for, oldest first; other dispatchers skip them until commit."""
+    """Queued jobs this dispatcher may plan for, oldest first, once any other replica's round has ended
+    (:func:`queued_jobs` with ``lock``)."""
     return await queued_jobs(session, limit, lock=True)
 
 
@@ -95,9 +119,10 @@ async def queued_jobs(session: AsyncSession, limit: int = 10_000, *, lock: bool)
     that overlapped lost a freed board: the second skipped every job the first had taken, the first had
     read the devices before the board was freed, and the board sat idle until a later round (or the
     second leased it to a newer job than those the first held). Waiting, the round reads what the other
-    committed."""
+    committed. A round held for :data:`ROUND_WAIT_S` is stuck, and the round goes on without the lock,
+    skipping the jobs the stuck one holds, so one cut-off replica stops no other's dispatch."""
     if lock and _dialect(session) == "postgresql":
-        await session.execute(select(func.pg_advisory_xact_lock(*ROUND_LOCK)))
+        await _take_the_round(session)
     # Columns, not ORM objects: a deep queue is read every round, and building an object per job (with
     # every column) was most of a round's time.
     query = (

@@ -2,10 +2,10 @@
 
 :func:`read_queue` reads the queued jobs, the inventory, the leases, the jobs holding devices and what the
 runner hosts last reported, and lets :func:`kerrigan.core.dispatch_order.plan_dispatch` decide. The
-dispatcher calls it with ``lock=True`` (it takes the queued jobs ``FOR UPDATE SKIP LOCKED`` on PostgreSQL,
-so replicas share the queue) and then writes the leases and the queue-wait clocks. The ``/queue`` page calls
-it with ``lock=False`` and writes nothing: it shows what the next round would decide, and locks no row a
-dispatcher needs.
+dispatcher calls it with ``lock=True`` (on PostgreSQL it waits for any other replica's round, then
+takes the queued jobs ``FOR UPDATE SKIP LOCKED``) and then writes the leases and the queue-wait clocks.
+The ``/queue`` page calls it with ``lock=False`` and writes nothing: it shows what the next round would
+decide, and locks no row a dispatcher needs.
 """
 
 from __future__ import annotations
@@ -128,8 +128,9 @@ def queue_wait_clock(record: QueuedJobRecord, now: datetime) -> QueueWait:
 async def read_queue(session: AsyncSession, now: datetime, *, lock: bool) -> QueueSnapshot | None:
     """The queue and the plan for it at ``now``; None when nothing is queued.
 
-    With ``lock`` the queued jobs are taken for this transaction (``FOR UPDATE SKIP LOCKED`` on PostgreSQL,
-    so another dispatcher skips them): the dispatcher's read. Without it nothing is locked: a page's read.
+    With ``lock`` the round is this transaction's and the queued jobs are taken for it
+    (:func:`kerrigan.store.leases.queued_jobs`): the dispatcher's read. Without it nothing is locked: a
+    page's read.
     Nothing is written either way.
     """
     queued = await queued_jobs(session, lock=lock)
@@ -430,14 +431,20 @@ def _avoiding_gang(
 ) -> tuple[Role, ...]:
     """A gang's roles less the devices its retry avoids, as long as some host could still hold the whole
     gang from what is left (one device a role, all on one host); else (a rig whose one host holds the
-    devices it failed on) its roles as they were, as a job whose every match failed it takes one again.
-    A suspect retry (``strict``) never takes them back."""
+    devices it failed on) its roles with those devices last, as a job whose every match failed it takes
+    one again: a role takes one of them only when no other of its devices is free there. A suspect retry
+    (``strict``) never takes them back."""
     kept = tuple(Role(role.name, tuple(d for d in role.candidates if d not in avoid)) for role in roles)
     if strict:
         return kept
     every = {device for role in kept for device in role.candidates}
     fit = fit_gang("", kept, 0, free=every, device_hosts=device_hosts, held={}, host_room={})
-    return kept if fit.host is not None else roles
+    if fit.host is not None:
+        return kept
+    return tuple(
+        Role(role.name, left.candidates + tuple(d for d in role.candidates if d in avoid))
+        for role, left in zip(roles, kept, strict=True)
+    )
 
 
 async def _host_room(session: AsyncSession, used: Mapping[str, int]) -> dict[str, int]:

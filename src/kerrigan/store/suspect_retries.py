@@ -16,6 +16,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from kerrigan.core.flaky import Suspect
+from kerrigan.core.gang import Role, hosts_for_every_role
 from kerrigan.core.inventory import Inventory
 from kerrigan.core.lifecycle import JobState, RetryPolicy
 from kerrigan.core.matching import resolve
@@ -107,13 +108,15 @@ async def _peers(
     """The devices that match the job's task and are neither where it failed nor suspect: those free now
     and those kept only by what may pass (maintenance, an offline runner host, bad health), which the retry
     waits for within its queue-wait budget, as any job does (a lab problem if none comes back, never a
-    code failure); for a gang, none unless each role has one."""
+    code failure); for a gang, none unless one runner host holds such a device for every role (its retry
+    avoids the others for good, so a gang no host can hold would only wait out its budget)."""
     if job.requirements is None:
         return ()
     inventory = await lookup.inventory()
-    roles = job.requirements.get("roles") or [job.requirements]
-    peers: list[str] = []
-    for role in roles:
+    gang = job.requirements.get("roles")
+    roles = gang or [job.requirements]
+    peers: list[Role] = []
+    for index, role in enumerate(roles):
         resolved = resolve(
             Requirements.from_dict(role),
             inventory,
@@ -126,8 +129,10 @@ async def _peers(
         found = unsuspected_peers(candidates, held, suspects)
         if not found:
             return ()
-        peers += found
-    return tuple(dict.fromkeys(peers))
+        peers.append(Role(str(role.get("role", index)), found))
+    if gang and not hosts_for_every_role(peers, {device.id: device.host for device in inventory.devices}):
+        return ()
+    return tuple(dict.fromkeys(device for role in peers for device in role.candidates))
 
 
 def _held(job: JobRow) -> tuple[str, ...]:

@@ -10,8 +10,8 @@ that never ran says nothing about its device.
 
 A pair once named stays named while its evidence holds (:data:`kerrigan.core.flaky.RELEASE_RATE`). The
 names are kept in ``suspect_names``, so that every replica and a restarted process keep the same ones: each
-look reads them, and the dispatcher's round (:meth:`SuspectTracker.keep_names`) adds the pairs newly named
-and drops those whose evidence cleared.
+look reads them, and the dispatcher's round (:meth:`SuspectTracker.keep_names`, every 30 s) adds the pairs
+newly named and drops those whose evidence cleared. Until then a process keeps the pairs it named itself.
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ class SuspectTracker:
         self._looked: datetime | None = None
         self._newest_pk = 0  # the newest job when last looked: one stored later is read whenever it ended
         self._suspects: dict[tuple[str, str], Suspect] = {}
-        self._named: frozenset[tuple[str, str]] = frozenset()  # suspect_names as the last look read them
+        self._stored: dict[tuple[str, str], int] = {}  # suspect_names as the last look read them: their pk
+        # Pairs this process named that are not stored yet: named for it until the dispatcher's round
+        # stores them (or their evidence clears), so passes within those seconds unname nothing.
+        self._pending: frozenset[tuple[str, str]] = frozenset()
         # One look at a time: two reading the same new jobs at once would count them twice.
         self._lock = asyncio.Lock()
 
@@ -76,18 +79,15 @@ class SuspectTracker:
 
     async def keep_names(self, session: AsyncSession, now: datetime) -> dict[tuple[str, str], Suspect]:
         """The suspects from a fresh look, with ``suspect_names`` brought in line in ``session``'s
-        transaction: the pairs named since are added, those whose evidence cleared are dropped. Only names
-        this look read are dropped, so a name another replica adds meanwhile stays."""
+        transaction: the pairs named since (by any look of this process) are added, those whose evidence
+        cleared are dropped. Only the rows this look read are dropped, by their key, so a name another
+        replica adds meanwhile, or drops and adds again, stays."""
         async with self._lock:
             found = await self._look(session, now, None, fresh=True)
-            named = self._named
-            for task, device in sorted(named - found.keys()):
-                await session.execute(
-                    delete(SuspectNameRow).where(
-                        SuspectNameRow.task == task, SuspectNameRow.device_id == device
-                    )
-                )
-            new = sorted(found.keys() - named)
+            cleared = sorted(pk for pair, pk in self._stored.items() if pair not in found)
+            if cleared:
+                await session.execute(delete(SuspectNameRow).where(SuspectNameRow.pk.in_(cleared)))
+            new = sorted(found.keys() - self._stored.keys())
             if new:
                 insert = postgresql_insert if _is_postgres(session) else sqlite_insert
                 await session.execute(
@@ -95,7 +95,8 @@ class SuspectTracker:
                     .values([{"task": task, "device_id": device, "named_at": now} for task, device in new])
                     .on_conflict_do_nothing(index_elements=[SuspectNameRow.task, SuspectNameRow.device_id])
                 )
-            self._named = frozenset(found)
+            # _pending stays as it is: the next look reads these names stored, or, if this transaction
+            # rolled back, keeps them pending still.
             return found
 
     async def _look(
@@ -109,12 +110,15 @@ class SuspectTracker:
         ):
             # The names before the jobs: a name another replica stored is then read with every job it was
             # named on, so this look never drops a name on counts older than the ones that made it.
-            rows = await session.execute(select(SuspectNameRow.task, SuspectNameRow.device_id))
-            self._named = frozenset((str(task), str(device)) for task, device in rows)
+            rows = await session.execute(
+                select(SuspectNameRow.task, SuspectNameRow.device_id, SuspectNameRow.pk)
+            )
+            self._stored = {(str(task), str(device)): int(pk) for task, device, pk in rows}
             await self._refresh(session, now)
             self._looked = now
-            found = self.stats.suspects(day_of(now), self._named)
+            found = self.stats.suspects(day_of(now), self._stored.keys() | self._pending)
             self._suspects = {(s.task, s.device): s for s in found}
+            self._pending = frozenset(self._suspects.keys() - self._stored.keys())
         return self._suspects
 
     def counted(self, ended_at: datetime) -> bool:

@@ -12,6 +12,7 @@ from kerrigan.store.database import Database
 from kerrigan.store.leases import Grant, grant_leases, leased_devices
 from kerrigan.store.models import DeviceLeaseRow, JobRow
 from kerrigan.testing.clock import FakeClock
+from kerrigan.testing.history import runs_of
 from tests.integration.dispatch.test_dispatcher import SOM_UART, lab, queue
 
 MODALIX = {"labels": {"kerrigan.board": ["modalix"]}, "tags": []}
@@ -136,12 +137,14 @@ async def test_a_gang_whose_runner_went_silent_is_queued_again_once_with_every_d
         assert await leased_devices(session) == set()
 
 
-async def test_a_gang_retried_where_only_its_failed_host_can_hold_it_takes_those_devices_again(
+async def test_a_gang_retried_where_only_its_failed_host_can_hold_it_takes_again_only_what_it_must(
     db: Database,
 ) -> None:
     """Each role has other candidates (modalix boards elsewhere, davinci-som-01 on lab-b-02), but no other
     host holds one of each: avoiding the devices it failed on would keep the retry queued until its
-    queue-wait budget ran out (found by benchmarks/soak_lab_week.py: a rig of scarce boards)."""
+    queue-wait budget ran out (found by benchmarks/soak_lab_week.py: a rig of scarce boards). So it goes
+    back to lab-b-01, taking again only the davinci there, the one no other can replace: the dut is
+    another modalix of that host, not the board it failed on (a second reviewer's find)."""
     await lab(db)
     await queue(db, "77777777-7777-7777-7777-777777777777", {"pair": PAIR}, retry=RetryPolicy())
     dispatcher = Dispatcher(db)
@@ -154,7 +157,7 @@ async def test_a_gang_retried_where_only_its_failed_host_can_hold_it_takes_those
         await jobs.finish(session, str(job_pk), "lab-b-01", db.clock(), exit_status=75, accounting=None)
     result = await dispatcher.dispatch_once()
     assert {(g.role, g.device_id, g.host) for g in result.granted} == {
-        ("dut", "modalix-old-02", "lab-b-01"),
+        ("dut", "pcie-card-01", "lab-b-01"),
         ("peer", "davinci-old-01", "lab-b-01"),
     }
     async with db.sessions() as session:
@@ -162,3 +165,33 @@ async def test_a_gang_retried_where_only_its_failed_host_can_hold_it_takes_those
         assert retry is not None
         assert set(retry.avoid_devices) == ON_LAB_B_01
         assert retry.state == "leased"
+
+
+async def test_a_gang_failed_on_a_suspect_that_no_host_can_hold_without_it_is_not_retried(
+    db: Database,
+) -> None:
+    """A suspect retry avoids its devices for good: unless one host holds an unsuspected device for every
+    role, the retry could only wait out its queue-wait budget and end for the lab. Here the dut role has
+    other modalix boards, but the only other davinci is on lab-b-02, which holds no modalix: the failure
+    stands, saying there was no peer (a second reviewer's find)."""
+    await lab(db)
+    await queue(db, "77777777-7777-7777-7777-777777777777", {"pair": PAIR}, retry=RetryPolicy())
+    dispatcher = Dispatcher(db)
+    [grant, _] = (await dispatcher.dispatch_once()).granted
+    await runs_of(db, "modalix-old-02", runs=10, failures=8, task="pair")
+    await runs_of(db, "pcie-card-01", runs=20, failures=0, task="pair")
+    async with db.sessions() as session, session.begin():
+        job_pk = str(grant.job_pk)
+        await jobs.accept(session, job_pk, "lab-b-01", db.clock())
+        await jobs.start(session, job_pk, "lab-b-01", db.clock())
+        await jobs.finish(session, job_pk, "lab-b-01", db.clock(), exit_status=1, accounting=None)
+    async with db.sessions() as session:
+        failed = await session.get(JobRow, grant.job_pk)
+        assert failed is not None
+        assert await session.scalar(select(JobRow).where(JobRow.retry_of == grant.job_pk)) is None
+        assert (failed.device_id, failed.state, failed.suspect_retry) == (
+            "modalix-old-02",
+            "failed",
+            "no_peer",
+        )
+        assert (failed.suspect_runs, failed.suspect_failures) == (11, 9)

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
+from kerrigan.store import leases
 from kerrigan.store.database import Database
 from kerrigan.store.leases import (
     Grant,
@@ -196,6 +197,32 @@ async def test_a_round_waits_for_another_replicas_round_instead_of_skipping_its_
     async with db.sessions() as session:
         leases = dict((await session.execute(select(DeviceLeaseRow.job_pk, DeviceLeaseRow.device_id))).all())
     assert leases == {first.pk: "dev-00", second.pk: "dev-01"}
+
+
+async def test_a_round_held_too_long_is_passed_by_the_other_replicas(
+    database_url: str, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica cut off mid-round (its connection half-open) must not stop every other's dispatch: after
+    ROUND_WAIT_S the round goes on, skipping only the jobs the stuck one holds."""
+    if db.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite's write lock serializes rounds; only PostgreSQL's replicas overlap")
+    monkeypatch.setattr(leases, "ROUND_WAIT_S", 0.3)
+    await queue_jobs(db, 1)
+    replica = Database.connect(database_url, db.clock)
+    try:
+        async with db.sessions() as session, session.begin():
+            [held] = await take_queued_jobs(session)  # the stuck round
+            await queue_jobs(replica, 1, "22222222-2222-2222-2222-222222222222")  # queued meanwhile
+            other = asyncio.create_task(_skip_locked_dispatcher(replica, ["dev-01"]))
+            assert await asyncio.wait_for(other, 10) == 1  # done while the stuck round still holds
+        async with db.sessions() as session:
+            leases_now = dict(
+                (await session.execute(select(DeviceLeaseRow.job_pk, DeviceLeaseRow.device_id))).all()
+            )
+        assert held.pk not in leases_now
+        assert list(leases_now.values()) == ["dev-01"]
+    finally:
+        await replica.close()
 
 
 async def test_freeing_a_jobs_stale_lease_leaves_a_lease_granted_to_another_job_meanwhile(

@@ -13,7 +13,7 @@ from kerrigan.store.check_runs import Claim, projection
 from kerrigan.store.database import Database
 from kerrigan.store.models import JobRow, SessionRow
 from kerrigan.store.sessions import create_session
-from kerrigan.store.suspects import SuspectTracker, task_key
+from kerrigan.store.suspects import SuspectTracker, task_key, tracker_of
 from kerrigan.testing import builders
 from kerrigan.testing.clock import FakeClock
 from kerrigan.testing.history import ran, runs_of
@@ -251,10 +251,16 @@ async def test_a_named_board_stays_named_for_every_process_until_its_evidence_cl
             rows = await session.execute(select(SuspectNameRow.task, SuspectNameRow.device_id))
             return [(str(task), str(device)) for task, device in rows]
 
-    await Dispatcher(db).expire()  # the round names it, and keeps the name
-    assert await names() == [(key, "redbox")]
+    tracker = tracker_of(db.signals)  # this process's, as a failed job's settling looks
+    async with db.sessions() as session:
+        assert list(await tracker.suspects(session, db.clock())) == [(key, "redbox")]
     await runs_of(db, "redbox", runs=2, failures=0)  # 6 of 10: too few to name it, enough to keep it
     clock.advance(31)
+    async with db.sessions() as session:  # before any round stored the name, this process keeps it
+        assert list(await tracker.suspects(session, db.clock())) == [(key, "redbox")]
+    assert await names() == []
+    await Dispatcher(db).expire()  # the round (same process, same tracker) stores the name
+    assert await names() == [(key, "redbox")]
     async with db.sessions() as session:
         found = await SuspectTracker().suspects(session, db.clock())  # another process, or a restart
     assert list(found) == [(key, "redbox")]
