@@ -89,18 +89,18 @@ def _dialect(session: AsyncSession) -> str:
     return session.get_bind().dialect.name
 
 
-async def _take_the_round(session: AsyncSession) -> bool:
-    """Hold :data:`ROUND_LOCK` for this transaction once no other round does; ``False`` when another held
-    it for :data:`ROUND_WAIT_S` (tried, not waited on, so the wait has an end)."""
+async def _take_the_round(session: AsyncSession) -> None:
+    """Hold :data:`ROUND_LOCK` for this transaction once no other round does, or go on without it (a
+    warning logged) when another held it for :data:`ROUND_WAIT_S`: tried, not waited on, so the wait
+    has an end."""
     deadline = time.monotonic() + ROUND_WAIT_S
     while not await session.scalar(select(func.pg_try_advisory_xact_lock(*ROUND_LOCK))):
         if time.monotonic() >= deadline:
             log.warning(
                 "another replica's dispatch round has run for %g s: this one goes on without it", ROUND_WAIT_S
             )
-            return False
+            return
         await asyncio.sleep(_ROUND_POLL_S)
-    return True
 
 
 async def take_queued_jobs(session: AsyncSession, limit: int = 10_000) -> list[QueuedJobRecord]:
